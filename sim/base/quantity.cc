@@ -1,0 +1,145 @@
+#include "sim/base/quantity.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace sim {
+namespace {
+
+struct Split {
+  double value;
+  std::string unit;
+};
+
+// Splits "80 GiB" / "80GiB" into 80 and "GiB". The number is the longest prefix strtod accepts.
+absl::StatusOr<Split> SplitNumberUnit(absl::string_view text, absl::string_view expected) {
+  std::string s(absl::StripAsciiWhitespace(text));
+  if (s.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("empty value; expected a number with a unit (",
+                                                   expected, ")"));
+  }
+  size_t end = 0;
+  while (end < s.size() && (absl::ascii_isdigit(s[end]) || s[end] == '.' || s[end] == '+' ||
+                            s[end] == '-' ||
+                            ((s[end] == 'e' || s[end] == 'E') && end > 0 && end + 1 < s.size() &&
+                             (absl::ascii_isdigit(s[end + 1]) || s[end + 1] == '-' ||
+                              s[end + 1] == '+')))) {
+    ++end;
+  }
+  double value = 0;
+  if (end == 0 || !absl::SimpleAtod(s.substr(0, end), &value) || !std::isfinite(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", s, "' does not start with a number; expected e.g. ", expected));
+  }
+  std::string unit(absl::StripAsciiWhitespace(s.substr(end)));
+  if (unit.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("'", s, "' has no unit; expected one of ",
+                                                   expected));
+  }
+  if (value < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'", s, "' is negative"));
+  }
+  return Split{value, unit};
+}
+
+using UnitTable = std::vector<std::pair<absl::string_view, double>>;
+
+absl::StatusOr<double> Scale(absl::string_view text, const UnitTable& table,
+                             absl::string_view what) {
+  std::vector<absl::string_view> names;
+  for (const auto& [name, factor] : table) names.push_back(name);
+  const std::string expected = absl::StrJoin(names, ", ");
+  auto split = SplitNumberUnit(text, expected);
+  if (!split.ok()) return split.status();
+  for (const auto& [name, factor] : table) {
+    if (split->unit == name) return split->value * factor;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " unit '", split->unit, "' in '",
+                                                 absl::StripAsciiWhitespace(text),
+                                                 "'; expected one of ", expected));
+}
+
+const UnitTable& ByteUnits() {
+  static const UnitTable t = {{"B", 1},         {"kB", 1e3},        {"KB", 1e3},
+                                    {"MB", 1e6},      {"GB", 1e9},        {"TB", 1e12},
+                                    {"PB", 1e15},     {"KiB", 1024.0},    {"MiB", 1048576.0},
+                                    {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  return t;
+}
+
+const UnitTable& BandwidthUnits() {
+  static const UnitTable t = {
+      {"B/s", 1},        {"kB/s", 1e3},       {"MB/s", 1e6},       {"GB/s", 1e9},
+      {"TB/s", 1e12},    {"GiB/s", 1073741824.0}, {"b/s", 1 / 8.0}, {"kb/s", 1e3 / 8},
+      {"Mb/s", 1e6 / 8}, {"Gb/s", 1e9 / 8},   {"Gbps", 1e9 / 8},   {"Tb/s", 1e12 / 8}};
+  return t;
+}
+
+const UnitTable& FlopRateUnits() {
+  static const UnitTable t = {
+      {"FLOP/s", 1}, {"GFLOP/s", 1e9}, {"TFLOP/s", 1e12}, {"PFLOP/s", 1e15}};
+  return t;
+}
+
+const UnitTable& TimeUnits() {
+  static const UnitTable t = {{"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6},
+                                    {"\xC2\xB5s", 1e-6}, {"ms", 1e-3}, {"s", 1}};
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<Bytes> ParseBytes(absl::string_view text) {
+  auto v = Scale(text, ByteUnits(), "size");
+  if (!v.ok()) return v.status();
+  return Bytes::Round(*v);
+}
+
+absl::StatusOr<Bandwidth> ParseBandwidth(absl::string_view text) {
+  auto v = Scale(text, BandwidthUnits(), "bandwidth");
+  if (!v.ok()) return v.status();
+  return Bandwidth::BytesPerSecond(*v);
+}
+
+absl::StatusOr<FlopRate> ParseFlopRate(absl::string_view text) {
+  auto v = Scale(text, FlopRateUnits(), "FLOP rate");
+  if (!v.ok()) return v.status();
+  return FlopRate::PerSecond(*v);
+}
+
+absl::StatusOr<Duration> ParseDuration(absl::string_view text) {
+  auto v = Scale(text, TimeUnits(), "time");
+  if (!v.ok()) return v.status();
+  return Duration::FromSeconds(*v);
+}
+
+absl::StatusOr<double> ParseCount(absl::string_view text) {
+  std::string s(absl::StripAsciiWhitespace(text));
+  double factor = 1;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'k': case 'K': factor = 1e3; break;
+      case 'M': factor = 1e6; break;
+      case 'B': case 'G': factor = 1e9; break;
+      case 'T': factor = 1e12; break;
+      default: break;
+    }
+    if (factor != 1) s.pop_back();
+  }
+  double v = 0;
+  if (s.empty() || !absl::SimpleAtod(s, &v) || !std::isfinite(v) || v < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a count; expected e.g. 70e9, 7B, 2T, 500M"));
+  }
+  return v * factor;
+}
+
+}  // namespace sim

@@ -1,0 +1,26 @@
+#include "sim/base/units.h"
+
+#include <cmath>
+
+#include "sim/base/check.h"
+
+namespace sim {
+
+Bytes Bytes::Round(double bytes) { return Bytes(static_cast<int64_t>(std::llround(bytes))); }
+
+Duration Duration::FromSeconds(double s) {
+  SIM_CHECK(std::isfinite(s), "non-finite duration");
+  return Duration(static_cast<int64_t>(std::llround(s * 1e12)));
+}
+
+Duration operator/(Bytes bytes, Bandwidth bw) {
+  SIM_CHECK(bw.bytes_per_s() > 0, "bandwidth must be positive");
+  return Duration::FromSeconds(static_cast<double>(bytes.count()) / bw.bytes_per_s());
+}
+
+Duration operator/(Flops work, FlopRate rate) {
+  SIM_CHECK(rate.per_second() > 0, "FLOP rate must be positive");
+  return Duration::FromSeconds(work.count() / rate.per_second());
+}
+
+}  // namespace sim

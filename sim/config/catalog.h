@@ -1,0 +1,52 @@
+#pragma once
+// Loading of the project's data files: models/, topologies/ and scenarios. Every function
+// returns InvalidArgument (malformed input), NotFound (a name or file that does not exist) or
+// FailedPrecondition (well-formed input that conflicts with the cluster), with one located line
+// per problem.
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/spec/hardware.h"
+#include "sim/spec/model.h"
+#include "sim/spec/scenario.h"
+
+namespace sim::config {
+
+// Where models/ and topologies/ live: $STEPSIM_DATA_DIR if set, else the source tree the binary
+// was built from.
+struct DataRoot {
+  std::string path;
+  static DataRoot Default();
+  std::string ModelsDir() const { return path + "/models"; }
+  std::string GpuCatalogFile() const { return path + "/topologies/gpus.yaml"; }
+  std::string NodeCatalogFile() const { return path + "/topologies/nodes.yaml"; }
+};
+
+absl::StatusOr<ModelSpec> LoadModelFile(const std::string& path);
+// A catalog name ("llama2-70b") or a path to a model file ("my/model.yaml").
+absl::StatusOr<ModelSpec> LoadModel(const DataRoot& root, absl::string_view name_or_path);
+std::vector<std::string> CatalogModelNames(const DataRoot& root);
+
+absl::StatusOr<std::vector<GpuSpec>> LoadGpuCatalog(const std::string& path);
+absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
+                                                      const std::vector<GpuSpec>& gpus);
+// Case-insensitive lookup by catalog name; NotFound with the nearest name.
+absl::StatusOr<GpuSpec> FindGpu(const std::vector<GpuSpec>& gpus, absl::string_view name);
+
+// One --set KEY=VALUE: a dotted key path and a YAML scalar (or flow sequence/mapping) value.
+struct Override {
+  std::string key;
+  std::string value;
+};
+absl::StatusOr<Override> ParseOverride(absl::string_view key_equals_value);
+
+// Loads a scenario file, applies the overrides in order, resolves catalog names and validates
+// everything, reporting all problems at once.
+absl::StatusOr<Scenario> LoadScenario(const DataRoot& root, const std::string& path,
+                                      const std::vector<Override>& overrides);
+
+}  // namespace sim::config

@@ -1,0 +1,159 @@
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "sim/base/suggest.h"
+#include "sim/config/catalog.h"
+#include "sim/config/loaders.h"
+#include "sim/config/yaml_fields.h"
+
+namespace sim::config {
+
+namespace {
+
+void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
+                     YamlErrors& errors) {
+  if (!CheckMapping(node, path,
+                    {"gemm_efficiency", "attention_efficiency", "memory_efficiency",
+                     "launch_overhead", "comm_efficiency", "overlap_slowdown", "note"},
+                    errors)) {
+    return;
+  }
+  auto k = [&](absl::string_view name) { return Key{node, name, path, false}; };
+  if (auto v = ReadDouble(k("gemm_efficiency"), errors, 0.01, 1.0)) c.gemm_efficiency = *v;
+  if (auto v = ReadDouble(k("attention_efficiency"), errors, 0.01, 1.0)) {
+    c.attention_efficiency = *v;
+  }
+  if (auto v = ReadDouble(k("memory_efficiency"), errors, 0.01, 1.0)) c.memory_efficiency = *v;
+  if (auto v = ReadDuration(k("launch_overhead"), errors)) c.launch_overhead = *v;
+  if (auto v = ReadDouble(k("comm_efficiency"), errors, 0.01, 1.0)) c.comm_efficiency = *v;
+  if (auto v = ReadDouble(k("overlap_slowdown"), errors, 1.0, 4.0)) c.overlap_slowdown = *v;
+  ReadString(k("note"), errors);
+}
+
+}  // namespace
+
+std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {
+  if (!CheckMapping(node, path,
+                    {"name", "hbm", "hbm_bandwidth", "dense", "nvlink_bandwidth", "calibration",
+                     "price_per_hour_usd", "price_source", "source"},
+                    errors)) {
+    return std::nullopt;
+  }
+  GpuSpec g;
+  auto req = [&](absl::string_view k) { return Key{node, k, path, true}; };
+  auto opt = [&](absl::string_view k) { return Key{node, k, path, false}; };
+  if (auto v = ReadString(req("name"), errors)) g.name = *v;
+  if (auto v = ReadBytes(req("hbm"), errors)) g.hbm = *v;
+  if (auto v = ReadBandwidth(req("hbm_bandwidth"), errors)) g.hbm_bandwidth = *v;
+  if (auto v = ReadBandwidth(req("nvlink_bandwidth"), errors)) g.nvlink_bandwidth = *v;
+  if (auto v = ReadDouble(opt("price_per_hour_usd"), errors, 0.0, 1e4)) g.price_per_hour_usd = *v;
+  ReadString(opt("price_source"), errors);
+  if (auto v = ReadString(req("source"), errors)) g.source = *v;
+  const YAML::Node dense = node["dense"];
+  const std::string dense_path = JoinPath(path, "dense");
+  if (!dense) {
+    errors.Add(node, dense_path, "missing required key (dense FLOP/s per dtype)");
+  } else if (CheckMapping(dense, dense_path, {"fp32", "tf32", "bf16", "fp16", "fp8"}, errors)) {
+    auto k = [&](absl::string_view name) { return Key{dense, name, dense_path, false}; };
+    g.fp32 = ReadFlopRate(k("fp32"), errors);
+    g.tf32 = ReadFlopRate(k("tf32"), errors);
+    g.bf16 = ReadFlopRate(k("bf16"), errors);
+    g.fp16 = ReadFlopRate(k("fp16"), errors);
+    g.fp8 = ReadFlopRate(k("fp8"), errors);
+    if (!g.bf16 && !g.fp16) {
+      errors.Add(dense, dense_path, "a GPU needs at least a bf16 or fp16 dense rate");
+    }
+  }
+  if (const YAML::Node cal = node["calibration"]) {
+    ReadCalibration(cal, JoinPath(path, "calibration"), g.calibration, errors);
+  }
+  return g;
+}
+
+absl::StatusOr<std::vector<GpuSpec>> LoadGpuCatalog(const std::string& path) {
+  auto root = LoadYamlFile(path);
+  if (!root.ok()) return root.status();
+  YamlErrors errors(path);
+  CheckSchemaVersion(*root, errors);
+  CheckMapping(*root, "", {"schema_version", "gpus"}, errors);
+  std::vector<GpuSpec> gpus;
+  const YAML::Node list = (*root)["gpus"];
+  if (!list || !list.IsSequence()) {
+    errors.Add(*root, "gpus", "expected a list of GPU entries");
+    return errors.ToStatus();
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (auto g = ReadGpu(list[i], absl::StrCat("gpus[", i, "]"), errors)) {
+      for (const GpuSpec& other : gpus) {
+        if (absl::AsciiStrToLower(other.name) == absl::AsciiStrToLower(g->name)) {
+          errors.Add(list[i]["name"], absl::StrCat("gpus[", i, "].name"),
+                     absl::StrCat("duplicate GPU name '", g->name, "'"));
+        }
+      }
+      gpus.push_back(*g);
+    }
+  }
+  if (!errors.empty()) return errors.ToStatus();
+  return gpus;
+}
+
+absl::StatusOr<GpuSpec> FindGpu(const std::vector<GpuSpec>& gpus, absl::string_view name) {
+  std::vector<std::string> names;
+  for (const GpuSpec& g : gpus) {
+    if (absl::AsciiStrToLower(g.name) == absl::AsciiStrToLower(name)) return g;
+    names.push_back(g.name);
+  }
+  return absl::NotFoundError(absl::StrCat("unknown GPU '", name, "'", DidYouMean(name, names)));
+}
+
+absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
+                                                      const std::vector<GpuSpec>& gpus) {
+  auto root = LoadYamlFile(path);
+  if (!root.ok()) return root.status();
+  YamlErrors errors(path);
+  CheckSchemaVersion(*root, errors);
+  CheckMapping(*root, "", {"schema_version", "nodes"}, errors);
+  const YAML::Node list = (*root)["nodes"];
+  if (!list || !list.IsSequence()) {
+    errors.Add(*root, "nodes", "expected a list of node types");
+    return errors.ToStatus();
+  }
+  std::vector<NodeSpec> nodes;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node n = list[i];
+    const std::string p = absl::StrCat("nodes[", i, "]");
+    if (!CheckMapping(n, p,
+                      {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
+                       "nic_bandwidth", "intra_node_latency", "inter_node_latency", "source"},
+                      errors)) {
+      continue;
+    }
+    NodeSpec node;
+    auto req = [&](absl::string_view k) { return Key{n, k, p, true}; };
+    auto opt = [&](absl::string_view k) { return Key{n, k, p, false}; };
+    if (auto v = ReadString(req("name"), errors)) node.name = *v;
+    if (auto v = ReadString(req("gpu"), errors)) {
+      auto g = FindGpu(gpus, *v);
+      if (!g.ok()) {
+        errors.Add(n["gpu"], JoinPath(p, "gpu"), g.status().message());
+      } else {
+        node.gpu = g->name;
+      }
+    }
+    if (auto v = ReadInt(req("gpus_per_node"), errors, 1, 1024)) node.gpus_per_node = *v;
+    if (auto v = ReadBandwidth(req("intra_node_bandwidth"), errors)) {
+      node.intra_node_bandwidth = *v;
+    }
+    if (auto v = ReadInt(req("nics_per_node"), errors, 0, 1024)) node.nics_per_node = *v;
+    if (auto v = ReadBandwidth(req("nic_bandwidth"), errors)) node.nic_bandwidth = *v;
+    if (auto v = ReadDuration(opt("intra_node_latency"), errors)) node.intra_node_latency = *v;
+    if (auto v = ReadDuration(opt("inter_node_latency"), errors)) node.inter_node_latency = *v;
+    if (auto v = ReadString(req("source"), errors)) node.source = *v;
+    nodes.push_back(node);
+  }
+  if (!errors.empty()) return errors.ToStatus();
+  return nodes;
+}
+
+}  // namespace sim::config

@@ -1,0 +1,107 @@
+#include <filesystem>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "sim/base/suggest.h"
+#include "sim/config/catalog.h"
+#include "sim/config/loaders.h"
+#include "sim/config/yaml_fields.h"
+
+namespace sim::config {
+
+namespace {
+constexpr int64_t kMaxDim = int64_t{1} << 40;
+}  // namespace
+
+std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view path,
+                                   YamlErrors& errors) {
+  if (!CheckMapping(node, path,
+                    {"schema_version", "name", "family", "layers", "hidden", "heads", "kv_heads",
+                     "ffn_hidden", "mlp", "norm", "vocab", "tied_embeddings", "position",
+                     "max_seq_len", "bias", "dropout", "params", "source"},
+                    errors)) {
+    return std::nullopt;
+  }
+  ModelSpec m;
+  auto req = [&](absl::string_view k) { return Key{node, k, path, true}; };
+  auto opt = [&](absl::string_view k) { return Key{node, k, path, false}; };
+  if (auto v = ReadString(req("name"), errors)) m.name = *v;
+  if (auto v = ReadString(opt("family"), errors)) m.family = *v;
+  if (auto v = ReadInt(req("layers"), errors, 1, kMaxDim)) m.layers = *v;
+  if (auto v = ReadInt(req("hidden"), errors, 1, kMaxDim)) m.hidden = *v;
+  if (auto v = ReadInt(req("heads"), errors, 1, kMaxDim)) m.heads = *v;
+  m.kv_heads = m.heads;
+  if (auto v = ReadInt(opt("kv_heads"), errors, 1, kMaxDim)) m.kv_heads = *v;
+  if (auto v = ReadInt(req("ffn_hidden"), errors, 1, kMaxDim)) m.ffn_hidden = *v;
+  if (auto v = ReadInt(req("vocab"), errors, 1, kMaxDim)) m.vocab = *v;
+  if (auto v = ReadChoice(req("mlp"), errors, {"gelu", "swiglu"})) {
+    m.mlp = *v == "gelu" ? MlpKind::kGelu : MlpKind::kSwiglu;
+  }
+  if (auto v = ReadChoice(req("norm"), errors, {"layernorm", "rmsnorm"})) {
+    m.norm = *v == "layernorm" ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  }
+  if (auto v = ReadChoice(req("position"), errors, {"learned", "rope", "alibi"})) {
+    m.position = *v == "learned" ? PositionKind::kLearned
+                 : *v == "rope"  ? PositionKind::kRope
+                                 : PositionKind::kAlibi;
+  }
+  if (auto v = ReadInt(opt("max_seq_len"), errors, 1, kMaxDim)) m.max_seq_len = *v;
+  if (auto v = ReadBool(req("tied_embeddings"), errors)) m.tied_embeddings = *v;
+  if (auto v = ReadBool(opt("bias"), errors)) m.bias = *v;
+  if (auto v = ReadDouble(opt("dropout"), errors, 0.0, 0.99)) m.dropout = *v;
+  if (auto v = ReadDouble(opt("params"), errors, 1.0, 1e16)) m.nominal_params = *v;
+  if (auto v = ReadString(opt("source"), errors)) m.source = *v;
+
+  // Cross-field checks, reported at the key that makes the combination wrong.
+  if (m.heads > 0 && m.hidden % m.heads != 0) {
+    errors.Add(node["heads"], JoinPath(path, "heads"),
+               absl::StrCat("hidden ", m.hidden, " is not divisible by heads ", m.heads));
+  }
+  if (m.kv_heads > 0 && m.heads % m.kv_heads != 0) {
+    errors.Add(node["kv_heads"], JoinPath(path, "kv_heads"),
+               absl::StrCat("heads ", m.heads, " is not a multiple of kv_heads ", m.kv_heads));
+  }
+  if (m.position == PositionKind::kLearned && m.max_seq_len == 0 && node["position"]) {
+    errors.Add(node, JoinPath(path, "max_seq_len"),
+               "learned positions need max_seq_len (the rows of the position table)");
+  }
+  return m;
+}
+
+absl::StatusOr<ModelSpec> LoadModelFile(const std::string& path) {
+  auto root = LoadYamlFile(path);
+  if (!root.ok()) return root.status();
+  YamlErrors errors(path);
+  CheckSchemaVersion(*root, errors);
+  auto m = ReadModel(*root, "", errors);
+  if (!errors.empty()) return errors.ToStatus();
+  return *m;
+}
+
+std::vector<std::string> CatalogModelNames(const DataRoot& root) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(root.ModelsDir(), ec)) {
+    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+absl::StatusOr<ModelSpec> LoadModel(const DataRoot& root, absl::string_view name_or_path) {
+  const std::string s(name_or_path);
+  if (absl::StrContains(s, '/') || absl::EndsWith(s, ".yaml")) return LoadModelFile(s);
+  const std::string lower = absl::AsciiStrToLower(s);
+  const std::string file = root.ModelsDir() + "/" + lower + ".yaml";
+  if (!std::filesystem::exists(file)) {
+    const auto names = CatalogModelNames(root);
+    return absl::NotFoundError(absl::StrCat("unknown model '", s, "'", DidYouMean(s, names),
+                                            "; models/ has ", names.size(),
+                                            " models (stepsim ledger --help lists them)"));
+  }
+  return LoadModelFile(file);
+}
+
+}  // namespace sim::config

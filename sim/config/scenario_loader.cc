@@ -1,0 +1,321 @@
+#include <filesystem>
+#include <limits>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "sim/base/check.h"
+#include "sim/base/suggest.h"
+#include "sim/config/catalog.h"
+#include "sim/config/loaders.h"
+#include "sim/config/yaml_fields.h"
+
+namespace sim::config {
+
+DataRoot DataRoot::Default() {
+  if (const char* env = std::getenv("STEPSIM_DATA_DIR"); env != nullptr && *env != '\0') {
+    return DataRoot{env};
+  }
+  return DataRoot{STEPSIM_SOURCE_DIR};
+}
+
+absl::StatusOr<Override> ParseOverride(absl::string_view key_equals_value) {
+  std::pair<std::string, std::string> kv = absl::StrSplit(key_equals_value, absl::MaxSplits('=', 1));
+  if (kv.first.empty() || !absl::StrContains(key_equals_value, '=')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--set expects KEY=VALUE with a dotted key (parallel.zero=2), got '", key_equals_value,
+        "'"));
+  }
+  return Override{kv.first, kv.second};
+}
+
+namespace {
+
+constexpr int64_t kMaxCount = int64_t{1} << 40;
+
+absl::Status ApplyOverride(YAML::Node root, const Override& o) {
+  std::vector<std::string> parts = absl::StrSplit(o.key, '.');
+  YAML::Node node = root;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node child = node[parts[i]];
+    if (child.IsScalar()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--set ", o.key, ": '", parts[i], "' holds the single value '", child.Scalar(),
+          "', not a mapping; write the whole mapping in the scenario file instead"));
+    }
+    if (!child.IsDefined() || child.IsNull()) child = YAML::Node(YAML::NodeType::Map);
+    node[parts[i]] = child;
+    node.reset(node[parts[i]]);
+  }
+  // A node built from a string has no position, so errors about it say "--set KEY".
+  node[parts.back()] = YAML::Node(o.value);
+  return absl::OkStatus();
+}
+
+// Resolves `model:` (catalog name, path relative to the scenario or the cwd, or inline mapping).
+std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& node,
+                                      const std::string& scenario_file, YamlErrors& errors) {
+  if (!node) {
+    errors.AddUnlocated("model", "missing required key");
+    return std::nullopt;
+  }
+  if (node.IsMap()) return ReadModel(node, "model", errors);
+  if (!node.IsScalar()) {
+    errors.Add(node, "model", "expected a model name, a path, or an inline mapping");
+    return std::nullopt;
+  }
+  std::string name = node.Scalar();
+  if (absl::StrContains(name, '/') || absl::EndsWith(name, ".yaml")) {
+    const auto beside = std::filesystem::path(scenario_file).parent_path() / name;
+    if (std::filesystem::exists(beside)) name = beside.string();
+  }
+  auto m = LoadModel(root, name);
+  if (!m.ok()) {
+    errors.Add(node, "model", m.status().message());
+    return std::nullopt;
+  }
+  return *m;
+}
+
+void ReadCluster(const YAML::Node& node, const std::vector<GpuSpec>& gpus,
+                 const std::vector<NodeSpec>& nodes, ClusterSpec& c, YamlErrors& errors) {
+  const std::string p = "cluster";
+  if (!node) {
+    errors.AddUnlocated(p, "missing required key");
+    return;
+  }
+  if (!CheckMapping(node, p,
+                    {"node", "nodes", "gpu", "gpus_per_node", "intra_node_bandwidth",
+                     "nics_per_node", "nic_bandwidth", "intra_node_latency", "inter_node_latency"},
+                    errors)) {
+    return;
+  }
+  auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
+  bool have_node = false;
+  if (auto v = ReadString(k("node"), errors)) {
+    std::vector<std::string> names;
+    for (const NodeSpec& n : nodes) {
+      names.push_back(n.name);
+      if (absl::EqualsIgnoreCase(n.name, *v)) {
+        c.node = n;
+        have_node = true;
+      }
+    }
+    if (!have_node) {
+      errors.Add(node["node"], "cluster.node",
+                 absl::StrCat("unknown node type '", *v, "'", DidYouMean(*v, names),
+                              "; or describe the node inline with gpu, gpus_per_node, "
+                              "intra_node_bandwidth, nics_per_node, nic_bandwidth"));
+      return;
+    }
+  }
+  std::string gpu_name = c.node.gpu;
+  if (auto v = ReadString(k("gpu"), errors)) gpu_name = *v;
+  if (!have_node) {
+    c.node.name = "inline";
+    c.node.source = "scenario";
+    for (const char* required : {"gpu", "gpus_per_node", "intra_node_bandwidth"}) {
+      if (!node[required]) {
+        errors.Add(node, JoinPath(p, required),
+                   "missing: an inline cluster (no `node:`) must give gpu, gpus_per_node and "
+                   "intra_node_bandwidth");
+      }
+    }
+  }
+  if (!gpu_name.empty()) {
+    auto g = FindGpu(gpus, gpu_name);
+    if (!g.ok()) {
+      errors.Add(node["gpu"], "cluster.gpu", g.status().message());
+    } else {
+      c.gpu = *g;
+      c.node.gpu = g->name;
+    }
+  }
+  if (auto v = ReadInt(k("nodes"), errors, 1, kMaxCount)) c.nodes = *v;
+  if (auto v = ReadInt(k("gpus_per_node"), errors, 1, 1024)) c.node.gpus_per_node = *v;
+  if (auto v = ReadBandwidth(k("intra_node_bandwidth"), errors)) c.node.intra_node_bandwidth = *v;
+  if (auto v = ReadInt(k("nics_per_node"), errors, 0, 1024)) c.node.nics_per_node = *v;
+  if (auto v = ReadBandwidth(k("nic_bandwidth"), errors)) c.node.nic_bandwidth = *v;
+  if (auto v = ReadDuration(k("intra_node_latency"), errors)) c.node.intra_node_latency = *v;
+  if (auto v = ReadDuration(k("inter_node_latency"), errors)) c.node.inter_node_latency = *v;
+  if (c.nodes > 1 && (c.node.nics_per_node == 0 || c.node.nic_bandwidth.bytes_per_s() <= 0)) {
+    errors.Add(node, "cluster.nics_per_node",
+               "a cluster of more than one node needs nics_per_node and nic_bandwidth");
+  }
+}
+
+void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
+  const std::string p = "training";
+  if (!node) return;
+  if (!CheckMapping(node, p,
+                    {"seq_len", "micro_batch", "global_batch", "precision", "optimizer",
+                     "recompute", "attention"},
+                    errors)) {
+    return;
+  }
+  auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
+  if (auto v = ReadInt(k("seq_len"), errors, 1, kMaxCount)) t.seq_len = *v;
+  if (auto v = ReadInt(k("micro_batch"), errors, 1, kMaxCount)) t.micro_batch = *v;
+  if (auto v = ReadInt(k("global_batch"), errors, 1, kMaxCount)) t.global_batch = *v;
+  if (auto v = ReadChoice(k("precision"), errors, {"bf16", "fp16", "fp8"})) {
+    t.precision = *v == "bf16" ? Precision::kBf16 : *v == "fp16" ? Precision::kFp16
+                                                                 : Precision::kFp8;
+  }
+  if (auto v = ReadChoice(k("optimizer"), errors, {"adamw", "sgd", "adam8bit"})) {
+    t.optimizer = *v == "adamw" ? OptimizerKind::kAdamW
+                  : *v == "sgd" ? OptimizerKind::kSgd
+                                : OptimizerKind::kAdam8bit;
+  }
+  if (auto v = ReadChoice(k("recompute"), errors, {"none", "selective", "full"})) {
+    t.recompute = *v == "none" ? Recompute::kNone
+                  : *v == "selective" ? Recompute::kSelective
+                                      : Recompute::kFull;
+  }
+  if (auto v = ReadChoice(k("attention"), errors, {"flash", "eager"})) {
+    t.attention = *v == "flash" ? AttentionKernel::kFlash : AttentionKernel::kEager;
+  }
+}
+
+void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors) {
+  const std::string p = "parallel";
+  if (!node) return;
+  if (!CheckMapping(node, p,
+                    {"framework", "zero", "tp", "pp", "sequence_parallel", "prefetch", "bucket",
+                     "sharding", "reduce_dtype", "collective"},
+                    errors)) {
+    return;
+  }
+  auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
+  if (auto v = ReadChoice(k("framework"), errors, {"deepspeed", "fsdp", "megatron"})) {
+    par.framework = *v == "deepspeed" ? Framework::kDeepSpeed
+                    : *v == "fsdp"    ? Framework::kFsdp
+                                      : Framework::kMegatron;
+  }
+  if (auto v = ReadInt(k("zero"), errors, 0, 3)) par.zero = *v;
+  if (auto v = ReadInt(k("tp"), errors, 1, 1024)) par.tp = *v;
+  if (auto v = ReadInt(k("pp"), errors, 1, 1024)) par.pp = *v;
+  if (auto v = ReadBool(k("sequence_parallel"), errors)) par.sequence_parallel = *v;
+  if (auto v = ReadInt(k("prefetch"), errors, 0, 64)) par.prefetch = *v;
+  if (auto v = ReadBytes(k("bucket"), errors)) par.bucket = *v;
+  if (auto v = ReadChoice(k("sharding"), errors,
+                          {"no_shard", "shard_grad_op", "full_shard", "hybrid_shard"})) {
+    par.sharding = *v == "no_shard"        ? FsdpSharding::kNoShard
+                   : *v == "shard_grad_op" ? FsdpSharding::kShardGradOp
+                   : *v == "full_shard"    ? FsdpSharding::kFullShard
+                                           : FsdpSharding::kHybridShard;
+  }
+  if (auto v = ReadChoice(k("reduce_dtype"), errors, {"bf16", "fp16", "fp32"})) {
+    par.reduce_dtype = *v == "bf16" ? Dtype::kBf16 : *v == "fp16" ? Dtype::kFp16 : Dtype::kFp32;
+  }
+  if (auto v = ReadChoice(k("collective"), errors, {"ring"})) par.collective = CollectiveAlgorithm::kRing;
+}
+
+void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
+  if (!node) return;
+  if (!CheckMapping(node, "runtime", {"reserved"}, errors)) return;
+  if (auto v = ReadBytes({node, "reserved", "runtime", false}, errors)) r.reserved = *v;
+}
+
+// Second pass: checks across sections and files, all reported together. Each cites the key the
+// user would change.
+void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
+  // The key the user would change, or its section, or the top of the file.
+  auto at = [&](absl::string_view section, absl::string_view key) {
+    const YAML::Node sec = Child(root, section);
+    const YAML::Node k = Child(sec, key);
+    return k.IsDefined() ? k : sec.IsDefined() ? sec : root;
+  };
+  const ModelSpec& m = s.model;
+  const int64_t tp = s.parallel.tp, pp = s.parallel.pp;
+  if (m.heads > 0 && (m.heads % tp != 0 || m.kv_heads % tp != 0)) {
+    errors.Add(at("parallel", "tp"), "parallel.tp",
+               absl::StrCat("tp ", tp, " must divide the model's heads (", m.heads,
+                            ") and kv_heads (", m.kv_heads, ")"));
+  }
+  if (m.layers > 0 && m.layers % pp != 0) {
+    errors.Add(at("parallel", "pp"), "parallel.pp",
+               absl::StrCat("pp ", pp, " must divide the model's ", m.layers, " layers"));
+  }
+  const int64_t gpus = s.cluster.gpus();
+  if (gpus > 0 && gpus % (tp * pp) != 0) {
+    errors.Add(at("parallel", "tp"), "parallel",
+               absl::StrCat("the cluster's ", gpus, " GPUs are not a multiple of tp x pp = ",
+                            tp * pp));
+    return;
+  }
+  const int64_t dp = gpus / (tp * pp);
+  const int64_t per_step = s.training.micro_batch * dp;
+  if (dp > 0 && s.training.global_batch % per_step != 0) {
+    errors.Add(at("training", "global_batch"), "training.global_batch",
+               absl::StrCat("global_batch ", s.training.global_batch,
+                            " is not a multiple of micro_batch x dp = ", s.training.micro_batch,
+                            " x ", dp, " = ", per_step));
+  }
+  if (s.training.precision == Precision::kFp8 && !s.cluster.gpu.fp8) {
+    errors.Add(at("training", "precision"), "training.precision",
+               absl::StrCat(s.cluster.gpu.name, " has no fp8 tensor cores"));
+  }
+  if (s.training.precision == Precision::kBf16 && !s.cluster.gpu.bf16) {
+    errors.Add(at("training", "precision"), "training.precision",
+               absl::StrCat(s.cluster.gpu.name, " has no bf16 tensor cores; use fp16"));
+  }
+  if (s.parallel.sharding && s.parallel.framework != Framework::kFsdp) {
+    errors.Add(at("parallel", "sharding"), "parallel.sharding", "sharding strategies belong to framework fsdp");
+  }
+  if (s.parallel.sequence_parallel && tp == 1) {
+    errors.Add(at("parallel", "sequence_parallel"), "parallel.sequence_parallel",
+               "sequence parallelism needs tp > 1");
+  }
+  if (s.model.position == PositionKind::kLearned && s.model.max_seq_len > 0 &&
+      s.training.seq_len > s.model.max_seq_len) {
+    errors.Add(at("training", "seq_len"), "training.seq_len",
+               absl::StrCat("seq_len ", s.training.seq_len, " exceeds the model's learned ",
+                            "position table of ", s.model.max_seq_len,
+                            " rows (set model max_seq_len)"));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Scenario> LoadScenario(const DataRoot& data, const std::string& path,
+                                      const std::vector<Override>& overrides) {
+  auto loaded = LoadYamlFile(path);
+  if (!loaded.ok()) return loaded.status();
+  YAML::Node root = *loaded;
+  for (const Override& o : overrides) {
+    if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
+  }
+  auto gpus = LoadGpuCatalog(data.GpuCatalogFile());
+  if (!gpus.ok()) return gpus.status();
+  auto nodes = LoadNodeCatalog(data.NodeCatalogFile(), *gpus);
+  if (!nodes.ok()) return nodes.status();
+
+  const YAML::Node& r = root;
+  YamlErrors errors(path);
+  CheckSchemaVersion(r, errors);
+  if (!CheckMapping(r, "",
+                    {"schema_version", "name", "model", "cluster", "training", "parallel",
+                     "runtime"},
+                    errors)) {
+    return errors.ToStatus();
+  }
+  Scenario s;
+  s.file = path;
+  s.name = std::filesystem::path(path).stem().string();
+  if (auto v = ReadString({r, "name", "", false}, errors)) s.name = *v;
+  if (auto m = ResolveModel(data, r["model"], path, errors)) s.model = *m;
+  ReadCluster(r["cluster"], *gpus, *nodes, s.cluster, errors);
+  ReadTraining(r["training"], s.training, errors);
+  ReadParallel(r["parallel"], s.parallel, errors);
+  ReadRuntime(r["runtime"], s.runtime, errors);
+  if (!errors.empty()) return errors.ToStatus();
+  if (s.training.global_batch == 0) {
+    s.training.global_batch = s.training.micro_batch * s.dp();
+  }
+  CheckConsistency(r, s, errors);
+  if (!errors.empty()) return errors.ToStatus();
+  return s;
+}
+
+}  // namespace sim::config

@@ -1,0 +1,201 @@
+#include "sim/config/yaml_fields.h"
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sim/base/quantity.h"
+#include "sim/base/suggest.h"
+
+namespace sim::config {
+
+void YamlErrors::Add(const YAML::Node& at, absl::string_view key_path, absl::string_view message) {
+  if (!at.IsDefined()) {
+    AddUnlocated(key_path, message);
+    return;
+  }
+  const YAML::Mark mark = at.Mark();
+  if (mark.is_null() || mark.line < 0) {
+    // Nodes created by --set overrides carry no position.
+    messages_.push_back(absl::StrCat("--set ", key_path, ": ", message));
+    return;
+  }
+  messages_.push_back(absl::StrCat(file_, ":", mark.line + 1, ":", mark.column + 1, ": ",
+                                   key_path.empty() ? "(top level)" : key_path, ": ", message));
+}
+
+void YamlErrors::AddUnlocated(absl::string_view key_path, absl::string_view message) {
+  messages_.push_back(absl::StrCat(file_, ": ", key_path, ": ", message));
+}
+
+void YamlErrors::Append(const YamlErrors& other) {
+  messages_.insert(messages_.end(), other.messages_.begin(), other.messages_.end());
+}
+
+absl::Status YamlErrors::ToStatus() const {
+  if (messages_.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(messages_, "\n"));
+}
+
+YAML::Node Child(const YAML::Node& node, absl::string_view key) {
+  if (!node.IsDefined() || !node.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
+  return node[std::string(key)];
+}
+
+std::string JoinPath(absl::string_view parent, absl::string_view key) {
+  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+}
+
+bool CheckMapping(const YAML::Node& map, absl::string_view path,
+                  const std::vector<std::string>& allowed, YamlErrors& errors) {
+  if (!map.IsMap()) {
+    errors.Add(map, path, "expected a mapping of keys to values");
+    return false;
+  }
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    bool known = false;
+    for (const std::string& a : allowed) known = known || a == key;
+    if (!known) {
+      errors.Add(kv.first, JoinPath(path, key),
+                 absl::StrCat("unknown key '", key, "'", DidYouMean(key, allowed),
+                              "; valid keys: ", absl::StrJoin(allowed, ", ")));
+    }
+  }
+  return true;
+}
+
+namespace {
+
+// Returns the scalar text of map[name], or nullopt when absent/not a scalar (recording errors).
+std::optional<std::string> Scalar(const Key& key, YamlErrors& errors) {
+  const YAML::Node node = key.map[std::string(key.name)];
+  const std::string path = JoinPath(key.parent_path, key.name);
+  if (!node.IsDefined() || node.IsNull()) {
+    if (key.required) errors.Add(key.map, path, "missing required key");
+    return std::nullopt;
+  }
+  if (!node.IsScalar()) {
+    errors.Add(node, path, "expected a single value, not a list or mapping");
+    return std::nullopt;
+  }
+  return node.Scalar();
+}
+
+YAML::Node At(const Key& key) { return key.map[std::string(key.name)]; }
+
+template <typename T, typename Parser>
+std::optional<T> ReadDimensioned(const Key& key, YamlErrors& errors, Parser parse) {
+  auto text = Scalar(key, errors);
+  if (!text) return std::nullopt;
+  auto v = parse(*text);
+  if (!v.ok()) {
+    errors.Add(At(key), JoinPath(key.parent_path, key.name), v.status().message());
+    return std::nullopt;
+  }
+  return *v;
+}
+
+}  // namespace
+
+std::optional<std::string> ReadString(const Key& key, YamlErrors& errors) {
+  return Scalar(key, errors);
+}
+
+std::optional<int64_t> ReadInt(const Key& key, YamlErrors& errors, int64_t min, int64_t max) {
+  auto text = Scalar(key, errors);
+  if (!text) return std::nullopt;
+  int64_t v = 0;
+  const std::string path = JoinPath(key.parent_path, key.name);
+  if (!absl::SimpleAtoi(*text, &v)) {
+    errors.Add(At(key), path, absl::StrCat("expected an integer, got '", *text, "'"));
+    return std::nullopt;
+  }
+  if (v < min || v > max) {
+    errors.Add(At(key), path,
+               max == std::numeric_limits<int64_t>::max()
+                   ? absl::StrCat("must be at least ", min, ", got ", v)
+                   : absl::StrCat("must be between ", min, " and ", max, ", got ", v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> ReadDouble(const Key& key, YamlErrors& errors, double min, double max) {
+  auto text = Scalar(key, errors);
+  if (!text) return std::nullopt;
+  double v = 0;
+  const std::string path = JoinPath(key.parent_path, key.name);
+  if (!absl::SimpleAtod(*text, &v)) {
+    errors.Add(At(key), path, absl::StrCat("expected a number, got '", *text, "'"));
+    return std::nullopt;
+  }
+  if (v < min || v > max) {
+    errors.Add(At(key), path, absl::StrCat("must be between ", min, " and ", max, ", got ", v));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<bool> ReadBool(const Key& key, YamlErrors& errors) {
+  auto text = Scalar(key, errors);
+  if (!text) return std::nullopt;
+  if (*text == "true") return true;
+  if (*text == "false") return false;
+  errors.Add(At(key), JoinPath(key.parent_path, key.name),
+             absl::StrCat("expected true or false, got '", *text, "'"));
+  return std::nullopt;
+}
+
+std::optional<std::string> ReadChoice(const Key& key, YamlErrors& errors,
+                                      const std::vector<std::string>& choices) {
+  auto text = Scalar(key, errors);
+  if (!text) return std::nullopt;
+  for (const std::string& c : choices) {
+    if (*text == c) return text;
+  }
+  errors.Add(At(key), JoinPath(key.parent_path, key.name),
+             absl::StrCat("'", *text, "' is not one of ", absl::StrJoin(choices, ", "),
+                          DidYouMean(*text, choices)));
+  return std::nullopt;
+}
+
+std::optional<Bytes> ReadBytes(const Key& key, YamlErrors& errors) {
+  return ReadDimensioned<Bytes>(key, errors, ParseBytes);
+}
+std::optional<Bandwidth> ReadBandwidth(const Key& key, YamlErrors& errors) {
+  return ReadDimensioned<Bandwidth>(key, errors, ParseBandwidth);
+}
+std::optional<FlopRate> ReadFlopRate(const Key& key, YamlErrors& errors) {
+  return ReadDimensioned<FlopRate>(key, errors, ParseFlopRate);
+}
+std::optional<Duration> ReadDuration(const Key& key, YamlErrors& errors) {
+  return ReadDimensioned<Duration>(key, errors, ParseDuration);
+}
+
+void CheckSchemaVersion(const YAML::Node& root, YamlErrors& errors) {
+  auto v = ReadInt({root, "schema_version", "", /*required=*/true}, errors, 1,
+                   std::numeric_limits<int64_t>::max());
+  if (v && *v != 1) {
+    errors.Add(root["schema_version"], "schema_version",
+               absl::StrCat("this stepsim reads schema_version 1, got ", *v));
+  }
+}
+
+absl::StatusOr<YAML::Node> LoadYamlFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": YAML syntax: ", e.msg));
+  }
+}
+
+}  // namespace sim::config

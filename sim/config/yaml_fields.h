@@ -1,0 +1,80 @@
+#pragma once
+// Typed, located reads from yaml-cpp nodes. This header and its .cc are the only place (with the
+// loaders beside them) that include yaml-cpp; everything above sim/config sees plain specs.
+//
+// Every error is collected, not thrown, as "FILE:LINE:COLUMN: KEY.PATH: message", so a file with
+// three mistakes reports all three at once. yaml-cpp marks are 0-based and printed 1-based; a
+// missing key is reported at its parent's position; a node that came from a command-line
+// override has no position and is reported as "--set KEY.PATH". Reads go through
+// `const YAML::Node&` because the non-const operator[] inserts keys.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sim/base/units.h"
+#include "yaml-cpp/yaml.h"
+
+namespace sim::config {
+
+class YamlErrors {
+ public:
+  explicit YamlErrors(std::string file) : file_(std::move(file)) {}
+
+  // `at` is the node the problem is in (or the parent of a missing key).
+  void Add(const YAML::Node& at, absl::string_view key_path, absl::string_view message);
+  // A problem with no single position (cross-field checks cite the first key involved).
+  void AddUnlocated(absl::string_view key_path, absl::string_view message);
+  void Append(const YamlErrors& other);
+
+  bool empty() const { return messages_.empty(); }
+  const std::string& file() const { return file_; }
+  // InvalidArgument with one located line per problem; OK when there were none.
+  absl::Status ToStatus() const;
+
+ private:
+  std::string file_;
+  std::vector<std::string> messages_;
+};
+
+// map[key] when `node` is a mapping that has it, else an undefined node (never throws).
+YAML::Node Child(const YAML::Node& node, absl::string_view key);
+
+std::string JoinPath(absl::string_view parent, absl::string_view key);
+
+// Keys of `map` that are not in `allowed` are errors with the nearest valid key. A node that is
+// not a mapping is an error too (returns false).
+bool CheckMapping(const YAML::Node& map, absl::string_view path,
+                  const std::vector<std::string>& allowed, YamlErrors& errors);
+
+// The readers return nullopt when the key is absent (the caller keeps its default) and also when
+// the value is malformed (the error is recorded). `required` turns absence into an error.
+struct Key {
+  const YAML::Node& map;
+  absl::string_view name;
+  absl::string_view parent_path;
+  bool required = false;
+};
+
+std::optional<std::string> ReadString(const Key& key, YamlErrors& errors);
+std::optional<int64_t> ReadInt(const Key& key, YamlErrors& errors, int64_t min, int64_t max);
+std::optional<double> ReadDouble(const Key& key, YamlErrors& errors, double min, double max);
+std::optional<bool> ReadBool(const Key& key, YamlErrors& errors);
+std::optional<std::string> ReadChoice(const Key& key, YamlErrors& errors,
+                                      const std::vector<std::string>& choices);
+std::optional<Bytes> ReadBytes(const Key& key, YamlErrors& errors);
+std::optional<Bandwidth> ReadBandwidth(const Key& key, YamlErrors& errors);
+std::optional<FlopRate> ReadFlopRate(const Key& key, YamlErrors& errors);
+std::optional<Duration> ReadDuration(const Key& key, YamlErrors& errors);
+
+// Reads schema_version and requires it to be 1.
+void CheckSchemaVersion(const YAML::Node& root, YamlErrors& errors);
+
+// Parses a whole file; a syntax error becomes a located InvalidArgument.
+absl::StatusOr<YAML::Node> LoadYamlFile(const std::string& path);
+
+}  // namespace sim::config

@@ -1,0 +1,152 @@
+#include "sim/report/ledger_report.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/report/table.h"
+#include "sim/workload/params.h"
+#include "sim/workload/static_ledger.h"
+
+namespace sim::report {
+
+namespace {
+
+std::string StageFormula(const BytesPerParam& b, Framework fw, int stage) {
+  // Bytes per parameter that stay whole and that are divided by N at this stage.
+  int64_t whole = 0, sharded = 0;
+  for (const StateKind* k : {&b.weights, &b.gradients, &b.master_weights, &b.optimizer_m,
+                             &b.optimizer_v}) {
+    if (fw == Framework::kFsdp && stage == 3 && k == &b.weights) continue;
+    const bool s = k->sharded_from_stage && stage >= *k->sharded_from_stage;
+    (s ? sharded : whole) += k->bytes_per_param;
+  }
+  if (sharded == 0) return absl::StrCat(whole);
+  if (whole == 0) return absl::StrCat(sharded, "/N");
+  return absl::StrCat(whole, " + ", sharded, "/N");
+}
+
+std::string KindLabel(absl::string_view kind, Framework fw, OptimizerKind opt, Precision p) {
+  if (kind == "weights") {
+    return p == Precision::kFp8 && fw == Framework::kDeepSpeed ? "weights (fp8)"
+                                                                : "weights (bf16)";
+  }
+  if (kind == "gradients") {
+    return fw == Framework::kDeepSpeed ? "gradients (bf16)"
+           : fw == Framework::kFsdp    ? "gradients (fp32, sharded)"
+                                       : "gradients (fp32 main_grad)";
+  }
+  if (kind == "master_weights") return "master weights (fp32)";
+  if (opt == OptimizerKind::kSgd) return kind == "optimizer_m" ? "momentum (fp32)" : "-";
+  const std::string bits = opt == OptimizerKind::kAdam8bit ? "8-bit" : "fp32";
+  return kind == "optimizer_m" ? absl::StrCat("Adam m (", bits, ")")
+                               : absl::StrCat("Adam v (", bits, ")");
+}
+
+struct ActivationRow {
+  absl::string_view policy;
+  Recompute recompute;
+  Bytes per_layer;
+};
+
+std::vector<ActivationRow> ActivationRows(const LedgerInput& in) {
+  std::vector<ActivationRow> rows;
+  if (!in.model || !in.activations) return rows;
+  const auto ops = LayerForwardOps(*in.model, *in.activations);
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    rows.push_back({Name(r), r, SavedActivationBytes(ops, r)});
+  }
+  return rows;
+}
+
+}  // namespace
+
+nlohmann::ordered_json LedgerJson(const LedgerInput& in) {
+  const BytesPerParam b = StateBytesPerParam(in.framework, in.optimizer, in.precision);
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  if (in.model) j["model"] = in.model->name;
+  j["params"] = in.params;
+  j["gpus"] = in.gpus;
+  j["framework"] = Name(in.framework);
+  j["optimizer"] = Name(in.optimizer);
+  j["precision"] = Name(in.precision);
+  j["bytes_per_param"] = {{"weights", b.weights.bytes_per_param},
+                          {"gradients", b.gradients.bytes_per_param},
+                          {"master_weights", b.master_weights.bytes_per_param},
+                          {"optimizer_m", b.optimizer_m.bytes_per_param},
+                          {"optimizer_v", b.optimizer_v.bytes_per_param},
+                          {"total", b.total()}};
+  nlohmann::ordered_json per_gpu;
+  for (int stage = 0; stage <= 3; ++stage) {
+    auto v = PerGpuStateBytes(b, in.framework, stage, in.params, in.gpus);
+    per_gpu[absl::StrCat("zero", stage)] = v ? nlohmann::ordered_json(v->count()) : nullptr;
+  }
+  j["per_gpu_bytes"] = per_gpu;
+  if (auto rows = ActivationRows(in); !rows.empty()) {
+    nlohmann::ordered_json act;
+    for (const auto& r : rows) act[std::string(r.policy)] = r.per_layer.count();
+    j["activation_bytes_per_layer"] = act;
+    const ActivationShape& s = *in.activations;
+    j["activation_shape"] = {{"seq_len", s.seq_len},
+                             {"micro_batch", s.micro_batch},
+                             {"tp", s.tp},
+                             {"sequence_parallel", s.sequence_parallel},
+                             {"attention", Name(s.attention)},
+                             {"layers", in.model->layers}};
+  }
+  return j;
+}
+
+std::string LedgerText(const LedgerInput& in) {
+  const BytesPerParam b = StateBytesPerParam(in.framework, in.optimizer, in.precision);
+  std::string out;
+  absl::StrAppend(&out, "Static ledger", in.model ? absl::StrCat(" of ", in.model->name) : "",
+                  ": ", FormatCount(static_cast<double>(in.params)), " parameters (",
+                  in.params, "), framework ", Name(in.framework), ", ", Name(in.optimizer), ", ",
+                  Name(in.precision), "\n\nBytes per parameter\n");
+  Table kinds({"state", "B/param", "sharded from"});
+  for (const StateKind* k : {&b.weights, &b.gradients, &b.master_weights, &b.optimizer_m,
+                             &b.optimizer_v}) {
+    if (k->bytes_per_param == 0) continue;
+    kinds.AddRow({KindLabel(k->name, in.framework, in.optimizer, in.precision),
+                  absl::StrCat(k->bytes_per_param),
+                  k->sharded_from_stage ? absl::StrCat("ZeRO-", *k->sharded_from_stage) : "never"});
+  }
+  kinds.AddRow({"total", absl::StrCat(b.total()), ""});
+  absl::StrAppend(&out, kinds.Render(), "\nPer-GPU model states at N = ", in.gpus,
+                  " data-parallel GPUs\n");
+  std::vector<std::string> header = {"stage", "B/param", "per GPU", "per GPU"};
+  if (in.capacity) header.push_back(absl::StrCat("fits ", FormatGiB(in.capacity->count(), 0)));
+  Table stages(header);
+  for (int stage = 0; stage <= 3; ++stage) {
+    auto split = PerGpuStateSplit(b, in.framework, stage, in.params, in.gpus);
+    if (!split) {
+      stages.AddRow({absl::StrCat("ZeRO-", stage), "n/a", "-", "-"});
+      continue;
+    }
+    const double bytes = static_cast<double>(split->total().count());
+    std::vector<std::string> row = {absl::StrCat("ZeRO-", stage),
+                                    StageFormula(b, in.framework, stage), FormatGB(bytes),
+                                    FormatGiB(bytes)};
+    if (in.capacity) row.push_back(split->total() <= *in.capacity ? "yes" : "no");
+    stages.AddRow(row);
+  }
+  absl::StrAppend(&out, stages.Render());
+  if (auto rows = ActivationRows(in); !rows.empty()) {
+    const ActivationShape& s = *in.activations;
+    absl::StrAppend(&out, "\nActivations kept for backward, per GPU (s = ", s.seq_len,
+                    ", b = ", s.micro_batch, ", t = ", s.tp,
+                    s.sequence_parallel ? " with SP" : "", ", ", Name(s.attention),
+                    " attention), op by op\n");
+    Table act({"recompute", "per layer", "per layer", absl::StrCat("all ", in.model->layers,
+                                                                   " layers")});
+    for (const auto& r : rows) {
+      const double bytes = static_cast<double>(r.per_layer.count());
+      act.AddRow({std::string(r.policy), FormatGB(bytes, 4), FormatGiB(bytes, 4),
+                  FormatGB(bytes * static_cast<double>(in.model->layers))});
+    }
+    absl::StrAppend(&out, act.Render());
+  }
+  return out;
+}
+
+}  // namespace sim::report

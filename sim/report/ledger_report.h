@@ -1,0 +1,31 @@
+#pragma once
+// `stepsim ledger`: the static ledger (SPEC §3.1) and, with a model and a sequence length, the
+// op-level activation bytes per layer (SPEC §3.2), as a table for people and as JSON (SPEC §5
+// keys: params, bytes_per_param, per_gpu_bytes, activation_bytes_per_layer).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "sim/spec/model.h"
+#include "sim/spec/scenario.h"
+#include "sim/workload/layer_ops.h"
+
+namespace sim::report {
+
+struct LedgerInput {
+  std::optional<ModelSpec> model;
+  int64_t params = 0;  // derived from the model, or given with --params
+  int64_t gpus = 8;    // the sharding degree N
+  Framework framework = Framework::kDeepSpeed;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  Precision precision = Precision::kBf16;
+  std::optional<ActivationShape> activations;  // needs a model
+  std::optional<Bytes> capacity;               // a GPU's HBM, to mark what fits
+};
+
+nlohmann::ordered_json LedgerJson(const LedgerInput& in);
+std::string LedgerText(const LedgerInput& in);
+
+}  // namespace sim::report

@@ -1,0 +1,53 @@
+#pragma once
+// GPUs and nodes as plain data (topologies/gpus.yaml, topologies/nodes.yaml).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "sim/base/units.h"
+
+namespace sim {
+
+enum class Dtype { kFp32, kTf32, kBf16, kFp16, kFp8 };
+
+// Per-GPU-type calibration of the cost model (SPEC §3.5): one set of numbers per GPU type,
+// never per case. Efficiencies are fractions of the datasheet peak.
+struct GpuCalibration {
+  double gemm_efficiency = 0.75;       // large GEMMs, fraction of dense peak
+  double attention_efficiency = 0.55;  // flash/eager attention cores
+  double memory_efficiency = 0.85;     // memory-bound kernels, fraction of HBM bandwidth
+  Duration launch_overhead = Duration::Microseconds(4);
+  double comm_efficiency = 0.80;       // achieved fraction of link bandwidth for collectives
+  double overlap_slowdown = 1.10;      // compute stretch while a collective runs beside it
+};
+
+struct GpuSpec {
+  std::string name;
+  Bytes hbm;
+  Bandwidth hbm_bandwidth;
+  // Dense (non-sparse) tensor-core peaks; absent where the part has no such path.
+  std::optional<FlopRate> fp32, tf32, bf16, fp16, fp8;
+  // Per-GPU NVLink/Infinity Fabric bandwidth, both directions summed, as datasheets quote it.
+  Bandwidth nvlink_bandwidth;
+  GpuCalibration calibration;
+  std::optional<double> price_per_hour_usd;
+  std::string source;
+
+  std::optional<FlopRate> Peak(Dtype d) const;
+};
+
+struct NodeSpec {
+  std::string name;
+  std::string gpu;  // a GpuSpec name
+  int64_t gpus_per_node = 8;
+  // Per-GPU bandwidth one direction inside the node's NVLink/NVSwitch domain.
+  Bandwidth intra_node_bandwidth;
+  int64_t nics_per_node = 0;
+  Bandwidth nic_bandwidth;  // per NIC, one direction
+  Duration intra_node_latency = Duration::Microseconds(2);
+  Duration inter_node_latency = Duration::Microseconds(5);
+  std::string source;
+};
+
+}  // namespace sim

@@ -1,0 +1,91 @@
+#pragma once
+// One training job (scenarios/NAME.yaml) after loading, resolution of catalog names and
+// validation. The member initialisers below are the documented defaults of every optional key
+// (README "Scenario files" lists them); no other place in the code writes a default.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+
+#include "absl/strings/string_view.h"
+#include "sim/base/units.h"
+#include "sim/spec/hardware.h"
+#include "sim/spec/model.h"
+
+namespace sim {
+
+enum class Precision { kBf16, kFp16, kFp8 };
+enum class OptimizerKind { kAdamW, kSgd, kAdam8bit };
+enum class Recompute { kNone, kSelective, kFull };
+enum class AttentionKernel { kFlash, kEager };
+enum class Framework { kDeepSpeed, kFsdp, kMegatron };
+// FSDP sharding strategies (torch.distributed.fsdp.ShardingStrategy).
+enum class FsdpSharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
+enum class CollectiveAlgorithm { kRing };
+
+struct ClusterSpec {
+  GpuSpec gpu;
+  NodeSpec node;
+  int64_t nodes = 1;
+  int64_t gpus() const { return nodes * node.gpus_per_node; }
+};
+
+struct TrainingSpec {
+  int64_t seq_len = 4096;
+  int64_t micro_batch = 1;  // sequences per micro-batch per data-parallel rank
+  int64_t global_batch = 0;  // 0 = one micro-batch per DP rank (m = 1)
+  Precision precision = Precision::kBf16;
+  OptimizerKind optimizer = OptimizerKind::kAdamW;
+  Recompute recompute = Recompute::kNone;
+  AttentionKernel attention = AttentionKernel::kFlash;
+};
+
+struct ParallelSpec {
+  Framework framework = Framework::kDeepSpeed;
+  int64_t zero = 0;
+  int64_t tp = 1;
+  int64_t pp = 1;
+  bool sequence_parallel = false;
+  // ZeRO-3 / FULL_SHARD layers gathered ahead of the one computing (DeepSpeed
+  // stage3_prefetch_bucket_size, FSDP forward_prefetch/backward_prefetch).
+  int64_t prefetch = 1;
+  // Gradient reduction bucket (PyTorch DDP bucket_cap_mb = 25 MB; DeepSpeed reduce_bucket_size).
+  Bytes bucket = Bytes::MB(25);
+  // FSDP only: the sharding strategy; when absent it follows `zero` (0 NO_SHARD, 2 SHARD_GRAD_OP,
+  // 3 FULL_SHARD).
+  std::optional<FsdpSharding> sharding;
+  // Gradient reduction dtype; absent = the compute dtype (FSDP MixedPrecision default follows
+  // param_dtype; torchtitan sets fp32).
+  std::optional<Dtype> reduce_dtype;
+  CollectiveAlgorithm collective = CollectiveAlgorithm::kRing;
+};
+
+struct RuntimeSpec {
+  Bytes reserved = Bytes::GiB(1);  // CUDA context + library workspaces per GPU
+};
+
+struct Scenario {
+  std::string name;
+  std::string file;  // where it was loaded from ("" for generated scenarios)
+  ModelSpec model;
+  ClusterSpec cluster;
+  TrainingSpec training;
+  ParallelSpec parallel;
+  RuntimeSpec runtime;
+
+  int64_t dp() const { return cluster.gpus() / (parallel.tp * parallel.pp); }
+  int64_t micro_batches() const {
+    return training.global_batch / (training.micro_batch * dp());
+  }
+};
+
+absl::string_view Name(Precision p);
+absl::string_view Name(OptimizerKind o);
+absl::string_view Name(Recompute r);
+absl::string_view Name(AttentionKernel a);
+absl::string_view Name(Framework f);
+absl::string_view Name(FsdpSharding s);
+absl::string_view Name(Dtype d);
+
+}  // namespace sim

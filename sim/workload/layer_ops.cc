@@ -1,0 +1,154 @@
+#include "sim/workload/layer_ops.h"
+
+namespace sim {
+
+namespace {
+
+constexpr int64_t kAct = 2;  // bytes per 16-bit activation element
+constexpr int64_t kMask = 1; // bytes per dropout-mask element
+
+// A GEMM of (rows × inner) · (inner × cols): 2·rows·inner·cols FLOPs, reads both operands and
+// writes the product once (16-bit).
+LayerOp Gemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols) {
+  LayerOp op;
+  op.name = name;
+  op.op_class = OpClass::kGemm;
+  op.flops = Flops::Count(2.0 * static_cast<double>(rows) * static_cast<double>(inner) *
+                          static_cast<double>(cols));
+  op.bytes_moved = Bytes::Count(kAct * (rows * inner + inner * cols + rows * cols));
+  return op;
+}
+
+// An elementwise or normalisation kernel reading `reads` and writing `writes` elements.
+LayerOp Elementwise(absl::string_view name, int64_t reads, int64_t writes, double flops_per_elem) {
+  LayerOp op;
+  op.name = name;
+  op.op_class = OpClass::kMemoryBound;
+  op.flops = Flops::Count(flops_per_elem * static_cast<double>(writes));
+  op.bytes_moved = Bytes::Count(kAct * (reads + writes));
+  return op;
+}
+
+}  // namespace
+
+std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape) {
+  const int64_t t = shape.tp;
+  const int64_t s = shape.seq_len, b = shape.micro_batch;
+  const int64_t tokens = s * b;
+  const int64_t h = m.hidden, f = m.ffn_hidden, a = m.heads;
+  const int64_t kv = m.kv_heads * m.head_dim();
+  // Tensors replicated across the TP group, unless sequence parallelism shards them along s.
+  const int64_t rep = shape.sequence_parallel ? t : 1;
+  const int64_t rep_tokens = tokens / rep;
+  const bool dropout = m.dropout > 0;
+  auto bytes = [](int64_t n) { return Bytes::Count(n); };
+
+  std::vector<LayerOp> ops;
+  ops.reserve(14);
+
+  LayerOp norm1 = Elementwise("norm1", rep_tokens * h, rep_tokens * h, 5);
+  norm1.saves = {{"norm1_in", bytes(kAct * rep_tokens * h)}};
+  ops.push_back(norm1);
+
+  LayerOp qkv = Gemm("qkv", tokens, h, (h + 2 * kv) / t);
+  qkv.saves = {{"qkv_in", bytes(kAct * rep_tokens * h)}};
+  ops.push_back(qkv);
+
+  // Attention core: QK^T and AV are 2·b·s²·h/t FLOPs each; causal masking lets flash skip half.
+  const double full_core = 4.0 * static_cast<double>(b) * static_cast<double>(s) *
+                           static_cast<double>(s) * static_cast<double>(h) / static_cast<double>(t);
+  const int64_t scores = a * s * s * b / t;  // elements of the s×s score matrix per GPU
+  if (shape.attention == AttentionKernel::kFlash) {
+    LayerOp core;
+    core.name = "flash_attention";
+    core.op_class = OpClass::kAttention;
+    core.flops = Flops::Count(full_core / 2);
+    core.bytes_moved = bytes(kAct * tokens * (2 * h + 2 * kv) / t);
+    core.saves = {{"q_k", bytes(kAct * tokens * (h + kv) / t)},
+                  {"v", bytes(kAct * tokens * kv / t)},
+                  {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true}};
+    ops.push_back(core);
+  } else {
+    LayerOp qk;
+    qk.name = "attention_scores";
+    qk.op_class = OpClass::kAttention;
+    qk.flops = Flops::Count(full_core / 2);
+    qk.bytes_moved = bytes(kAct * (tokens * (h + kv) / t + scores));
+    qk.saves = {{"q_k", bytes(kAct * tokens * (h + kv) / t)}};
+    ops.push_back(qk);
+    LayerOp softmax = Elementwise("softmax", scores, scores, 5);
+    softmax.saves = {{"softmax_out", bytes(kAct * scores), true}};
+    ops.push_back(softmax);
+    if (dropout) {
+      LayerOp drop = Elementwise("softmax_dropout", scores, scores, 2);
+      drop.bytes_moved += bytes(kMask * scores);
+      drop.saves = {{"softmax_mask", bytes(kMask * scores), true},
+                    {"probs_dropped", bytes(kAct * scores), true}};
+      ops.push_back(drop);
+    }
+    LayerOp av;
+    av.name = "attention_values";
+    av.op_class = OpClass::kAttention;
+    av.flops = Flops::Count(full_core / 2);
+    av.bytes_moved = bytes(kAct * (scores + tokens * kv / t + tokens * h / t));
+    av.saves = {{"v", bytes(kAct * tokens * kv / t)}};
+    ops.push_back(av);
+  }
+
+  LayerOp proj = Gemm("out_proj", tokens, h / t, h);
+  proj.saves = {{"context", bytes(kAct * tokens * h / t)}};
+  ops.push_back(proj);
+
+  LayerOp residual1 = Elementwise("attn_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
+  if (dropout) residual1.saves = {{"attn_mask", bytes(kMask * rep_tokens * h)}};
+  ops.push_back(residual1);
+
+  LayerOp norm2 = Elementwise("norm2", rep_tokens * h, rep_tokens * h, 5);
+  norm2.saves = {{"norm2_in", bytes(kAct * rep_tokens * h)}};
+  ops.push_back(norm2);
+
+  if (m.mlp == MlpKind::kGelu) {
+    LayerOp fc1 = Gemm("fc1", tokens, h, f / t);
+    fc1.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
+    ops.push_back(fc1);
+    LayerOp gelu = Elementwise("gelu", tokens * f / t, tokens * f / t, 8);
+    gelu.saves = {{"gelu_in", bytes(kAct * tokens * f / t)}};
+    ops.push_back(gelu);
+  } else {
+    LayerOp gate_up = Gemm("gate_up", tokens, h, 2 * f / t);
+    gate_up.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
+    ops.push_back(gate_up);
+    LayerOp swiglu = Elementwise("swiglu", 2 * tokens * f / t, tokens * f / t, 6);
+    swiglu.saves = {{"gate", bytes(kAct * tokens * f / t)}, {"up", bytes(kAct * tokens * f / t)}};
+    ops.push_back(swiglu);
+  }
+  LayerOp fc2 = Gemm(m.mlp == MlpKind::kGelu ? "fc2" : "down", tokens, f / t, h);
+  fc2.saves = {{"fc2_in", bytes(kAct * tokens * f / t)}};
+  ops.push_back(fc2);
+
+  LayerOp residual2 = Elementwise("mlp_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
+  if (dropout) residual2.saves = {{"mlp_mask", bytes(kMask * rep_tokens * h)}};
+  ops.push_back(residual2);
+  return ops;
+}
+
+Bytes SavedActivationBytes(const std::vector<LayerOp>& ops, Recompute policy) {
+  Bytes sum;
+  for (const LayerOp& op : ops) {
+    for (const SavedTensor& t : op.saves) {
+      if (policy == Recompute::kFull) {
+        // Only the layer input (the first op's first saved tensor) is checkpointed.
+        if (&op == &ops.front() && &t == &op.saves.front()) sum += t.bytes;
+      } else if (policy == Recompute::kNone || !t.attention_core) {
+        sum += t.bytes;
+      }
+    }
+  }
+  return sum;
+}
+
+Bytes LayerActivationBytes(const ModelSpec& m, const ActivationShape& shape, Recompute policy) {
+  return SavedActivationBytes(LayerForwardOps(m, shape), policy);
+}
+
+}  // namespace sim

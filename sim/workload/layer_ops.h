@@ -1,0 +1,79 @@
+#pragma once
+// The forward ops of one decoder layer, each with its FLOPs, the bytes it moves through HBM and
+// the tensors it saves for the backward pass. This op-level accounting is the single source of
+// activation memory: `stepsim ledger` sums it, and the replay allocates and frees exactly these
+// tensors. Shapes are per GPU: TP t shards heads and FFN columns; sequence parallelism (SP)
+// additionally shards the tensors that are replicated across the TP group by t along s.
+//
+// Saved tensors (16-bit activations, 2 B/element; dropout masks 1 B; T = s·b tokens):
+//
+//   op             tensor            bytes                  TP t, no SP   with SP
+//   norm1          norm1_in          2·T·h                  replicated    ÷t   (the layer input)
+//   qkv            qkv_in            2·T·h                  replicated    ÷t
+//   attention      q, k              2·T·h + 2·T·kv         ÷t            ÷t
+//     eager        softmax_out       2·a·s²·b               ÷t            ÷t   (core)
+//     eager+drop   softmax_mask      1·a·s²·b               ÷t            ÷t   (core)
+//     eager+drop   probs_dropped     2·a·s²·b               ÷t            ÷t   (core)
+//     flash        softmax_lse       4·a·s·b (fp32/row)     ÷t            ÷t   (core)
+//                  v                 2·T·kv                 ÷t            ÷t
+//   out_proj       context           2·T·h                  ÷t            ÷t
+//   attn_dropout   attn_mask         1·T·h  (dropout > 0)   replicated    ÷t
+//   norm2          norm2_in          2·T·h                  replicated    ÷t
+//   fc1 / gate_up  mlp_in            2·T·h                  replicated    ÷t
+//   gelu           gelu_in           2·T·f                  ÷t            ÷t
+//   swiglu         gate, up          2·T·f + 2·T·f          ÷t            ÷t
+//   fc2 / down     fc2_in            2·T·f                  ÷t            ÷t
+//   mlp_dropout    mlp_mask          1·T·h  (dropout > 0)   replicated    ÷t
+//
+// For the GPT layer of Korthikanti et al. 2022 (f = 4h, MHA, dropout, eager) this sums to
+// s·b·h·(10 + 24/t) replicated-plus-sharded bytes and 5·a·s²·b/t for the core — exactly Table 2:
+// 34·s·b·h + 5·a·s²·b without parallelism. "core" marks what selective recompute drops (the
+// attention core is re-run in backward). Full recompute keeps only norm1_in, the layer input.
+//
+// Llama-style layers (RMSNorm, SwiGLU, GQA, no dropout) keep the same structure without masks:
+// the SwiGLU backward needs gate and up (for silu(gate)·up) and the down-projection input, so
+// 6·T·f/t for the MLP; GQA shrinks k and v to kv = kv_heads·d columns. Flash attention never
+// materialises the s² scores and keeps q, k, v, its output (= context) and a fp32 log-sum-exp per
+// row and head (Dao et al. 2022, FlashAttention, Algorithm 2 outputs O and L).
+
+#include <cstdint>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "sim/base/units.h"
+#include "sim/spec/model.h"
+#include "sim/spec/scenario.h"
+
+namespace sim {
+
+enum class OpClass { kGemm, kAttention, kMemoryBound };
+
+struct SavedTensor {
+  absl::string_view name;
+  Bytes bytes;
+  bool attention_core = false;  // dropped (recomputed) under selective recompute
+};
+
+struct LayerOp {
+  absl::string_view name;
+  OpClass op_class = OpClass::kMemoryBound;
+  Flops flops;        // forward, one GPU, one micro-batch
+  Bytes bytes_moved;  // HBM traffic of the forward kernel(s)
+  std::vector<SavedTensor> saves;
+};
+
+struct ActivationShape {
+  int64_t seq_len = 0;
+  int64_t micro_batch = 1;
+  int64_t tp = 1;
+  bool sequence_parallel = false;
+  AttentionKernel attention = AttentionKernel::kFlash;
+};
+
+std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);
+
+// Bytes one layer keeps from its forward to its backward under a recompute policy.
+Bytes SavedActivationBytes(const std::vector<LayerOp>& ops, Recompute policy);
+Bytes LayerActivationBytes(const ModelSpec& m, const ActivationShape& shape, Recompute policy);
+
+}  // namespace sim

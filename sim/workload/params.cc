@@ -1,0 +1,30 @@
+#include "sim/workload/params.h"
+
+namespace sim {
+
+namespace {
+
+int64_t NormParams(const ModelSpec& m) {
+  return (m.norm == NormKind::kLayerNorm && m.bias) ? 2 * m.hidden : m.hidden;
+}
+
+}  // namespace
+
+ParameterCount CountParameters(const ModelSpec& m) {
+  const int64_t h = m.hidden, f = m.ffn_hidden;
+  const int64_t kv = m.kv_heads * m.head_dim();
+  ParameterCount c;
+  c.attention_per_layer = 2 * h * h + 2 * h * kv + (m.bias ? 2 * h + 2 * kv : 0);
+  c.mlp_per_layer = m.mlp == MlpKind::kGelu ? 2 * h * f + (m.bias ? f + h : 0)
+                                            : 3 * h * f + (m.bias ? 2 * f + h : 0);
+  c.norms_per_layer = 2 * NormParams(m);
+  c.per_layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer;
+  c.embedding = m.vocab * h;
+  c.positions = m.position == PositionKind::kLearned ? m.max_seq_len * h : 0;
+  c.lm_head = m.tied_embeddings ? 0 : m.vocab * h;
+  c.final_norm = NormParams(m);
+  c.total = m.layers * c.per_layer + c.embedding + c.positions + c.lm_head + c.final_norm;
+  return c;
+}
+
+}  // namespace sim

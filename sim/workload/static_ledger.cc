@@ -1,0 +1,62 @@
+#include "sim/workload/static_ledger.h"
+
+namespace sim {
+
+BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
+                                 Precision precision) {
+  const int64_t m = optimizer == OptimizerKind::kAdam8bit ? 1 : 4;
+  const int64_t v = optimizer == OptimizerKind::kAdamW ? 4 : optimizer == OptimizerKind::kSgd ? 0
+                                                                                              : 1;
+  BytesPerParam b;
+  switch (framework) {
+    case Framework::kDeepSpeed:
+      b.weights = {"weights", precision == Precision::kFp8 ? 1 : 2, 3};
+      b.gradients = {"gradients", 2, 2};
+      b.master_weights = {"master_weights", 4, 1};
+      b.optimizer_m = {"optimizer_m", m, 1};
+      b.optimizer_v = {"optimizer_v", v, 1};
+      break;
+    case Framework::kFsdp:
+      b.weights = {"weights", 2, 3};
+      b.gradients = {"gradients", 4, 2};
+      b.master_weights = {"master_weights", 4, 2};
+      b.optimizer_m = {"optimizer_m", m, 2};
+      b.optimizer_v = {"optimizer_v", v, 2};
+      break;
+    case Framework::kMegatron:
+      b.weights = {"weights", 2, std::nullopt};
+      b.gradients = {"gradients", 4, std::nullopt};
+      b.master_weights = {"master_weights", 4, 1};
+      b.optimizer_m = {"optimizer_m", m, 1};
+      b.optimizer_v = {"optimizer_v", v, 1};
+      break;
+  }
+  return b;
+}
+
+std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework,
+                                           int stage, int64_t params, int64_t n) {
+  if (framework == Framework::kFsdp && stage == 1) return std::nullopt;
+  if (framework == Framework::kMegatron && stage >= 2) return std::nullopt;
+  const int64_t shard = (params + n - 1) / n;
+  auto bytes = [&](const StateKind& k) {
+    const bool sharded = k.sharded_from_stage && stage >= *k.sharded_from_stage;
+    return Bytes::Count(k.bytes_per_param * (sharded ? shard : params));
+  };
+  StateSplit s;
+  // FSDP FULL_SHARD keeps no persistent bf16 weights: the fp32 shard is the parameter and the
+  // bf16 copy exists only while gathered (the replay's gathered_params).
+  s.weights = (framework == Framework::kFsdp && stage == 3) ? Bytes() : bytes(bpp.weights);
+  s.gradients = bytes(bpp.gradients);
+  s.optimizer = bytes(bpp.master_weights) + bytes(bpp.optimizer_m) + bytes(bpp.optimizer_v);
+  return s;
+}
+
+std::optional<Bytes> PerGpuStateBytes(const BytesPerParam& bpp, Framework framework, int stage,
+                                      int64_t params, int64_t n) {
+  auto s = PerGpuStateSplit(bpp, framework, stage, params, n);
+  if (!s) return std::nullopt;
+  return s->total();
+}
+
+}  // namespace sim

@@ -1,0 +1,65 @@
+#pragma once
+// The static ledger of model states (SPEC §3.1): bytes per parameter by kind and per-GPU model
+// states for ZeRO 0–3 at a sharding degree N. This is the textbook arithmetic that the replay's
+// first row shows; the replay allocates exactly these persistent states, then adds transients.
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include "absl/strings/string_view.h"
+
+#include "sim/base/units.h"
+#include "sim/spec/scenario.h"
+
+namespace sim {
+
+// One kind of per-parameter state, and from which ZeRO stage on it is sharded over N.
+struct StateKind {
+  absl::string_view name;
+  int64_t bytes_per_param = 0;
+  // Sharded (1/N per GPU) at ZeRO stages >= this; nullopt = never sharded by data parallelism.
+  std::optional<int> sharded_from_stage;
+};
+
+// What each parameter costs under a framework preset. Kinds in a fixed order:
+// weights, gradients, master_weights, optimizer_m, optimizer_v.
+struct BytesPerParam {
+  StateKind weights, gradients, master_weights, optimizer_m, optimizer_v;
+  int64_t total() const {
+    return weights.bytes_per_param + gradients.bytes_per_param + master_weights.bytes_per_param +
+           optimizer_m.bytes_per_param + optimizer_v.bytes_per_param;
+  }
+  int64_t optimizer_state() const {
+    return master_weights.bytes_per_param + optimizer_m.bytes_per_param +
+           optimizer_v.bytes_per_param;
+  }
+};
+
+// SPEC §3.1 table rows, by framework:
+//  deepspeed: weights 2 (fp8: 1, the textbook row), grads 2 in the compute dtype, fp32 master 4,
+//             optimizer m/v: AdamW 4 + 4, SGD momentum 4 + 0, 8-bit Adam 1 + 1.
+//  fsdp:      the sharded fp32 parameter is the master copy; gradients kept sharded in fp32
+//             (4 B); the bf16 unsharded weights are transient (FULL_SHARD) or held from forward
+//             to backward (SHARD_GRAD_OP, NO_SHARD): 2 B counted with the weights.
+//  megatron:  fp32 main_grad accumulation buffer 4 B; the distributed optimizer shards master and
+//             m/v over DP: 6 + 12/N B/param, else 18.
+BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
+                                 Precision precision);
+
+// Per-GPU model-state bytes at ZeRO `stage` for `params` parameters sharded over N GPUs:
+// each kind contributes bytes × (sharded ? ceil(P / N) : P) — the flat buffers frameworks
+// shard are padded to a multiple of N. nullopt when the framework has no such stage
+// (fsdp ZeRO-1; megatron ZeRO-2/3). For fsdp, stage 3 = FULL_SHARD (bf16 weights transient,
+// so 0 persistent), 2 = SHARD_GRAD_OP, 0 = NO_SHARD.
+std::optional<Bytes> PerGpuStateBytes(const BytesPerParam& bpp, Framework framework, int stage,
+                                      int64_t params, int64_t n);
+
+// The same split by kind (weights, gradients, optimizer = master + m + v).
+struct StateSplit {
+  Bytes weights, gradients, optimizer;
+  Bytes total() const { return weights + gradients + optimizer; }
+};
+std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework,
+                                           int stage, int64_t params, int64_t n);
+
+}  // namespace sim

@@ -1,0 +1,26 @@
+#pragma once
+// Shared pieces of the subcommands: exit statuses, error printing and output files.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace stepsim_cli {
+
+// SPEC §5: 0 success (a job that does not fit is a successful answer), 2 bad input, 1 internal.
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitBadInput = 2;
+
+// Prints "stepsim CMD: message" to stderr and returns the exit status the error deserves.
+int Fail(const std::string& command, const absl::Status& status);
+
+// Writes `text` to PATH ("-" = standard output). Files are written to a temporary beside PATH
+// and renamed, so a failed run never leaves a half-written report.
+absl::Status WriteOutput(const std::string& path, const std::string& text);
+
+int LedgerCommand(const std::vector<std::string>& args);
+int RunCommand(const std::vector<std::string>& args);
+
+}  // namespace stepsim_cli

@@ -1,0 +1,88 @@
+#include "tools/stepsim/flags.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/base/suggest.h"
+
+namespace stepsim_cli {
+
+FlagSet::FlagSet(std::string usage, std::string summary, std::vector<FlagDef> defs)
+    : usage_(std::move(usage)), summary_(std::move(summary)), defs_(std::move(defs)) {}
+
+const FlagDef* FlagSet::Find(const std::string& name) const {
+  for (const FlagDef& d : defs_) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      help_ = true;
+      continue;
+    }
+    if (!absl::StartsWith(a, "--")) {
+      positional_.push_back(a);
+      continue;
+    }
+    std::string name = a.substr(2);
+    std::optional<std::string> value;
+    if (auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    }
+    const FlagDef* def = Find(name);
+    if (def == nullptr) {
+      std::vector<std::string> names;
+      for (const FlagDef& d : defs_) names.push_back(d.name);
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name,
+                                                     sim::DidYouMean(name, names),
+                                                     "; see --help"));
+    }
+    if (def->value_name.empty()) {
+      if (value) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
+      }
+      value = "true";
+    } else if (!value) {
+      if (i + 1 >= args.size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, " needs a value (", def->value_name, ")"));
+      }
+      value = args[++i];
+    }
+    auto& slot = values_[name];
+    if (!def->repeated && !slot.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice"));
+    }
+    slot.push_back(*value);
+  }
+  return absl::OkStatus();
+}
+
+std::optional<std::string> FlagSet::Get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end() || it->second.empty()) return std::nullopt;
+  return it->second.back();
+}
+
+std::vector<std::string> FlagSet::GetAll(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::string FlagSet::Help() const {
+  std::string out = absl::StrCat("usage: ", usage_, "\n\n", summary_, "\n\nflags:\n");
+  for (const FlagDef& d : defs_) {
+    std::string left = absl::StrCat("  --", d.name,
+                                    d.value_name.empty() ? "" : absl::StrCat(" ", d.value_name));
+    absl::StrAppendFormat(&out, "%-28s %s%s\n", left, d.help, d.repeated ? " (repeatable)" : "");
+  }
+  absl::StrAppend(&out, "  --help                       this text\n");
+  return out;
+}
+
+}  // namespace stepsim_cli

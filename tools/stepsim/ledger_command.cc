@@ -1,0 +1,164 @@
+// stepsim ledger [MODEL] [--params COUNT] [--gpus N] ...: the static ledger (SPEC §3.1, §3.2).
+
+#include <cmath>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sim/base/quantity.h"
+#include "sim/base/suggest.h"
+#include "sim/config/catalog.h"
+#include "sim/report/ledger_report.h"
+#include "sim/workload/params.h"
+#include "tools/stepsim/cli.h"
+#include "tools/stepsim/flags.h"
+
+namespace stepsim_cli {
+
+namespace {
+
+absl::StatusOr<int64_t> PositiveInt(const FlagSet& f, const std::string& name, int64_t fallback) {
+  auto v = f.Get(name);
+  if (!v) return fallback;
+  int64_t n = 0;
+  if (!absl::SimpleAtoi(*v, &n) || n < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " expects a positive integer, got '", *v, "'"));
+  }
+  return n;
+}
+
+template <typename Enum>
+absl::StatusOr<Enum> Choice(const FlagSet& f, const std::string& name, Enum fallback,
+                            std::vector<std::pair<std::string, Enum>> choices) {
+  auto v = f.Get(name);
+  if (!v) return fallback;
+  std::vector<std::string> names;
+  for (const auto& [n, e] : choices) {
+    if (n == *v) return e;
+    names.push_back(n);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--", name, " '", *v, "' is not one of ",
+                                                 absl::StrJoin(names, ", "),
+                                                 sim::DidYouMean(*v, names)));
+}
+
+FlagSet LedgerFlags() {
+  return FlagSet(
+      "stepsim ledger [MODEL] [--params COUNT] [--gpus N] [flags]",
+      "Prints the static ledger of SPEC §3.1: bytes per parameter by kind and the per-GPU model\n"
+      "states under ZeRO 0-3 at N data-parallel GPUs; with a MODEL (a name in models/ or a path)\n"
+      "and --seq-len, also the activation bytes one layer keeps for backward under\n"
+      "none/selective/full recompute, derived op by op (SPEC §3.2).",
+      {{"params", "COUNT", "parameter count (70e9, 7B, 175e9); default: derived from MODEL"},
+       {"gpus", "N", "data-parallel (sharding) degree N; default 8"},
+       {"framework", "F", "deepspeed (default, the textbook rows) | fsdp | megatron"},
+       {"optimizer", "O", "adamw (default) | sgd | adam8bit"},
+       {"precision", "P", "bf16 (default) | fp16 | fp8"},
+       {"gpu", "NAME", "mark which stages fit this GPU's HBM (e.g. H100-SXM5-80GB)"},
+       {"seq-len", "S", "sequence length; enables the activation rows (needs MODEL)"},
+       {"micro-batch", "B", "sequences per micro-batch; default 1"},
+       {"tp", "T", "tensor-parallel degree for the activation rows; default 1"},
+       {"sp", "", "sequence parallelism (with --tp > 1)"},
+       {"attention", "K", "eager (default here: Korthikanti's accounting) | flash"},
+       {"json", "PATH", "write the JSON report to PATH (- = standard output)"}});
+}
+
+}  // namespace
+
+int LedgerCommand(const std::vector<std::string>& args) {
+  FlagSet flags = LedgerFlags();
+  if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("ledger", st);
+  if (flags.help_requested()) {
+    std::cout << flags.Help() << "\nmodels: "
+              << absl::StrJoin(sim::config::CatalogModelNames(sim::config::DataRoot::Default()),
+                               ", ")
+              << "\n";
+    return kExitOk;
+  }
+  if (flags.positional().size() > 1) {
+    return Fail("ledger", absl::InvalidArgumentError("at most one MODEL argument"));
+  }
+  const auto root = sim::config::DataRoot::Default();
+  sim::report::LedgerInput in;
+  if (!flags.positional().empty()) {
+    auto m = sim::config::LoadModel(root, flags.positional()[0]);
+    if (!m.ok()) return Fail("ledger", m.status());
+    in.model = *m;
+    in.params = sim::CountParameters(*m).total;
+  }
+  if (auto p = flags.Get("params")) {
+    auto n = sim::ParseCount(*p);
+    if (!n.ok()) return Fail("ledger", absl::InvalidArgumentError(
+                                           absl::StrCat("--params: ", n.status().message())));
+    in.params = static_cast<int64_t>(std::llround(*n));
+  }
+  if (in.params <= 0) {
+    return Fail("ledger", absl::InvalidArgumentError("give a MODEL or --params COUNT"));
+  }
+  absl::Status st;
+  auto gpus = PositiveInt(flags, "gpus", 8);
+  auto fw = Choice<sim::Framework>(flags, "framework", sim::Framework::kDeepSpeed,
+                                   {{"deepspeed", sim::Framework::kDeepSpeed},
+                                    {"fsdp", sim::Framework::kFsdp},
+                                    {"megatron", sim::Framework::kMegatron}});
+  auto opt = Choice<sim::OptimizerKind>(flags, "optimizer", sim::OptimizerKind::kAdamW,
+                                        {{"adamw", sim::OptimizerKind::kAdamW},
+                                         {"sgd", sim::OptimizerKind::kSgd},
+                                         {"adam8bit", sim::OptimizerKind::kAdam8bit}});
+  auto prec = Choice<sim::Precision>(flags, "precision", sim::Precision::kBf16,
+                                     {{"bf16", sim::Precision::kBf16},
+                                      {"fp16", sim::Precision::kFp16},
+                                      {"fp8", sim::Precision::kFp8}});
+  auto attn = Choice<sim::AttentionKernel>(flags, "attention", sim::AttentionKernel::kEager,
+                                           {{"eager", sim::AttentionKernel::kEager},
+                                            {"flash", sim::AttentionKernel::kFlash}});
+  auto seq = PositiveInt(flags, "seq-len", 0);
+  auto mb = PositiveInt(flags, "micro-batch", 1);
+  auto tp = PositiveInt(flags, "tp", 1);
+  for (const absl::Status& s : {gpus.status(), fw.status(), opt.status(), prec.status(),
+                                attn.status(), seq.status(), mb.status(), tp.status()}) {
+    if (!s.ok()) return Fail("ledger", s);
+  }
+  in.gpus = *gpus;
+  in.framework = *fw;
+  in.optimizer = *opt;
+  in.precision = *prec;
+  if (auto g = flags.Get("gpu")) {
+    auto catalog = sim::config::LoadGpuCatalog(root.GpuCatalogFile());
+    if (!catalog.ok()) return Fail("ledger", catalog.status());
+    auto gpu = sim::config::FindGpu(*catalog, *g);
+    if (!gpu.ok()) return Fail("ledger", gpu.status());
+    in.capacity = gpu->hbm;
+  }
+  if (*seq > 0) {
+    if (!in.model) {
+      return Fail("ledger", absl::InvalidArgumentError("--seq-len needs a MODEL"));
+    }
+    const bool sp = flags.Has("sp");
+    if (sp && *tp == 1) {
+      return Fail("ledger", absl::InvalidArgumentError("--sp needs --tp > 1"));
+    }
+    if (in.model->heads % *tp != 0 || in.model->kv_heads % *tp != 0) {
+      return Fail("ledger", absl::InvalidArgumentError(absl::StrCat(
+                                "--tp ", *tp, " must divide heads ", in.model->heads,
+                                " and kv_heads ", in.model->kv_heads)));
+    }
+    in.activations = sim::ActivationShape{*seq, *mb, *tp, sp, *attn};
+  } else if (flags.Has("micro-batch") || flags.Has("tp") || flags.Has("sp")) {
+    return Fail("ledger", absl::InvalidArgumentError(
+                              "--micro-batch, --tp and --sp shape the activation rows: add "
+                              "--seq-len"));
+  }
+  if (auto path = flags.Get("json")) {
+    if (absl::Status w = WriteOutput(*path, sim::report::LedgerJson(in).dump(2) + "\n"); !w.ok()) {
+      return Fail("ledger", w);
+    }
+    if (*path == "-") return kExitOk;
+  }
+  std::cout << sim::report::LedgerText(in);
+  return kExitOk;
+}
+
+}  // namespace stepsim_cli

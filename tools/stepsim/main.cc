@@ -1,0 +1,47 @@
+// stepsim: the command line. Dispatches to one subcommand; flags live only in tools/.
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "sim/base/suggest.h"
+#include "tools/stepsim/cli.h"
+
+namespace {
+
+constexpr char kDefaultScenario[] = "scenarios/default.yaml";
+
+std::string TopHelp() {
+  return absl::StrCat(
+      "usage: stepsim [COMMAND] [ARGS...]\n\n"
+      "stepsim replays one LLM training step layer by layer over a modeled GPU cluster and\n"
+      "reports per-GPU peak memory and step time.\n\n"
+      "commands:\n"
+      "  run SCENARIO     load a scenario (", kDefaultScenario,
+      " when no command is given) and replay one step\n"
+      "  ledger [MODEL]   the static ledger: bytes per parameter, ZeRO 0-3 per GPU, activations\n"
+      "                   per layer for none/selective/full recompute\n\n"
+      "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
+      "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
+      "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return stepsim_cli::RunCommand({kDefaultScenario});
+  const std::string command = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "-h" || command == "--help" || command == "help") {
+    std::cout << TopHelp();
+    return stepsim_cli::kExitOk;
+  }
+  if (command == "run") return stepsim_cli::RunCommand(rest);
+  if (command == "ledger") return stepsim_cli::LedgerCommand(rest);
+  if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
+  std::cerr << "stepsim: unknown command '" << command << "'"
+            << sim::DidYouMean(command, {"run", "ledger"}) << "; see stepsim --help\n";
+  return stepsim_cli::kExitBadInput;
+}
