@@ -61,7 +61,7 @@ std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, Y
     g.bf16 = ReadFlopRate(k("bf16"), errors);
     g.fp16 = ReadFlopRate(k("fp16"), errors);
     g.fp8 = ReadFlopRate(k("fp8"), errors);
-    if (!g.bf16 && !g.fp16) {
+    if (!dense["bf16"] && !dense["fp16"]) {
       errors.Add(dense, dense_path, "a GPU needs at least a bf16 or fp16 dense rate");
     }
   }

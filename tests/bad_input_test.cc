@@ -1,0 +1,99 @@
+// Bad input files (tests/bad/*.yaml): each starts with "# expect: TEXT" lines, the exact error
+// lines it must produce in order ({file} stands for its path). The file name's prefix says which
+// loader reads it: scenario-, model-, gpus-, nodes-.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "sim/config/catalog.h"
+
+namespace sim {
+namespace {
+
+std::string Expected(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (absl::StartsWith(line, "# expect: ")) {
+      lines.push_back(absl::StrReplaceAll(line.substr(10), {{"{file}", path}}));
+    }
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+absl::Status Load(const std::string& path) {
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (absl::StartsWith(name, "scenario-")) return config::LoadScenario(root, path, {}).status();
+  if (absl::StartsWith(name, "model-")) return config::LoadModelFile(path).status();
+  if (absl::StartsWith(name, "gpus-")) return config::LoadGpuCatalog(path).status();
+  auto gpus = config::LoadGpuCatalog(root.GpuCatalogFile());
+  REQUIRE(gpus.ok());
+  return config::LoadNodeCatalog(path, *gpus).status();
+}
+
+TEST_CASE("every bad input file fails with its exact located message", "[config][bad]") {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(STEPSIM_SOURCE_DIR "/tests/bad")) {
+    files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  REQUIRE(files.size() >= 12);
+  for (const std::string& f : files) {
+    INFO(f);
+    const std::string want = Expected(f);
+    REQUIRE_FALSE(want.empty());
+    const absl::Status st = Load(f);
+    CHECK_FALSE(st.ok());
+    CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+    CHECK(std::string(st.message()) == want);
+  }
+}
+
+TEST_CASE("overrides are validated like file keys", "[config]") {
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  const std::string file = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";
+  auto typo = config::LoadScenario(root, file, {{"parallel.zeor", "2"}});
+  REQUIRE_FALSE(typo.ok());
+  CHECK(absl::StartsWith(typo.status().message(),
+                         "--set parallel.zeor: unknown key 'zeor' (did you mean 'zero'?)"));
+  auto range = config::LoadScenario(root, file, {{"parallel.zero", "4"}});
+  REQUIRE_FALSE(range.ok());
+  CHECK(range.status().message() == "--set parallel.zero: must be between 0 and 3, got 4");
+  auto good = config::LoadScenario(root, file, {{"parallel.zero", "2"},
+                                                {"training.micro_batch", "2"}});
+  REQUIRE(good.ok());
+  CHECK(good->parallel.zero == 2);
+  CHECK(good->training.micro_batch == 2);
+  CHECK(good->micro_batches() == 1024 / (2 * 32));
+}
+
+TEST_CASE("the default scenario resolves its catalog names", "[config]") {
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  auto s = config::LoadScenario(root, STEPSIM_SOURCE_DIR "/scenarios/default.yaml", {});
+  REQUIRE(s.ok());
+  CHECK(s->model.name == "llama2-70b");
+  CHECK(s->cluster.gpu.name == "H100-SXM5-80GB");
+  CHECK(s->cluster.gpus() == 32);
+  CHECK(s->dp() == 32);
+  CHECK(s->micro_batches() == 32);
+  CHECK(s->cluster.gpu.hbm == Bytes::GiB(80));
+  CHECK(s->parallel.bucket == Bytes::MB(25));
+}
+
+TEST_CASE("an inline cluster needs its node description", "[config]") {
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  const std::string file = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";
+  auto s = config::LoadScenario(root, file,
+                                {{"cluster.node", "dgx-a100-80gb"}, {"cluster.gpu", "a100-sxm4-40gb"}});
+  REQUIRE(s.ok());
+  CHECK(s->cluster.gpu.name == "A100-SXM4-40GB");  // inline key overrides the node's GPU
+  CHECK(s->cluster.node.nic_bandwidth.bytes_per_s() == 200e9 / 8);
+}
+
+}  // namespace
+}  // namespace sim

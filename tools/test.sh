@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, then build and run every CTest test twice —
+# an optimised build (build/) and an AddressSanitizer + UndefinedBehaviorSanitizer build
+# (build-asan/). CI (.ci/run) runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tools/install-deps.sh
+jobs=$(nproc)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSTEPSIM_SANITIZE=ON \
+      -DSTEPSIM_BENCHMARKS=OFF >/dev/null
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs"
