@@ -213,8 +213,11 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
 
 void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
   if (!node) return;
-  if (!CheckMapping(node, "runtime", {"reserved"}, errors)) return;
+  if (!CheckMapping(node, "runtime", {"reserved", "fragmentation"}, errors)) return;
   if (auto v = ReadBytes({node, "reserved", "runtime", false}, errors)) r.reserved = *v;
+  if (auto v = ReadDouble({node, "fragmentation", "runtime", false}, errors, 0.0, 1.0)) {
+    r.fragmentation = *v;
+  }
 }
 
 // Second pass: checks across sections and files, all reported together. Each cites the key the

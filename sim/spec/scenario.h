@@ -63,6 +63,10 @@ struct ParallelSpec {
 
 struct RuntimeSpec {
   Bytes reserved = Bytes::GiB(1);  // CUDA context + library workspaces per GPU
+  // First model of the caching allocator: it reserves this fraction above the allocated bytes
+  // (rounding and fragmentation). Reported beside the allocated peak; the verdict warns when the
+  // estimate exceeds capacity.
+  double fragmentation = 0.05;
 };
 
 struct Scenario {

@@ -1,11 +1,15 @@
 // stepsim run SCENARIO [--set K=V]...: load, validate and (next) replay one training step.
 
+#include <filesystem>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/config/catalog.h"
+#include "sim/replay/replay.h"
+#include "sim/report/run_report.h"
 #include "sim/report/table.h"
+#include "sim/workload/lowering.h"
 #include "sim/workload/params.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
@@ -15,12 +19,22 @@ namespace stepsim_cli {
 namespace {
 
 FlagSet RunFlags() {
-  return FlagSet("stepsim run SCENARIO [--set KEY=VALUE]... [flags]",
-                 "Loads a scenario (SPEC §4), applies the overrides in order, validates it and\n"
-                 "prints the resolved job.",
-                 {{"set", "KEY=VALUE", "override any scenario key by its dotted path, e.g. "
-                                       "parallel.zero=2",
-                   true}});
+  return FlagSet(
+      "stepsim run SCENARIO [--set KEY=VALUE]... [--json PATH] [--trace PATH] [--timeline PATH]",
+      "Loads a scenario (SPEC §4), applies the overrides in order, validates it and replays one\n"
+      "optimizer step layer by layer: prints whether it fits, the per-GPU peak (when, in which\n"
+      "op, and what is live then), the step time split, MFU/HFU, tokens/s and the bytes each\n"
+      "GPU sends per collective kind.",
+      {{"set", "KEY=VALUE", "override any scenario key by its dotted path, e.g. parallel.zero=2",
+        true},
+       {"json", "PATH", "write the JSON report (SPEC §5 keys) to PATH (- = standard output)"},
+       {"trace", "PATH", "write a Chrome/Perfetto trace: per GPU a compute and a comm track and "
+                         "a memory counter (open in ui.perfetto.dev)"},
+       {"timeline", "PATH", "write the memory timeline as CSV: time_s, gpu, event, category, "
+                            "delta_bytes, allocated_bytes"},
+       {"explicit-ranks", "", "simulate every data-parallel rank instead of one standing for all"},
+       {"dump-ops", "", "print the lowered op program (one line per op) instead of replaying"},
+       {"resolved", "", "print the resolved scenario instead of replaying"}});
 }
 
 std::string ResolvedJob(const sim::Scenario& s) {
@@ -70,10 +84,43 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!o.ok()) return Fail("run", o.status());
     overrides.push_back(*o);
   }
-  auto scenario = sim::config::LoadScenario(sim::config::DataRoot::Default(),
-                                            flags.positional()[0], overrides);
+  const auto root = sim::config::DataRoot::Default();
+  std::string path = flags.positional()[0];
+  if (!std::filesystem::exists(path) && std::filesystem::path(path).is_relative() &&
+      std::filesystem::exists(root.path + "/" + path)) {
+    path = root.path + "/" + path;  // `stepsim` from any folder finds scenarios/default.yaml
+  }
+  auto scenario = sim::config::LoadScenario(root, path, overrides);
   if (!scenario.ok()) return Fail("run", scenario.status());
-  std::cout << ResolvedJob(*scenario);
+  if (flags.Has("resolved")) {
+    std::cout << ResolvedJob(*scenario);
+    return kExitOk;
+  }
+  if (flags.Has("dump-ops")) {
+    auto program = sim::Lower(*scenario);
+    if (!program.ok()) return Fail("run", program.status());
+    std::cout << sim::report::DumpOps(*program);
+    return kExitOk;
+  }
+  sim::replay::ReplayOptions options;
+  options.explicit_ranks = flags.Has("explicit-ranks");
+  options.record_ops = flags.Has("trace");
+  options.record_memory = flags.Has("trace") || flags.Has("timeline");
+  auto result = sim::replay::Replay(*scenario, options);
+  if (!result.ok()) return Fail("run", result.status());
+  // Render everything before writing anything, so a failure leaves no partial output.
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (auto p = flags.Get("json")) {
+    outputs.push_back({*p, sim::report::RunJson(*scenario, *result).dump(2) + "\n"});
+  }
+  if (auto p = flags.Get("trace")) outputs.push_back({*p, sim::report::TraceJson(*scenario, *result)});
+  if (auto p = flags.Get("timeline")) outputs.push_back({*p, sim::report::TimelineCsv(*result)});
+  bool stdout_used = false;
+  for (const auto& [file, text] : outputs) {
+    if (absl::Status st = WriteOutput(file, text); !st.ok()) return Fail("run", st);
+    stdout_used = stdout_used || file == "-";
+  }
+  if (!stdout_used) std::cout << sim::report::RunText(*scenario, *result);
   return kExitOk;
 }
 

@@ -1,0 +1,37 @@
+#include "sim/cost/compute_cost.h"
+
+#include <algorithm>
+
+#include "sim/base/check.h"
+
+namespace sim::cost {
+
+FlopRate PeakRate(const GpuSpec& gpu, Precision precision) {
+  if (precision == Precision::kFp8 && gpu.fp8) return *gpu.fp8;
+  if (precision == Precision::kFp16 && gpu.fp16) return *gpu.fp16;
+  if (gpu.bf16) return *gpu.bf16;
+  SIM_CHECK(gpu.fp16.has_value(), "GPU without a 16-bit rate (the loader rejects these)");
+  return *gpu.fp16;
+}
+
+Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) {
+  const GpuCalibration& c = gpu.calibration;
+  // Only GEMMs run in fp8; attention and elementwise kernels stay 16-bit.
+  const Precision p = op.op_class == OpClass::kGemm ? precision
+                      : precision == Precision::kFp8 ? Precision::kBf16
+                                                     : precision;
+  const double eff = op.op_class == OpClass::kGemm        ? c.gemm_efficiency
+                     : op.op_class == OpClass::kAttention ? c.attention_efficiency
+                                                          : 1.0;
+  Duration math;
+  if (op.flops.count() > 0 && op.op_class != OpClass::kMemoryBound) {
+    math = op.flops / (PeakRate(gpu, p) * eff);
+  }
+  Duration memory;
+  if (op.bytes_moved.count() > 0) {
+    memory = op.bytes_moved / (gpu.hbm_bandwidth * c.memory_efficiency);
+  }
+  return std::max(math, memory) + c.launch_overhead;
+}
+
+}  // namespace sim::cost

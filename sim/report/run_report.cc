@@ -1,0 +1,309 @@
+#include "sim/report/run_report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/cost/compute_cost.h"
+#include "sim/report/table.h"
+#include "sim/workload/lowering.h"
+
+namespace sim::report {
+
+namespace {
+
+struct Derived {
+  double step_s = 0;
+  double model_flops_total = 0, hardware_flops_total = 0, recompute_flops_total = 0;
+  double tokens_per_s = 0, mfu = 0, hfu = 0;
+  Bytes static_total;
+  Bytes reserved_estimate;
+  bool fits = false;
+};
+
+Derived Derive(const Scenario& s, const replay::ReplayResult& r) {
+  Derived d;
+  d.step_s = r.step.seconds();
+  const double gpus = static_cast<double>(s.cluster.gpus());
+  const double ranks = static_cast<double>(s.dp());
+  d.model_flops_total = r.model_flops.count() * ranks;
+  d.hardware_flops_total = r.hardware_flops.count() * ranks;
+  d.recompute_flops_total = r.recompute_flops.count() * ranks;
+  const double peak = cost::PeakRate(s.cluster.gpu, s.training.precision).per_second();
+  if (d.step_s > 0) {
+    d.tokens_per_s = static_cast<double>(s.training.global_batch * s.training.seq_len) / d.step_s;
+    d.mfu = d.model_flops_total / (d.step_s * gpus * peak);
+    d.hfu = d.hardware_flops_total / (d.step_s * gpus * peak);
+  }
+  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
+  d.static_total = PersistentStates(s).total();
+  const Bytes over_reserve = ledger.peak() - s.runtime.reserved;
+  d.reserved_estimate =
+      ledger.peak() + Bytes::Round(static_cast<double>(over_reserve.count()) *
+                                   s.runtime.fragmentation);
+  d.fits = ledger.peak() <= s.cluster.gpu.hbm;
+  return d;
+}
+
+std::string PeakOpLabel(const replay::ReplayResult& r, std::optional<int32_t> op) {
+  return op ? OpLabel(r.program.ops[*op], r.program.layers) : "persistent states";
+}
+
+}  // namespace
+
+nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r) {
+  const Derived d = Derive(s, r);
+  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
+  const StateSplit st = PersistentStates(s);
+  const ShardingPlan plan = PlanSharding(s);
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["scenario"] = s.name;
+  j["cluster"] = {{"gpu", s.cluster.gpu.name},
+                  {"gpus", s.cluster.gpus()},
+                  {"nodes", s.cluster.nodes},
+                  {"node", s.cluster.node.name},
+                  {"gpus_per_node", s.cluster.node.gpus_per_node}};
+  j["parallel"] = {{"dp", s.dp()},
+                   {"tp", s.parallel.tp},
+                   {"pp", s.parallel.pp},
+                   {"zero", s.parallel.zero},
+                   {"micro_batches", s.micro_batches()},
+                   {"framework", Name(s.parallel.framework)},
+                   {"replayed_stage", plan.stage},
+                   {"shard_degree", plan.shard_degree},
+                   {"prefetch", s.parallel.prefetch}};
+  nlohmann::ordered_json breakdown;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    breakdown[std::string(kMemCategoryNames[c])] = ledger.peak_breakdown()[c].count();
+  }
+  nlohmann::ordered_json overflow = nullptr;
+  if (const auto& o = ledger.first_overflow()) {
+    overflow = {{"op", PeakOpLabel(r, o->op)},
+                {"at_s", o->time.seconds()},
+                {"excess_bytes", o->excess.count()}};
+  }
+  j["memory"] = {{"capacity_bytes", s.cluster.gpu.hbm.count()},
+                 {"peak_bytes", ledger.peak().count()},
+                 {"peak_gpu", r.peak_rank},
+                 {"peak_at_s", ledger.peak_time().seconds()},
+                 {"peak_op", PeakOpLabel(r, ledger.peak_op())},
+                 {"fits", d.fits},
+                 {"peak_breakdown_bytes", breakdown},
+                 {"static_bytes",
+                  {{"weights", st.weights.count()},
+                   {"gradients", st.gradients.count()},
+                   {"optimizer", st.optimizer.count()}}},
+                 {"first_overflow", overflow},
+                 {"fragmentation", s.runtime.fragmentation},
+                 {"reserved_estimate_bytes", d.reserved_estimate.count()}};
+  j["time"] = {{"step_s", d.step_s},
+               {"compute_s", r.compute.seconds()},
+               {"recompute_s", r.recompute.seconds()},
+               {"comm_s", r.comm.seconds()},
+               {"exposed_comm_s", r.exposed_comm.seconds()},
+               {"optimizer_s", r.optimizer.seconds()},
+               {"bubble_s", 0.0},
+               {"overlap_stretch_s", r.overlap_stretch.seconds()}};
+  j["flops"] = {{"model_per_step", d.model_flops_total},
+                {"hardware_per_step", d.hardware_flops_total},
+                {"recompute_per_step", d.recompute_flops_total},
+                {"peak_per_gpu", cost::PeakRate(s.cluster.gpu, s.training.precision).per_second()}};
+  j["throughput"] = {{"tokens_per_s", d.tokens_per_s},
+                     {"tokens_per_s_per_gpu",
+                      d.tokens_per_s / static_cast<double>(s.cluster.gpus())},
+                     {"mfu", d.mfu},
+                     {"hfu", d.hfu}};
+  auto sent = [&](CollectiveKind k) { return r.comm_bytes_sent[static_cast<int>(k)].count(); };
+  j["comm_bytes_per_gpu"] = {{"all_gather", sent(CollectiveKind::kAllGather)},
+                             {"reduce_scatter", sent(CollectiveKind::kReduceScatter)},
+                             {"all_reduce", sent(CollectiveKind::kAllReduce)},
+                             {"send_recv", 0}};
+  j["replay"] = {{"ops", r.program.ops.size()},
+                 {"events", r.events},
+                 {"simulated_ranks", r.simulated_ranks}};
+  return j;
+}
+
+std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
+  const Derived d = Derive(s, r);
+  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
+  const Bytes cap = s.cluster.gpu.hbm;
+  std::string out;
+  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d, %d micro-batches\n\n",
+                        s.name, s.model.name, s.cluster.gpus(), s.cluster.gpu.name,
+                        s.cluster.node.name, Name(s.parallel.framework), s.parallel.zero, s.dp(),
+                        s.micro_batches());
+  if (d.fits) {
+    absl::StrAppendFormat(&out, "FITS: peak %s of %s per GPU (%s free)", FormatGiB(ledger.peak().count()),
+                          FormatGiB(cap.count(), 0), FormatGiB((cap - ledger.peak()).count()));
+    if (d.reserved_estimate > cap) {
+      absl::StrAppendFormat(&out,
+                            "\n  but with allocator overhead (%.0f%%) about %s would be reserved: "
+                            "expect fragmentation OOMs",
+                            100 * s.runtime.fragmentation, FormatGiB(d.reserved_estimate.count()));
+    }
+    out += "\n";
+  } else {
+    const auto& o = *ledger.first_overflow();
+    absl::StrAppendFormat(&out,
+                          "DOES NOT FIT: peak %s of %s per GPU; capacity first exceeded at %s, "
+                          "t = %s, by %s\n",
+                          FormatGiB(ledger.peak().count()), FormatGiB(cap.count(), 0),
+                          PeakOpLabel(r, o.op), FormatSeconds(o.time.seconds()),
+                          FormatGiB(o.excess.count()));
+  }
+  absl::StrAppendFormat(&out, "Peak at t = %s in %s (GPU %d)\n\n", FormatSeconds(ledger.peak_time().seconds()),
+                        PeakOpLabel(r, ledger.peak_op()), r.peak_rank);
+
+  const StateSplit st = PersistentStates(s);
+  Table mem({"memory per GPU", "at peak", "at peak", "static ledger"});
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    const double b = static_cast<double>(ledger.peak_breakdown()[c].count());
+    std::string stat;
+    if (c == static_cast<int>(MemCategory::kWeights)) stat = FormatGB(st.weights.count());
+    if (c == static_cast<int>(MemCategory::kGradients)) stat = FormatGB(st.gradients.count());
+    if (c == static_cast<int>(MemCategory::kOptimizer)) stat = FormatGB(st.optimizer.count());
+    if (c == static_cast<int>(MemCategory::kReserved)) stat = FormatGB(s.runtime.reserved.count());
+    mem.AddRow({std::string(kMemCategoryNames[c]), FormatGB(b), FormatGiB(b), stat});
+  }
+  const double peak = static_cast<double>(ledger.peak().count());
+  const double stat_sum = static_cast<double>((d.static_total + s.runtime.reserved).count());
+  mem.AddRow({"total", FormatGB(peak), FormatGiB(peak), FormatGB(stat_sum)});
+  absl::StrAppend(&out, mem.Render());
+  absl::StrAppendFormat(&out,
+                        "  The peak exceeds the static states + reserve by %s: transients live at "
+                        "that moment.\n\n",
+                        FormatGB(peak - stat_sum));
+
+  Table time({"time per step", "seconds", "share"});
+  auto row = [&](const char* name, double v) {
+    time.AddRow({name, absl::StrFormat("%.4f", v),
+                 d.step_s > 0 ? absl::StrFormat("%.1f%%", 100 * v / d.step_s) : "-"});
+  };
+  row("compute (fwd+bwd)", r.compute.seconds());
+  row("recompute", r.recompute.seconds());
+  row("exposed communication", r.exposed_comm.seconds());
+  row("optimizer", r.optimizer.seconds());
+  row("step", d.step_s);
+  absl::StrAppend(&out, time.Render());
+  absl::StrAppendFormat(&out,
+                        "  communication busy %.4f s (overlapped %.4f s); compute slowed by "
+                        "overlap %.4f s\n\n",
+                        r.comm.seconds(), std::max(0.0, r.comm.seconds() - r.exposed_comm.seconds()),
+                        r.overlap_stretch.seconds());
+  absl::StrAppendFormat(&out,
+                        "Throughput: %.0f tokens/s (%.1f per GPU), MFU %.1f%%, HFU %.1f%% of %.1f "
+                        "TFLOP/s dense %s\n\n",
+                        d.tokens_per_s, d.tokens_per_s / static_cast<double>(s.cluster.gpus()),
+                        100 * d.mfu, 100 * d.hfu,
+                        cost::PeakRate(s.cluster.gpu, s.training.precision).tflops(),
+                        Name(s.training.precision));
+  Table comm({"bytes sent per GPU per step", "GB"});
+  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                           CollectiveKind::kAllReduce}) {
+    comm.AddRow({std::string(Name(k)),
+                 absl::StrFormat("%.3f", r.comm_bytes_sent[static_cast<int>(k)].gb())});
+  }
+  absl::StrAppend(&out, comm.Render());
+  absl::StrAppendFormat(&out, "\nReplayed %d ops as %d events (%d simulated rank%s).\n",
+                        r.program.ops.size(), r.events, r.simulated_ranks,
+                        r.simulated_ranks == 1 ? ", standing for every DP rank" : "s");
+  return out;
+}
+
+std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
+  std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  bool first = true;
+  auto emit = [&](const nlohmann::ordered_json& e) {
+    if (!first) out += ",\n";
+    first = false;
+    out += e.dump();
+  };
+  const double us = 1e6;
+  for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
+    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"tid", 0},
+          {"args", {{"name", r.simulated_ranks == 1
+                                 ? absl::StrCat("GPU 0 (stands for all ", s.dp(), " DP ranks)")
+                                 : absl::StrCat("GPU ", rank)}}}});
+    emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", 0},
+          {"args", {{"name", "compute"}}}});
+    emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", 1},
+          {"args", {{"name", "comm (NCCL)"}}}});
+  }
+  for (const replay::OpTiming& t : r.timings) {
+    const Op& op = r.program.ops[t.op];
+    nlohmann::ordered_json args;
+    if (op.stream == StreamKind::kComm) {
+      args = {{"collective", Name(op.collective)},
+              {"tensor_bytes", op.tensor.count()},
+              {"bytes_sent", BytesSentPerGpu(op.collective, op.tensor, op.comm_group.size).count()},
+              {"group_size", op.comm_group.size},
+              {"buckets", op.buckets}};
+    } else {
+      args = {{"flops", op.flops.count()}, {"bytes_moved", op.bytes_moved.count()}};
+    }
+    emit({{"ph", "X"}, {"name", OpLabel(op, r.program.layers)}, {"cat", Name(op.phase)},
+          {"pid", t.rank}, {"tid", static_cast<int>(op.stream)},
+          {"ts", static_cast<double>(t.start.picoseconds()) / us},
+          {"dur", static_cast<double>((t.end - t.start).picoseconds()) / us}, {"args", args}});
+  }
+  // One counter sample per GPU per distinct time: the state after all changes at that time.
+  for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
+    const auto& changes = r.ledgers[rank].changes();
+    memory::Breakdown cur{};
+    for (size_t i = 0; i < changes.size(); ++i) {
+      cur[static_cast<int>(changes[i].category)] += changes[i].delta;
+      if (i + 1 < changes.size() && changes[i + 1].time == changes[i].time) continue;
+      nlohmann::ordered_json args;
+      for (int c = 0; c < kNumMemCategories; ++c) {
+        args[std::string(kMemCategoryNames[c])] = static_cast<double>(cur[c].count()) / 1073741824.0;
+      }
+      emit({{"ph", "C"}, {"name", "allocated GiB"}, {"pid", rank},
+            {"ts", static_cast<double>(changes[i].time.picoseconds()) / us}, {"args", args}});
+    }
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+std::string TimelineCsv(const replay::ReplayResult& r) {
+  std::string out = "time_s,gpu,event,category,delta_bytes,allocated_bytes\n";
+  for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
+    for (const memory::MemoryChange& c : r.ledgers[rank].changes()) {
+      absl::StrAppendFormat(&out, "%.12f,%d,%s,%s,%d,%d\n", c.time.seconds(), rank,
+                            c.op ? OpLabel(r.program.ops[*c.op], r.program.layers) : "persistent",
+                            Name(c.category), c.delta.count(), c.allocated.count());
+    }
+  }
+  return out;
+}
+
+std::string DumpOps(const OpProgram& p) {
+  std::string out = "# id stream label | flops bytes_moved | collective tensor group buckets | deps | memory\n";
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const Op& op = p.ops[i];
+    absl::StrAppendFormat(&out, "%d %s %s", i, op.stream == StreamKind::kComm ? "comm" : "compute",
+                          OpLabel(op, p.layers));
+    if (op.stream == StreamKind::kComm) {
+      absl::StrAppendFormat(&out, " | %s %d B over %d GPUs (%d nodes) in %d buckets",
+                            Name(op.collective), op.tensor.count(), op.comm_group.size,
+                            op.comm_group.nodes, op.buckets);
+    } else {
+      absl::StrAppendFormat(&out, " | %.6g FLOP %d B", op.flops.count(), op.bytes_moved.count());
+    }
+    out += " | deps";
+    for (int32_t k = op.deps_begin; k < op.deps_end; ++k) absl::StrAppend(&out, " ", p.deps[k]);
+    out += " |";
+    for (int32_t k = op.mem_begin; k < op.mem_end; ++k) {
+      const MemAction& a = p.mem[k];
+      absl::StrAppendFormat(&out, " %s:%s%+d",
+                            a.when == MemWhen::kIssue ? "issue" : a.when == MemWhen::kStart ? "start" : "end",
+                            Name(a.category), a.bytes.count());
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace sim::report

@@ -1,0 +1,52 @@
+#pragma once
+// Lowering: (model, training, parallel layout) -> the op program of one data-parallel rank for
+// one optimizer step (sim/workload/program.h). Time-free and deterministic.
+//
+// Framework semantics (SPEC §3.1, §3.3, §3.4), as explicit ops:
+//   ZeRO-0 / fsdp no_shard  gradients accumulate in a full buffer; one bucketed all-reduce per
+//                           layer, issued as the last micro-batch's backward finishes that layer.
+//   ZeRO-1                  same accumulation; a reduce-scatter per layer in the last
+//                           micro-batch; after the optimizer, an all-gather of the updated
+//                           compute-dtype parameters (the whole model, bucketed).
+//   ZeRO-2                  a reduce-scatter per layer in every micro-batch's backward into the
+//                           sharded accumulation buffer; the layer's full gradients live until
+//                           their reduce-scatter ends; the post-optimizer all-gather as ZeRO-1.
+//   ZeRO-3 / full_shard     per layer: all-gather before forward and again before backward into
+//                           a gather buffer, `prefetch` layers ahead: the gather of layer g + p
+//                           is launched (and its buffer allocated) when layer g starts; buffers
+//                           are freed when their layer's forward (backward) ends; reduce-scatter
+//                           per layer in every micro-batch.
+//   fsdp shard_grad_op      forward all-gather only; the parameters stay gathered until the
+//                           layer's backward ends.
+//   fsdp hybrid_shard       full_shard inside a node; the gradient shard is then all-reduced
+//                           across nodes.
+// Parameter groups are gathered and reduced as units: the embedding (with learned positions),
+// each decoder layer, and the final norm with the LM head (re-gathering the embedding matrix
+// when the head is tied to it).
+
+#include "absl/status/statusor.h"
+#include "sim/spec/scenario.h"
+#include "sim/workload/program.h"
+#include "sim/workload/static_ledger.h"
+
+namespace sim {
+
+// The sharding the replay uses: ZeRO stage and sharding degree N (fsdp strategies mapped onto
+// stages; hybrid_shard shards over the GPUs of one node).
+struct ShardingPlan {
+  int stage = 0;
+  int64_t shard_degree = 1;  // N for the persistent states and the sharded collectives
+  bool hybrid = false;       // replicate shards across nodes (fsdp hybrid_shard)
+  bool keep_params_to_backward = false;  // fsdp shard_grad_op
+};
+ShardingPlan PlanSharding(const Scenario& s);
+
+// The persistent per-GPU states the replay holds (the static ledger of the preset). With fp8,
+// the replay follows Transformer Engine: bf16 weights plus an fp8 copy (3 B/param), not the
+// textbook's 1 B.
+StateSplit PersistentStates(const Scenario& s);
+
+// Unimplemented for layouts later issues add (tp > 1, pp > 1, the megatron preset).
+absl::StatusOr<OpProgram> Lower(const Scenario& s);
+
+}  // namespace sim

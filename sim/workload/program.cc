@@ -1,0 +1,58 @@
+#include "sim/workload/program.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace sim {
+
+Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size) {
+  if (group_size <= 1) return Bytes();
+  const int64_t n = group_size;
+  switch (kind) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter: return Bytes::Count(tensor.count() * (n - 1) / n);
+    case CollectiveKind::kAllReduce: return Bytes::Count(2 * tensor.count() * (n - 1) / n);
+    case CollectiveKind::kNone: return Bytes();
+  }
+  return Bytes();
+}
+
+absl::string_view Name(OpPhase p) {
+  switch (p) {
+    case OpPhase::kForward: return "fwd";
+    case OpPhase::kRecompute: return "recompute";
+    case OpPhase::kBackward: return "bwd";
+    case OpPhase::kOptimizer: return "step";
+    case OpPhase::kComm: return "comm";
+  }
+  return "?";
+}
+
+absl::string_view Name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kNone: return "none";
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllReduce: return "all_reduce";
+  }
+  return "?";
+}
+
+std::string OpLabel(const Op& op, int32_t layers) {
+  std::string where;
+  if (op.group == kStepWide) {
+    where = "step";
+  } else if (op.group == 0) {
+    where = "embedding";
+  } else if (op.group == layers + 1) {
+    where = "head";
+  } else {
+    where = absl::StrCat("L", op.group - 1);
+  }
+  if (op.phase == OpPhase::kComm) {
+    return absl::StrCat("mb", op.micro_batch, " ", where, " ", op.name);
+  }
+  if (op.phase == OpPhase::kOptimizer) return std::string(op.name);
+  return absl::StrCat("mb", op.micro_batch, " ", where, " ", Name(op.phase), " ", op.name);
+}
+
+}  // namespace sim

@@ -1,0 +1,91 @@
+#pragma once
+// The op program of one data-parallel rank for one optimizer step: plain data, no time.
+//
+// Ops are listed in issue order. Each runs on one stream (the compute stream, or the
+// communication stream that serialises this rank's collectives, as one NCCL communicator's
+// kernels share the GPU's links), after the ops it depends on have completed. A stream runs its
+// ops one at a time, in list order. Memory actions say what an op allocates or frees and when:
+//   kIssue — when its dependencies are met (a prefetched all-gather's buffer is allocated when
+//            the framework launches it, not when the stream gets to it),
+//   kStart — when it starts running,
+//   kEnd   — when it completes.
+// Positive bytes allocate, negative bytes free.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "sim/base/units.h"
+#include "sim/spec/memory_category.h"
+#include "sim/spec/scenario.h"
+#include "sim/workload/layer_ops.h"
+
+namespace sim {
+
+enum class StreamKind : uint8_t { kCompute = 0, kComm = 1 };
+inline constexpr int kNumStreams = 2;
+
+enum class OpPhase : uint8_t { kForward, kRecompute, kBackward, kOptimizer, kComm };
+enum class CollectiveKind : uint8_t { kNone, kAllGather, kReduceScatter, kAllReduce };
+
+// Which GPUs a collective spans: `size` ranks; `nodes` distinct nodes among them.
+struct CommGroup {
+  int64_t size = 1;
+  int64_t nodes = 1;
+};
+
+enum class MemWhen : uint8_t { kIssue, kStart, kEnd };
+
+struct MemAction {
+  MemWhen when;
+  MemCategory category;
+  Bytes bytes;  // > 0 allocate, < 0 free
+};
+
+struct Op {
+  absl::string_view name;  // static text: "qkv", "all_gather", "optimizer", ...
+  OpPhase phase = OpPhase::kForward;
+  StreamKind stream = StreamKind::kCompute;
+  int32_t micro_batch = 0;
+  // Parameter group: 0 = embedding, 1..L = decoder layers, L + 1 = final norm and LM head;
+  // kStepWide for ops that concern the whole model (optimizer, step-wide collectives).
+  int32_t group = 0;
+  // Compute ops.
+  OpClass op_class = OpClass::kMemoryBound;
+  Flops flops;
+  Bytes bytes_moved;
+  // Collectives: the full tensor M (SPEC §2: ring all-gather/reduce-scatter send M(n-1)/n per
+  // GPU, all-reduce 2M(n-1)/n), split into `buckets` launches.
+  CollectiveKind collective = CollectiveKind::kNone;
+  Bytes tensor;
+  CommGroup comm_group;
+  int32_t buckets = 1;
+  // Index ranges into OpProgram::deps and OpProgram::mem.
+  int32_t deps_begin = 0, deps_end = 0;
+  int32_t mem_begin = 0, mem_end = 0;
+};
+
+inline constexpr int32_t kStepWide = -1;
+
+struct OpProgram {
+  std::vector<Op> ops;
+  std::vector<int32_t> deps;  // predecessors, by op index (always lower than the op's own)
+  std::vector<MemAction> mem;
+  // Memory held for the whole step (weights, gradient buffers, optimizer state, the runtime
+  // reserve), allocated before the first op.
+  std::vector<MemAction> persistent;
+  int32_t layers = 0;  // decoder layers (groups 1..layers)
+  int64_t dp = 1;      // data-parallel ranks the program stands for
+  int64_t tokens_per_micro_batch = 0;
+};
+
+// Bytes each GPU sends for one collective (SPEC §2, ring algorithms).
+Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size);
+
+// "mb3 L12 bwd qkv" — for summaries, traces and timelines.
+std::string OpLabel(const Op& op, int32_t layers);
+absl::string_view Name(OpPhase p);
+absl::string_view Name(CollectiveKind k);
+
+}  // namespace sim
