@@ -9,6 +9,8 @@ void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time,
   Bytes& slot = current_[static_cast<int>(category)];
   slot += delta;
   SIM_CHECK(slot >= Bytes(), "a memory category went negative");
+  Bytes& high = category_peaks_[static_cast<int>(category)];
+  if (slot > high) high = slot;
   allocated_ += delta;
   if (record_) changes_.push_back({time, op, category, delta, allocated_});
   // Strictly greater: the first moment a peak is reached is the one reported.

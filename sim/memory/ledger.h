@@ -51,12 +51,16 @@ class MemoryLedger {
   std::optional<int32_t> peak_op() const { return peak_op_; }
   const std::optional<Overflow>& first_overflow() const { return first_overflow_; }
   const Breakdown& current() const { return current_; }
+  // Each category's own high-water mark over the step (not simultaneous: they need not sum to
+  // the peak).
+  const Breakdown& category_peaks() const { return category_peaks_; }
   const std::vector<MemoryChange>& changes() const { return changes_; }
 
  private:
   Bytes capacity_;
   bool record_;
   Breakdown current_{};
+  Breakdown category_peaks_{};
   Bytes allocated_, persistent_, peak_;
   Breakdown peak_breakdown_{};
   Duration peak_time_;

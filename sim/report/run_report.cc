@@ -77,6 +77,10 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
   for (int c = 0; c < kNumMemCategories; ++c) {
     breakdown[std::string(kMemCategoryNames[c])] = ledger.peak_breakdown()[c].count();
   }
+  nlohmann::ordered_json highs;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    highs[std::string(kMemCategoryNames[c])] = ledger.category_peaks()[c].count();
+  }
   nlohmann::ordered_json overflow = nullptr;
   if (const auto& o = ledger.first_overflow()) {
     overflow = {{"op", PeakOpLabel(r, o->op)},
@@ -94,6 +98,7 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
                   {{"weights", st.weights.count()},
                    {"gradients", st.gradients.count()},
                    {"optimizer", st.optimizer.count()}}},
+                 {"category_peak_bytes", highs},
                  {"first_overflow", overflow},
                  {"fragmentation", s.runtime.fragmentation},
                  {"reserved_estimate_bytes", d.reserved_estimate.count()}};

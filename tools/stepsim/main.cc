@@ -18,8 +18,9 @@ std::string TopHelp() {
       "stepsim replays one LLM training step layer by layer over a modeled GPU cluster and\n"
       "reports per-GPU peak memory and step time.\n\n"
       "commands:\n"
-      "  run SCENARIO     load a scenario (", kDefaultScenario,
-      " when no command is given) and replay one step\n"
+      "  run SCENARIO     replay one training step of a scenario (", kDefaultScenario,
+      "\n                   when no command is given): fits or not, peak memory and its\n"
+      "                   breakdown, step time, MFU, bytes sent per collective\n"
       "  ledger [MODEL]   the static ledger: bytes per parameter, ZeRO 0-3 per GPU, activations\n"
       "                   per layer for none/selective/full recompute\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"

@@ -1,0 +1,289 @@
+// The step replay against SPEC §3.3-3.4 and the op-level accounting; expected values derived
+// here from the formulas.
+#include <catch2/catch.hpp>
+
+#include "sim/config/catalog.h"
+#include "sim/replay/replay.h"
+#include "sim/report/run_report.h"
+#include "sim/workload/lowering.h"
+#include "sim/workload/params.h"
+
+namespace sim {
+namespace {
+
+Scenario Load(std::vector<config::Override> overrides,
+              const std::string& file = "scenarios/default.yaml") {
+  auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                std::string(STEPSIM_SOURCE_DIR "/") + file, overrides);
+  REQUIRE(s.ok());
+  return *s;
+}
+
+replay::ReplayResult Run(const Scenario& s, replay::ReplayOptions o = {}) {
+  auto r = replay::Replay(s, o);
+  REQUIRE(r.ok());
+  return std::move(*r);
+}
+
+// Parameters of the groups gathered and reduced as units: embedding, each layer, head.
+std::vector<int64_t> Groups(const ModelSpec& m) {
+  const ParameterCount c = CountParameters(m);
+  std::vector<int64_t> g = {c.embedding + c.positions};
+  for (int64_t l = 0; l < m.layers; ++l) g.push_back(c.per_layer);
+  g.push_back(c.final_norm + (m.tied_embeddings ? c.embedding : c.lm_head));
+  return g;
+}
+
+// Σ over groups of the ring bytes one GPU sends for a tensor of bytes_per_param · P_g: M(n−1)/n.
+int64_t RingSum(const ModelSpec& m, int64_t bytes_per_param, int64_t n) {
+  int64_t sum = 0;
+  for (int64_t p : Groups(m)) sum += bytes_per_param * p * (n - 1) / n;
+  return sum;
+}
+
+int64_t Sent(const replay::ReplayResult& r, CollectiveKind k) {
+  return r.comm_bytes_sent[static_cast<int>(k)].count();
+}
+
+TEST_CASE("bytes sent per GPU per step follow SPEC 3.3 (deepspeed, bf16)", "[replay][comm]") {
+  for (int64_t m : {1, 4}) {
+    for (int64_t zero : {0, 1, 2, 3}) {
+      INFO("m = " << m << ", ZeRO-" << zero);
+      const Scenario s = Load({{"cluster.nodes", "1"},
+                               {"training.global_batch", std::to_string(8 * m)},
+                               {"parallel.zero", std::to_string(zero)}});
+      REQUIRE(s.micro_batches() == m);
+      const int64_t n = s.dp();
+      const auto r = Run(s);
+      const int64_t psi = RingSum(s.model, 2, n);  // 2Ψ(n−1)/n, group by group
+      const int64_t whole = 2 * CountParameters(s.model).total * (n - 1) / n;
+      switch (zero) {
+        case 0: {
+          // All-reduce sends 2M(n−1)/n per group.
+          int64_t ar = 0;
+          for (int64_t p : Groups(s.model)) ar += 2 * (2 * p) * (n - 1) / n;
+          CHECK(Sent(r, CollectiveKind::kAllReduce) == ar);
+          CHECK(Sent(r, CollectiveKind::kAllGather) + Sent(r, CollectiveKind::kReduceScatter) == 0);
+          break;
+        }
+        case 1:
+          CHECK(Sent(r, CollectiveKind::kReduceScatter) == psi);
+          CHECK(Sent(r, CollectiveKind::kAllGather) == whole);
+          break;
+        case 2:
+          CHECK(Sent(r, CollectiveKind::kReduceScatter) == m * psi);
+          CHECK(Sent(r, CollectiveKind::kAllGather) == whole);
+          break;
+        case 3:
+          CHECK(Sent(r, CollectiveKind::kAllGather) == 2 * m * psi);
+          CHECK(Sent(r, CollectiveKind::kReduceScatter) == m * psi);
+          break;
+      }
+      CHECK(Sent(r, CollectiveKind::kNone) == 0);
+    }
+  }
+}
+
+TEST_CASE("at one micro-batch ZeRO-3 sends 1.5x ZeRO-2 (deepspeed)", "[replay][comm]") {
+  auto total = [](const replay::ReplayResult& r) {
+    return static_cast<double>(Sent(r, CollectiveKind::kAllGather) +
+                               Sent(r, CollectiveKind::kReduceScatter) +
+                               Sent(r, CollectiveKind::kAllReduce));
+  };
+  const auto z2 = Run(Load({{"cluster.nodes", "1"}, {"training.global_batch", "8"},
+                            {"parallel.zero", "2"}}));
+  const auto z3 = Run(Load({{"cluster.nodes", "1"}, {"training.global_batch", "8"}}));
+  CHECK(total(z3) / total(z2) == Approx(1.5).epsilon(1e-6));
+}
+
+TEST_CASE("fsdp: fp32 reduce dtype doubles the gradient bytes", "[replay][comm]") {
+  for (int64_t m : {1, 4}) {
+    for (const char* reduce : {"bf16", "fp32"}) {
+      const int64_t rb = std::string(reduce) == "fp32" ? 4 : 2;
+      for (int64_t zero : {0, 2, 3}) {
+        INFO("m = " << m << ", ZeRO-" << zero << ", reduce " << reduce);
+        const Scenario s = Load({{"cluster.nodes", "1"},
+                                 {"training.global_batch", std::to_string(8 * m)},
+                                 {"parallel.framework", "fsdp"},
+                                 {"parallel.reduce_dtype", reduce},
+                                 {"parallel.zero", std::to_string(zero)}});
+        const int64_t n = s.dp();
+        const auto r = Run(s);
+        if (zero == 0) {
+          int64_t ar = 0;
+          for (int64_t p : Groups(s.model)) ar += 2 * (rb * p) * (n - 1) / n;
+          CHECK(Sent(r, CollectiveKind::kAllReduce) == ar);
+        } else {
+          // shard_grad_op gathers once per micro-batch (forward); full_shard twice.
+          CHECK(Sent(r, CollectiveKind::kAllGather) ==
+                (zero == 3 ? 2 : 1) * m * RingSum(s.model, 2, n));
+          CHECK(Sent(r, CollectiveKind::kReduceScatter) == m * RingSum(s.model, rb, n));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("fsdp hybrid_shard: intra-node shards, inter-node all-reduce of the shard",
+          "[replay][comm]") {
+  const Scenario s = Load({{"cluster.nodes", "2"}, {"training.global_batch", "16"},
+                           {"parallel.framework", "fsdp"}, {"parallel.sharding", "hybrid_shard"}});
+  const auto r = Run(s);
+  const int64_t g = s.cluster.node.gpus_per_node, nodes = 2;
+  CHECK(Sent(r, CollectiveKind::kAllGather) == 2 * RingSum(s.model, 2, g));
+  CHECK(Sent(r, CollectiveKind::kReduceScatter) == RingSum(s.model, 2, g));
+  int64_t ar = 0;
+  for (int64_t p : Groups(s.model)) ar += 2 * ((2 * p + g - 1) / g) * (nodes - 1) / nodes;
+  CHECK(Sent(r, CollectiveKind::kAllReduce) == ar);
+}
+
+// The activation bytes the replay allocates for one layer's forward, net of what it frees by
+// the layer's end, equal the op-level accounting.
+TEST_CASE("replayed layer activations equal the op-level accounting", "[replay][memory]") {
+  for (const char* policy : {"none", "selective", "full"}) {
+    for (const char* model : {"gpt-22b", "llama2-70b"}) {
+      INFO(model << " recompute " << policy);
+      const Scenario s = Load({{"model", model}, {"cluster.nodes", "1"},
+                               {"training.global_batch", "8"}, {"training.seq_len", "2048"},
+                               {"training.attention", "eager"}, {"training.recompute", policy}});
+      auto program = Lower(s);
+      REQUIRE(program.ok());
+      Bytes net;
+      for (const Op& op : program->ops) {
+        if (op.group != 1 || op.phase != OpPhase::kForward || op.micro_batch != 0) continue;
+        for (int32_t i = op.mem_begin; i < op.mem_end; ++i) {
+          if (program->mem[i].category == MemCategory::kActivations) net += program->mem[i].bytes;
+        }
+      }
+      const ActivationShape shape{2048, 1, 1, false, AttentionKernel::kEager};
+      CHECK(net == LayerActivationBytes(s.model, shape, s.training.recompute));
+    }
+  }
+  // For the GPT layer that is Korthikanti's row: sbh(34 + 5as/h).
+  const int64_t sbh = 2048 * 1 * 6144;
+  const ActivationShape shape{2048, 1, 1, false, AttentionKernel::kEager};
+  const Scenario gpt = Load({{"model", "gpt-22b"}, {"training.seq_len", "2048"}});
+  CHECK(LayerActivationBytes(gpt.model, shape, Recompute::kNone).count() ==
+        34 * sbh + 5 * 64 * 2048 * 2048);
+}
+
+TEST_CASE("ZeRO-3 gather buffers: one layer more per prefetch step, none below ZeRO-3",
+          "[replay][memory]") {
+  const int64_t layer = 2 * CountParameters(Load({}).model).per_layer;
+  std::vector<int64_t> gathered;
+  for (int pf : {1, 2, 3}) {
+    const auto r = Run(Load({{"parallel.prefetch", std::to_string(pf)}}));
+    gathered.push_back(
+        r.ledgers[0].peak_breakdown()[static_cast<int>(MemCategory::kGatheredParams)].count());
+  }
+  CHECK(gathered[0] > 0);
+  CHECK(gathered[1] - gathered[0] == layer);
+  CHECK(gathered[2] - gathered[1] == layer);
+  for (int zero : {0, 1, 2}) {
+    const auto r = Run(Load({{"parallel.zero", std::to_string(zero)}, {"cluster.nodes", "32"}}));
+    CHECK(r.ledgers[0].peak_breakdown()[static_cast<int>(MemCategory::kGatheredParams)] ==
+          Bytes());
+  }
+}
+
+TEST_CASE("the peak exceeds static states plus checkpoints; the breakdown sums to it",
+          "[replay][memory]") {
+  for (const char* nodes : {"4", "2"}) {
+    INFO("nodes " << nodes);
+    const Scenario s = Load({{"cluster.nodes", nodes}});
+    const auto r = Run(s);
+    const memory::MemoryLedger& l = r.ledgers[0];
+    Bytes sum;
+    for (Bytes b : l.peak_breakdown()) sum += b;
+    CHECK(sum == l.peak());
+    // Layer inputs kept by full recompute: L · 2sbh.
+    const Bytes checkpoints =
+        Bytes::Count(s.model.layers * 2 * s.training.seq_len * s.model.hidden);
+    const Bytes floor = PersistentStates(s).total() + checkpoints + s.runtime.reserved;
+    CHECK(l.peak() > floor);
+    CHECK(l.peak_breakdown()[static_cast<int>(MemCategory::kGatheredParams)] > Bytes());
+    if (std::string(nodes) == "2") {
+      // SPEC 3.4: 70 GB of states + 5.4 GB of layer inputs = ~75 GB, which looks like it fits.
+      CHECK((PersistentStates(s).total() + checkpoints).gb() == Approx(74.4).epsilon(0.01));
+    }
+  }
+}
+
+TEST_CASE("memory returns to the persistent level at the end of the step", "[replay][memory]") {
+  for (const char* zero : {"0", "1", "2", "3"}) {
+    const auto r = Run(Load({{"parallel.zero", zero}, {"cluster.nodes", "32"},
+                             {"training.global_batch", "512"}}));
+    CHECK(r.ledgers[0].Transient() == Bytes());
+    CHECK(r.ledgers[0].allocated() == PersistentStates(Load({{"parallel.zero", zero},
+                                                             {"cluster.nodes", "32"}})).total() +
+                                          Bytes::GiB(1));
+  }
+}
+
+TEST_CASE("sequence length: eager grows faster than linearly, flash and checkpoints linearly",
+          "[replay][memory]") {
+  auto activations = [](const char* attention, const char* recompute, int64_t s) {
+    const auto r = Run(Load({{"model", "llama2-7b"}, {"cluster.nodes", "1"},
+                             {"training.global_batch", "8"}, {"parallel.zero", "3"},
+                             {"training.seq_len", std::to_string(s)},
+                             {"training.attention", attention},
+                             {"training.recompute", recompute}}));
+    // The activations' own high-water mark (the total's peak may fall elsewhere).
+    return static_cast<double>(
+        r.ledgers[0].category_peaks()[static_cast<int>(MemCategory::kActivations)].count());
+  };
+  CHECK(activations("eager", "none", 4096) / activations("eager", "none", 2048) > 2.3);
+  CHECK(activations("flash", "none", 4096) / activations("flash", "none", 2048) ==
+        Approx(2.0).epsilon(0.02));
+  CHECK(activations("flash", "full", 4096) / activations("flash", "full", 2048) ==
+        Approx(2.0).epsilon(0.02));
+}
+
+TEST_CASE("one simulated rank stands for all: explicit ranks give the same report",
+          "[replay]") {
+  for (const char* zero : {"0", "2", "3"}) {
+    INFO("ZeRO-" << zero);
+    const Scenario s = Load({{"model", "llama2-7b"}, {"cluster.nodes", "1"},
+                             {"training.global_batch", "16"}, {"parallel.zero", zero}});
+    auto one = report::RunJson(s, Run(s));
+    replay::ReplayOptions o;
+    o.explicit_ranks = true;
+    auto all = report::RunJson(s, Run(s, o));
+    CHECK(all["replay"]["simulated_ranks"] == 8);
+    one.erase("replay");
+    all.erase("replay");
+    CHECK(one.dump() == all.dump());
+  }
+}
+
+TEST_CASE("same input, byte-identical report; the trace parses", "[replay]") {
+  const Scenario s = Load({{"training.global_batch", "64"}});
+  replay::ReplayOptions o;
+  o.record_ops = o.record_memory = true;
+  const auto a = Run(s, o);
+  const auto b = Run(s, o);
+  CHECK(report::RunJson(s, a).dump() == report::RunJson(s, b).dump());
+  const std::string trace = report::TraceJson(s, a);
+  CHECK(trace == report::TraceJson(s, b));
+  auto j = nlohmann::json::parse(trace);
+  int complete = 0, counters = 0;
+  for (const auto& e : j["traceEvents"]) {
+    complete += e["ph"] == "X";
+    counters += e["ph"] == "C";
+  }
+  CHECK(complete == static_cast<int>(a.program.ops.size()));
+  CHECK(counters > 0);
+  const std::string csv = report::TimelineCsv(a);
+  CHECK(csv.rfind("time_s,gpu,event,category,delta_bytes,allocated_bytes\n", 0) == 0);
+}
+
+TEST_CASE("time adds up: step = compute + recompute + optimizer + exposed comm", "[replay][time]") {
+  const auto r = Run(Load({}));
+  CHECK(r.step == r.compute + r.recompute + r.optimizer + r.exposed_comm);
+  CHECK(r.exposed_comm >= Duration::Zero());
+  CHECK(r.hardware_flops.count() > r.model_flops.count());
+  CHECK(r.recompute_flops.count() > 0);
+}
+
+}  // namespace
+}  // namespace sim

@@ -1,0 +1,92 @@
+// Benchmarks (not tests): the event kernel's throughput and the wall time of whole replays.
+//   build/tools/replay_bench                      # all
+//   build/tools/replay_bench --benchmark_filter=Default
+// The issue's targets: >= 10 million events/s; <= 20 ms for the default scenario (32 micro-batches
+// x 80 layers) and <= 5 ms with global_batch = DP (one micro-batch), on one core.
+
+#include <benchmark/benchmark.h>
+
+#include "sim/config/catalog.h"
+#include "sim/engine/executor.h"
+#include "sim/replay/replay.h"
+
+namespace {
+
+// A listener that only returns fixed durations: measures the kernel alone.
+struct FixedDurations {
+  void OnIssue(int32_t, sim::Duration) {}
+  sim::Duration OnStart(int32_t t, sim::Duration) {
+    return sim::Duration::Picoseconds(1000 + (t % 7) * 100);
+  }
+  void OnFinish(int32_t, sim::Duration) {}
+};
+
+// Two streams like a replay: a compute chain, and every third task a collective on the comm
+// stream that the compute task after it waits for.
+sim::engine::TaskGraph SyntheticGraph(int32_t n) {
+  sim::engine::TaskGraph g;
+  g.num_streams = 2;
+  std::vector<std::vector<int32_t>> succ(n);
+  for (int32_t t = 0; t < n; ++t) {
+    const bool comm = t % 3 == 1;
+    g.stream.push_back(comm ? 1 : 0);
+    int32_t preds = 0;
+    if (t > 0) {
+      succ[t - 1].push_back(t);
+      ++preds;
+    }
+    g.pred_count.push_back(preds);
+  }
+  g.succ_begin.push_back(0);
+  for (int32_t t = 0; t < n; ++t) {
+    for (int32_t s : succ[t]) g.succ.push_back(s);
+    g.succ_begin.push_back(static_cast<int32_t>(g.succ.size()));
+  }
+  return g;
+}
+
+void BM_EngineEvents(benchmark::State& state) {
+  const auto graph = SyntheticGraph(static_cast<int32_t>(state.range(0)));
+  uint64_t events = 0;
+  for (auto _ : state) {
+    FixedDurations l;
+    sim::engine::Executor<FixedDurations> ex(graph, l);
+    events += ex.Run().events;
+  }
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_EngineEvents)->Arg(100'000)->Unit(benchmark::kMillisecond);
+
+sim::Scenario DefaultScenario(std::vector<sim::config::Override> overrides) {
+  const auto root = sim::config::DataRoot::Default();
+  auto s = sim::config::LoadScenario(root, root.path + "/scenarios/default.yaml", overrides);
+  if (!s.ok()) std::abort();
+  return *s;
+}
+
+void ReplayLoop(benchmark::State& state, const sim::Scenario& s) {
+  uint64_t events = 0;
+  for (auto _ : state) {
+    auto r = sim::replay::Replay(s, {});
+    if (!r.ok()) std::abort();
+    events += r->events;
+    benchmark::DoNotOptimize(r->step);
+  }
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+}
+
+// Lowering + replay of scenarios/default.yaml: 32 micro-batches x 80 layers.
+void BM_ReplayDefault(benchmark::State& state) { ReplayLoop(state, DefaultScenario({})); }
+BENCHMARK(BM_ReplayDefault)->Unit(benchmark::kMillisecond);
+
+// The same with global_batch = DP: one micro-batch.
+void BM_ReplayDefaultOneMicroBatch(benchmark::State& state) {
+  ReplayLoop(state, DefaultScenario({{"training.global_batch", "32"}}));
+}
+BENCHMARK(BM_ReplayDefaultOneMicroBatch)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
