@@ -63,7 +63,7 @@ TEST_CASE("ledger JSON carries the SPEC 5 keys", "[cli]") {
   CHECK(k["activation_bytes_per_layer"]["full"] == 2 * s * b * h);
 }
 
-TEST_CASE("run writes the report, trace and timeline; bare stepsim runs the default", "[cli]") {
+TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the default", "[cli]") {
   const std::string dir = "/tmp/stepsim-cli-test";
   std::filesystem::create_directories(dir);
   Result r = Stepsim(absl::StrCat("run scenarios/default.yaml --set training.global_batch=64 ",
