@@ -92,6 +92,63 @@ TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the 
   CHECK(absl::StrContains(tp.out, "not replayed yet"));
 }
 
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST_CASE("sweep: --jobs 1 and 2 byte-identical; shards merge into the whole", "[cli]") {
+  const std::string dir = "/tmp/stepsim-cli-sweep";
+  std::filesystem::create_directories(dir);
+  const std::string sweep =
+      "sweep scenarios/default.yaml --vary training.seq_len=2048,4096 --vary parallel.zero=2..3 "
+      "--set training.global_batch=32 ";
+  REQUIRE(Stepsim(sweep + "--jobs 1 --json " + dir + "/j1.json").status == 0);
+  REQUIRE(Stepsim(sweep + "--jobs 2 --json " + dir + "/j2.json").status == 0);
+  CHECK(Slurp(dir + "/j1.json") == Slurp(dir + "/j2.json"));
+  REQUIRE(Stepsim(sweep + "--shard 1/2 --json " + dir + "/s1.json").status == 0);
+  REQUIRE(Stepsim(sweep + "--shard 2/2 --json " + dir + "/s2.json").status == 0);
+  REQUIRE(Stepsim("merge " + dir + "/s2.json " + dir + "/s1.json --json " + dir + "/m.json")
+              .status == 0);
+  auto whole = nlohmann::json::parse(Slurp(dir + "/j1.json"));
+  auto merged = nlohmann::json::parse(Slurp(dir + "/m.json"));
+  CHECK(whole["results"] == merged["results"]);
+  CHECK(Stepsim("merge " + dir + "/s1.json").status == 2);  // half a sweep
+  Result csv = Stepsim(sweep + "--csv -");
+  CHECK(csv.status == 0);
+  CHECK(absl::StartsWith(csv.out, "training.seq_len,parallel.zero,fits,peak_gib"));
+  Result bad = Stepsim("sweep scenarios/default.yaml --vary training.seqlen=1,2");
+  CHECK(bad.status == 2);
+  CHECK(absl::StrContains(bad.out, "did you mean 'seq_len'"));
+}
+
+TEST_CASE("sweep plots through gnuplot when it is installed", "[cli]") {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
+    WARN("gnuplot not installed (tools/install-deps.sh installs gnuplot-nox): plot not checked");
+    return;
+  }
+  const std::string svg = "/tmp/stepsim-cli-sweep/plot.svg";
+  std::filesystem::remove(svg);
+  Result r = Stepsim("sweep scenarios/default.yaml --vary training.seq_len=2048,4096,8192 "
+                     "--vary training.recompute=none,full --set training.global_batch=32 "
+                     "--plot " + svg);
+  CHECK(r.status == 0);
+  const std::string text = Slurp(svg);
+  CHECK(absl::StrContains(text, "<svg"));
+  CHECK(absl::StrContains(text, "training.seq_len"));
+  CHECK(absl::StrContains(text, "GPU capacity"));
+}
+
+TEST_CASE("compare and plan print their tables", "[cli]") {
+  Result c = Stepsim("compare scenarios/default.yaml --set training.global_batch=32 --markdown");
+  CHECK(c.status == 0);
+  CHECK(absl::StrContains(c.out, "| ZeRO-3 | deepspeed | yes |"));
+  Result p = Stepsim("plan llama2-70b --gpu A100-SXM4-80GB --max-gpus 64 --tokens 2T");
+  CHECK(p.status == 0);
+  CHECK(absl::StrContains(p.out, "Smallest GPU count that fits"));
+  CHECK(Stepsim("plan llama2-70b --gpu V100-SXM2-32GB").status == 2);  // no node type
+}
+
 TEST_CASE("bad input exits 2 with a located message and writes nothing", "[cli]") {
   const std::string out = "/tmp/stepsim-cli-test-should-not-exist.json";
   std::filesystem::remove(out);

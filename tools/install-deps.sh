@@ -3,7 +3,7 @@
 # Sourced or run by tools/quickstart.sh and tools/test.sh.
 set -euo pipefail
 packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libabsl-dev catch2
-          nlohmann-json3-dev libbenchmark-dev)
+          nlohmann-json3-dev libbenchmark-dev gnuplot-nox)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

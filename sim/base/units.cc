@@ -6,11 +6,20 @@
 
 namespace sim {
 
-Bytes Bytes::Round(double bytes) { return Bytes(static_cast<int64_t>(std::llround(bytes))); }
+namespace {
+
+// Round half away from zero (as std::llround, without its libm call on the replay's hot path).
+int64_t RoundHalfAway(double x) {
+  return x >= 0 ? static_cast<int64_t>(x + 0.5) : -static_cast<int64_t>(-x + 0.5);
+}
+
+}  // namespace
+
+Bytes Bytes::Round(double bytes) { return Bytes(RoundHalfAway(bytes)); }
 
 Duration Duration::FromSeconds(double s) {
   SIM_CHECK(std::isfinite(s), "non-finite duration");
-  return Duration(static_cast<int64_t>(std::llround(s * 1e12)));
+  return Duration(RoundHalfAway(s * 1e12));
 }
 
 Duration operator/(Bytes bytes, Bandwidth bw) {

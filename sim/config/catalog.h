@@ -4,6 +4,7 @@
 // FailedPrecondition (well-formed input that conflicts with the cluster), with one located line
 // per problem.
 
+#include <memory>
 #include <string>
 #include "absl/strings/string_view.h"
 #include <utility>
@@ -43,6 +44,29 @@ struct Override {
   std::string value;
 };
 absl::StatusOr<Override> ParseOverride(absl::string_view key_equals_value);
+
+struct Catalogs {
+  std::vector<GpuSpec> gpus;
+  std::vector<NodeSpec> nodes;
+};
+absl::StatusOr<Catalogs> LoadCatalogs(const DataRoot& root);
+
+// A scenario file read once, loadable many times with different overrides (sweeps, plans).
+// Load() is const and safe to call from several threads at once.
+class ScenarioLoader {
+ public:
+  static absl::StatusOr<ScenarioLoader> Open(const DataRoot& root, const std::string& path);
+  // A scenario generated in memory (stepsim plan); `origin` names it in error messages.
+  static absl::StatusOr<ScenarioLoader> FromText(const DataRoot& root, std::string text,
+                                                 const std::string& origin);
+  absl::StatusOr<Scenario> Load(const std::vector<Override>& overrides) const;
+  const std::string& path() const;
+
+ private:
+  struct Impl;
+  explicit ScenarioLoader(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
 
 // Loads a scenario file, applies the overrides in order, resolves catalog names and validates
 // everything, reporting all problems at once.

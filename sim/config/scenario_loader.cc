@@ -1,4 +1,7 @@
 #include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -279,22 +282,9 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
   }
 }
 
-}  // namespace
-
-absl::StatusOr<Scenario> LoadScenario(const DataRoot& data, const std::string& path,
-                                      const std::vector<Override>& overrides) {
-  auto loaded = LoadYamlFile(path);
-  if (!loaded.ok()) return loaded.status();
-  YAML::Node root = *loaded;
-  for (const Override& o : overrides) {
-    if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
-  }
-  auto gpus = LoadGpuCatalog(data.GpuCatalogFile());
-  if (!gpus.ok()) return gpus.status();
-  auto nodes = LoadNodeCatalog(data.NodeCatalogFile(), *gpus);
-  if (!nodes.ok()) return nodes.status();
-
-  const YAML::Node& r = root;
+// Builds and validates a scenario from its parsed YAML (overrides already applied).
+absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& path,
+                                       const YAML::Node& r, const Catalogs& catalogs) {
   YamlErrors errors(path);
   CheckSchemaVersion(r, errors);
   if (!CheckMapping(r, "",
@@ -308,7 +298,7 @@ absl::StatusOr<Scenario> LoadScenario(const DataRoot& data, const std::string& p
   s.name = std::filesystem::path(path).stem().string();
   if (auto v = ReadString({r, "name", "", false}, errors)) s.name = *v;
   if (auto m = ResolveModel(data, r["model"], path, errors)) s.model = *m;
-  ReadCluster(r["cluster"], *gpus, *nodes, s.cluster, errors);
+  ReadCluster(r["cluster"], catalogs.gpus, catalogs.nodes, s.cluster, errors);
   ReadTraining(r["training"], s.training, errors);
   ReadParallel(r["parallel"], s.parallel, errors);
   ReadRuntime(r["runtime"], s.runtime, errors);
@@ -319,6 +309,69 @@ absl::StatusOr<Scenario> LoadScenario(const DataRoot& data, const std::string& p
   CheckConsistency(r, s, errors);
   if (!errors.empty()) return errors.ToStatus();
   return s;
+}
+
+}  // namespace
+
+absl::StatusOr<Catalogs> LoadCatalogs(const DataRoot& root) {
+  Catalogs c;
+  auto gpus = LoadGpuCatalog(root.GpuCatalogFile());
+  if (!gpus.ok()) return gpus.status();
+  c.gpus = *gpus;
+  auto nodes = LoadNodeCatalog(root.NodeCatalogFile(), c.gpus);
+  if (!nodes.ok()) return nodes.status();
+  c.nodes = *nodes;
+  return c;
+}
+
+struct ScenarioLoader::Impl {
+  DataRoot data;
+  std::string path;
+  std::string text;
+  Catalogs catalogs;
+};
+
+absl::StatusOr<ScenarioLoader> ScenarioLoader::Open(const DataRoot& data,
+                                                    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  auto catalogs = LoadCatalogs(data);
+  if (!catalogs.ok()) return catalogs.status();
+  auto impl = std::make_shared<Impl>(Impl{data, path, text.str(), *std::move(catalogs)});
+  return ScenarioLoader(std::move(impl));
+}
+
+absl::StatusOr<ScenarioLoader> ScenarioLoader::FromText(const DataRoot& data, std::string text,
+                                                        const std::string& origin) {
+  auto catalogs = LoadCatalogs(data);
+  if (!catalogs.ok()) return catalogs.status();
+  auto impl = std::make_shared<Impl>(Impl{data, origin, std::move(text), *std::move(catalogs)});
+  return ScenarioLoader(std::move(impl));
+}
+
+absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overrides) const {
+  YAML::Node root;
+  try {
+    root = YAML::Load(impl_->text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(impl_->path, ":", e.mark.line + 1, ":",
+                                                   e.mark.column + 1, ": YAML syntax: ", e.msg));
+  }
+  for (const Override& o : overrides) {
+    if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
+  }
+  return BuildScenario(impl_->data, impl_->path, root, impl_->catalogs);
+}
+
+const std::string& ScenarioLoader::path() const { return impl_->path; }
+
+absl::StatusOr<Scenario> LoadScenario(const DataRoot& data, const std::string& path,
+                                      const std::vector<Override>& overrides) {
+  auto loader = ScenarioLoader::Open(data, path);
+  if (!loader.ok()) return loader.status();
+  return loader->Load(overrides);
 }
 
 }  // namespace sim::config

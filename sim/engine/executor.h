@@ -53,8 +53,8 @@ class Executor {
   Executor(const TaskGraph& graph, Listener& listener) : g_(graph), l_(listener) {
     const int32_t n = g_.num_tasks();
     remaining_ = g_.pred_count;
-    issued_.assign(n, false);
-    arrived_.assign(n, false);
+    issued_.assign(n, 0);
+    arrived_.assign(n, 0);
     // Per-stream FIFO of tasks in index order (CSR).
     queue_begin_.assign(g_.num_streams + 1, 0);
     for (int32_t t = 0; t < n; ++t) queue_begin_[g_.stream[t] + 1]++;
@@ -63,9 +63,9 @@ class Executor {
     std::vector<int32_t> fill(queue_begin_.begin(), queue_begin_.end() - 1);
     for (int32_t t = 0; t < n; ++t) queue_[fill[g_.stream[t]]++] = t;
     head_ = std::vector<int32_t>(queue_begin_.begin(), queue_begin_.end() - 1);
-    busy_.assign(g_.num_streams, false);
+    busy_.assign(g_.num_streams, 0);
     dirty_.reserve(g_.num_streams);
-    is_dirty_.assign(g_.num_streams, false);
+    is_dirty_.assign(g_.num_streams, 0);
     if (!g_.join_begin.empty()) join_arrived_.assign(g_.join_begin.size() - 1, 0);
   }
 
@@ -101,14 +101,14 @@ class Executor {
 
   void MarkDirty(int32_t s) {
     if (!is_dirty_[s]) {
-      is_dirty_[s] = true;
+      is_dirty_[s] = 1;
       dirty_.push_back(s);
     }
   }
 
   void Finish(int32_t t, Duration now) {
     const int32_t s = g_.stream[t];
-    busy_[s] = false;
+    busy_[s] = 0;
     head_[s]++;
     MarkDirty(s);
     l_.OnFinish(t, now);
@@ -121,7 +121,7 @@ class Executor {
 
   void Dispatch(Duration now) {
     for (int32_t t : ready_) {
-      issued_[t] = true;
+      issued_[t] = 1;
       l_.OnIssue(t, now);
       MarkDirty(g_.stream[t]);
     }
@@ -129,7 +129,7 @@ class Executor {
     // Streams are visited in the order they became dirty; starting a join group can dirty no
     // new stream, so one pass suffices.
     for (size_t i = 0; i < dirty_.size(); ++i) TryStart(dirty_[i], now);
-    for (int32_t s : dirty_) is_dirty_[s] = false;
+    for (int32_t s : dirty_) is_dirty_[s] = 0;
     dirty_.clear();
   }
 
@@ -143,7 +143,7 @@ class Executor {
     }
     const int32_t j = *g_.join[t];
     if (!arrived_[t]) {
-      arrived_[t] = true;
+      arrived_[t] = 1;
       join_arrived_[j]++;
     }
     if (join_arrived_[j] < g_.join_begin[j + 1] - g_.join_begin[j]) return;
@@ -151,7 +151,7 @@ class Executor {
   }
 
   void Start(int32_t t, Duration now) {
-    busy_[g_.stream[t]] = true;
+    busy_[g_.stream[t]] = 1;
     const Duration d = l_.OnStart(t, now);
     SIM_CHECK(d >= Duration::Zero(), "negative task duration");
     q_.Schedule(now + d, Phase::kFinish, t);
@@ -161,11 +161,11 @@ class Executor {
   Listener& l_;
   EventQueue q_;
   std::vector<int32_t> remaining_;
-  std::vector<bool> issued_, arrived_;
+  std::vector<uint8_t> issued_, arrived_;  // flags; not vector<bool>, which packs bits
   std::vector<int32_t> queue_begin_, queue_, head_;
-  std::vector<bool> busy_;
+  std::vector<uint8_t> busy_;
   std::vector<int32_t> dirty_;
-  std::vector<bool> is_dirty_;
+  std::vector<uint8_t> is_dirty_;
   std::vector<int32_t> ready_;
   std::vector<int32_t> join_arrived_;
   bool dispatch_pending_ = false;

@@ -66,13 +66,18 @@ engine::TaskGraph BuildGraph(const OpProgram& p, int32_t ranks) {
 class ReplayListener {
  public:
   ReplayListener(const Scenario& s, const ReplayOptions& options, ReplayResult& result)
-      : s_(s), options_(options), r_(result), p_(result.program) {
+      : options_(options), r_(result), p_(result.program) {
     const auto comm = cost::MakeCollectiveCostModel(s);
     base_.reserve(p_.ops.size());
+    stretched_.reserve(p_.ops.size());
+    const double slowdown = s.cluster.gpu.calibration.overlap_slowdown;
     for (const Op& op : p_.ops) {
-      base_.push_back(op.stream == StreamKind::kComm
-                          ? comm->Cost(op.collective, op.tensor, op.comm_group, op.buckets)
-                          : cost::ComputeDuration(op, s.cluster.gpu, s.training.precision));
+      const Duration d = op.stream == StreamKind::kComm
+                             ? comm->Cost(op.collective, op.tensor, op.comm_group, op.buckets)
+                             : cost::ComputeDuration(op, s.cluster.gpu, s.training.precision);
+      base_.push_back(d);
+      // Communication kernels take SMs and HBM bandwidth from the compute beside them.
+      stretched_.push_back(Duration::FromSeconds(d.seconds() * slowdown));
     }
     comm_busy_.assign(r_.simulated_ranks, false);
   }
@@ -87,11 +92,8 @@ class ReplayListener {
     if (op.stream == StreamKind::kComm) {
       comm_busy_[rank] = true;
     } else if (comm_busy_[rank]) {
-      // Communication kernels take SMs and HBM bandwidth from the compute beside them.
-      const Duration stretched =
-          Duration::FromSeconds(d.seconds() * s_.cluster.gpu.calibration.overlap_slowdown);
-      if (rank == 0) r_.overlap_stretch += stretched - d;
-      d = stretched;
+      if (rank == 0) r_.overlap_stretch += stretched_[o] - d;
+      d = stretched_[o];
     }
     if (rank == 0) Account(op, d);
     if (options_.record_ops) r_.timings.push_back({o, rank, now, now + d});
@@ -110,10 +112,15 @@ class ReplayListener {
   void ApplyMemory(int32_t task, MemWhen when, Duration now) {
     const int32_t rank = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
+    const int32_t begin = when == MemWhen::kIssue ? op.mem_begin
+                          : when == MemWhen::kStart ? op.mem_start
+                                                    : op.mem_finish;
+    const int32_t end = when == MemWhen::kIssue ? op.mem_start
+                        : when == MemWhen::kStart ? op.mem_finish
+                                                  : op.mem_end;
     memory::MemoryLedger& ledger = r_.ledgers[rank];
-    for (int32_t i = op.mem_begin; i < op.mem_end; ++i) {
-      const MemAction& a = p_.mem[i];
-      if (a.when == when) ledger.Apply(a.category, a.bytes, now, o);
+    for (int32_t i = begin; i < end; ++i) {
+      ledger.Apply(p_.mem[i].category, p_.mem[i].bytes, now, o);
     }
   }
 
@@ -127,11 +134,11 @@ class ReplayListener {
     }
   }
 
-  const Scenario& s_;
   const ReplayOptions& options_;
   ReplayResult& r_;
   const OpProgram& p_;
-  std::vector<Duration> base_;
+  std::vector<Duration> base_;       // per op, alone on the GPU
+  std::vector<Duration> stretched_;  // per op, beside a running collective
   std::vector<bool> comm_busy_;
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "absl/types/span.h"
+
 #include "absl/strings/str_cat.h"
 #include "sim/base/check.h"
 #include "sim/workload/params.h"
@@ -60,6 +62,12 @@ class Lowerer {
     p_.layers = layers_;
     p_.dp = s_.dp();
     p_.tokens_per_micro_batch = tokens_;
+    // Capacity for the ops of every micro-batch (forward, recompute, backward, 3 collectives per
+    // group), so that lowering allocates once.
+    const size_t per_mb = (3 * layer_ops_.size() + 3) * group_params_.size();
+    p_.ops.reserve(per_mb * static_cast<size_t>(s_.micro_batches()) + 4);
+    p_.deps.reserve(p_.ops.capacity());
+    p_.mem.reserve(3 * p_.ops.capacity());
     Persistent();
     const int32_t m = static_cast<int32_t>(s_.micro_batches());
     for (int32_t mb = 0; mb < m; ++mb) {
@@ -77,18 +85,18 @@ class Lowerer {
   int32_t NumGroups() const { return static_cast<int32_t>(group_params_.size()); }
   Bytes ComputeBytes(int64_t params) const { return Bytes::Count(kCompute * params); }
 
-  int32_t Add(Op op, std::initializer_list<int32_t> deps, std::initializer_list<MemAction> mem) {
-    return Add(op, std::vector<int32_t>(deps), std::vector<MemAction>(mem));
-  }
-
-  int32_t Add(Op op, const std::vector<int32_t>& deps, const std::vector<MemAction>& mem) {
+  int32_t Add(Op op, absl::Span<const int32_t> deps, absl::Span<const MemAction> mem) {
     op.micro_batch = mb_;
     op.deps_begin = static_cast<int32_t>(p_.deps.size());
     for (int32_t d : deps) p_.deps.push_back(d);
     op.deps_end = static_cast<int32_t>(p_.deps.size());
     op.mem_begin = static_cast<int32_t>(p_.mem.size());
-    for (const MemAction& a : mem) {
-      if (a.bytes.count() != 0) p_.mem.push_back(a);
+    for (MemWhen when : {MemWhen::kIssue, MemWhen::kStart, MemWhen::kEnd}) {
+      if (when == MemWhen::kStart) op.mem_start = static_cast<int32_t>(p_.mem.size());
+      if (when == MemWhen::kEnd) op.mem_finish = static_cast<int32_t>(p_.mem.size());
+      for (const MemAction& a : mem) {
+        if (a.when == when && a.bytes.count() != 0) p_.mem.push_back(a);
+      }
     }
     op.mem_end = static_cast<int32_t>(p_.mem.size());
     p_.ops.push_back(op);
@@ -97,12 +105,13 @@ class Lowerer {
     return id;
   }
 
-  // Appends a memory action to an op already emitted (frees decided later, e.g. at the end of
-  // the op that last uses a buffer). Keeps the op's range contiguous by requiring it is the
-  // newest op.
+  // Appends an end-of-op free to the newest op (frees decided after it was emitted, e.g. the
+  // last op of a layer releasing the layer's buffers). End actions come last in an op's range,
+  // so appending keeps the range ordered.
   void AddMemToLast(MemAction a) {
-    SIM_CHECK(!p_.ops.empty() && p_.ops.back().mem_end == static_cast<int32_t>(p_.mem.size()),
-              "memory actions may only be appended to the newest op");
+    SIM_CHECK(!p_.ops.empty() && p_.ops.back().mem_end == static_cast<int32_t>(p_.mem.size()) &&
+                  a.when == MemWhen::kEnd,
+              "only end-of-op actions may be appended, and only to the newest op");
     if (a.bytes.count() == 0) return;
     p_.mem.push_back(a);
     p_.ops.back().mem_end++;
@@ -197,13 +206,14 @@ class Lowerer {
     Bytes transient;  // tensors not kept for backward: freed when the layer's forward ends
     for (size_t i = 0; i < layer_ops_.size(); ++i) {
       const LayerOp& lo = layer_ops_[i];
-      std::vector<MemAction> mem;
+      std::vector<MemAction>& mem = scratch_;
+      mem.clear();
       for (const SavedTensor& t : lo.saves) {
         mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
         if (!Kept(lo, t)) transient += t.bytes;
       }
-      Add(FromLayerOp(lo, OpPhase::kForward, g), i == 0 ? first_deps : std::vector<int32_t>{},
-          mem);
+      Add(FromLayerOp(lo, OpPhase::kForward, g),
+          i == 0 ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>(), mem);
     }
     AddMemToLast({MemWhen::kEnd, MemCategory::kActivations, -transient});
     if (free_gather_at_end) {
@@ -214,7 +224,8 @@ class Lowerer {
   void LayerBackward(int32_t g, std::vector<int32_t> first_deps, Bytes free_at_end) {
     bool first = true;
     auto deps = [&]() {
-      std::vector<int32_t> d = first ? first_deps : std::vector<int32_t>{};
+      const absl::Span<const int32_t> d =
+          first ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>();
       first = false;
       return d;
     };
@@ -229,7 +240,8 @@ class Lowerer {
       for (const LayerOp& lo : layer_ops_) {
         // Full recompute re-runs every forward op of the layer; selective only the ops that
         // produce attention-core tensors.
-        std::vector<MemAction> mem;
+        std::vector<MemAction>& mem = scratch_;
+        mem.clear();
         bool core = false;
         for (const SavedTensor& t : lo.saves) {
           core = core || t.attention_core;
@@ -246,8 +258,9 @@ class Lowerer {
     for (auto it = layer_ops_.rbegin(); it != layer_ops_.rend(); ++it) {
       const Bytes saved = SavedBy(*it);
       // The op's input gradient exists while it runs; its saved tensors are freed when it ends.
-      std::vector<MemAction> mem = {{MemWhen::kStart, MemCategory::kActivations, saved},
-                                    {MemWhen::kEnd, MemCategory::kActivations, -saved - saved}};
+      std::vector<MemAction>& mem = scratch_;
+      mem.assign({{MemWhen::kStart, MemCategory::kActivations, saved},
+                  {MemWhen::kEnd, MemCategory::kActivations, -saved - saved}});
       if (!grads_allocated) {
         mem.insert(mem.end(), grads.begin(), grads.end());
         grads_allocated = true;
@@ -464,6 +477,7 @@ class Lowerer {
   std::optional<int32_t> last_compute_;
   std::vector<std::optional<int32_t>> gather_pending_;
   std::vector<int32_t> reduces_;
+  std::vector<MemAction> scratch_;  // reused per op: lowering allocates no vector per op
 };
 
 }  // namespace

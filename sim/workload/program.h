@@ -61,9 +61,11 @@ struct Op {
   Bytes tensor;
   CommGroup comm_group;
   int32_t buckets = 1;
-  // Index ranges into OpProgram::deps and OpProgram::mem.
+  // Index ranges into OpProgram::deps and OpProgram::mem. An op's memory actions are ordered
+  // by MemWhen: [mem_begin, mem_start) at issue, [mem_start, mem_finish) at start,
+  // [mem_finish, mem_end) at end.
   int32_t deps_begin = 0, deps_end = 0;
-  int32_t mem_begin = 0, mem_end = 0;
+  int32_t mem_begin = 0, mem_start = 0, mem_finish = 0, mem_end = 0;
 };
 
 inline constexpr int32_t kStepWide = -1;

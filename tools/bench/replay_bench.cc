@@ -8,6 +8,7 @@
 
 #include "sim/config/catalog.h"
 #include "sim/engine/executor.h"
+#include "sim/explore/runner.h"
 #include "sim/replay/replay.h"
 
 namespace {
@@ -86,6 +87,34 @@ void BM_ReplayDefaultOneMicroBatch(benchmark::State& state) {
   ReplayLoop(state, DefaultScenario({{"training.global_batch", "32"}}));
 }
 BENCHMARK(BM_ReplayDefaultOneMicroBatch)->Unit(benchmark::kMillisecond);
+
+// A sweep on all cores (ScenarioLoader + replay + JSON report per configuration): 64
+// configurations of the default scenario's shape varying prefetch and bucket size.
+void SweepLoop(benchmark::State& state, const char* global_batch) {
+  const auto root = sim::config::DataRoot::Default();
+  auto loader = sim::config::ScenarioLoader::Open(root, root.path + "/scenarios/default.yaml");
+  if (!loader.ok()) std::abort();
+  std::vector<std::vector<sim::config::Override>> configs;
+  for (int i = 0; i < 64; ++i) {
+    configs.push_back({{"training.global_batch", global_batch},
+                       {"parallel.prefetch", std::to_string(1 + i % 4)},
+                       {"parallel.bucket", std::to_string(5 + i) + " MB"}});
+  }
+  const int jobs = sim::explore::DefaultJobs();
+  size_t done = 0;
+  for (auto _ : state) {
+    done += sim::explore::RunConfigs(*loader, configs, jobs, nullptr).size();
+  }
+  state.counters["configs_per_s"] =
+      benchmark::Counter(static_cast<double>(done), benchmark::Counter::kIsRate);
+  state.counters["jobs"] = jobs;
+}
+
+void BM_SweepDefault(benchmark::State& state) { SweepLoop(state, "1024"); }
+BENCHMARK(BM_SweepDefault)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SweepOneMicroBatch(benchmark::State& state) { SweepLoop(state, "32"); }
+BENCHMARK(BM_SweepOneMicroBatch)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

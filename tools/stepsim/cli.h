@@ -22,5 +22,9 @@ absl::Status WriteOutput(const std::string& path, const std::string& text);
 
 int LedgerCommand(const std::vector<std::string>& args);
 int RunCommand(const std::vector<std::string>& args);
+int SweepCommand(const std::vector<std::string>& args);
+int CompareCommand(const std::vector<std::string>& args);
+int MergeCommand(const std::vector<std::string>& args);
+int PlanCommand(const std::vector<std::string>& args);
 
 }  // namespace stepsim_cli

@@ -22,7 +22,12 @@ std::string TopHelp() {
       "\n                   when no command is given): fits or not, peak memory and its\n"
       "                   breakdown, step time, MFU, bytes sent per collective\n"
       "  ledger [MODEL]   the static ledger: bytes per parameter, ZeRO 0-3 per GPU, activations\n"
-      "                   per layer for none/selective/full recompute\n\n"
+      "                   per layer for none/selective/full recompute\n"
+      "  sweep SCENARIO   replay the product of --vary values in parallel: table, CSV, plot\n"
+      "  compare SCENARIO ZeRO 0/1/2/3 (or the FSDP strategies) side by side\n"
+      "  plan MODEL       smallest GPU count that fits per GPU type, and the Pareto set of\n"
+      "                   time-to-train against cost\n"
+      "  merge SHARDS...  join the JSON of `sweep --shard K/N` runs\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
       "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
       "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
@@ -41,8 +46,12 @@ int main(int argc, char** argv) {
   }
   if (command == "run") return stepsim_cli::RunCommand(rest);
   if (command == "ledger") return stepsim_cli::LedgerCommand(rest);
+  if (command == "sweep") return stepsim_cli::SweepCommand(rest);
+  if (command == "compare") return stepsim_cli::CompareCommand(rest);
+  if (command == "plan") return stepsim_cli::PlanCommand(rest);
+  if (command == "merge") return stepsim_cli::MergeCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
-            << sim::DidYouMean(command, {"run", "ledger"}) << "; see stepsim --help\n";
+            << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge"}) << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
 }

@@ -1,0 +1,32 @@
+#pragma once
+// Runs many configurations of one scenario in parallel and returns their reports in input order
+// (byte-identical whatever the thread count: each result lands in its own slot).
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "sim/config/catalog.h"
+#include "sim/replay/replay.h"
+
+namespace sim::explore {
+
+struct ConfigResult {
+  std::vector<config::Override> overrides;
+  absl::Status status;               // why the configuration could not run (bad combination)
+  nlohmann::ordered_json report;     // SPEC §5 run report when status is OK
+};
+
+// Called from worker threads with (done, total); must be thread-safe.
+using Progress = std::function<void(size_t done, size_t total)>;
+
+std::vector<ConfigResult> RunConfigs(const config::ScenarioLoader& loader,
+                                     const std::vector<std::vector<config::Override>>& configs,
+                                     int jobs, const Progress& progress);
+
+// Threads to use when the user did not say: every core.
+int DefaultJobs();
+
+}  // namespace sim::explore

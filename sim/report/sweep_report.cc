@@ -1,0 +1,245 @@
+#include "sim/report/sweep_report.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "sim/report/table.h"
+
+namespace sim::report {
+
+namespace {
+
+double Num(const nlohmann::ordered_json& j, std::initializer_list<const char*> path) {
+  const nlohmann::ordered_json* cur = &j;
+  for (const char* k : path) cur = &(*cur)[k];
+  return cur->get<double>();
+}
+
+constexpr double kGiB = 1073741824.0;
+
+std::string Render(const std::vector<std::string>& header,
+                   const std::vector<std::vector<std::string>>& rows, TableFormat format) {
+  if (format == TableFormat::kCsv) {
+    auto quote = [](const std::string& c) {
+      return c.find_first_of(",\"\n") == std::string::npos
+                 ? c
+                 : absl::StrCat("\"", absl::StrReplaceAll(c, {{"\"", "\"\""}}), "\"");
+    };
+    std::string out;
+    for (const auto* r : {&header}) {
+      std::vector<std::string> q;
+      for (const auto& c : *r) q.push_back(quote(c));
+      absl::StrAppend(&out, absl::StrJoin(q, ","), "\n");
+    }
+    for (const auto& r : rows) {
+      std::vector<std::string> q;
+      for (const auto& c : r) q.push_back(quote(c));
+      absl::StrAppend(&out, absl::StrJoin(q, ","), "\n");
+    }
+    return out;
+  }
+  if (format == TableFormat::kMarkdown) {
+    std::string out = absl::StrCat("| ", absl::StrJoin(header, " | "), " |\n|");
+    for (size_t i = 0; i < header.size(); ++i) out += i == 0 ? " --- |" : " ---: |";
+    out += "\n";
+    for (const auto& r : rows) absl::StrAppend(&out, "| ", absl::StrJoin(r, " | "), " |\n");
+    return out;
+  }
+  Table t(header);
+  for (const auto& r : rows) t.AddRow(r);
+  return t.Render(0);
+}
+
+}  // namespace
+
+std::string SweepTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
+                       TableFormat format) {
+  const bool text = format == TableFormat::kText;
+  std::vector<std::string> header = label_names;
+  for (const char* h : {"fits", text ? "peak GiB" : "peak_gib", text ? "activations GiB" : "activations_gib",
+                        text ? "step s" : "step_s", "mfu", text ? "tokens/s/GPU" : "tokens_per_s_per_gpu",
+                        text ? "exposed comm s" : "exposed_comm_s", "error"}) {
+    header.push_back(h);
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const Row& r : rows) {
+    std::vector<std::string> row = r.labels;
+    if (!r.error.empty()) {
+      for (int i = 0; i < 7; ++i) row.push_back("-");
+      row.push_back(text ? r.error.substr(0, 60) : r.error);
+    } else {
+      const auto& j = r.report;
+      row.push_back(j["memory"]["fits"].get<bool>() ? "yes" : "no");
+      row.push_back(absl::StrFormat("%.2f", Num(j, {"memory", "peak_bytes"}) / kGiB));
+      row.push_back(absl::StrFormat(
+          "%.2f", Num(j, {"memory", "peak_breakdown_bytes", "activations"}) / kGiB));
+      row.push_back(absl::StrFormat("%.4f", Num(j, {"time", "step_s"})));
+      row.push_back(absl::StrFormat("%.4f", Num(j, {"throughput", "mfu"})));
+      row.push_back(absl::StrFormat("%.1f", Num(j, {"throughput", "tokens_per_s_per_gpu"})));
+      row.push_back(absl::StrFormat("%.4f", Num(j, {"time", "exposed_comm_s"})));
+      row.push_back("");
+    }
+    table.push_back(row);
+  }
+  return Render(header, table, format);
+}
+
+std::string CompareTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
+                         TableFormat format) {
+  std::vector<std::string> header = label_names;
+  for (const char* h : {"fits", "peak GiB", "all_gather GB", "reduce_scatter GB", "all_reduce GB",
+                        "sent GB", "x first", "comm s", "exposed s", "step s", "mfu", "error"}) {
+    header.push_back(h);
+  }
+  double base = 0;
+  std::vector<std::vector<std::string>> table;
+  for (const Row& r : rows) {
+    std::vector<std::string> row = r.labels;
+    if (!r.error.empty()) {
+      for (int i = 0; i < 11; ++i) row.push_back("-");
+      row.push_back(r.error);
+      table.push_back(row);
+      continue;
+    }
+    const auto& j = r.report;
+    const double ag = Num(j, {"comm_bytes_per_gpu", "all_gather"});
+    const double rs = Num(j, {"comm_bytes_per_gpu", "reduce_scatter"});
+    const double ar = Num(j, {"comm_bytes_per_gpu", "all_reduce"});
+    const double sent = ag + rs + ar;
+    if (base == 0) base = sent;
+    row.push_back(j["memory"]["fits"].get<bool>() ? "yes" : "no");
+    row.push_back(absl::StrFormat("%.2f", Num(j, {"memory", "peak_bytes"}) / kGiB));
+    for (double v : {ag, rs, ar, sent}) row.push_back(absl::StrFormat("%.2f", v / 1e9));
+    row.push_back(base > 0 ? absl::StrFormat("%.2f", sent / base) : "-");
+    row.push_back(absl::StrFormat("%.3f", Num(j, {"time", "comm_s"})));
+    row.push_back(absl::StrFormat("%.3f", Num(j, {"time", "exposed_comm_s"})));
+    row.push_back(absl::StrFormat("%.3f", Num(j, {"time", "step_s"})));
+    row.push_back(absl::StrFormat("%.4f", Num(j, {"throughput", "mfu"})));
+    row.push_back("");
+    table.push_back(row);
+  }
+  return Render(header, table, format);
+}
+
+absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
+                       const std::vector<std::string>& label_names, const std::vector<Row>& rows,
+                       const std::vector<std::string>& metrics) {
+  struct Metric {
+    std::string label;
+    std::function<double(const nlohmann::ordered_json&)> value;
+  };
+  const std::map<std::string, Metric> known = {
+      {"peak", {"peak memory per GPU (GiB)",
+                [](const auto& j) { return Num(j, {"memory", "peak_bytes"}) / kGiB; }}},
+      {"activations", {"activations at the peak (GiB)",
+                       [](const auto& j) {
+                         return Num(j, {"memory", "peak_breakdown_bytes", "activations"}) / kGiB;
+                       }}},
+      {"step", {"step time (s)", [](const auto& j) { return Num(j, {"time", "step_s"}); }}},
+      {"mfu", {"MFU", [](const auto& j) { return Num(j, {"throughput", "mfu"}); }}},
+      {"exposed_comm",
+       {"exposed communication (s)", [](const auto& j) { return Num(j, {"time", "exposed_comm_s"}); }}}};
+  for (const std::string& m : metrics) {
+    if (!known.count(m)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--metrics: unknown metric '", m, "'; choose from peak, activations, step, mfu, exposed_comm"));
+    }
+  }
+  // Series: one per combination of the labels after the first, in first-seen order.
+  std::vector<std::string> series_names;
+  std::map<std::string, std::vector<const Row*>> series;
+  bool numeric_x = true;
+  for (const Row& r : rows) {
+    if (!r.error.empty()) continue;
+    std::vector<std::string> rest;
+    for (size_t i = 1; i < r.labels.size(); ++i) {
+      rest.push_back(absl::StrCat(label_names[i], "=", r.labels[i]));
+    }
+    const std::string name = rest.empty() ? "replay" : absl::StrJoin(rest, ", ");
+    if (!series.count(name)) series_names.push_back(name);
+    series[name].push_back(&r);
+    double x = 0;
+    numeric_x = numeric_x && absl::SimpleAtod(r.labels[0], &x);
+  }
+  if (series.empty()) return absl::FailedPreconditionError("--plot: no configuration ran");
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      absl::StrCat("stepsim-plot-", std::hash<std::string>()(svg_path), "-", ::getpid());
+  std::filesystem::create_directories(dir);
+  std::string script = absl::StrFormat(
+      "set terminal svg size 900,%d dynamic enhanced font 'sans,11' background rgb 'white'\n"
+      "set output '%s'\nset multiplot layout %d,1 title \"%s\" noenhanced\n"
+      "set grid\nset key outside right top noenhanced\nset xlabel \"%s\" noenhanced\n",
+      360 * static_cast<int>(metrics.size()), absl::StrReplaceAll(svg_path, {{"'", "''"}}),
+      metrics.size(), absl::StrReplaceAll(title, {{"\"", "'"}}), label_names[0]);
+  if (numeric_x) {
+    double lo = 1e300, hi = 0;
+    for (const Row& r : rows) {
+      double x = 0;
+      if (r.error.empty() && absl::SimpleAtod(r.labels[0], &x)) {
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+      }
+    }
+    if (lo > 0 && hi / lo >= 16) script += "set logscale x 2\n";
+  } else {
+    script += "set xtics rotate by -30\n";
+  }
+  for (const std::string& m : metrics) {
+    const Metric& metric = known.at(m);
+    std::vector<std::string> plots;
+    for (size_t si = 0; si < series_names.size(); ++si) {
+      const std::string file = (dir / absl::StrCat(m, "-", si, ".dat")).string();
+      std::ofstream out(file);
+      size_t index = 0;
+      for (const Row* r : series[series_names[si]]) {
+        out << (numeric_x ? r->labels[0] : absl::StrCat(index)) << " " << metric.value(r->report)
+            << " \"" << r->labels[0] << "\"\n";
+        ++index;
+      }
+      plots.push_back(absl::StrFormat("'%s' using 1:2%s with linespoints lw 2 title \"%s\"", file,
+                                      numeric_x ? "" : ":xtic(3)", series_names[si]));
+    }
+    if (m == "peak") {
+      const double cap = Num(rows.front().error.empty() ? rows.front().report
+                                                        : series[series_names[0]][0]->report,
+                             {"memory", "capacity_bytes"}) /
+                         kGiB;
+      plots.push_back(absl::StrFormat("%.3f with lines dt 2 lw 2 lc rgb 'red' title 'GPU capacity (%.0f GiB)'",
+                                      cap, cap));
+    }
+    absl::StrAppendFormat(&script, "set ylabel \"%s\"\nset yrange [0:*]\nplot %s\n", metric.label,
+                          absl::StrJoin(plots, ", \\\n     "));
+  }
+  script += "unset multiplot\n";
+  const std::string script_file = (dir / "plot.gp").string();
+  std::ofstream(script_file) << script;
+  const std::string cmd = absl::StrCat("gnuplot '", script_file, "' 2>&1");
+  std::string output;
+  if (FILE* pipe = popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (size_t n = fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
+    const int rc = pclose(pipe);
+    std::filesystem::remove_all(dir);
+    if (rc != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--plot: gnuplot failed (install Debian's gnuplot-nox; tools/install-deps.sh does): ",
+          output.substr(0, 300)));
+    }
+    return absl::OkStatus();
+  }
+  std::filesystem::remove_all(dir);
+  return absl::FailedPreconditionError("--plot: cannot run gnuplot (install gnuplot-nox)");
+}
+
+}  // namespace sim::report

@@ -1,0 +1,39 @@
+#pragma once
+// Renderings of many run reports: the sweep and compare tables (text, CSV, Markdown) and the
+// sweep plot (SVG through gnuplot, Debian's gnuplot-nox).
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+
+namespace sim::report {
+
+// One row of a sweep or comparison: its labels (varied values) and its run report, or the
+// reason it could not run.
+struct Row {
+  std::vector<std::string> labels;
+  nlohmann::ordered_json report;  // null when `error` is set
+  std::string error;
+};
+
+enum class TableFormat { kText, kCsv, kMarkdown };
+
+// Columns: the labels, then fits, peak (GiB), activations at peak (GiB), step (s), MFU,
+// tokens/s per GPU, exposed communication (s).
+std::string SweepTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
+                       TableFormat format);
+
+// Per row: peak, fits, bytes sent per GPU by collective kind and their total, its ratio to the
+// first row's, total and exposed communication time, step time, MFU.
+std::string CompareTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
+                         TableFormat format);
+
+// Plots `metrics` (any of: peak, step, activations, mfu, exposed_comm) against the first label,
+// one line per combination of the other labels; peak plots carry the GPU capacity as a line.
+absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
+                       const std::vector<std::string>& label_names, const std::vector<Row>& rows,
+                       const std::vector<std::string>& metrics);
+
+}  // namespace sim::report

@@ -1,0 +1,96 @@
+// stepsim plan MODEL --gpu LIST --tokens T: smallest GPU count that fits and the Pareto set.
+
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "sim/base/quantity.h"
+#include "sim/explore/plan.h"
+#include "tools/stepsim/cli.h"
+#include "tools/stepsim/flags.h"
+
+namespace stepsim_cli {
+
+int PlanCommand(const std::vector<std::string>& args) {
+  FlagSet flags(
+      "stepsim plan MODEL --gpu NAME[,NAME...] [--tokens 2T] [--seq-len 4096] [flags]",
+      "Searches GPU type x GPU count x ZeRO stage x micro-batch x recompute for configurations\n"
+      "that fit, by replay (pruning with the static ledger first). Prints the smallest GPU\n"
+      "count that fits per GPU type with the binding memory term, and the Pareto set of\n"
+      "time-to-train against cost; rejected families are listed with their reason in --json.\n"
+      "Prices are indicative on-demand USD per GPU-hour from topologies/gpus.yaml (2025).",
+      {{"gpu", "LIST", "GPU catalog names, comma-separated (default: every GPU with a node type)"},
+       {"tokens", "COUNT", "training tokens (2T, 15T, 300B); default 1T"},
+       {"seq-len", "S", "sequence length; default 4096"},
+       {"batch-tokens", "COUNT", "tokens per optimizer step; default 4M (4194304)"},
+       {"max-gpus", "N", "largest cluster to consider; default 1024"},
+       {"price", "GPU=USD", "price per GPU-hour, overriding the catalog", true},
+       {"framework", "F", "deepspeed (default) | fsdp"},
+       {"jobs", "N", "worker threads (default: all cores)"},
+       {"json", "PATH", "write min_gpus, pareto, rejected, considered/pruned/replayed"}});
+  if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("plan", st);
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return kExitOk;
+  }
+  if (flags.positional().size() != 1) {
+    return Fail("plan", absl::InvalidArgumentError("expected exactly one MODEL"));
+  }
+  sim::explore::PlanRequest req;
+  req.model = flags.positional()[0];
+  req.jobs = sim::explore::DefaultJobs();
+  const auto root = sim::config::DataRoot::Default();
+  if (auto g = flags.Get("gpu")) {
+    req.gpus = absl::StrSplit(*g, ',', absl::SkipEmpty());
+  } else {
+    auto catalogs = sim::config::LoadCatalogs(root);
+    if (!catalogs.ok()) return Fail("plan", catalogs.status());
+    for (const auto& n : catalogs->nodes) {
+      if (std::find(req.gpus.begin(), req.gpus.end(), n.gpu) == req.gpus.end()) {
+        req.gpus.push_back(n.gpu);
+      }
+    }
+  }
+  auto count = [&](const char* name, auto& slot) -> absl::Status {
+    auto v = flags.Get(name);
+    if (!v) return absl::OkStatus();
+    auto n = sim::ParseCount(*v);
+    if (!n.ok() || *n < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a count, got '", *v, "'"));
+    }
+    slot = static_cast<std::remove_reference_t<decltype(slot)>>(*n);
+    return absl::OkStatus();
+  };
+  for (const absl::Status& st :
+       {count("tokens", req.tokens), count("seq-len", req.seq_len),
+        count("batch-tokens", req.global_batch_tokens), count("max-gpus", req.max_gpus),
+        count("jobs", req.jobs)}) {
+    if (!st.ok()) return Fail("plan", st);
+  }
+  for (const std::string& p : flags.GetAll("price")) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(p, absl::MaxSplits('=', 1));
+    double usd = 0;
+    if (kv.first.empty() || !absl::SimpleAtod(kv.second, &usd) || usd < 0) {
+      return Fail("plan", absl::InvalidArgumentError(
+                              absl::StrCat("--price expects GPU=USD_PER_HOUR, got '", p, "'")));
+    }
+    req.prices[kv.first] = usd;
+  }
+  if (auto f = flags.Get("framework")) {
+    if (*f != "deepspeed" && *f != "fsdp") {
+      return Fail("plan", absl::InvalidArgumentError("--framework is deepspeed or fsdp"));
+    }
+    req.framework = *f;
+  }
+  auto plan = sim::explore::Plan(root, req, nullptr);
+  if (!plan.ok()) return Fail("plan", plan.status());
+  if (auto p = flags.Get("json")) {
+    if (absl::Status st = WriteOutput(*p, plan->dump(2) + "\n"); !st.ok()) return Fail("plan", st);
+    if (*p == "-") return kExitOk;
+  }
+  std::cout << sim::explore::PlanText(*plan);
+  return kExitOk;
+}
+
+}  // namespace stepsim_cli

@@ -1,0 +1,357 @@
+// stepsim sweep / compare / merge: many replays of one scenario.
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "sim/config/catalog.h"
+#include "sim/explore/grid.h"
+#include "sim/explore/runner.h"
+#include "sim/report/sweep_report.h"
+#include "tools/stepsim/cli.h"
+#include "tools/stepsim/flags.h"
+
+namespace stepsim_cli {
+
+namespace config = sim::config;
+namespace explore = sim::explore;
+namespace report = sim::report;
+using sim::Framework;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A progress line on stderr, once the work has taken more than a second.
+explore::Progress ProgressLine(const std::string& what) {
+  auto start = std::make_shared<Clock::time_point>(Clock::now());
+  auto mu = std::make_shared<std::mutex>();
+  return [start, mu, what](size_t done, size_t total) {
+    std::lock_guard<std::mutex> lock(*mu);
+    const double s = std::chrono::duration<double>(Clock::now() - *start).count();
+    if (s < 1.0) return;
+    std::cerr << absl::StrFormat("\r%s: %d/%d configurations, %.1f s", what, done, total, s)
+              << (done == total ? "\n" : "") << std::flush;
+  };
+}
+
+absl::StatusOr<int> Jobs(const FlagSet& f) {
+  auto v = f.Get("jobs");
+  if (!v) return explore::DefaultJobs();
+  int n = 0;
+  if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("--jobs expects 1..1024, got '", *v, "'"));
+  }
+  return n;
+}
+
+absl::StatusOr<std::vector<config::Override>> Sets(const FlagSet& f) {
+  std::vector<config::Override> out;
+  for (const std::string& kv : f.GetAll("set")) {
+    auto o = config::ParseOverride(kv);
+    if (!o.ok()) return o.status();
+    out.push_back(*o);
+  }
+  return out;
+}
+
+absl::StatusOr<config::ScenarioLoader> Open(const std::string& path) {
+  const auto root = config::DataRoot::Default();
+  std::string p = path;
+  if (!std::filesystem::exists(p) && std::filesystem::path(p).is_relative() &&
+      std::filesystem::exists(root.path + "/" + p)) {
+    p = root.path + "/" + p;
+  }
+  return config::ScenarioLoader::Open(root, p);
+}
+
+// Every configuration failing means the sweep itself is wrong (a bad key or value): exit 2
+// with the first reason. Some failing is an answer (e.g. a batch that does not divide).
+absl::Status AllFailed(const std::vector<explore::ConfigResult>& results) {
+  for (const auto& r : results) {
+    if (r.status.ok()) return absl::OkStatus();
+  }
+  return results.empty() ? absl::InvalidArgumentError("nothing to run")
+                         : results.front().status;
+}
+
+report::TableFormat FormatOf(const FlagSet& f) {
+  return f.Has("markdown") ? report::TableFormat::kMarkdown : report::TableFormat::kText;
+}
+
+std::vector<report::Row> Rows(const std::vector<explore::ConfigResult>& results,
+                              size_t labels_from) {
+  std::vector<report::Row> rows;
+  for (const auto& r : results) {
+    report::Row row;
+    for (size_t i = labels_from; i < r.overrides.size(); ++i) row.labels.push_back(r.overrides[i].value);
+    if (r.status.ok()) {
+      row.report = r.report;
+    } else {
+      row.error = std::string(r.status.message());
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+int SweepCommand(const std::vector<std::string>& args) {
+  FlagSet flags(
+      "stepsim sweep SCENARIO --vary KEY=V1,V2,... [--vary ...] [flags]",
+      "Replays the cartesian product of the --vary values (first key outermost) in parallel and\n"
+      "prints one row per configuration: fits, peak, activations at the peak, step time, MFU.\n"
+      "Values: lists (2048,4096), geometric ranges (2..64:x2), arithmetic ranges (1..8:+1).",
+      {{"vary", "KEY=VALUES", "a dotted scenario key and its values", true},
+       {"set", "KEY=VALUE", "override a scenario key for every configuration", true},
+       {"jobs", "N", "worker threads (default: all cores); output is identical for any N"},
+       {"csv", "PATH", "write the table as CSV"},
+       {"json", "PATH", "write {results: [{vary, report}]} (- = standard output)"},
+       {"markdown", "", "print the table as Markdown"},
+       {"plot", "FILE.svg", "plot metrics against the first varied key (gnuplot)"},
+       {"metrics", "LIST", "plotted metrics: peak,step (default), activations, mfu, exposed_comm"},
+       {"shard", "K/N", "run only the K-th of N slices of the product (merge with stepsim merge)"}});
+  if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("sweep", st);
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return kExitOk;
+  }
+  if (flags.positional().size() != 1) {
+    return Fail("sweep", absl::InvalidArgumentError("expected exactly one SCENARIO file"));
+  }
+  std::vector<explore::Vary> varies;
+  for (const std::string& v : flags.GetAll("vary")) {
+    auto parsed = explore::ParseVary(v);
+    if (!parsed.ok()) return Fail("sweep", parsed.status());
+    varies.push_back(*parsed);
+  }
+  if (varies.empty()) return Fail("sweep", absl::InvalidArgumentError("give at least one --vary"));
+  auto sets = Sets(flags);
+  auto jobs = Jobs(flags);
+  auto loader = Open(flags.positional()[0]);
+  for (const absl::Status& s : {sets.status(), jobs.status(), loader.status()}) {
+    if (!s.ok()) return Fail("sweep", s);
+  }
+  std::vector<std::vector<config::Override>> configs = explore::Product(varies);
+  const size_t total = configs.size();
+  explore::Slice slice{0, total};
+  if (auto shard = flags.Get("shard")) {
+    auto s = explore::ParseShard(*shard, total);
+    if (!s.ok()) return Fail("sweep", s.status());
+    slice = *s;
+  }
+  std::vector<std::vector<config::Override>> mine;
+  for (size_t i = slice.begin; i < slice.end; ++i) {
+    auto c = *sets;
+    c.insert(c.end(), configs[i].begin(), configs[i].end());
+    mine.push_back(std::move(c));
+  }
+  const auto results = explore::RunConfigs(*loader, mine, *jobs, ProgressLine("sweep"));
+  if (absl::Status st = AllFailed(results); !st.ok()) return Fail("sweep", st);
+
+  std::vector<std::string> keys;
+  for (const auto& v : varies) keys.push_back(v.key);
+  const auto rows = Rows(results, sets->size());
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["scenario"] = loader->path();
+  j["vary"] = keys;
+  j["shard"] = {{"begin", slice.begin}, {"end", slice.end}, {"total", total}};
+  j["results"] = nlohmann::ordered_json::array();
+  for (const auto& r : results) {
+    nlohmann::ordered_json item;
+    nlohmann::ordered_json vary;
+    for (size_t i = sets->size(); i < r.overrides.size(); ++i) {
+      vary[r.overrides[i].key] = r.overrides[i].value;
+    }
+    item["vary"] = vary;
+    if (r.status.ok()) {
+      item["report"] = r.report;
+    } else {
+      item["error"] = std::string(r.status.message());
+    }
+    j["results"].push_back(item);
+  }
+  bool stdout_used = false;
+  if (auto p = flags.Get("json")) {
+    if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("sweep", st);
+    stdout_used = *p == "-";
+  }
+  if (auto p = flags.Get("csv")) {
+    if (absl::Status st = WriteOutput(*p, report::SweepTable(keys, rows, report::TableFormat::kCsv));
+        !st.ok()) {
+      return Fail("sweep", st);
+    }
+    stdout_used = stdout_used || *p == "-";
+  }
+  if (auto p = flags.Get("plot")) {
+    std::vector<std::string> metrics = {"peak", "step"};
+    if (auto m = flags.Get("metrics")) metrics = absl::StrSplit(*m, ',');
+    const std::string title =
+        absl::StrCat("stepsim sweep of ", std::filesystem::path(loader->path()).filename().string());
+    if (absl::Status st = report::PlotSweep(*p, title, keys, rows, metrics); !st.ok()) {
+      return Fail("sweep", st);
+    }
+  }
+  if (!stdout_used) std::cout << report::SweepTable(keys, rows, FormatOf(flags));
+  return kExitOk;
+}
+
+int CompareCommand(const std::vector<std::string>& args) {
+  FlagSet flags(
+      "stepsim compare SCENARIO [--set KEY=VALUE]... [flags]",
+      "Replays the scenario under ZeRO 0, 1, 2 and 3 (deepspeed) or under the FSDP sharding\n"
+      "strategies (fsdp) and prints, side by side, peak memory, fits, bytes sent per GPU per\n"
+      "step by collective kind and their ratio to the first row, total and exposed\n"
+      "communication time, step time and MFU.",
+      {{"set", "KEY=VALUE", "override a scenario key", true},
+       {"jobs", "N", "worker threads (default: all cores)"},
+       {"json", "PATH", "write {stages: [{zero, mode, report}]} (- = standard output)"},
+       {"csv", "PATH", "write the table as CSV"},
+       {"markdown", "", "print the table as Markdown"}});
+  if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("compare", st);
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return kExitOk;
+  }
+  if (flags.positional().size() != 1) {
+    return Fail("compare", absl::InvalidArgumentError("expected exactly one SCENARIO file"));
+  }
+  auto sets = Sets(flags);
+  auto jobs = Jobs(flags);
+  auto loader = Open(flags.positional()[0]);
+  for (const absl::Status& s : {sets.status(), jobs.status(), loader.status()}) {
+    if (!s.ok()) return Fail("compare", s);
+  }
+  auto base = loader->Load(*sets);
+  if (!base.ok()) return Fail("compare", base.status());
+  struct Stage {
+    int zero;
+    std::string mode;
+    std::vector<config::Override> overrides;
+  };
+  std::vector<Stage> stages;
+  if (base->parallel.framework == Framework::kFsdp) {
+    for (auto [zero, mode] : std::vector<std::pair<int, std::string>>{
+             {0, "no_shard"}, {2, "shard_grad_op"}, {3, "full_shard"}, {3, "hybrid_shard"}}) {
+      stages.push_back({zero, mode, {{"parallel.zero", absl::StrCat(zero)},
+                                     {"parallel.sharding", mode}}});
+    }
+  } else {
+    for (int zero = 0; zero <= 3; ++zero) {
+      stages.push_back({zero, "deepspeed", {{"parallel.zero", absl::StrCat(zero)}}});
+    }
+  }
+  std::vector<std::vector<config::Override>> configs;
+  for (const Stage& st : stages) {
+    auto c = *sets;
+    c.insert(c.end(), st.overrides.begin(), st.overrides.end());
+    configs.push_back(c);
+  }
+  const auto results = explore::RunConfigs(*loader, configs, *jobs, ProgressLine("compare"));
+  if (absl::Status st = AllFailed(results); !st.ok()) return Fail("compare", st);
+  std::vector<report::Row> rows;
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["scenario"] = loader->path();
+  j["stages"] = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < stages.size(); ++i) {
+    report::Row row;
+    row.labels = {absl::StrCat("ZeRO-", stages[i].zero), stages[i].mode};
+    nlohmann::ordered_json item = {{"zero", stages[i].zero}, {"mode", stages[i].mode}};
+    if (results[i].status.ok()) {
+      row.report = results[i].report;
+      item["report"] = results[i].report;
+    } else {
+      row.error = std::string(results[i].status.message());
+      item["error"] = row.error;
+    }
+    rows.push_back(row);
+    j["stages"].push_back(item);
+  }
+  bool stdout_used = false;
+  if (auto p = flags.Get("json")) {
+    if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("compare", st);
+    stdout_used = *p == "-";
+  }
+  const std::vector<std::string> labels = {"stage", "mode"};
+  if (auto p = flags.Get("csv")) {
+    if (absl::Status st = WriteOutput(*p, report::CompareTable(labels, rows, report::TableFormat::kCsv));
+        !st.ok()) {
+      return Fail("compare", st);
+    }
+    stdout_used = stdout_used || *p == "-";
+  }
+  if (!stdout_used) {
+    std::cout << absl::StrFormat("%s: %s, %d GPUs, %d micro-batches per step\n\n", base->name,
+                                 base->model.name, base->cluster.gpus(), base->micro_batches())
+              << report::CompareTable(labels, rows, FormatOf(flags));
+  }
+  return kExitOk;
+}
+
+int MergeCommand(const std::vector<std::string>& args) {
+  FlagSet flags("stepsim merge SHARD.json... [--json PATH]",
+                "Joins the JSON reports of `stepsim sweep --shard K/N` runs into one report, in\n"
+                "product order, checking that the shards cover the product exactly once.",
+                {{"json", "PATH", "where to write the merged report (default: standard output)"}});
+  if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("merge", st);
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return kExitOk;
+  }
+  if (flags.positional().empty()) {
+    return Fail("merge", absl::InvalidArgumentError("give the shard JSON files to merge"));
+  }
+  std::vector<nlohmann::ordered_json> shards;
+  for (const std::string& path : flags.positional()) {
+    std::ifstream in(path);
+    if (!in) return Fail("merge", absl::NotFoundError(absl::StrCat(path, ": cannot open file")));
+    try {
+      shards.push_back(nlohmann::ordered_json::parse(in));
+    } catch (const nlohmann::json::exception& e) {
+      return Fail("merge", absl::InvalidArgumentError(absl::StrCat(path, ": not JSON: ", e.what())));
+    }
+    if (!shards.back().contains("shard") || !shards.back().contains("results")) {
+      return Fail("merge", absl::InvalidArgumentError(
+                               absl::StrCat(path, ": not a `stepsim sweep --json` report")));
+    }
+  }
+  std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) {
+    return a["shard"]["begin"].template get<size_t>() < b["shard"]["begin"].template get<size_t>();
+  });
+  const size_t total = shards.front()["shard"]["total"].get<size_t>();
+  size_t expect = 0;
+  nlohmann::ordered_json merged = shards.front();
+  merged["results"] = nlohmann::ordered_json::array();
+  for (const auto& s : shards) {
+    if (s["shard"]["total"].get<size_t>() != total || s["vary"] != merged["vary"] ||
+        s["shard"]["begin"].get<size_t>() != expect) {
+      return Fail("merge", absl::InvalidArgumentError(absl::StrCat(
+                               "shards do not tile one sweep: expected a shard starting at ",
+                               expect, " of ", total)));
+    }
+    for (const auto& r : s["results"]) merged["results"].push_back(r);
+    expect = s["shard"]["end"].get<size_t>();
+  }
+  if (expect != total) {
+    return Fail("merge", absl::InvalidArgumentError(
+                             absl::StrCat("shards cover ", expect, " of ", total, " configurations")));
+  }
+  merged["shard"] = {{"begin", 0}, {"end", total}, {"total", total}};
+  if (absl::Status st = WriteOutput(flags.Get("json").value_or("-"), merged.dump(2) + "\n");
+      !st.ok()) {
+    return Fail("merge", st);
+  }
+  return kExitOk;
+}
+
+}  // namespace stepsim_cli
