@@ -14,6 +14,7 @@
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
 #include "sim/spec/scenario.h"
+#include "sim/spec/validation_case.h"
 
 namespace sim::config {
 
@@ -67,6 +68,9 @@ class ScenarioLoader {
   explicit ScenarioLoader(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
+
+// Loads a validation case file (SPEC §6), every case's scenario resolved and validated.
+absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& root, const std::string& file);
 
 // Loads a scenario file, applies the overrides in order, resolves catalog names and validates
 // everything, reporting all problems at once.

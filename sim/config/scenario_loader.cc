@@ -282,12 +282,14 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
   }
 }
 
-// Builds and validates a scenario from its parsed YAML (overrides already applied).
+}  // namespace
+
 absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& path,
-                                       const YAML::Node& r, const Catalogs& catalogs) {
+                                       const YAML::Node& r, const Catalogs& catalogs,
+                                       bool embedded) {
   YamlErrors errors(path);
-  CheckSchemaVersion(r, errors);
-  if (!CheckMapping(r, "",
+  if (!embedded) CheckSchemaVersion(r, errors);
+  if (!CheckMapping(r, embedded ? "scenario" : "",
                     {"schema_version", "name", "model", "cluster", "training", "parallel",
                      "runtime"},
                     errors)) {
@@ -310,8 +312,6 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
   if (!errors.empty()) return errors.ToStatus();
   return s;
 }
-
-}  // namespace
 
 absl::StatusOr<Catalogs> LoadCatalogs(const DataRoot& root) {
   Catalogs c;
@@ -362,7 +362,7 @@ absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overr
   for (const Override& o : overrides) {
     if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
   }
-  return BuildScenario(impl_->data, impl_->path, root, impl_->catalogs);
+  return BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false);
 }
 
 const std::string& ScenarioLoader::path() const { return impl_->path; }

@@ -31,7 +31,9 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) 
   if (op.bytes_moved.count() > 0) {
     memory = op.bytes_moved / (gpu.hbm_bandwidth * c.memory_efficiency);
   }
-  return std::max(math, memory) + c.launch_overhead;
+  const Duration overlap_loss =
+      Duration::FromSeconds(std::min(math, memory).seconds() * c.roofline_blend);
+  return std::max(math, memory) + overlap_loss + c.launch_overhead;
 }
 
 }  // namespace sim::cost

@@ -1,6 +1,7 @@
 #pragma once
 // Time of a compute op on one GPU (SPEC §3.5): a roofline with calibrated efficiencies,
-//   t = max(FLOPs / (peak × eff_class), bytes / (HBM bandwidth × eff_mem)) + launch overhead,
+//   c = FLOPs / (peak × eff_class), m = bytes / (HBM bandwidth × eff_mem),
+//   t = max(c, m) + blend × min(c, m) + launch overhead,
 // where peak is the dense rate of the op's dtype (fp8 GEMMs when training in fp8, else the
 // 16-bit rate) and eff_class is the GPU's GEMM or attention efficiency. Pure function.
 

@@ -17,6 +17,9 @@ struct GpuCalibration {
   double gemm_efficiency = 0.75;       // large GEMMs, fraction of dense peak
   double attention_efficiency = 0.55;  // flash/eager attention cores
   double memory_efficiency = 0.85;     // memory-bound kernels, fraction of HBM bandwidth
+  // How much of a kernel's HBM traffic its math fails to hide: t = max(c, m) + blend·min(c, m)
+  // for math time c and memory time m (0: a perfect roofline; 1: no overlap at all).
+  double roofline_blend = 0.0;
   Duration launch_overhead = Duration::Microseconds(4);
   double comm_efficiency = 0.80;       // achieved fraction of link bandwidth for collectives
   double overlap_slowdown = 1.10;      // compute stretch while a collective runs beside it

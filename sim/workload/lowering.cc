@@ -181,8 +181,12 @@ class Lowerer {
 
   Op FromLayerOp(const LayerOp& lo, OpPhase phase, int32_t g) const {
     // Backward: a GEMM's input and weight gradients are two GEMMs of the forward's size; other
-    // kernels read and write about twice the forward traffic.
-    const double k = phase == OpPhase::kBackward ? 2.0 : 1.0;
+    // kernels read and write about twice the forward traffic. FlashAttention's backward runs
+    // five matmuls to the forward's two (it recomputes QK^T and the softmax): 2.5x (Dao 2023,
+    // FlashAttention-2, arXiv 2307.08691, section 3.1.2).
+    const bool flash_backward = phase == OpPhase::kBackward && lo.op_class == OpClass::kAttention &&
+                                s_.training.attention == AttentionKernel::kFlash;
+    const double k = flash_backward ? 2.5 : phase == OpPhase::kBackward ? 2.0 : 1.0;
     return Compute(lo.name, phase, lo.op_class, lo.flops * k,
                    Bytes::Round(static_cast<double>(lo.bytes_moved.count()) * k), g);
   }

@@ -26,5 +26,6 @@ int SweepCommand(const std::vector<std::string>& args);
 int CompareCommand(const std::vector<std::string>& args);
 int MergeCommand(const std::vector<std::string>& args);
 int PlanCommand(const std::vector<std::string>& args);
+int ValidateCommand(const std::vector<std::string>& args);
 
 }  // namespace stepsim_cli

@@ -27,7 +27,8 @@ std::string TopHelp() {
       "  compare SCENARIO ZeRO 0/1/2/3 (or the FSDP strategies) side by side\n"
       "  plan MODEL       smallest GPU count that fits per GPU type, and the Pareto set of\n"
       "                   time-to-train against cost\n"
-      "  merge SHARDS...  join the JSON of `sweep --shard K/N` runs\n\n"
+      "  merge SHARDS...  join the JSON of `sweep --shard K/N` runs\n"
+      "  validate [CASES] predictions against published measurements, per case and as MAPE\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
       "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
       "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
@@ -50,8 +51,9 @@ int main(int argc, char** argv) {
   if (command == "compare") return stepsim_cli::CompareCommand(rest);
   if (command == "plan") return stepsim_cli::PlanCommand(rest);
   if (command == "merge") return stepsim_cli::MergeCommand(rest);
+  if (command == "validate") return stepsim_cli::ValidateCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
-            << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge"}) << "; see stepsim --help\n";
+            << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge", "validate"}) << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
 }

@@ -1,0 +1,131 @@
+// Validation case files (SPEC §6): `cases:` entries with id, source, measured values, the
+// source's conventions, an optional `skip:` reason, and a scenario — inline, or `base: PATH`
+// (relative to the case file) plus `set: {KEY: VALUE}` overrides.
+
+#include <filesystem>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "sim/config/catalog.h"
+#include "sim/config/loaders.h"
+#include "sim/config/yaml_fields.h"
+
+namespace sim::config {
+
+namespace {
+
+std::optional<Scenario> ReadCaseScenario(const DataRoot& data, const std::string& file,
+                                         const YAML::Node& node, const std::string& path,
+                                         const Catalogs& catalogs, YamlErrors& errors) {
+  if (!node || !node.IsMap()) {
+    errors.Add(node.IsDefined() ? node : YAML::Node(), path,
+               "expected a scenario mapping (inline, or base: PATH with set: {KEY: VALUE})");
+    return std::nullopt;
+  }
+  absl::StatusOr<Scenario> s;
+  if (node["base"]) {
+    if (!CheckMapping(node, path, {"base", "set"}, errors)) return std::nullopt;
+    auto base = ReadString({node, "base", path, true}, errors);
+    if (!base) return std::nullopt;
+    const auto full = std::filesystem::path(file).parent_path() / *base;
+    auto loader = ScenarioLoader::Open(data, full.string());
+    if (!loader.ok()) {
+      errors.Add(node["base"], JoinPath(path, "base"), loader.status().message());
+      return std::nullopt;
+    }
+    std::vector<Override> overrides;
+    if (const YAML::Node set = node["set"]) {
+      if (!set.IsMap()) {
+        errors.Add(set, JoinPath(path, "set"), "expected a mapping of dotted keys to values");
+        return std::nullopt;
+      }
+      for (const auto& kv : set) {
+        overrides.push_back({kv.first.as<std::string>(), kv.second.as<std::string>()});
+      }
+    }
+    s = loader->Load(overrides);
+  } else {
+    s = BuildScenario(data, file, node, catalogs, /*embedded=*/true);
+  }
+  if (!s.ok()) {
+    errors.AddUnlocated(path, absl::StrCat("scenario does not load:\n", s.status().message()));
+    return std::nullopt;
+  }
+  return *s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
+                                                      const std::string& file) {
+  auto root = LoadYamlFile(file);
+  if (!root.ok()) return root.status();
+  auto catalogs = LoadCatalogs(data);
+  if (!catalogs.ok()) return catalogs.status();
+  YamlErrors errors(file);
+  CheckSchemaVersion(*root, errors);
+  CheckMapping(*root, "", {"schema_version", "cases"}, errors);
+  const YAML::Node list = Child(*root, "cases");
+  if (!list.IsDefined() || !list.IsSequence()) {
+    errors.Add(*root, "cases", "expected a list of cases");
+    return errors.ToStatus();
+  }
+  std::vector<ValidationCase> cases;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node c = list[i];
+    const std::string p = absl::StrCat("cases[", i, "]");
+    if (!CheckMapping(c, p, {"id", "source", "skip", "measured", "conventions", "scenario"},
+                      errors)) {
+      continue;
+    }
+    ValidationCase vc;
+    vc.file = file;
+    vc.line = c.Mark().line + 1;
+    if (auto v = ReadString({c, "id", p, true}, errors)) vc.id = *v;
+    if (auto v = ReadString({c, "source", p, true}, errors)) vc.source = *v;
+    if (auto v = ReadString({c, "skip", p, false}, errors)) vc.skip = *v;
+    const std::string mp = JoinPath(p, "measured");
+    const YAML::Node m = c["measured"];
+    if (!m) {
+      errors.Add(c, mp, "missing required key (what the run measured)");
+    } else if (CheckMapping(m, mp, {"step_s", "mfu", "hfu", "tokens_per_s_per_gpu", "peak_memory"},
+                            errors)) {
+      for (const char* k : {"step_s", "mfu", "hfu", "tokens_per_s_per_gpu"}) {
+        if (auto v = ReadDouble({m, k, mp, false}, errors, 1e-12,
+                                std::numeric_limits<double>::max())) {
+          vc.measured[k] = *v;
+        }
+      }
+      if (auto v = ReadBytes({m, "peak_memory", mp, false}, errors)) {
+        vc.measured["peak_memory"] = static_cast<double>(v->count());
+      }
+    }
+    const std::string cp = JoinPath(p, "conventions");
+    if (const YAML::Node conv = c["conventions"];
+        conv && CheckMapping(conv, cp, {"flops", "memory"}, errors)) {
+      if (auto v = ReadChoice({conv, "flops", cp, false}, errors,
+                              {"stepsim", "megatron-hw", "korthikanti", "mosaicml", "torchtitan"})) {
+        vc.flops = *v == "stepsim"       ? FlopConvention::kStepsim
+                   : *v == "megatron-hw" ? FlopConvention::kMegatronHw
+                   : *v == "korthikanti" ? FlopConvention::kKorthikanti
+                   : *v == "mosaicml"    ? FlopConvention::kMosaicml
+                                         : FlopConvention::kTorchtitan;
+      }
+      if (auto v = ReadChoice({conv, "memory", cp, false}, errors,
+                              {"allocated", "reserved", "active"})) {
+        vc.memory = *v == "allocated"  ? MemoryConvention::kAllocated
+                    : *v == "reserved" ? MemoryConvention::kReserved
+                                       : MemoryConvention::kActive;
+      }
+    }
+    if (auto s = ReadCaseScenario(data, file, c["scenario"], JoinPath(p, "scenario"), *catalogs,
+                                  errors)) {
+      vc.scenario = *s;
+    }
+    cases.push_back(std::move(vc));
+  }
+  if (!errors.empty()) return errors.ToStatus();
+  return cases;
+}
+
+}  // namespace sim::config

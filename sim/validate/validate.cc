@@ -1,0 +1,221 @@
+#include "sim/validate/validate.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/cost/compute_cost.h"
+#include "sim/report/run_report.h"
+#include "sim/report/table.h"
+#include "sim/workload/params.h"
+
+namespace sim::validate {
+
+namespace {
+
+struct Shape {
+  double B, s, L, h, V, N, gpus, peak, step;
+};
+
+Shape ShapeOf(const ValidationCase& c, const replay::ReplayResult& r) {
+  const Scenario& sc = c.scenario;
+  return Shape{static_cast<double>(sc.training.global_batch),
+               static_cast<double>(sc.training.seq_len),
+               static_cast<double>(sc.model.layers),
+               static_cast<double>(sc.model.hidden),
+               static_cast<double>(sc.model.vocab),
+               static_cast<double>(CountParameters(sc.model).total),
+               static_cast<double>(sc.cluster.gpus()),
+               cost::PeakRate(sc.cluster.gpu, sc.training.precision).per_second(),
+               r.step.seconds()};
+}
+
+// FLOPs per step in the source's convention, for MFU (hardware = false) or HFU (true).
+std::optional<double> ConventionFlops(const ValidationCase& c, const Shape& x, bool hardware) {
+  const bool checkpointing = c.scenario.training.recompute != Recompute::kNone;
+  switch (c.flops) {
+    case FlopConvention::kMosaicml: {
+      const double per_seq = 2 * x.N * x.s + 4 * x.L * x.h * x.s * x.s;
+      return (hardware && checkpointing ? 4.0 : 3.0) * per_seq * x.B;
+    }
+    case FlopConvention::kTorchtitan: {
+      if (hardware) return std::nullopt;
+      const double per_token = 6 * (x.N - x.V * x.h) + 12 * x.L * x.h * x.s;
+      return per_token * x.B * x.s;
+    }
+    case FlopConvention::kMegatronHw:
+      return 96 * x.B * x.s * x.L * x.h * x.h * (1 + x.s / (6 * x.h) + x.V / (16 * x.L * x.h));
+    case FlopConvention::kKorthikanti: {
+      const bool full = c.scenario.training.recompute == Recompute::kFull;
+      if (hardware && full) {
+        return 96 * x.B * x.s * x.L * x.h * x.h * (1 + x.s / (6 * x.h) + x.V / (16 * x.L * x.h));
+      }
+      return 72 * x.B * x.s * x.L * x.h * x.h * (1 + x.s / (6 * x.h) + x.V / (12 * x.h * x.L));
+    }
+    case FlopConvention::kStepsim: return std::nullopt;  // use the replay's own counts
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<double> Predict(const std::string& metric, const ValidationCase& c,
+                              const replay::ReplayResult& r) {
+  const Shape x = ShapeOf(c, r);
+  if (metric == "step_s") return x.step;
+  if (metric == "tokens_per_s_per_gpu") return x.B * x.s / x.step / x.gpus;
+  if (metric == "peak_memory") {
+    const auto j = report::RunJson(c.scenario, r);
+    return c.memory == MemoryConvention::kReserved
+               ? j["memory"]["reserved_estimate_bytes"].get<double>()
+               : j["memory"]["peak_bytes"].get<double>();
+  }
+  if (metric == "mfu" || metric == "hfu") {
+    const bool hw = metric == "hfu";
+    if (c.flops == FlopConvention::kStepsim) {
+      const double per_rank = hw ? r.hardware_flops.count() : r.model_flops.count();
+      return per_rank / (x.step * x.peak);
+    }
+    auto flops = ConventionFlops(c, x, hw);
+    if (!flops) return std::nullopt;
+    return *flops / (x.step * x.gpus * x.peak);
+  }
+  return std::nullopt;
+}
+
+std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int jobs) {
+  std::vector<CaseResult> out(cases.size());
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    for (size_t i = next++; i < cases.size(); i = next++) {
+      const ValidationCase& c = cases[i];
+      CaseResult& res = out[i];
+      res.id = c.id;
+      res.source = c.source;
+      res.group = std::filesystem::path(c.file).stem().string();
+      if (c.skip) {
+        res.skipped = *c.skip;
+        continue;
+      }
+      auto r = replay::Replay(c.scenario, {});
+      if (!r.ok()) {
+        res.skipped = std::string(r.status().message());
+        continue;
+      }
+      for (const auto& [metric, measured] : c.measured) {
+        auto predicted = Predict(metric, c, *r);
+        if (!predicted) continue;
+        res.metrics.push_back(
+            {metric, measured, *predicted, 100.0 * (*predicted - measured) / measured});
+      }
+    }
+  };
+  const int threads = std::max(1, std::min<int>(jobs, static_cast<int>(cases.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  return out;
+}
+
+namespace {
+
+// metric -> (sum of |error|, count), for the cases that ran.
+std::map<std::string, std::pair<double, int>> Mape(const std::vector<CaseResult>& results,
+                                                   const std::string& group) {
+  std::map<std::string, std::pair<double, int>> m;
+  for (const auto& r : results) {
+    if (!group.empty() && r.group != group) continue;
+    for (const auto& x : r.metrics) {
+      m[x.metric].first += std::abs(x.error_pct);
+      m[x.metric].second++;
+    }
+  }
+  return m;
+}
+
+std::vector<std::string> Groups(const std::vector<CaseResult>& results) {
+  std::vector<std::string> g;
+  for (const auto& r : results) {
+    if (std::find(g.begin(), g.end(), r.group) == g.end()) g.push_back(r.group);
+  }
+  return g;
+}
+
+}  // namespace
+
+nlohmann::ordered_json ValidationJson(const std::vector<CaseResult>& results) {
+  nlohmann::ordered_json j;
+  j["schema_version"] = 1;
+  j["cases"] = nlohmann::ordered_json::array();
+  j["skipped"] = nlohmann::ordered_json::array();
+  for (const auto& r : results) {
+    if (r.skipped) {
+      j["skipped"].push_back({{"id", r.id}, {"reason", *r.skipped}});
+      continue;
+    }
+    for (const auto& m : r.metrics) {
+      j["cases"].push_back({{"id", r.id}, {"source", r.source}, {"metric", m.metric},
+                            {"measured", m.measured}, {"predicted", m.predicted},
+                            {"error_pct", m.error_pct}});
+    }
+  }
+  j["mape"] = nlohmann::ordered_json::object();
+  for (const auto& [metric, acc] : Mape(results, "")) j["mape"][metric] = acc.first / acc.second;
+  j["mape_by_source"] = nlohmann::ordered_json::object();
+  for (const std::string& g : Groups(results)) {
+    nlohmann::ordered_json per;
+    for (const auto& [metric, acc] : Mape(results, g)) per[metric] = acc.first / acc.second;
+    if (!per.empty()) j["mape_by_source"][g] = per;
+  }
+  return j;
+}
+
+std::string ValidationText(const std::vector<CaseResult>& results) {
+  report::Table t({"case", "metric", "measured", "predicted", "error"});
+  size_t ran = 0, skipped = 0;
+  for (const auto& r : results) {
+    if (r.skipped) {
+      ++skipped;
+      continue;
+    }
+    ++ran;
+    for (const auto& m : r.metrics) {
+      const bool bytes = m.metric == "peak_memory";
+      auto fmt = [&](double v) {
+        return bytes ? absl::StrFormat("%.2f GiB", v / 1073741824.0) : absl::StrFormat("%.4g", v);
+      };
+      t.AddRow({r.id, m.metric, fmt(m.measured), fmt(m.predicted),
+                absl::StrFormat("%+.1f%%", m.error_pct)});
+    }
+  }
+  std::string out = t.Render(0);
+  absl::StrAppendFormat(&out, "\n%d cases ran, %d skipped.\n\nMean absolute percentage error\n",
+                        ran, skipped);
+  report::Table mape({"source", "metric", "cases", "MAPE"});
+  for (const auto& [metric, acc] : Mape(results, "")) {
+    mape.AddRow({"all", metric, absl::StrCat(acc.second),
+                 absl::StrFormat("%.1f%%", acc.first / acc.second)});
+  }
+  for (const std::string& g : Groups(results)) {
+    for (const auto& [metric, acc] : Mape(results, g)) {
+      mape.AddRow({g, metric, absl::StrCat(acc.second),
+                   absl::StrFormat("%.1f%%", acc.first / acc.second)});
+    }
+  }
+  absl::StrAppend(&out, mape.Render(0));
+  if (skipped > 0) {
+    absl::StrAppend(&out, "\nSkipped (not dropped):\n");
+    for (const auto& r : results) {
+      if (r.skipped) absl::StrAppend(&out, "  ", r.id, ": ", *r.skipped, "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace sim::validate

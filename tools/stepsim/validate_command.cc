@@ -1,0 +1,66 @@
+// stepsim validate [CASES.yaml...]: predictions against published measurements.
+
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "sim/config/catalog.h"
+#include "sim/explore/runner.h"
+#include "sim/validate/validate.h"
+#include "tools/stepsim/cli.h"
+#include "tools/stepsim/flags.h"
+
+namespace stepsim_cli {
+
+int ValidateCommand(const std::vector<std::string>& args) {
+  FlagSet flags(
+      "stepsim validate [CASES.yaml...] [--json PATH]",
+      "Replays validation cases (SPEC §6; default: every file in scenarios/validation/) and\n"
+      "prints, per case and metric, the measured value, stepsim's prediction in the source's\n"
+      "FLOP and memory conventions, and the signed error; then the mean absolute percentage\n"
+      "error per metric and per source, and the skipped cases with their reasons. Case files\n"
+      "may live anywhere: check stepsim against your own cluster's measurements.",
+      {{"json", "PATH", "write {cases, mape, mape_by_source, skipped} (- = standard output)"},
+       {"jobs", "N", "worker threads (default: all cores)"}});
+  if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("validate", st);
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return kExitOk;
+  }
+  const auto root = sim::config::DataRoot::Default();
+  std::vector<std::string> files = flags.positional();
+  if (files.empty()) {
+    std::error_code ec;
+    for (const auto& e :
+         std::filesystem::directory_iterator(root.path + "/scenarios/validation", ec)) {
+      if (e.path().extension() == ".yaml") files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    if (files.empty()) {
+      return Fail("validate", absl::NotFoundError("no case files in scenarios/validation/"));
+    }
+  }
+  int jobs = sim::explore::DefaultJobs();
+  if (auto j = flags.Get("jobs"); j && (!absl::SimpleAtoi(*j, &jobs) || jobs < 1)) {
+    return Fail("validate", absl::InvalidArgumentError("--jobs expects a positive integer"));
+  }
+  std::vector<sim::ValidationCase> cases;
+  for (const std::string& f : files) {
+    auto c = sim::config::LoadCases(root, f);
+    if (!c.ok()) return Fail("validate", c.status());
+    cases.insert(cases.end(), c->begin(), c->end());
+  }
+  const auto results = sim::validate::RunCases(cases, jobs);
+  if (auto p = flags.Get("json")) {
+    if (absl::Status st = WriteOutput(*p, sim::validate::ValidationJson(results).dump(2) + "\n");
+        !st.ok()) {
+      return Fail("validate", st);
+    }
+    if (*p == "-") return kExitOk;
+  }
+  std::cout << sim::validate::ValidationText(results);
+  return kExitOk;
+}
+
+}  // namespace stepsim_cli
