@@ -149,6 +149,19 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
   CHECK(Stepsim("plan llama2-70b --gpu V100-SXM2-32GB").status == 2);  // no node type
 }
 
+TEST_CASE("validate reports cases, MAPE and skipped cases", "[cli]") {
+  Result r = Stepsim("validate --json -");
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["cases"].size() > 200);
+  CHECK(j["mape"].contains("step_s"));
+  CHECK(j["skipped"].size() > 0);
+  Result t = Stepsim("validate scenarios/validation/deepspeed-estimator.yaml");
+  CHECK(t.status == 0);
+  CHECK(absl::StrContains(t.out, "Mean absolute percentage error"));
+  CHECK(Stepsim("validate tests/bad/cases-unknown-metric.yaml").status == 2);
+}
+
 TEST_CASE("bad input exits 2 with a located message and writes nothing", "[cli]") {
   const std::string out = "/tmp/stepsim-cli-test-should-not-exist.json";
   std::filesystem::remove(out);

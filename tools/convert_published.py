@@ -45,6 +45,11 @@ def emit_case(out, case):
     out.append(f"      memory: {case.get('memory', 'allocated')}")
     for note in case.get("notes", []):
         out.append(f"    # {note}")
+    if "estimator" in case:
+        out.append("    deepspeed_estimator:")
+        for line in case["estimator"]:
+            out.append("      " + line)
+        return
     out.append("    scenario:")
     for line in case["scenario"]:
         out.append("      " + line)
@@ -232,6 +237,31 @@ def torchtune_cases(recs):
     return cases
 
 
+def deepspeed_estimator_cases(recs):
+    cases = []
+    for r in recs:
+        rid = r["id"]
+        if not rid.startswith("dsmem"):
+            continue
+        m, p, f = r["model"], r["parallelism"], r["formula"]
+        if "per_gpu_gb" not in f:
+            continue  # the manual t5-large worked example states formulas, not one estimate
+        opt = p.get("option", "")
+        est = [f"stage: {p['zero_stage']}", f"params: {m['params_b']}e9",
+               f"largest_layer_params: {m.get('largest_layer_params_m', 0)}e6",
+               f"gpus_per_node: {r['hardware']['gpus_per_node']}",
+               f"nodes: {p['num_gpus'] // r['hardware']['gpus_per_node']}",
+               f"offload_optimizer: {'true' if 'offload_optimizer=cpu' in opt else 'false'}",
+               f"offload_param: {'true' if 'offload_param=cpu' in opt else 'false'}",
+               f"zero_init: {'false' if 'zero_init=0' in opt else 'true'}"]
+        cases.append({"id": rid, "source": source_of(r),
+                      "measured": {"gpu_memory": f"{f['per_gpu_gb']} GiB", "cpu_memory": f"{f['per_cpu_gb']} GiB"},
+                      "flops": "stepsim", "estimator": est,
+                      "notes": ["DeepSpeed prints GB as 2^30 bytes with 2 decimals; the record rounds P and the "
+                                "largest layer, so agreement is to those roundings"]})
+    return cases
+
+
 def main():
     recs = yaml.safe_load(open(SRC))
     recs = recs if isinstance(recs, list) else recs["records"]
@@ -241,6 +271,8 @@ def main():
     write("megatron.yaml", "Narayanan SC21 Table 1, Megatron-LM README, Korthikanti 2022 Table 5: need TP/PP.",
           megatron_cases(recs))
     write("torchtune.yaml", "torchtune README memory rows.", torchtune_cases(recs))
+    write("deepspeed-estimator.yaml", "DeepSpeed memory-estimator rows, checked against the ledger's estimator view.",
+          deepspeed_estimator_cases(recs))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,22 @@ std::optional<std::string> NearestName(absl::string_view wrong,
   }
   // A plausible typo changes at most a third of the word (and at least one character).
   if (best && best_distance <= std::max<size_t>(2, wrong.size() / 3)) return best;
-  return std::nullopt;
+  // Or the user spelled out a name the valid one abbreviates ("step_time" for "step_s"):
+  // the longest shared prefix of at least 4 characters.
+  std::optional<std::string> prefix_best;
+  size_t longest = 0;
+  for (const std::string& name : valid) {
+    size_t n = 0;
+    while (n < name.size() && n < wrong.size() &&
+           absl::ascii_tolower(name[n]) == absl::ascii_tolower(wrong[n])) {
+      ++n;
+    }
+    if (n >= 4 && n > longest) {
+      longest = n;
+      prefix_best = name;
+    }
+  }
+  return prefix_best;
 }
 
 std::string DidYouMean(absl::string_view wrong, const std::vector<std::string>& valid) {

@@ -1,6 +1,7 @@
 #pragma once
 // "Did you mean" for unknown names: the valid name with the smallest edit distance
-// (Levenshtein, case-insensitive), if it is close enough to be a plausible typo.
+// (Levenshtein, case-insensitive), if it is close enough to be a plausible typo; else the one
+// sharing the longest prefix of at least 4 characters (a spelled-out abbreviation).
 
 #include <optional>
 #include <string>

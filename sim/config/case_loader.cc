@@ -54,6 +54,29 @@ std::optional<Scenario> ReadCaseScenario(const DataRoot& data, const std::string
   return *s;
 }
 
+DeepSpeedEstimatorInput ReadEstimator(const YAML::Node& node, const std::string& path,
+                                      YamlErrors& errors) {
+  DeepSpeedEstimatorInput in;
+  if (!CheckMapping(node, path,
+                    {"stage", "params", "largest_layer_params", "gpus_per_node", "nodes",
+                     "offload_optimizer", "offload_param", "zero_init"},
+                    errors)) {
+    return in;
+  }
+  auto k = [&](absl::string_view name, bool required) { return Key{node, name, path, required}; };
+  if (auto v = ReadInt(k("stage", true), errors, 2, 3)) in.stage = static_cast<int>(*v);
+  if (auto v = ReadDouble(k("params", true), errors, 1, 1e16)) in.params = static_cast<int64_t>(*v);
+  if (auto v = ReadDouble(k("largest_layer_params", false), errors, 0, 1e16)) {
+    in.largest_layer_params = static_cast<int64_t>(*v);
+  }
+  if (auto v = ReadInt(k("gpus_per_node", true), errors, 1, 1024)) in.gpus_per_node = *v;
+  if (auto v = ReadInt(k("nodes", false), errors, 1, 1 << 20)) in.nodes = *v;
+  if (auto v = ReadBool(k("offload_optimizer", false), errors)) in.offload_optimizer = *v;
+  if (auto v = ReadBool(k("offload_param", false), errors)) in.offload_param = *v;
+  if (auto v = ReadBool(k("zero_init", false), errors)) in.zero_init = *v;
+  return in;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
@@ -74,7 +97,9 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node c = list[i];
     const std::string p = absl::StrCat("cases[", i, "]");
-    if (!CheckMapping(c, p, {"id", "source", "skip", "measured", "conventions", "scenario"},
+    if (!CheckMapping(c, p,
+                      {"id", "source", "skip", "measured", "conventions", "scenario",
+                       "deepspeed_estimator"},
                       errors)) {
       continue;
     }
@@ -88,7 +113,9 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
     const YAML::Node m = c["measured"];
     if (!m) {
       errors.Add(c, mp, "missing required key (what the run measured)");
-    } else if (CheckMapping(m, mp, {"step_s", "mfu", "hfu", "tokens_per_s_per_gpu", "peak_memory"},
+    } else if (CheckMapping(m, mp,
+                            {"step_s", "mfu", "hfu", "tokens_per_s_per_gpu", "peak_memory",
+                             "gpu_memory", "cpu_memory"},
                             errors)) {
       for (const char* k : {"step_s", "mfu", "hfu", "tokens_per_s_per_gpu"}) {
         if (auto v = ReadDouble({m, k, mp, false}, errors, 1e-12,
@@ -96,8 +123,10 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
           vc.measured[k] = *v;
         }
       }
-      if (auto v = ReadBytes({m, "peak_memory", mp, false}, errors)) {
-        vc.measured["peak_memory"] = static_cast<double>(v->count());
+      for (const char* k : {"peak_memory", "gpu_memory", "cpu_memory"}) {
+        if (auto v = ReadBytes({m, k, mp, false}, errors)) {
+          vc.measured[k] = static_cast<double>(v->count());
+        }
       }
     }
     const std::string cp = JoinPath(p, "conventions");
@@ -118,8 +147,10 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
                                        : MemoryConvention::kActive;
       }
     }
-    if (auto s = ReadCaseScenario(data, file, c["scenario"], JoinPath(p, "scenario"), *catalogs,
-                                  errors)) {
+    if (const YAML::Node est = c["deepspeed_estimator"]) {
+      vc.deepspeed_estimator = ReadEstimator(est, JoinPath(p, "deepspeed_estimator"), errors);
+    } else if (auto s = ReadCaseScenario(data, file, c["scenario"], JoinPath(p, "scenario"),
+                                         *catalogs, errors)) {
       vc.scenario = *s;
     }
     cases.push_back(std::move(vc));

@@ -1,5 +1,7 @@
 #include "sim/report/ledger_report.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/report/table.h"
@@ -57,6 +59,26 @@ std::vector<ActivationRow> ActivationRows(const LedgerInput& in) {
   return rows;
 }
 
+struct EstimatorRow {
+  std::string name;
+  DeepSpeedEstimatorInput input;
+};
+
+// DeepSpeed's estimator for the same P and N under its offload options (static_ledger.h).
+std::vector<EstimatorRow> EstimatorRows(const LedgerInput& in) {
+  const int64_t gpn = std::min(in.gpus, in.gpus_per_node);
+  const int64_t nodes = std::max<int64_t>(1, in.gpus / gpn);
+  auto make = [&](int stage, bool opt, bool param) {
+    return DeepSpeedEstimatorInput{stage, in.params, in.largest_layer_params, gpn, nodes, opt,
+                                   param, true, 1.5};
+  };
+  return {{"zero2", make(2, false, false)},
+          {"zero2_offload_optimizer", make(2, true, false)},
+          {"zero3", make(3, false, false)},
+          {"zero3_offload_optimizer", make(3, true, false)},
+          {"zero3_offload_all", make(3, true, true)}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json LedgerJson(const LedgerInput& in) {
@@ -81,6 +103,13 @@ nlohmann::ordered_json LedgerJson(const LedgerInput& in) {
     per_gpu[absl::StrCat("zero", stage)] = v ? nlohmann::ordered_json(v->count()) : nullptr;
   }
   j["per_gpu_bytes"] = per_gpu;
+  nlohmann::ordered_json est;
+  for (const auto& row : EstimatorRows(in)) {
+    const DeepSpeedEstimate e = EstimateDeepSpeed(row.input);
+    est[row.name] = {{"gpu_bytes", e.gpu.count()}, {"cpu_bytes", e.cpu.count()}};
+  }
+  est["largest_layer_params"] = in.largest_layer_params;
+  j["deepspeed_estimator"] = est;
   if (auto rows = ActivationRows(in); !rows.empty()) {
     nlohmann::ordered_json act;
     for (const auto& r : rows) act[std::string(r.policy)] = r.per_layer.count();
@@ -131,6 +160,16 @@ std::string LedgerText(const LedgerInput& in) {
     stages.AddRow(row);
   }
   absl::StrAppend(&out, stages.Render());
+  absl::StrAppend(&out, "\nDeepSpeed's own estimator (model states only, zero_init, 1.5x CPU buffer; ",
+                  "largest layer ", FormatCount(static_cast<double>(in.largest_layer_params)),
+                  " params)\n");
+  Table est({"configuration", "per GPU", "per CPU node"});
+  for (const auto& row : EstimatorRows(in)) {
+    const DeepSpeedEstimate e = EstimateDeepSpeed(row.input);
+    est.AddRow({row.name, FormatGiB(static_cast<double>(e.gpu.count())),
+                FormatGiB(static_cast<double>(e.cpu.count()))});
+  }
+  absl::StrAppend(&out, est.Render());
   if (auto rows = ActivationRows(in); !rows.empty()) {
     const ActivationShape& s = *in.activations;
     absl::StrAppend(&out, "\nActivations kept for backward, per GPU (s = ", s.seq_len,

@@ -23,6 +23,10 @@ struct LedgerInput {
   Precision precision = Precision::kBf16;
   std::optional<ActivationShape> activations;  // needs a model
   std::optional<Bytes> capacity;               // a GPU's HBM, to mark what fits
+  // DeepSpeed-estimator view: GPUs per node (N = gpus_per_node × nodes) and the largest single
+  // module's parameters (derived from the model, or given).
+  int64_t gpus_per_node = 8;
+  int64_t largest_layer_params = 0;
 };
 
 nlohmann::ordered_json LedgerJson(const LedgerInput& in);

@@ -4,11 +4,26 @@
 
 #include <map>
 #include <optional>
+#include <cstdint>
 #include <string>
 
 #include "sim/spec/scenario.h"
 
 namespace sim {
+
+// The inputs of DeepSpeed's model-state memory estimator (see EstimateDeepSpeed in
+// sim/workload/static_ledger.h).
+struct DeepSpeedEstimatorInput {
+  int stage = 3;  // 2 or 3
+  int64_t params = 0;
+  int64_t largest_layer_params = 0;
+  int64_t gpus_per_node = 1;
+  int64_t nodes = 1;
+  bool offload_optimizer = false;
+  bool offload_param = false;  // ZeRO-3 only; implies offload_optimizer
+  bool zero_init = true;       // ZeRO-3 only
+  double buffer_factor = 1.5;
+};
 
 // How a source counted FLOPs for its MFU/HFU (../shared/validation/README.md).
 enum class FlopConvention { kStepsim, kMegatronHw, kKorthikanti, kMosaicml, kTorchtitan };
@@ -27,6 +42,9 @@ struct ValidationCase {
   MemoryConvention memory = MemoryConvention::kAllocated;
   // Set when the case file says the run uses something stepsim does not model.
   std::optional<std::string> skip;
+  // A case either replays a scenario or, for the DeepSpeed-estimator rows, checks the static
+  // ledger's estimator view (measured gpu_memory / cpu_memory).
+  std::optional<DeepSpeedEstimatorInput> deepspeed_estimator;
   Scenario scenario;
 };
 

@@ -13,6 +13,7 @@
 #include "sim/report/run_report.h"
 #include "sim/report/table.h"
 #include "sim/workload/params.h"
+#include "sim/workload/static_ledger.h"
 
 namespace sim::validate {
 
@@ -102,6 +103,16 @@ std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int j
         res.skipped = *c.skip;
         continue;
       }
+      if (c.deepspeed_estimator) {
+        const DeepSpeedEstimate e = EstimateDeepSpeed(*c.deepspeed_estimator);
+        for (const auto& [metric, measured] : c.measured) {
+          const double predicted = static_cast<double>(
+              (metric == "gpu_memory" ? e.gpu : e.cpu).count());
+          res.metrics.push_back(
+              {metric, measured, predicted, 100.0 * (predicted - measured) / measured});
+        }
+        continue;
+      }
       auto r = replay::Replay(c.scenario, {});
       if (!r.ok()) {
         res.skipped = std::string(r.status().message());
@@ -186,7 +197,7 @@ std::string ValidationText(const std::vector<CaseResult>& results) {
     }
     ++ran;
     for (const auto& m : r.metrics) {
-      const bool bytes = m.metric == "peak_memory";
+      const bool bytes = m.metric.find("memory") != std::string::npos;
       auto fmt = [&](double v) {
         return bytes ? absl::StrFormat("%.2f GiB", v / 1073741824.0) : absl::StrFormat("%.4g", v);
       };

@@ -1,5 +1,7 @@
 #include "sim/workload/static_ledger.h"
 
+#include <algorithm>
+
 namespace sim {
 
 BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
@@ -57,6 +59,41 @@ std::optional<Bytes> PerGpuStateBytes(const BytesPerParam& bpp, Framework framew
   auto s = PerGpuStateSplit(bpp, framework, stage, params, n);
   if (!s) return std::nullopt;
   return s->total();
+}
+
+}  // namespace sim
+
+namespace sim {
+
+DeepSpeedEstimate EstimateDeepSpeed(const DeepSpeedEstimatorInput& in) {
+  const double p = static_cast<double>(in.params);
+  const double ll = static_cast<double>(in.largest_layer_params);
+  const double gpn = static_cast<double>(in.gpus_per_node);
+  const double nodes = static_cast<double>(in.nodes);
+  const double total_gpus = gpn * nodes;
+  const double f = in.buffer_factor;
+  // int() truncation as in DeepSpeed's Python.
+  auto trunc = [](double v) { return Bytes::Count(static_cast<int64_t>(v)); };
+  if (in.stage == 2) {
+    if (in.offload_optimizer) {
+      return {trunc(2 * p), trunc(p * std::max(4 * total_gpus, 16.0) * f)};
+    }
+    return {trunc(4 * p + static_cast<double>(static_cast<int64_t>(16 * p / total_gpus))),
+            trunc(p * 4 * gpn * f)};
+  }
+  const double largest = 4 * ll;
+  if (in.offload_param) {
+    const double cpu = in.zero_init ? p * 18 / nodes * f : p * std::max(4 * gpn, 18 / nodes) * f;
+    return {trunc(largest), trunc(cpu)};
+  }
+  if (in.offload_optimizer) {
+    const double cpu = in.zero_init ? p * 16 / nodes * f : p * std::max(4 * gpn, 16 / nodes) * f;
+    return {trunc(largest + static_cast<double>(static_cast<int64_t>(2 * p / total_gpus))),
+            trunc(cpu)};
+  }
+  const double cpu = in.zero_init ? ll * 4 * gpn * f : p * 4 * gpn * f;
+  return {trunc(largest + static_cast<double>(static_cast<int64_t>(18 * p / total_gpus))),
+          trunc(cpu)};
 }
 
 }  // namespace sim

@@ -10,6 +10,7 @@
 
 #include "sim/base/units.h"
 #include "sim/spec/scenario.h"
+#include "sim/spec/validation_case.h"
 
 namespace sim {
 
@@ -61,5 +62,29 @@ struct StateSplit {
 };
 std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework,
                                            int stage, int64_t params, int64_t n);
+
+}  // namespace sim
+
+namespace sim {
+
+// DeepSpeed's own estimator of ZeRO model-state memory (deepspeed.runtime.zero.stage_1_and_2.
+// estimate_zero2_model_states_mem_needs and stage3.estimate_zero3_model_states_mem_needs, as
+// documented in DeepSpeed's "Memory Requirements" page), reproduced so the ledger can be checked
+// against it. P total parameters, G = GPUs per node × nodes, f = 1.5 CPU buffer factor, LL the
+// largest layer's parameters:
+//   ZeRO-2, no offload:      GPU 4P + 16P/G            CPU P·4·gpus_per_node·f
+//   ZeRO-2, optimizer→CPU:   GPU 2P                    CPU P·max(4G, 16)·f
+//   ZeRO-3, no offload:      GPU 4LL + 18P/G           CPU zero_init ? LL·4·gpus_per_node·f
+//                                                                    : P·4·gpus_per_node·f
+//   ZeRO-3, optimizer→CPU:   GPU 4LL + 2P/G            CPU P·(zero_init ? 16/nodes
+//                                                              : max(4·gpus_per_node, 16/nodes))·f
+//   ZeRO-3, params+opt→CPU:  GPU 4LL                   CPU P·(zero_init ? 18/nodes
+//                                                              : max(4·gpus_per_node, 18/nodes))·f
+// (integer division as in the source: int(18·P/G)). The 4·LL term is the largest layer's
+// fp16 parameters and gradients gathered at once.
+struct DeepSpeedEstimate {
+  Bytes gpu, cpu;
+};
+DeepSpeedEstimate EstimateDeepSpeed(const DeepSpeedEstimatorInput& in);
 
 }  // namespace sim

@@ -1,5 +1,6 @@
 // stepsim ledger [MODEL] [--params COUNT] [--gpus N] ...: the static ledger (SPEC §3.1, §3.2).
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -62,6 +63,9 @@ FlagSet LedgerFlags() {
        {"tp", "T", "tensor-parallel degree for the activation rows; default 1"},
        {"sp", "", "sequence parallelism (with --tp > 1)"},
        {"attention", "K", "eager (default here: Korthikanti's accounting) | flash"},
+       {"gpus-per-node", "G", "GPUs per node for DeepSpeed's estimator view; default 8"},
+       {"largest-layer", "COUNT", "largest module's parameters for DeepSpeed's estimator "
+                                  "(default: derived from MODEL)"},
        {"json", "PATH", "write the JSON report to PATH (- = standard output)"}});
 }
 
@@ -86,7 +90,12 @@ int LedgerCommand(const std::vector<std::string>& args) {
     auto m = sim::config::LoadModel(root, flags.positional()[0]);
     if (!m.ok()) return Fail("ledger", m.status());
     in.model = *m;
-    in.params = sim::CountParameters(*m).total;
+    const auto count = sim::CountParameters(*m);
+    in.params = count.total;
+    // DeepSpeed counts parameters per module (non-recursive): the largest is the embedding or
+    // one MLP projection (weight and bias).
+    const int64_t mlp_matrix = m->hidden * m->ffn_hidden + (m->bias ? m->ffn_hidden : 0);
+    in.largest_layer_params = std::max(count.embedding, mlp_matrix);
   }
   if (auto p = flags.Get("params")) {
     auto n = sim::ParseCount(*p);
@@ -99,6 +108,14 @@ int LedgerCommand(const std::vector<std::string>& args) {
   }
   absl::Status st;
   auto gpus = PositiveInt(flags, "gpus", 8);
+  auto gpn = PositiveInt(flags, "gpus-per-node", 8);
+  if (!gpn.ok()) return Fail("ledger", gpn.status());
+  in.gpus_per_node = *gpn;
+  if (auto ll = flags.Get("largest-layer")) {
+    auto n = sim::ParseCount(*ll);
+    if (!n.ok()) return Fail("ledger", n.status());
+    in.largest_layer_params = static_cast<int64_t>(*n);
+  }
   auto fw = Choice<sim::Framework>(flags, "framework", sim::Framework::kDeepSpeed,
                                    {{"deepspeed", sim::Framework::kDeepSpeed},
                                     {"fsdp", sim::Framework::kFsdp},
