@@ -1,6 +1,6 @@
 // Bad input files (tests/bad/*.yaml): each starts with "# expect: TEXT" lines, the exact error
 // lines it must produce in order ({file} stands for its path). The file name's prefix says which
-// loader reads it: scenario-, model-, gpus-, nodes-, cases-.
+// loader reads it: scenario-, model-, gpus-, nodes-, cases-, fabric-, topology-.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -32,6 +32,8 @@ absl::Status Load(const std::string& path) {
   if (absl::StartsWith(name, "model-")) return config::LoadModelFile(path).status();
   if (absl::StartsWith(name, "gpus-")) return config::LoadGpuCatalog(path).status();
   if (absl::StartsWith(name, "cases-")) return config::LoadCases(root, path).status();
+  if (absl::StartsWith(name, "fabric-")) return config::LoadFabric(root, path).status();
+  if (absl::StartsWith(name, "topology-")) return config::LoadClusterTopology(root, path).status();
   auto gpus = config::LoadGpuCatalog(root.GpuCatalogFile());
   REQUIRE(gpus.ok());
   return config::LoadNodeCatalog(path, *gpus).status();
@@ -43,7 +45,7 @@ TEST_CASE("every bad input file fails with its exact located message", "[config]
     files.push_back(e.path().string());
   }
   std::sort(files.begin(), files.end());
-  REQUIRE(files.size() >= 13);
+  REQUIRE(files.size() >= 15);
   for (const std::string& f : files) {
     INFO(f);
     const std::string want = Expected(f);

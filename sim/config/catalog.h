@@ -26,6 +26,7 @@ struct DataRoot {
   std::string ModelsDir() const { return path + "/models"; }
   std::string GpuCatalogFile() const { return path + "/topologies/gpus.yaml"; }
   std::string NodeCatalogFile() const { return path + "/topologies/nodes.yaml"; }
+  std::string FabricsDir() const { return path + "/topologies/fabrics"; }
 };
 
 absl::StatusOr<ModelSpec> LoadModelFile(const std::string& path);
@@ -38,6 +39,19 @@ absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
                                                       const std::vector<GpuSpec>& gpus);
 // Case-insensitive lookup by catalog name; NotFound with the nearest name.
 absl::StatusOr<GpuSpec> FindGpu(const std::vector<GpuSpec>& gpus, absl::string_view name);
+
+// A fabric by catalog name (topologies/fabrics/NAME.yaml) or path.
+absl::StatusOr<FabricSpec> LoadFabric(const DataRoot& root, absl::string_view name_or_path);
+std::vector<std::string> CatalogFabricNames(const DataRoot& root);
+
+// A cluster topology file (topologies/NAME.yaml): node type x nodes x fabric.
+struct ClusterTopologyFile {
+  std::string name;
+  std::string source;
+  ClusterSpec cluster;
+};
+absl::StatusOr<ClusterTopologyFile> LoadClusterTopology(const DataRoot& root,
+                                                        const std::string& file);
 
 // One --set KEY=VALUE: a dotted key path and a YAML scalar (or flow sequence/mapping) value.
 struct Override {

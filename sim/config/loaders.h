@@ -20,6 +20,9 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
                                        const YAML::Node& root, const Catalogs& catalogs,
                                        bool embedded);
 
+std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view path,
+                                     YamlErrors& errors);
+
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors);
 
 }  // namespace sim::config

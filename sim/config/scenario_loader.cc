@@ -81,7 +81,7 @@ std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& no
   return *m;
 }
 
-void ReadCluster(const YAML::Node& node, const std::vector<GpuSpec>& gpus,
+void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector<GpuSpec>& gpus,
                  const std::vector<NodeSpec>& nodes, ClusterSpec& c, YamlErrors& errors) {
   const std::string p = "cluster";
   if (!node) {
@@ -90,7 +90,8 @@ void ReadCluster(const YAML::Node& node, const std::vector<GpuSpec>& gpus,
   }
   if (!CheckMapping(node, p,
                     {"node", "nodes", "gpu", "gpus_per_node", "intra_node_bandwidth",
-                     "nics_per_node", "nic_bandwidth", "intra_node_latency", "inter_node_latency"},
+                     "nics_per_node", "nic_bandwidth", "intra_node_latency", "inter_node_latency",
+                     "fabric"},
                     errors)) {
     return;
   }
@@ -142,6 +143,18 @@ void ReadCluster(const YAML::Node& node, const std::vector<GpuSpec>& gpus,
   if (auto v = ReadBandwidth(k("nic_bandwidth"), errors)) c.node.nic_bandwidth = *v;
   if (auto v = ReadDuration(k("intra_node_latency"), errors)) c.node.intra_node_latency = *v;
   if (auto v = ReadDuration(k("inter_node_latency"), errors)) c.node.inter_node_latency = *v;
+  if (const YAML::Node f = Child(node, "fabric"); f.IsDefined()) {
+    if (f.IsMap()) {
+      c.fabric = ReadFabric(f, "cluster.fabric", errors);
+    } else if (auto v = ReadString(k("fabric"), errors)) {
+      auto fabric = LoadFabric(data, *v);
+      if (!fabric.ok()) {
+        errors.Add(f, "cluster.fabric", fabric.status().message());
+      } else {
+        c.fabric = *fabric;
+      }
+    }
+  }
   if (c.nodes > 1 && (c.node.nics_per_node == 0 || c.node.nic_bandwidth.bytes_per_s() <= 0)) {
     errors.Add(node, "cluster.nics_per_node",
                "a cluster of more than one node needs nics_per_node and nic_bandwidth");
@@ -211,7 +224,12 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   if (auto v = ReadChoice(k("reduce_dtype"), errors, {"bf16", "fp16", "fp32"})) {
     par.reduce_dtype = *v == "bf16" ? Dtype::kBf16 : *v == "fp16" ? Dtype::kFp16 : Dtype::kFp32;
   }
-  if (auto v = ReadChoice(k("collective"), errors, {"ring"})) par.collective = CollectiveAlgorithm::kRing;
+  if (auto v = ReadChoice(k("collective"), errors, {"ring", "tree", "hierarchical", "auto"})) {
+    par.collective = *v == "ring"           ? CollectiveAlgorithm::kRing
+                     : *v == "tree"         ? CollectiveAlgorithm::kTree
+                     : *v == "hierarchical" ? CollectiveAlgorithm::kHierarchical
+                                            : CollectiveAlgorithm::kAuto;
+  }
 }
 
 void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
@@ -300,7 +318,7 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
   s.name = std::filesystem::path(path).stem().string();
   if (auto v = ReadString({r, "name", "", false}, errors)) s.name = *v;
   if (auto m = ResolveModel(data, r["model"], path, errors)) s.model = *m;
-  ReadCluster(r["cluster"], catalogs.gpus, catalogs.nodes, s.cluster, errors);
+  ReadCluster(data, r["cluster"], catalogs.gpus, catalogs.nodes, s.cluster, errors);
   ReadTraining(r["training"], s.training, errors);
   ReadParallel(r["parallel"], s.parallel, errors);
   ReadRuntime(r["runtime"], s.runtime, errors);

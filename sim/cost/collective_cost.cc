@@ -1,31 +1,14 @@
 #include "sim/cost/collective_cost.h"
 
-#include <algorithm>
+#include "sim/cluster/topology.h"
+#include "sim/cost/graph_collective.h"
 
 namespace sim::cost {
 
-RingCostModel::RingCostModel(const ClusterSpec& cluster)
-    : intra_(cluster.node.intra_node_bandwidth),
-      intra_latency_(cluster.node.intra_node_latency),
-      inter_latency_(cluster.node.inter_node_latency),
-      efficiency_(cluster.gpu.calibration.comm_efficiency) {
-  const double node_nics = cluster.node.nic_bandwidth.bytes_per_s() *
-                           static_cast<double>(cluster.node.nics_per_node);
-  inter_ = Bandwidth::BytesPerSecond(std::min(intra_.bytes_per_s(), node_nics));
-}
-
-Duration RingCostModel::Cost(CollectiveKind kind, Bytes tensor, CommGroup group,
-                             int32_t buckets) const {
-  if (group.size <= 1 || kind == CollectiveKind::kNone) return Duration::Zero();
-  const bool spans_nodes = group.nodes > 1;
-  const int64_t steps = (kind == CollectiveKind::kAllReduce ? 2 : 1) * (group.size - 1);
-  const Duration alpha = (spans_nodes ? inter_latency_ : intra_latency_) * (steps * buckets);
-  const Bandwidth bw = (spans_nodes ? inter_ : intra_) * efficiency_;
-  return alpha + BytesSentPerGpu(kind, tensor, group.size) / bw;
-}
-
-std::unique_ptr<CollectiveCostModel> MakeCollectiveCostModel(const Scenario& s) {
-  return std::make_unique<RingCostModel>(s.cluster);
+absl::StatusOr<std::unique_ptr<GraphCostModel>> MakeCollectiveCostModel(const Scenario& s) {
+  auto topology = cluster::Topology::Build(s.cluster);
+  if (!topology.ok()) return topology.status();
+  return std::make_unique<GraphCostModel>(*std::move(topology), s.cluster, s.parallel.collective);
 }
 
 }  // namespace sim::cost

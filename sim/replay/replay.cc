@@ -5,6 +5,7 @@
 #include "sim/base/check.h"
 #include "sim/cost/collective_cost.h"
 #include "sim/cost/compute_cost.h"
+#include "sim/cost/graph_collective.h"
 #include "sim/engine/executor.h"
 #include "sim/workload/lowering.h"
 
@@ -65,16 +66,30 @@ engine::TaskGraph BuildGraph(const OpProgram& p, int32_t ranks) {
 
 class ReplayListener {
  public:
-  ReplayListener(const Scenario& s, const ReplayOptions& options, ReplayResult& result)
+  ReplayListener(const Scenario& s, const cost::GraphCostModel& comm,
+                 const ReplayOptions& options, ReplayResult& result)
       : options_(options), r_(result), p_(result.program) {
-    const auto comm = cost::MakeCollectiveCostModel(s);
     base_.reserve(p_.ops.size());
     stretched_.reserve(p_.ops.size());
     const double slowdown = s.cluster.gpu.calibration.overlap_slowdown;
     for (const Op& op : p_.ops) {
-      const Duration d = op.stream == StreamKind::kComm
-                             ? comm->Cost(op.collective, op.tensor, op.comm_group, op.buckets)
-                             : cost::ComputeDuration(op, s.cluster.gpu, s.training.precision);
+      Duration d;
+      if (op.stream == StreamKind::kComm) {
+        const cost::PricedCollective priced =
+            comm.Price(op.collective, op.tensor, op.comm_group, op.buckets);
+        d = priced.time;
+        auto& st = r_.collectives[static_cast<int>(op.collective)];
+        st.count++;
+        st.time += d;
+        st.by_algorithm[static_cast<int>(priced.algorithm)]++;
+        if (d > st.slowest) {
+          st.slowest = d;
+          st.busiest_link = priced.busiest_link;
+          st.busiest_load = priced.busiest_load;
+        }
+      } else {
+        d = cost::ComputeDuration(op, s.cluster.gpu, s.training.precision);
+      }
       base_.push_back(d);
       // Communication kernels take SMs and HBM bandwidth from the compute beside them.
       stretched_.push_back(Duration::FromSeconds(d.seconds() * slowdown));
@@ -181,7 +196,9 @@ absl::StatusOr<ReplayResult> Replay(const Scenario& s, const ReplayOptions& opti
   }
   CountWork(r);
   const engine::TaskGraph graph = BuildGraph(r.program, r.simulated_ranks);
-  ReplayListener listener(s, options, r);
+  auto comm = cost::MakeCollectiveCostModel(s);
+  if (!comm.ok()) return comm.status();
+  ReplayListener listener(s, **comm, options, r);
   engine::Executor<ReplayListener> executor(graph, listener);
   const engine::ExecutionStats stats = executor.Run();
   r.step = stats.makespan;

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -48,6 +49,17 @@ struct ReplayResult {
   // Per GPU per step.
   Flops model_flops, hardware_flops, recompute_flops;
   std::array<Bytes, 4> comm_bytes_sent{};  // indexed by CollectiveKind
+
+  // Per collective kind (indexed by CollectiveKind): how the cost model ran them.
+  struct CollectiveStats {
+    int64_t count = 0;
+    Duration time;                                 // sum over the step
+    std::array<int64_t, 4> by_algorithm{};         // indexed by CollectiveAlgorithm
+    std::string busiest_link;                      // of the slowest collective of this kind
+    int32_t busiest_load = 0;                      // transfers sharing it in one step
+    Duration slowest;
+  };
+  std::array<CollectiveStats, 4> collectives{};
 
   std::vector<memory::MemoryLedger> ledgers;  // one per simulated rank
   int32_t peak_rank = 0;                       // the simulated rank with the highest peak

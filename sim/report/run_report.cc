@@ -124,6 +124,29 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
                              {"reduce_scatter", sent(CollectiveKind::kReduceScatter)},
                              {"all_reduce", sent(CollectiveKind::kAllReduce)},
                              {"send_recv", 0}};
+  nlohmann::ordered_json coll = nlohmann::ordered_json::object();
+  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                           CollectiveKind::kAllReduce}) {
+    const auto& st = r.collectives[static_cast<int>(k)];
+    if (st.count == 0) continue;
+    nlohmann::ordered_json algos = nlohmann::ordered_json::object();
+    for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
+                                  CollectiveAlgorithm::kHierarchical}) {
+      if (st.by_algorithm[static_cast<int>(a)] > 0) {
+        algos[std::string(Name(a))] = st.by_algorithm[static_cast<int>(a)];
+      }
+    }
+    const double bytes = static_cast<double>(r.comm_bytes_sent[static_cast<int>(k)].count());
+    coll[std::string(Name(k))] = {
+        {"count", st.count},
+        {"algorithms", algos},
+        {"time_s", st.time.seconds()},
+        // nccl-tests conventions: busbw = bytes each GPU sends / time.
+        {"bus_bandwidth_bytes_per_s", st.time.seconds() > 0 ? bytes / st.time.seconds() : 0.0},
+        {"busiest_link", st.busiest_link},
+        {"busiest_link_transfers", st.busiest_load}};
+  }
+  j["collectives"] = coll;
   j["replay"] = {{"ops", r.program.ops.size()},
                  {"events", r.events},
                  {"simulated_ranks", r.simulated_ranks}};
@@ -204,11 +227,25 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
                         100 * d.mfu, 100 * d.hfu,
                         cost::PeakRate(s.cluster.gpu, s.training.precision).tflops(),
                         Name(s.training.precision));
-  Table comm({"bytes sent per GPU per step", "GB"});
+  Table comm({"per GPU per step", "sent GB", "time s", "bus GB/s", "algorithm",
+               "busiest link (transfers)"});
   for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
                            CollectiveKind::kAllReduce}) {
-    comm.AddRow({std::string(Name(k)),
-                 absl::StrFormat("%.3f", r.comm_bytes_sent[static_cast<int>(k)].gb())});
+    const auto& st = r.collectives[static_cast<int>(k)];
+    const double sent = r.comm_bytes_sent[static_cast<int>(k)].gb();
+    std::string algo;
+    for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
+                                  CollectiveAlgorithm::kHierarchical}) {
+      if (st.by_algorithm[static_cast<int>(a)] > 0) {
+        absl::StrAppend(&algo, algo.empty() ? "" : "+", Name(a));
+      }
+    }
+    comm.AddRow({std::string(Name(k)), absl::StrFormat("%.3f", sent),
+                 absl::StrFormat("%.3f", st.time.seconds()),
+                 st.time.seconds() > 0 ? absl::StrFormat("%.1f", sent / st.time.seconds()) : "-",
+                 algo.empty() ? "-" : algo,
+                 st.busiest_link.empty() ? "-"
+                                         : absl::StrCat(st.busiest_link, " (", st.busiest_load, ")")});
   }
   absl::StrAppend(&out, comm.Render());
   absl::StrAppendFormat(&out, "\nReplayed %d ops as %d events (%d simulated rank%s).\n",

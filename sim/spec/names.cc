@@ -52,6 +52,16 @@ absl::string_view Name(FsdpSharding s) {
   return "?";
 }
 
+absl::string_view Name(CollectiveAlgorithm a) {
+  switch (a) {
+    case CollectiveAlgorithm::kRing: return "ring";
+    case CollectiveAlgorithm::kTree: return "tree";
+    case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+    case CollectiveAlgorithm::kAuto: return "auto";
+  }
+  return "?";
+}
+
 absl::string_view Name(Dtype d) {
   switch (d) {
     case Dtype::kFp32: return "fp32";

@@ -10,6 +10,7 @@
 
 #include "absl/strings/string_view.h"
 #include "sim/base/units.h"
+#include "sim/spec/fabric.h"
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
 
@@ -22,12 +23,18 @@ enum class AttentionKernel { kFlash, kEager };
 enum class Framework { kDeepSpeed, kFsdp, kMegatron };
 // FSDP sharding strategies (torch.distributed.fsdp.ShardingStrategy).
 enum class FsdpSharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
-enum class CollectiveAlgorithm { kRing };
+// NCCL's algorithms: ring; (double binary) tree, for all-reduce; hierarchical = intra-node
+// reduce-scatter, inter-node all-reduce/all-gather of the shard, intra-node all-gather;
+// auto = the fastest for each collective, as NCCL's tuner picks.
+enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kAuto };
 
 struct ClusterSpec {
   GpuSpec gpu;
   NodeSpec node;
   int64_t nodes = 1;
+  // The inter-node fabric; absent = a non-blocking rail-optimised two-level fat tree of the
+  // node's NICs (the DGX SuperPOD reference design).
+  std::optional<FabricSpec> fabric;
   int64_t gpus() const { return nodes * node.gpus_per_node; }
 };
 
@@ -58,7 +65,7 @@ struct ParallelSpec {
   // Gradient reduction dtype; absent = the compute dtype (FSDP MixedPrecision default follows
   // param_dtype; torchtitan sets fp32).
   std::optional<Dtype> reduce_dtype;
-  CollectiveAlgorithm collective = CollectiveAlgorithm::kRing;
+  CollectiveAlgorithm collective = CollectiveAlgorithm::kAuto;
 };
 
 struct RuntimeSpec {
@@ -91,5 +98,6 @@ absl::string_view Name(AttentionKernel a);
 absl::string_view Name(Framework f);
 absl::string_view Name(FsdpSharding s);
 absl::string_view Name(Dtype d);
+absl::string_view Name(CollectiveAlgorithm a);
 
 }  // namespace sim

@@ -53,8 +53,11 @@ class Lowerer {
     group_params_.push_back(params_.final_norm +
                             (s.model.tied_embeddings ? params_.embedding : params_.lm_head));
     reduce_bytes_ = s.parallel.reduce_dtype ? DtypeBytes(*s.parallel.reduce_dtype) : kCompute;
-    dp_group_ = CommGroup{s.dp(), s.cluster.nodes};
-    shard_group_ = plan_.hybrid ? CommGroup{plan_.shard_degree, 1} : dp_group_;
+    dp_group_ = CommGroup{s.dp(), s.cluster.nodes, 1, 1, 0};
+    // Hybrid: one shard group per node, all nodes at once.
+    shard_group_ = plan_.hybrid ? CommGroup{plan_.shard_degree, 1, 1, s.cluster.nodes,
+                                            plan_.shard_degree}
+                                : dp_group_;
     gather_pending_.assign(group_params_.size(), std::nullopt);
   }
 
@@ -418,7 +421,10 @@ class Lowerer {
     // Hybrid: the shard is all-reduced across the node replicas.
     const Bytes shard = Bytes::Count((grads.count() + plan_.shard_degree - 1) / plan_.shard_degree);
     const int32_t ar = Add(Collective("all_reduce", CollectiveKind::kAllReduce, shard,
-                                      CommGroup{s_.cluster.nodes, s_.cluster.nodes}, g),
+                                      // One group per local rank, across the nodes.
+                                      CommGroup{s_.cluster.nodes, s_.cluster.nodes,
+                                                plan_.shard_degree, plan_.shard_degree, 1},
+                                      g),
                            {id}, {});
     if (last_micro_batch_) reduces_.push_back(ar);
   }

@@ -29,10 +29,16 @@ inline constexpr int kNumStreams = 2;
 enum class OpPhase : uint8_t { kForward, kRecompute, kBackward, kOptimizer, kComm };
 enum class CollectiveKind : uint8_t { kNone, kAllGather, kReduceScatter, kAllReduce };
 
-// Which GPUs a collective spans: `size` ranks; `nodes` distinct nodes among them.
+// Which GPUs a collective spans: `size` ranks on `nodes` distinct nodes, member i of copy q
+// being GPU q·copy_offset + i·stride. `copies` identical groups run the same collective at
+// the same time (hybrid sharding's per-node groups, or its per-rail groups across nodes), so
+// they share links.
 struct CommGroup {
   int64_t size = 1;
   int64_t nodes = 1;
+  int64_t stride = 1;
+  int64_t copies = 1;
+  int64_t copy_offset = 0;
 };
 
 enum class MemWhen : uint8_t { kIssue, kStart, kEnd };

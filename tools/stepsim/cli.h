@@ -27,5 +27,6 @@ int CompareCommand(const std::vector<std::string>& args);
 int MergeCommand(const std::vector<std::string>& args);
 int PlanCommand(const std::vector<std::string>& args);
 int ValidateCommand(const std::vector<std::string>& args);
+int TopoCommand(const std::vector<std::string>& args);
 
 }  // namespace stepsim_cli

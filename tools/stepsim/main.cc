@@ -28,7 +28,8 @@ std::string TopHelp() {
       "  plan MODEL       smallest GPU count that fits per GPU type, and the Pareto set of\n"
       "                   time-to-train against cost\n"
       "  merge SHARDS...  join the JSON of `sweep --shard K/N` runs\n"
-      "  validate [CASES] predictions against published measurements, per case and as MAPE\n\n"
+      "  validate [CASES] predictions against published measurements, per case and as MAPE\n"
+      "  topo CLUSTER     the cluster graph: switches, links, bisection, collective bus bandwidth\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
       "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
       "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
@@ -52,8 +53,9 @@ int main(int argc, char** argv) {
   if (command == "plan") return stepsim_cli::PlanCommand(rest);
   if (command == "merge") return stepsim_cli::MergeCommand(rest);
   if (command == "validate") return stepsim_cli::ValidateCommand(rest);
+  if (command == "topo") return stepsim_cli::TopoCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
-            << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge", "validate"}) << "; see stepsim --help\n";
+            << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge", "validate", "topo"}) << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
 }

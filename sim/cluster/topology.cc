@@ -1,0 +1,281 @@
+#include "sim/cluster/topology.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/base/check.h"
+
+namespace sim::cluster {
+
+namespace {
+
+enum class Kind { kGpu, kNvSwitch, kNic, kLeaf, kSpine, kCore };
+
+struct VertexProp {
+  Kind kind = Kind::kGpu;
+  int64_t index = 0;  // within its kind
+};
+struct EdgeProp {
+  int32_t link = 0;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProp,
+                                    EdgeProp>;
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kGpu: return "gpu";
+    case Kind::kNvSwitch: return "nvswitch";
+    case Kind::kNic: return "nic";
+    case Kind::kLeaf: return "leaf";
+    case Kind::kSpine: return "spine";
+    case Kind::kCore: return "core";
+  }
+  return "?";
+}
+
+}  // namespace
+
+struct Topology::Impl {
+  Graph g;
+  std::vector<Link> links;
+  FabricSpec fabric;
+  int64_t nodes = 1, gpn = 1, nics = 1;
+  int64_t leaves_per_rail = 0, nodes_per_leaf = 1, leaves = 0, spines_per_pod = 0, pods = 1;
+  std::vector<int32_t> gpu, nvs, nic, leaf, spine, core;  // vertex ids by kind
+
+  int32_t AddVertex(Kind k, int64_t index) {
+    return static_cast<int32_t>(boost::add_vertex(VertexProp{k, index}, g));
+  }
+  void Connect(int32_t a, int32_t b, Bandwidth bw, Duration latency) {
+    for (auto [u, v] : {std::pair{a, b}, std::pair{b, a}}) {
+      const int32_t id = static_cast<int32_t>(links.size());
+      links.push_back({u, v, bw, latency});
+      boost::add_edge(u, v, EdgeProp{id}, g);
+    }
+  }
+  int32_t LinkBetween(int32_t u, int32_t v) const {
+    auto [e, found] = boost::edge(u, v, g);
+    SIM_CHECK(found, "route uses a link the fabric does not have");
+    return g[e].link;
+  }
+  int64_t LeafOf(int64_t node, int64_t rail) const {
+    if (fabric.rail_optimized) return rail * leaves_per_rail + node / nodes_per_leaf;
+    return node / nodes_per_leaf;
+  }
+  int64_t PodOf(int64_t leaf_index) const {
+    return fabric.levels == 3 ? leaf_index / fabric.pod_leaves : 0;
+  }
+};
+
+FabricSpec DefaultFabric(const NodeSpec& node) {
+  FabricSpec f;
+  f.name = "default (non-blocking rail-optimised two-level fat tree)";
+  f.link_bandwidth = node.nic_bandwidth;
+  f.leaf_ports = 32;
+  f.source = "assumed: the DGX SuperPOD reference design";
+  return f;
+}
+
+absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
+  auto impl = std::make_shared<Impl>();
+  Impl& t = *impl;
+  t.fabric = c.fabric.value_or(DefaultFabric(c.node));
+  t.nodes = c.nodes;
+  t.gpn = c.node.gpus_per_node;
+  t.nics = std::max<int64_t>(1, c.node.nics_per_node);
+  if (t.nodes > 1 && (c.node.nics_per_node == 0 || t.fabric.link_bandwidth.bytes_per_s() <= 0)) {
+    return absl::FailedPreconditionError(
+        "a multi-node cluster needs NICs on its node type and a fabric link bandwidth");
+  }
+  const Bandwidth nic_bw = c.node.nic_bandwidth;
+  const Duration hop = t.fabric.switch_latency;
+  for (int64_t n = 0; n < t.nodes; ++n) {
+    t.nvs.push_back(t.AddVertex(Kind::kNvSwitch, n));
+    for (int64_t i = 0; i < t.gpn; ++i) {
+      t.gpu.push_back(t.AddVertex(Kind::kGpu, n * t.gpn + i));
+      t.Connect(t.gpu.back(), t.nvs.back(), c.node.intra_node_bandwidth, Duration());
+    }
+    if (t.nodes == 1) continue;
+    for (int64_t k = 0; k < t.nics; ++k) {
+      t.nic.push_back(t.AddVertex(Kind::kNic, n * t.nics + k));
+      // GPU i sits on NIC i·nics/gpn (PCIe switch pairing); the NIC bounds the path.
+      for (int64_t i = 0; i < t.gpn; ++i) {
+        if (i * t.nics / t.gpn == k) t.Connect(t.gpu[n * t.gpn + i], t.nic.back(), nic_bw, Duration());
+      }
+    }
+  }
+  if (t.nodes > 1) {
+    const FabricSpec& f = t.fabric;
+    if (f.rail_optimized) {
+      t.nodes_per_leaf = f.leaf_ports;
+      t.leaves_per_rail = (t.nodes + t.nodes_per_leaf - 1) / t.nodes_per_leaf;
+      t.leaves = t.leaves_per_rail * t.nics;
+    } else {
+      t.nodes_per_leaf = std::max<int64_t>(1, f.leaf_ports / t.nics);
+      t.leaves = (t.nodes + t.nodes_per_leaf - 1) / t.nodes_per_leaf;
+    }
+    for (int64_t l = 0; l < t.leaves; ++l) t.leaf.push_back(t.AddVertex(Kind::kLeaf, l));
+    for (int64_t n = 0; n < t.nodes; ++n) {
+      for (int64_t k = 0; k < t.nics; ++k) {
+        t.Connect(t.nic[n * t.nics + k], t.leaf[t.LeafOf(n, k)], nic_bw, hop);
+      }
+    }
+    if (t.leaves > 1) {
+      const double down = static_cast<double>(f.leaf_ports) * nic_bw.bytes_per_s();
+      const double up = down / f.oversubscription;
+      t.spines_per_pod = std::max<int64_t>(
+          1, static_cast<int64_t>(std::ceil(up / f.link_bandwidth.bytes_per_s() - 1e-9)));
+      const Bandwidth per_spine = Bandwidth::BytesPerSecond(up / static_cast<double>(t.spines_per_pod));
+      t.pods = f.levels == 3 ? (t.leaves + f.pod_leaves - 1) / f.pod_leaves : 1;
+      for (int64_t s = 0; s < t.pods * t.spines_per_pod; ++s) {
+        t.spine.push_back(t.AddVertex(Kind::kSpine, s));
+      }
+      for (int64_t l = 0; l < t.leaves; ++l) {
+        for (int64_t s = 0; s < t.spines_per_pod; ++s) {
+          t.Connect(t.leaf[l], t.spine[t.PodOf(l) * t.spines_per_pod + s], per_spine, hop);
+        }
+      }
+      if (t.pods > 1) {
+        // Core plane s joins spine s of every pod, non-blocking above the spines.
+        const int64_t pod_leaves = std::min(f.pod_leaves, t.leaves);
+        const Bandwidth core_bw = per_spine * static_cast<double>(pod_leaves);
+        for (int64_t s = 0; s < t.spines_per_pod; ++s) {
+          t.core.push_back(t.AddVertex(Kind::kCore, s));
+          for (int64_t p = 0; p < t.pods; ++p) {
+            t.Connect(t.spine[p * t.spines_per_pod + s], t.core.back(), core_bw, hop);
+          }
+        }
+      }
+    }
+  }
+  // Validation: every GPU reaches every other (all links come in pairs, so reaching all from
+  // GPU 0 suffices).
+  std::vector<boost::default_color_type> color(boost::num_vertices(t.g));
+  boost::breadth_first_search(
+      t.g, boost::vertex(t.gpu.front(), t.g),
+      boost::color_map(boost::make_iterator_property_map(
+          color.begin(), boost::get(boost::vertex_index, t.g))));
+  for (int32_t v : t.gpu) {
+    if (color[v] == boost::white_color) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("fabric ", t.fabric.name, ": GPU ", t.g[v].index,
+                       " is not reachable from GPU 0"));
+    }
+  }
+  return Topology(std::move(impl));
+}
+
+int64_t Topology::gpus() const { return static_cast<int64_t>(impl_->gpu.size()); }
+int64_t Topology::gpus_per_node() const { return impl_->gpn; }
+int64_t Topology::nics_per_node() const { return impl_->nics; }
+const Link& Topology::link(int32_t id) const { return impl_->links[id]; }
+int32_t Topology::num_links() const { return static_cast<int32_t>(impl_->links.size()); }
+
+void Topology::Route(int64_t a, int64_t b, std::vector<int32_t>& out) const {
+  const Impl& t = *impl_;
+  const int64_t na = a / t.gpn, nb = b / t.gpn;
+  if (a == b) return;
+  if (na == nb) {
+    out.push_back(t.LinkBetween(t.gpu[a], t.nvs[na]));
+    out.push_back(t.LinkBetween(t.nvs[na], t.gpu[b]));
+    return;
+  }
+  const int64_t ka = (a % t.gpn) * t.nics / t.gpn, kb = (b % t.gpn) * t.nics / t.gpn;
+  const int32_t nic_a = t.nic[na * t.nics + ka], nic_b = t.nic[nb * t.nics + kb];
+  const int64_t la = t.LeafOf(na, ka), lb = t.LeafOf(nb, kb);
+  out.push_back(t.LinkBetween(t.gpu[a], nic_a));
+  out.push_back(t.LinkBetween(nic_a, t.leaf[la]));
+  if (la != lb) {
+    // Deterministic ECMP: the same (source node, destination node, rail) takes the same spine.
+    const uint64_t h = (static_cast<uint64_t>(na) * 1000003u + static_cast<uint64_t>(nb)) * 31u +
+                       static_cast<uint64_t>(ka);
+    const int64_t s = static_cast<int64_t>(h % static_cast<uint64_t>(t.spines_per_pod));
+    const int64_t pa = t.PodOf(la), pb = t.PodOf(lb);
+    const int32_t spine_a = t.spine[pa * t.spines_per_pod + s];
+    const int32_t spine_b = t.spine[pb * t.spines_per_pod + s];
+    out.push_back(t.LinkBetween(t.leaf[la], spine_a));
+    if (pa != pb) {
+      out.push_back(t.LinkBetween(spine_a, t.core[s]));
+      out.push_back(t.LinkBetween(t.core[s], spine_b));
+    }
+    out.push_back(t.LinkBetween(spine_b, t.leaf[lb]));
+  }
+  out.push_back(t.LinkBetween(t.leaf[lb], nic_b));
+  out.push_back(t.LinkBetween(nic_b, t.gpu[b]));
+}
+
+std::string Topology::LinkName(int32_t id) const {
+  const Link& l = impl_->links[id];
+  const auto& f = impl_->g[l.from];
+  const auto& to = impl_->g[l.to];
+  return absl::StrCat(KindName(f.kind), f.index, "->", KindName(to.kind), to.index);
+}
+
+TopologySummary Topology::Summary() const {
+  const Impl& t = *impl_;
+  TopologySummary s;
+  s.fabric = t.fabric.name;
+  s.gpus = static_cast<int64_t>(t.gpu.size());
+  s.nodes = t.nodes;
+  s.nics = static_cast<int64_t>(t.nic.size());
+  s.leaves = t.leaves;
+  s.spines = static_cast<int64_t>(t.spine.size());
+  s.cores = static_cast<int64_t>(t.core.size());
+  s.cables = static_cast<int64_t>(t.links.size()) / 2;
+  // Injection: each node's NICs divided among its GPUs.
+  double nic_bw = 0;
+  for (const Link& l : t.links) {
+    if (t.g[l.from].kind == Kind::kNic && t.g[l.to].kind == Kind::kLeaf) {
+      nic_bw = l.bandwidth.bytes_per_s();
+      break;
+    }
+  }
+  s.injection_per_gpu = Bandwidth::BytesPerSecond(nic_bw * static_cast<double>(t.nics) /
+                                                  static_cast<double>(t.gpn));
+  // Bisection: half the nodes' injection, limited by the spine layer's oversubscription when
+  // the halves sit on different leaves.
+  const double half = static_cast<double>(t.nodes / 2) * static_cast<double>(t.nics) * nic_bw;
+  s.bisection = Bandwidth::BytesPerSecond(t.leaves > 1 ? half / t.fabric.oversubscription : half);
+  return s;
+}
+
+std::string Topology::Dot() const {
+  const Impl& t = *impl_;
+  std::string out = absl::StrCat("graph \"", t.fabric.name, "\" {\n  node [shape=box];\n");
+  for (int64_t n = 0; n < t.nodes; ++n) {
+    absl::StrAppendFormat(&out, "  node%d [label=\"node %d\\n%d GPUs, %d NICs\"];\n", n, n, t.gpn,
+                          t.nodes > 1 ? t.nics : 0);
+  }
+  for (int64_t l = 0; l < t.leaves; ++l) {
+    absl::StrAppendFormat(&out, "  leaf%d [shape=ellipse];\n", l);
+  }
+  for (size_t s = 0; s < t.spine.size(); ++s) absl::StrAppendFormat(&out, "  spine%d [shape=ellipse];\n", s);
+  for (size_t c = 0; c < t.core.size(); ++c) absl::StrAppendFormat(&out, "  core%d [shape=ellipse];\n", c);
+  for (const Link& l : t.links) {
+    const auto& f = t.g[l.from];
+    const auto& to = t.g[l.to];
+    auto name = [&](const VertexProp& v) -> std::string {
+      switch (v.kind) {
+        case Kind::kNic: return absl::StrCat("node", v.index / t.nics);
+        case Kind::kLeaf: return absl::StrCat("leaf", v.index);
+        case Kind::kSpine: return absl::StrCat("spine", v.index);
+        case Kind::kCore: return absl::StrCat("core", v.index);
+        default: return "";
+      }
+    };
+    // One line per cable between switch tiers (and node to leaf), written from the lower tier.
+    if (static_cast<int>(f.kind) < static_cast<int>(to.kind) && f.kind >= Kind::kNic) {
+      absl::StrAppendFormat(&out, "  %s -- %s [label=\"%.0f GB/s\"];\n", name(f), name(to),
+                            l.bandwidth.bytes_per_s() / 1e9);
+    }
+  }
+  out += "}\n";
+  return out;
+}
+
+}  // namespace sim::cluster

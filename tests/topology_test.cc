@@ -1,0 +1,150 @@
+// The cluster graph and collectives priced on it, on small hand-checkable cases.
+#include <catch2/catch.hpp>
+
+#include "sim/cluster/topology.h"
+#include "sim/config/catalog.h"
+#include "sim/cost/graph_collective.h"
+
+namespace sim {
+namespace {
+
+const config::DataRoot kRoot{STEPSIM_SOURCE_DIR};
+
+ClusterSpec Cluster(const char* node, int64_t nodes, std::optional<FabricSpec> fabric = {}) {
+  auto catalogs = config::LoadCatalogs(kRoot);
+  REQUIRE(catalogs.ok());
+  ClusterSpec c;
+  for (const auto& n : catalogs->nodes) {
+    if (n.name == node) c.node = n;
+  }
+  c.gpu = *config::FindGpu(catalogs->gpus, c.node.gpu);
+  c.nodes = nodes;
+  c.fabric = fabric;
+  return c;
+}
+
+FabricSpec Fabric(double oversubscription, int64_t leaf_ports) {
+  FabricSpec f;
+  f.name = "test";
+  f.oversubscription = oversubscription;
+  f.leaf_ports = leaf_ports;
+  f.link_bandwidth = Bandwidth::Gbps(400);
+  return f;
+}
+
+TEST_CASE("the fat tree has the switches and links its formulas say", "[topology]") {
+  // 64 DGX H100, rail-optimised, 32 nodes per leaf: 8 rails x 2 leaves; non-blocking uplink
+  // U = 32 x 50 GB/s = 1.6 TB/s per leaf over 32 spines of 50 GB/s.
+  auto t = cluster::Topology::Build(Cluster("dgx-h100", 64, Fabric(1, 32)));
+  REQUIRE(t.ok());
+  const auto s = t->Summary();
+  CHECK(s.gpus == 512);
+  CHECK(s.leaves == 16);
+  CHECK(s.spines == 32);
+  // Cables: 512 GPU-NVSwitch + 512 GPU-NIC + 512 NIC-leaf + 16 x 32 leaf-spine.
+  CHECK(s.cables == 512 + 512 + 512 + 16 * 32);
+  CHECK(s.injection_per_gpu.bytes_per_s() == 8 * 50e9 / 8);
+  // A 2:1 spine halves the bisection.
+  auto half = cluster::Topology::Build(Cluster("dgx-h100", 64, Fabric(2, 32)));
+  REQUIRE(half.ok());
+  CHECK(half->Summary().bisection.bytes_per_s() == s.bisection.bytes_per_s() / 2);
+  CHECK(half->Summary().spines == 16);
+}
+
+TEST_CASE("routes: NVSwitch inside a node, rail leaf across, spine between leaves",
+          "[topology]") {
+  auto t = cluster::Topology::Build(Cluster("dgx-h100", 4, Fabric(1, 2)));
+  REQUIRE(t.ok());
+  std::vector<int32_t> r;
+  t->Route(0, 5, r);  // same node
+  CHECK(r.size() == 2);
+  r.clear();
+  t->Route(0, 8, r);  // node 0 -> node 1, rail 0, same leaf (2 nodes per leaf)
+  CHECK(r.size() == 4);
+  r.clear();
+  t->Route(0, 16, r);  // node 0 -> node 2: another leaf, through a spine
+  CHECK(r.size() == 6);
+  CHECK(t->LinkName(r[2]).rfind("leaf", 0) == 0);
+}
+
+TEST_CASE("ring all-reduce on one switch: 2(n-1) alpha + 2(n-1)/n M / B", "[topology]") {
+  const ClusterSpec c = Cluster("dgx-h100", 1);
+  auto t = cluster::Topology::Build(c);
+  REQUIRE(t.ok());
+  cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kRing);
+  const int64_t n = 8;
+  const Bytes m = Bytes::GB(1);
+  const double alpha = c.node.intra_node_latency.seconds();
+  const double b = c.node.intra_node_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency;
+  const double want = 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * static_cast<double>(m.count()) / b;
+  const Duration got = model.Cost(CollectiveKind::kAllReduce, m, CommGroup{n, 1, 1, 1, 0}, 1);
+  CHECK(got.seconds() == Approx(want).epsilon(1e-9));
+  // All-gather: half the steps and half the bytes.
+  const Duration ag = model.Cost(CollectiveKind::kAllGather, m, CommGroup{n, 1, 1, 1, 0}, 1);
+  CHECK(ag.seconds() == Approx(want / 2).epsilon(1e-9));
+}
+
+TEST_CASE("across nodes: ring uses every NIC; hierarchical wins where latency binds",
+          "[topology]") {
+  const ClusterSpec c = Cluster("dgx-h100", 16);
+  auto t = cluster::Topology::Build(c);
+  REQUIRE(t.ok());
+  cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kAuto);
+  const CommGroup all{128, 16, 1, 1, 0};
+  const Bytes big = Bytes::GiB(8);
+  // Bandwidth-bound: one ring per NIC, so the bus bandwidth approaches the node's NICs
+  // (8 x 50 GB/s = 400 GB/s, times the comm efficiency).
+  const auto ring = model.Price(CollectiveKind::kAllReduce, big, all, 1, CollectiveAlgorithm::kRing);
+  const double busbw = BytesSentPerGpu(CollectiveKind::kAllReduce, big, 128).count() /
+                       ring.time.seconds();
+  CHECK(busbw == Approx(400e9 * c.gpu.calibration.comm_efficiency).epsilon(0.10));
+  // Latency-bound (a 25 MB bucket): 2·127 ring steps lose to 2·(7 + 15) hierarchical ones.
+  const Bytes small = Bytes::MB(25);
+  const auto r = model.Price(CollectiveKind::kAllReduce, small, all, 1, CollectiveAlgorithm::kRing);
+  const auto h = model.Price(CollectiveKind::kAllReduce, small, all, 1,
+                             CollectiveAlgorithm::kHierarchical);
+  CHECK(h.time < r.time);
+  CHECK(model.Price(CollectiveKind::kAllReduce, small, all, 1).time ==
+        std::min({r.time, h.time,
+                  model.Price(CollectiveKind::kAllReduce, small, all, 1, CollectiveAlgorithm::kTree)
+                      .time}));
+  // Tree exists for all-reduce only; all-gather falls back to the ring.
+  CHECK(model.Price(CollectiveKind::kAllGather, small, all, 1, CollectiveAlgorithm::kTree)
+            .algorithm == CollectiveAlgorithm::kRing);
+}
+
+TEST_CASE("oversubscription slows what crosses the spine, not what stays under a leaf",
+          "[topology]") {
+  // 8 nodes, 4 per leaf per rail: two leaves per rail.
+  const ClusterSpec flat = Cluster("dgx-h100", 8, Fabric(1, 4));
+  const ClusterSpec tapered = Cluster("dgx-h100", 8, Fabric(4, 4));
+  auto t1 = cluster::Topology::Build(flat);
+  auto t4 = cluster::Topology::Build(tapered);
+  REQUIRE(t1.ok());
+  REQUIRE(t4.ok());
+  cost::GraphCostModel m1(*t1, flat, CollectiveAlgorithm::kTree);
+  cost::GraphCostModel m4(*t4, tapered, CollectiveAlgorithm::kTree);
+  const Bytes big = Bytes::GiB(4);
+  // The first four nodes share a leaf on every rail: unaffected.
+  const CommGroup under_leaf{32, 4, 1, 1, 0};
+  CHECK(m1.Cost(CollectiveKind::kAllReduce, big, under_leaf, 1) ==
+        m4.Cost(CollectiveKind::kAllReduce, big, under_leaf, 1));
+  // All eight nodes: the tree's transfers cross the 4:1 spine and slow down.
+  const CommGroup across{64, 8, 1, 1, 0};
+  CHECK(m4.Cost(CollectiveKind::kAllReduce, big, across, 1) >
+        m1.Cost(CollectiveKind::kAllReduce, big, across, 1));
+}
+
+TEST_CASE("shipped cluster topology files build", "[topology]") {
+  for (const char* f : {"dgx-a100-superpod", "dgx-h100-superpod", "dgx-h100-4to1",
+                        "commodity-2x100gbe"}) {
+    INFO(f);
+    auto file = config::LoadClusterTopology(
+        kRoot, std::string(STEPSIM_SOURCE_DIR "/topologies/") + f + ".yaml");
+    REQUIRE(file.ok());
+    CHECK(cluster::Topology::Build(file->cluster).ok());
+  }
+}
+
+}  // namespace
+}  // namespace sim
