@@ -16,6 +16,9 @@ error of the step time by coordinate descent over physically bounded parameters:
     comm_efficiency       achieved fraction of link bandwidth (NCCL)         0.60 .. 0.95
     overlap_slowdown      compute stretch beside a running collective        1.00 .. 1.50
 
+`--fix NAME=VALUE` pins a parameter measured elsewhere (comm_efficiency from nccl-tests bus
+bandwidth over the link rate) instead of fitting it.
+
 The same numbers then serve every case of that GPU type: no per-case knobs. With --write the
 result replaces the GPU's `calibration:` entry (and those of --also GPUs, same silicon) with a
 note saying how it was obtained. Needs a built stepsim (build-release/ or build/) and PyYAML.
@@ -75,6 +78,11 @@ def main():
     gpu = args[0]
     also = [sys.argv[i + 1] for i, a in enumerate(sys.argv) if a == "--also"]
     write = "--write" in sys.argv
+    fixed = {}
+    for i, a in enumerate(sys.argv):
+        if a == "--fix":
+            k, v = sys.argv[i + 1].split("=")
+            fixed[k] = float(v)
     exe = stepsim()
     files = sorted(os.path.join(ROOT, "scenarios", "validation", f)
                    for f in os.listdir(os.path.join(ROOT, "scenarios", "validation")) if f.endswith(".yaml"))
@@ -87,6 +95,7 @@ def main():
     cal = {"gemm_efficiency": 0.75, "attention_efficiency": 0.5, "memory_efficiency": 0.85,
            "roofline_blend": 0.2, "launch_overhead_us": 4.0, "comm_efficiency": 0.8,
            "overlap_slowdown": 1.1}
+    cal.update(fixed)
     evaluations = 0
 
     def objective(c):
@@ -107,6 +116,8 @@ def main():
     for _ in range(12):
         improved = False
         for name, lo, hi, _ in PARAMS:
+            if name in fixed:
+                continue
             for sign in (+1, -1):
                 trial = dict(cal)
                 trial[name] = min(hi, max(lo, cal[name] + sign * steps[name]))
@@ -121,8 +132,9 @@ def main():
     print(f"fit: step-time MAPE {best:.2f}% over {n} cases after {evaluations} evaluations")
     print(json.dumps(cal, indent=2))
     if write:
+        pinned = "".join(f"; {k} pinned at {v}" for k, v in fixed.items())
         note = (f"fitted by tools/calibrate.py to the step times of the {n} public {gpu} cases in "
-                f"scenarios/validation/ (coordinate descent, MAPE {best:.1f}%)")
+                f"scenarios/validation/ (coordinate descent, MAPE {best:.1f}%){pinned}")
         text = base_text
         for g in [gpu, *also]:
             text = replace_calibration(text, g, calibration_text(cal, note))

@@ -7,6 +7,8 @@
 #include <benchmark/benchmark.h>
 
 #include "sim/config/catalog.h"
+#include "sim/cluster/topology.h"
+#include "sim/cost/graph_collective.h"
 #include "sim/engine/executor.h"
 #include "sim/explore/runner.h"
 #include "sim/replay/replay.h"
@@ -115,6 +117,55 @@ BENCHMARK(BM_SweepDefault)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_SweepOneMicroBatch(benchmark::State& state) { SweepLoop(state, "32"); }
 BENCHMARK(BM_SweepOneMicroBatch)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Building the graph of a 16,384-GPU cluster (2,048 DGX H100 on a three-level rail-optimised
+// fat tree) and pricing all-gather, reduce-scatter and all-reduce over every GPU with each
+// algorithm (routes and link loads computed once per group).
+sim::ClusterSpec BigCluster() {
+  const auto root = sim::config::DataRoot::Default();
+  auto catalogs = sim::config::LoadCatalogs(root);
+  auto fabric = sim::config::LoadFabric(root, "rail-3tier-1to1");
+  if (!catalogs.ok() || !fabric.ok()) std::abort();
+  sim::ClusterSpec c;
+  for (const auto& n : catalogs->nodes) {
+    if (n.name == "dgx-h100") c.node = n;
+  }
+  c.gpu = *sim::config::FindGpu(catalogs->gpus, c.node.gpu);
+  c.nodes = 2048;
+  c.fabric = *fabric;
+  return c;
+}
+
+void BM_Build16kAndPriceAll(benchmark::State& state) {
+  const sim::ClusterSpec c = BigCluster();
+  for (auto _ : state) {
+    auto topo = sim::cluster::Topology::Build(c);
+    if (!topo.ok()) std::abort();
+    sim::cost::GraphCostModel model(*topo, c, sim::CollectiveAlgorithm::kAuto);
+    const sim::CommGroup all{16384, 2048, 1, 1, 0};
+    for (auto k : {sim::CollectiveKind::kAllGather, sim::CollectiveKind::kReduceScatter,
+                   sim::CollectiveKind::kAllReduce}) {
+      benchmark::DoNotOptimize(model.Price(k, sim::Bytes::GiB(1), all, 1));
+    }
+  }
+}
+BENCHMARK(BM_Build16kAndPriceAll)->Unit(benchmark::kMillisecond)->Iterations(2);
+
+// One collective priced with contention once its group's routes are cached.
+void BM_PriceCached(benchmark::State& state) {
+  const sim::ClusterSpec c = BigCluster();
+  auto topo = sim::cluster::Topology::Build(c);
+  if (!topo.ok()) std::abort();
+  sim::cost::GraphCostModel model(*topo, c, sim::CollectiveAlgorithm::kAuto);
+  const sim::CommGroup all{16384, 2048, 1, 1, 0};
+  model.Price(sim::CollectiveKind::kAllReduce, sim::Bytes::GiB(1), all, 1);
+  int64_t bytes = 1 << 20;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        model.Price(sim::CollectiveKind::kAllReduce, sim::Bytes::Count(bytes++), all, 4));
+  }
+}
+BENCHMARK(BM_PriceCached)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
