@@ -67,6 +67,12 @@ struct Topology::Impl {
     if (fabric.rail_optimized) return rail * leaves_per_rail + node / nodes_per_leaf;
     return node / nodes_per_leaf;
   }
+  // The GPU (local index) that owns NIC k, and the default NIC of local GPU i.
+  int64_t RailOwner(int64_t k) const { return k * gpn / nics; }
+  // The first NIC GPU i owns (nics >= gpn), or the NIC it shares (nics < gpn).
+  int64_t DefaultRail(int64_t i) const {
+    return nics >= gpn ? (i * nics + gpn - 1) / gpn : i * nics / gpn;
+  }
   int64_t PodOf(int64_t leaf_index) const {
     return fabric.levels == 3 ? leaf_index / fabric.pod_leaves : 0;
   }
@@ -103,9 +109,12 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
     if (t.nodes == 1) continue;
     for (int64_t k = 0; k < t.nics; ++k) {
       t.nic.push_back(t.AddVertex(Kind::kNic, n * t.nics + k));
-      // GPU i sits on NIC i·nics/gpn (PCIe switch pairing); the NIC bounds the path.
+      // NIC k hangs off GPU k·gpn/nics's PCIe switch (one NIC per GPU on DGX; several per GPU
+      // when nics > gpn; one shared by several GPUs when nics < gpn). The NIC bounds the path.
       for (int64_t i = 0; i < t.gpn; ++i) {
-        if (i * t.nics / t.gpn == k) t.Connect(t.gpu[n * t.gpn + i], t.nic.back(), nic_bw, Duration());
+        if (t.RailOwner(k) == i || (t.nics < t.gpn && i * t.nics / t.gpn == k)) {
+          t.Connect(t.gpu[n * t.gpn + i], t.nic.back(), nic_bw, Duration());
+        }
       }
     }
   }
@@ -173,10 +182,16 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
 int64_t Topology::gpus() const { return static_cast<int64_t>(impl_->gpu.size()); }
 int64_t Topology::gpus_per_node() const { return impl_->gpn; }
 int64_t Topology::nics_per_node() const { return impl_->nics; }
+int64_t Topology::RailOwner(int64_t rail) const { return impl_->RailOwner(rail); }
 const Link& Topology::link(int32_t id) const { return impl_->links[id]; }
 int32_t Topology::num_links() const { return static_cast<int32_t>(impl_->links.size()); }
 
 void Topology::Route(int64_t a, int64_t b, std::vector<int32_t>& out) const {
+  Route(a, b, std::nullopt, out);
+}
+
+void Topology::Route(int64_t a, int64_t b, std::optional<int64_t> rail,
+                     std::vector<int32_t>& out) const {
   const Impl& t = *impl_;
   const int64_t na = a / t.gpn, nb = b / t.gpn;
   if (a == b) return;
@@ -185,7 +200,15 @@ void Topology::Route(int64_t a, int64_t b, std::vector<int32_t>& out) const {
     out.push_back(t.LinkBetween(t.nvs[na], t.gpu[b]));
     return;
   }
-  const int64_t ka = (a % t.gpn) * t.nics / t.gpn, kb = (b % t.gpn) * t.nics / t.gpn;
+  // A rail is usable only by a GPU attached to that NIC; otherwise each side uses its own.
+  auto nic_of = [&](int64_t gpu) {
+    const int64_t i = gpu % t.gpn;
+    if (rail && (t.RailOwner(*rail) == i || (t.nics < t.gpn && i * t.nics / t.gpn == *rail))) {
+      return *rail;
+    }
+    return t.DefaultRail(i);
+  };
+  const int64_t ka = nic_of(a), kb = nic_of(b);
   const int32_t nic_a = t.nic[na * t.nics + ka], nic_b = t.nic[nb * t.nics + kb];
   const int64_t la = t.LeafOf(na, ka), lb = t.LeafOf(nb, kb);
   out.push_back(t.LinkBetween(t.gpu[a], nic_a));

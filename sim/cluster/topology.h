@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,12 @@ class Topology {
   int64_t gpus() const;
   int64_t gpus_per_node() const;
   int64_t nics_per_node() const;
-  // Appends the directed links from GPU a to GPU b, in order.
+  // Appends the directed links from GPU a to GPU b, in order. Across nodes each GPU uses its
+  // first NIC, or NIC `rail` where it owns that NIC (GPUs with several NICs).
   void Route(int64_t a, int64_t b, std::vector<int32_t>& links) const;
+  void Route(int64_t a, int64_t b, std::optional<int64_t> rail, std::vector<int32_t>& links) const;
+  // The local GPU index that owns NIC `rail` (its PCIe neighbour).
+  int64_t RailOwner(int64_t rail) const;
   const Link& link(int32_t id) const;
   int32_t num_links() const;
   std::string LinkName(int32_t id) const;

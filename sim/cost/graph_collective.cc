@@ -69,9 +69,8 @@ void Settle(const cluster::Topology& topo, const std::vector<Transfer>& transfer
 }
 
 int64_t NodeOf(const cluster::Topology& topo, int64_t gpu) { return gpu / topo.gpus_per_node(); }
-int64_t RailOf(const cluster::Topology& topo, int64_t gpu) {
-  return (gpu % topo.gpus_per_node()) * topo.nics_per_node() / topo.gpus_per_node();
-}
+// The local GPU of a node that owns NIC `rail`.
+int64_t RailGpu(const cluster::Topology& topo, int64_t rail) { return topo.RailOwner(rail); }
 
 // Members grouped by node, in order of first appearance.
 std::vector<std::vector<int64_t>> ByNode(const cluster::Topology& topo,
@@ -91,10 +90,10 @@ std::vector<std::vector<int64_t>> ByNode(const cluster::Topology& topo,
   return groups;
 }
 
-// The member of a node group that sits on NIC `rail`, or the rail-th member when none does.
+// The member of a node group that owns NIC `rail`, or the rail-th member when none does.
 size_t RailIndex(const cluster::Topology& topo, const std::vector<int64_t>& group, int64_t rail) {
   for (size_t i = 0; i < group.size(); ++i) {
-    if (RailOf(topo, group[i]) == rail) return i;
+    if (group[i] % topo.gpus_per_node() == RailGpu(topo, rail)) return i;
   }
   return static_cast<size_t>(rail) % group.size();
 }
@@ -131,7 +130,7 @@ GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<in
                               node_start.begin() - 1;
           const int64_t exit = order[node_start[node]];
           topology_.Route(from, exit, t.links);
-          topology_.Route(exit, to, t.links);
+          topology_.Route(exit, to, k, t.links);
         } else {
           topology_.Route(from, to, t.links);
         }
@@ -166,7 +165,7 @@ GraphCostModel::Phase GraphCostModel::TreePhase(
           const int64_t parent = tree == 0 ? (j - 1) / 2 : nodes - 1 - (j - 1) / 2;
           Transfer t;
           t.share = 1.0 / static_cast<double>(2 * channels);
-          topology_.Route(rail_gpu[child], rail_gpu[parent], t.links);
+          topology_.Route(rail_gpu[child], rail_gpu[parent], k, t.links);
           transfers.push_back(std::move(t));
         }
       }
