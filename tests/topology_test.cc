@@ -148,3 +148,41 @@ TEST_CASE("shipped cluster topology files build", "[topology]") {
 
 }  // namespace
 }  // namespace sim
+
+namespace sim {
+namespace {
+
+TEST_CASE("explicit fabrics: shortest-path routes, the inter-rack cable as bottleneck",
+          "[topology]") {
+  auto file = config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
+  REQUIRE(file.ok());
+  auto t = cluster::Topology::Build(file->cluster);
+  REQUIRE(t.ok());
+  std::vector<int32_t> r;
+  t->Route(0, 8, r);  // node 0 -> node 1: GPU, NIC, tor-a, NIC, GPU
+  CHECK(r.size() == 4);
+  r.clear();
+  t->Route(0, 16, r);  // node 0 -> node 2: across the tor-a -- tor-b cable
+  CHECK(r.size() == 5);
+  CHECK(t->LinkName(r[2]) == "switch0->switch1");
+  cost::GraphCostModel model(*t, file->cluster, CollectiveAlgorithm::kRing);
+  const auto p = model.Price(CollectiveKind::kAllGather, Bytes::GiB(1), CommGroup{32, 4, 1, 1, 0}, 1);
+  CHECK(p.busiest_link == "switch0->switch1");
+}
+
+TEST_CASE("a GPU the fabric does not reach is an error", "[topology]") {
+  auto file = config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
+  REQUIRE(file.ok());
+  ClusterSpec c = file->cluster;
+  // Drop node 3's cables.
+  auto& links = c.fabric->links;
+  links.erase(std::remove_if(links.begin(), links.end(),
+                             [](const FabricLink& l) { return l.a.rfind("node3.", 0) == 0; }),
+              links.end());
+  auto t = cluster::Topology::Build(c);
+  REQUIRE_FALSE(t.ok());
+  CHECK(t.status().message() == "fabric explicit-dumbbell: GPU 24 is not reachable from GPU 0");
+}
+
+}  // namespace
+}  // namespace sim

@@ -2,9 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+
+#include <map>
+#include <mutex>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/visitors.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,7 +19,7 @@ namespace sim::cluster {
 
 namespace {
 
-enum class Kind { kGpu, kNvSwitch, kNic, kLeaf, kSpine, kCore };
+enum class Kind { kGpu, kNvSwitch, kNic, kLeaf, kSpine, kCore, kSwitch };
 
 struct VertexProp {
   Kind kind = Kind::kGpu;
@@ -34,6 +39,7 @@ const char* KindName(Kind k) {
     case Kind::kLeaf: return "leaf";
     case Kind::kSpine: return "spine";
     case Kind::kCore: return "core";
+    case Kind::kSwitch: return "switch";
   }
   return "?";
 }
@@ -47,6 +53,15 @@ struct Topology::Impl {
   int64_t nodes = 1, gpn = 1, nics = 1;
   int64_t leaves_per_rail = 0, nodes_per_leaf = 1, leaves = 0, spines_per_pod = 0, pods = 1;
   std::vector<int32_t> gpu, nvs, nic, leaf, spine, core;  // vertex ids by kind
+  std::vector<int32_t> switches;                          // explicit fabrics
+  std::vector<std::string> switch_names;
+  // Explicit fabrics route by breadth-first search (fewest hops), one search per source NIC,
+  // cached: for each vertex, the link that reached it in the search tree.
+  mutable std::mutex bfs_mu;
+  mutable std::map<int32_t, std::vector<int32_t>> bfs_tree;
+
+  bool Explicit() const { return fabric.kind == FabricSpec::Kind::kExplicit; }
+  const std::vector<int32_t>& SearchTree(int32_t source) const;
 
   int32_t AddVertex(Kind k, int64_t index) {
     return static_cast<int32_t>(boost::add_vertex(VertexProp{k, index}, g));
@@ -78,6 +93,25 @@ struct Topology::Impl {
   }
 };
 
+const std::vector<int32_t>& Topology::Impl::SearchTree(int32_t source) const {
+  std::lock_guard<std::mutex> lock(bfs_mu);
+  auto it = bfs_tree.find(source);
+  if (it != bfs_tree.end()) return it->second;
+  // Breadth-first search from `source`, recording the link that first reaches each vertex;
+  // vecS out-edge lists make the search (and so the routes) deterministic.
+  std::vector<int32_t> reached_by(boost::num_vertices(g), -1);
+  struct Recorder : boost::default_bfs_visitor {
+    std::vector<int32_t>* reached_by;
+    void tree_edge(Graph::edge_descriptor e, const Graph& graph) const {
+      (*reached_by)[boost::target(e, graph)] = graph[e].link;
+    }
+  };
+  Recorder rec;
+  rec.reached_by = &reached_by;
+  boost::breadth_first_search(g, boost::vertex(source, g), boost::visitor(rec));
+  return bfs_tree.emplace(source, std::move(reached_by)).first->second;
+}
+
 FabricSpec DefaultFabric(const NodeSpec& node) {
   FabricSpec f;
   f.name = "default (non-blocking rail-optimised two-level fat tree)";
@@ -94,7 +128,8 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
   t.nodes = c.nodes;
   t.gpn = c.node.gpus_per_node;
   t.nics = std::max<int64_t>(1, c.node.nics_per_node);
-  if (t.nodes > 1 && (c.node.nics_per_node == 0 || t.fabric.link_bandwidth.bytes_per_s() <= 0)) {
+  if (t.nodes > 1 && (c.node.nics_per_node == 0 ||
+                      (!t.Explicit() && t.fabric.link_bandwidth.bytes_per_s() <= 0))) {
     return absl::FailedPreconditionError(
         "a multi-node cluster needs NICs on its node type and a fabric link bandwidth");
   }
@@ -118,7 +153,33 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
       }
     }
   }
-  if (t.nodes > 1) {
+  if (t.nodes > 1 && t.Explicit()) {
+    for (size_t i = 0; i < t.fabric.switches.size(); ++i) {
+      t.switches.push_back(t.AddVertex(Kind::kSwitch, static_cast<int64_t>(i)));
+      t.switch_names.push_back(t.fabric.switches[i]);
+    }
+    auto vertex = [&](const std::string& end) -> std::optional<int32_t> {
+      int64_t n = 0, k = 0;
+      char tail = 0;
+      if (std::sscanf(end.c_str(), "node%ld.nic%ld%c", &n, &k, &tail) == 2) {
+        if (n < t.nodes && k < t.nics) return t.nic[n * t.nics + k];
+        return std::nullopt;
+      }
+      for (size_t i = 0; i < t.switch_names.size(); ++i) {
+        if (t.switch_names[i] == end) return t.switches[i];
+      }
+      return std::nullopt;
+    };
+    for (const FabricLink& l : t.fabric.links) {
+      auto a = vertex(l.a), b = vertex(l.b);
+      if (!a || !b) {
+        return absl::InvalidArgumentError(absl::StrCat("fabric ", t.fabric.name, ": link ", l.a,
+                                                       " -- ", l.b, " names no vertex of a ",
+                                                       t.nodes, "-node cluster"));
+      }
+      t.Connect(*a, *b, l.bandwidth, l.latency);
+    }
+  } else if (t.nodes > 1) {
     const FabricSpec& f = t.fabric;
     if (f.rail_optimized) {
       t.nodes_per_leaf = f.leaf_ports;
@@ -210,8 +271,21 @@ void Topology::Route(int64_t a, int64_t b, std::optional<int64_t> rail,
   };
   const int64_t ka = nic_of(a), kb = nic_of(b);
   const int32_t nic_a = t.nic[na * t.nics + ka], nic_b = t.nic[nb * t.nics + kb];
-  const int64_t la = t.LeafOf(na, ka), lb = t.LeafOf(nb, kb);
   out.push_back(t.LinkBetween(t.gpu[a], nic_a));
+  if (t.Explicit()) {
+    const std::vector<int32_t>& tree = t.SearchTree(nic_a);
+    std::vector<int32_t> path;
+    for (int32_t v = nic_b; v != nic_a;) {
+      const int32_t l = tree[v];
+      SIM_CHECK(l >= 0, "explicit fabric: destination unreachable (validated at build)");
+      path.push_back(l);
+      v = t.links[l].from;
+    }
+    out.insert(out.end(), path.rbegin(), path.rend());
+    out.push_back(t.LinkBetween(nic_b, t.gpu[b]));
+    return;
+  }
+  const int64_t la = t.LeafOf(na, ka), lb = t.LeafOf(nb, kb);
   out.push_back(t.LinkBetween(nic_a, t.leaf[la]));
   if (la != lb) {
     // Deterministic ECMP: the same (source node, destination node, rail) takes the same spine.
@@ -246,14 +320,15 @@ TopologySummary Topology::Summary() const {
   s.gpus = static_cast<int64_t>(t.gpu.size());
   s.nodes = t.nodes;
   s.nics = static_cast<int64_t>(t.nic.size());
-  s.leaves = t.leaves;
+  s.leaves = t.Explicit() ? static_cast<int64_t>(t.switches.size()) : t.leaves;
   s.spines = static_cast<int64_t>(t.spine.size());
   s.cores = static_cast<int64_t>(t.core.size());
   s.cables = static_cast<int64_t>(t.links.size()) / 2;
   // Injection: each node's NICs divided among its GPUs.
   double nic_bw = 0;
   for (const Link& l : t.links) {
-    if (t.g[l.from].kind == Kind::kNic && t.g[l.to].kind == Kind::kLeaf) {
+    if (t.g[l.from].kind == Kind::kNic &&
+        (t.g[l.to].kind == Kind::kLeaf || t.g[l.to].kind == Kind::kSwitch)) {
       nic_bw = l.bandwidth.bytes_per_s();
       break;
     }
@@ -263,7 +338,10 @@ TopologySummary Topology::Summary() const {
   // Bisection: half the nodes' injection, limited by the spine layer's oversubscription when
   // the halves sit on different leaves.
   const double half = static_cast<double>(t.nodes / 2) * static_cast<double>(t.nics) * nic_bw;
-  s.bisection = Bandwidth::BytesPerSecond(t.leaves > 1 ? half / t.fabric.oversubscription : half);
+  // Explicit fabrics: the injection bound (a min cut is not computed yet).
+  s.bisection = Bandwidth::BytesPerSecond(t.leaves > 1 && !t.Explicit()
+                                              ? half / t.fabric.oversubscription
+                                              : half);
   return s;
 }
 
@@ -279,6 +357,7 @@ std::string Topology::Dot() const {
   }
   for (size_t s = 0; s < t.spine.size(); ++s) absl::StrAppendFormat(&out, "  spine%d [shape=ellipse];\n", s);
   for (size_t c = 0; c < t.core.size(); ++c) absl::StrAppendFormat(&out, "  core%d [shape=ellipse];\n", c);
+  for (const std::string& n : t.switch_names) absl::StrAppendFormat(&out, "  \"%s\" [shape=ellipse];\n", n);
   for (const Link& l : t.links) {
     const auto& f = t.g[l.from];
     const auto& to = t.g[l.to];
@@ -288,11 +367,16 @@ std::string Topology::Dot() const {
         case Kind::kLeaf: return absl::StrCat("leaf", v.index);
         case Kind::kSpine: return absl::StrCat("spine", v.index);
         case Kind::kCore: return absl::StrCat("core", v.index);
+        case Kind::kSwitch: return absl::StrCat("\"", t.switch_names[v.index], "\"");
         default: return "";
       }
     };
-    // One line per cable between switch tiers (and node to leaf), written from the lower tier.
-    if (static_cast<int>(f.kind) < static_cast<int>(to.kind) && f.kind >= Kind::kNic) {
+    // One line per cable between switch tiers (and node to leaf), written from the lower tier;
+    // explicit switch-to-switch cables once, from the lower vertex id.
+    const bool switch_pair = f.kind == Kind::kSwitch && to.kind == Kind::kSwitch;
+    if ((switch_pair && l.from < l.to) ||
+        (!switch_pair && static_cast<int>(f.kind) < static_cast<int>(to.kind) &&
+         f.kind >= Kind::kNic)) {
       absl::StrAppendFormat(&out, "  %s -- %s [label=\"%.0f GB/s\"];\n", name(f), name(to),
                             l.bandwidth.bytes_per_s() / 1e9);
     }

@@ -40,8 +40,14 @@ absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
 // Case-insensitive lookup by catalog name; NotFound with the nearest name.
 absl::StatusOr<GpuSpec> FindGpu(const std::vector<GpuSpec>& gpus, absl::string_view name);
 
+// What a fabric's NIC endpoints ("nodeN.nicK") may name, when the cluster is known.
+struct FabricLimits {
+  std::optional<int64_t> nodes, nics;
+};
+
 // A fabric by catalog name (topologies/fabrics/NAME.yaml) or path.
-absl::StatusOr<FabricSpec> LoadFabric(const DataRoot& root, absl::string_view name_or_path);
+absl::StatusOr<FabricSpec> LoadFabric(const DataRoot& root, absl::string_view name_or_path,
+                                      const FabricLimits& limits = {});
 std::vector<std::string> CatalogFabricNames(const DataRoot& root);
 
 // A cluster topology file (topologies/NAME.yaml): node type x nodes x fabric.

@@ -21,7 +21,7 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
                                        bool embedded);
 
 std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view path,
-                                     YamlErrors& errors);
+                                     YamlErrors& errors, const FabricLimits& limits);
 
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors);
 

@@ -144,10 +144,11 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
   if (auto v = ReadDuration(k("intra_node_latency"), errors)) c.node.intra_node_latency = *v;
   if (auto v = ReadDuration(k("inter_node_latency"), errors)) c.node.inter_node_latency = *v;
   if (const YAML::Node f = Child(node, "fabric"); f.IsDefined()) {
+    const FabricLimits limits{c.nodes, c.node.nics_per_node};
     if (f.IsMap()) {
-      c.fabric = ReadFabric(f, "cluster.fabric", errors);
+      c.fabric = ReadFabric(f, "cluster.fabric", errors, limits);
     } else if (auto v = ReadString(k("fabric"), errors)) {
-      auto fabric = LoadFabric(data, *v);
+      auto fabric = LoadFabric(data, *v, limits);
       if (!fabric.ok()) {
         errors.Add(f, "cluster.fabric", fabric.status().message());
       } else {

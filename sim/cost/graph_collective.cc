@@ -60,10 +60,15 @@ void Settle(const cluster::Topology& topo, const std::vector<Transfer>& transfer
     if (!t.links.empty()) seconds_per_byte = std::max(seconds_per_byte, t.share / bw);
     latency = std::max(latency, base_latency + hops);
   }
+  // The bottleneck: the used link with the smallest share of bandwidth per transfer.
+  double tightest = 1e300;
   for (int32_t l = 0; l < topo.num_links(); ++l) {
-    if (load[l] > busiest_load) {
-      busiest_load = load[l];
+    if (load[l] == 0) continue;
+    const double per_transfer = topo.link(l).bandwidth.bytes_per_s() / load[l];
+    if (per_transfer < tightest) {
+      tightest = per_transfer;
       busiest_link = l;
+      busiest_load = load[l];
     }
   }
 }

@@ -35,7 +35,7 @@ namespace sim::cost {
 struct PricedCollective {
   Duration time;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
-  std::string busiest_link;  // the most loaded link of its slowest phase
+  std::string busiest_link;  // the bottleneck of its slowest phase: least bandwidth per transfer
   int32_t busiest_load = 0;  // transfers sharing it in one step
 };
 

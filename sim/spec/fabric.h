@@ -1,16 +1,31 @@
 #pragma once
 // The inter-node fabric of a cluster (topologies/fabrics/NAME.yaml): a two- or three-level fat
-// tree, rail-optimised or not, with an oversubscription ratio.
+// tree, rail-optimised or not, with an oversubscription ratio; or an explicit list of switches
+// and links for anything else.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/base/units.h"
 
 namespace sim {
 
+// One cable of an explicit fabric. Endpoints are switch names or "nodeN.nicK" (NIC K of node
+// N); the cable carries `bandwidth` in each direction.
+struct FabricLink {
+  std::string a, b;
+  Bandwidth bandwidth;
+  Duration latency;
+};
+
 struct FabricSpec {
+  enum class Kind { kFatTree, kExplicit };
   std::string name;
+  Kind kind = Kind::kFatTree;
+  // Explicit fabrics: the switches and cables; routes are shortest paths (fewest hops).
+  std::vector<std::string> switches;
+  std::vector<FabricLink> links;
   int levels = 2;               // 2: leaf + spine; 3: leaf + spine + core (pods of leaves)
   bool rail_optimized = true;   // NIC k of every node connects to a leaf of rail k
   // Leaf downlink bandwidth : uplink bandwidth. 1 = non-blocking; 4 = a 4:1 oversubscribed spine.
