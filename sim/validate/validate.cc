@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/base/parallel.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/report/run_report.h"
 #include "sim/report/table.h"
@@ -91,46 +92,38 @@ std::optional<double> Predict(const std::string& metric, const ValidationCase& c
 
 std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int jobs) {
   std::vector<CaseResult> out(cases.size());
-  std::atomic<size_t> next{0};
-  auto work = [&]() {
-    for (size_t i = next++; i < cases.size(); i = next++) {
-      const ValidationCase& c = cases[i];
-      CaseResult& res = out[i];
-      res.id = c.id;
-      res.source = c.source;
-      res.group = std::filesystem::path(c.file).stem().string();
-      if (c.skip) {
-        res.skipped = *c.skip;
-        continue;
-      }
-      if (c.deepspeed_estimator) {
-        const DeepSpeedEstimate e = EstimateDeepSpeed(*c.deepspeed_estimator);
-        for (const auto& [metric, measured] : c.measured) {
-          const double predicted = static_cast<double>(
-              (metric == "gpu_memory" ? e.gpu : e.cpu).count());
-          res.metrics.push_back(
-              {metric, measured, predicted, 100.0 * (predicted - measured) / measured});
-        }
-        continue;
-      }
-      auto r = replay::Replay(c.scenario, {});
-      if (!r.ok()) {
-        res.skipped = std::string(r.status().message());
-        continue;
-      }
-      for (const auto& [metric, measured] : c.measured) {
-        auto predicted = Predict(metric, c, *r);
-        if (!predicted) continue;
-        res.metrics.push_back(
-            {metric, measured, *predicted, 100.0 * (*predicted - measured) / measured});
-      }
+  ParallelFor(cases.size(), jobs, [&](size_t i) {
+    const ValidationCase& c = cases[i];
+    CaseResult& res = out[i];
+    res.id = c.id;
+    res.source = c.source;
+    res.group = std::filesystem::path(c.file).stem().string();
+    if (c.skip) {
+      res.skipped = *c.skip;
+      return;
     }
-  };
-  const int threads = std::max(1, std::min<int>(jobs, static_cast<int>(cases.size())));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+    if (c.deepspeed_estimator) {
+      const DeepSpeedEstimate e = EstimateDeepSpeed(*c.deepspeed_estimator);
+      for (const auto& [metric, measured] : c.measured) {
+        const double predicted = static_cast<double>(
+            (metric == "gpu_memory" ? e.gpu : e.cpu).count());
+        res.metrics.push_back(
+            {metric, measured, predicted, 100.0 * (predicted - measured) / measured});
+      }
+      return;
+    }
+    auto r = replay::Replay(c.scenario, {});
+    if (!r.ok()) {
+      res.skipped = std::string(r.status().message());
+      return;
+    }
+    for (const auto& [metric, measured] : c.measured) {
+      auto predicted = Predict(metric, c, *r);
+      if (!predicted) continue;
+      res.metrics.push_back(
+          {metric, measured, *predicted, 100.0 * (*predicted - measured) / measured});
+    }
+  });
   return out;
 }
 

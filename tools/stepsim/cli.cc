@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "sim/config/catalog.h"
 
 namespace stepsim_cli {
 
@@ -21,6 +22,15 @@ int Fail(const std::string& command, const absl::Status& status) {
     default:
       return kExitInternal;
   }
+}
+
+std::string ResolveScenarioPath(const std::string& path) {
+  const auto root = sim::config::DataRoot::Default();
+  if (!std::filesystem::exists(path) && std::filesystem::path(path).is_relative() &&
+      std::filesystem::exists(root.path + "/" + path)) {
+    return root.path + "/" + path;
+  }
+  return path;
 }
 
 absl::Status WriteOutput(const std::string& path, const std::string& text) {

@@ -20,6 +20,10 @@ int Fail(const std::string& command, const absl::Status& status);
 // and renamed, so a failed run never leaves a half-written report.
 absl::Status WriteOutput(const std::string& path, const std::string& text);
 
+// A scenario path as given, or, when that does not exist and is relative, the same path under
+// the data root (so `stepsim` finds scenarios/default.yaml from any folder).
+std::string ResolveScenarioPath(const std::string& path);
+
 int LedgerCommand(const std::vector<std::string>& args);
 int RunCommand(const std::vector<std::string>& args);
 int SweepCommand(const std::vector<std::string>& args);

@@ -84,13 +84,8 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!o.ok()) return Fail("run", o.status());
     overrides.push_back(*o);
   }
-  const auto root = sim::config::DataRoot::Default();
-  std::string path = flags.positional()[0];
-  if (!std::filesystem::exists(path) && std::filesystem::path(path).is_relative() &&
-      std::filesystem::exists(root.path + "/" + path)) {
-    path = root.path + "/" + path;  // `stepsim` from any folder finds scenarios/default.yaml
-  }
-  auto scenario = sim::config::LoadScenario(root, path, overrides);
+  auto scenario = sim::config::LoadScenario(sim::config::DataRoot::Default(),
+                                            ResolveScenarioPath(flags.positional()[0]), overrides);
   if (!scenario.ok()) return Fail("run", scenario.status());
   if (flags.Has("resolved")) {
     std::cout << ResolvedJob(*scenario);

@@ -63,13 +63,7 @@ absl::StatusOr<std::vector<config::Override>> Sets(const FlagSet& f) {
 }
 
 absl::StatusOr<config::ScenarioLoader> Open(const std::string& path) {
-  const auto root = config::DataRoot::Default();
-  std::string p = path;
-  if (!std::filesystem::exists(p) && std::filesystem::path(p).is_relative() &&
-      std::filesystem::exists(root.path + "/" + p)) {
-    p = root.path + "/" + p;
-  }
-  return config::ScenarioLoader::Open(root, p);
+  return config::ScenarioLoader::Open(config::DataRoot::Default(), ResolveScenarioPath(path));
 }
 
 // Every configuration failing means the sweep itself is wrong (a bad key or value): exit 2

@@ -1,0 +1,22 @@
+#include "sim/base/parallel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <vector>
+
+namespace sim {
+
+void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  auto work = [&]() {
+    for (size_t i = next++; i < n; i = next++) fn(i);
+  };
+  const int threads = std::max(1, std::min<int>(jobs, static_cast<int>(n)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+}
+
+}  // namespace sim
