@@ -14,8 +14,9 @@
 //   void     OnFinish(int32_t task, Duration now);
 //
 // Events follow the phase ladder of event_queue.h: all finishes at time t, then one dispatch
-// that issues and starts what became ready. Cost: O(tasks · log streams) — the heap holds at
-// most one finish per stream plus one dispatch.
+// that issues and starts what became ready. Only finishes are queued (the dispatch of time t
+// runs when the last finish at t has been popped). Cost: O(tasks · log streams) — the heap
+// holds at most one finish per stream.
 
 #include <cstdint>
 #include <optional>
@@ -73,18 +74,19 @@ class Executor {
     for (int32_t t = 0; t < g_.num_tasks(); ++t) {
       if (remaining_[t] == 0) ready_.push_back(t);
     }
-    RequestDispatch(Duration::Zero());
     ExecutionStats stats;
+    Dispatch(Duration::Zero());
     while (!q_.empty()) {
       const Event e = q_.Pop();
       stats.events++;
-      if (e.phase == Phase::kFinish) {
-        Finish(static_cast<int32_t>(e.payload), e.time);
-      } else {
-        dispatch_pending_ = false;
+      Finish(static_cast<int32_t>(e.payload), e.time);
+      stats.makespan = e.time;
+      // The dispatch phase of time t runs once every finish at t has been applied. Only
+      // finishes are queued, so the dispatch runs inline when the next event is later.
+      if (q_.empty() || q_.top().time != e.time) {
+        stats.events++;
         Dispatch(e.time);
       }
-      stats.makespan = e.time;
     }
     for (int32_t s = 0; s < g_.num_streams; ++s) {
       SIM_CHECK(head_[s] == queue_begin_[s + 1], "a stream did not drain: dependency cycle");
@@ -93,12 +95,6 @@ class Executor {
   }
 
  private:
-  void RequestDispatch(Duration now) {
-    if (dispatch_pending_) return;
-    dispatch_pending_ = true;
-    q_.Schedule(now, Phase::kDispatch, 0);
-  }
-
   void MarkDirty(int32_t s) {
     if (!is_dirty_[s]) {
       is_dirty_[s] = 1;
@@ -116,7 +112,6 @@ class Executor {
       const int32_t next = g_.succ[i];
       if (--remaining_[next] == 0) ready_.push_back(next);
     }
-    RequestDispatch(now);
   }
 
   void Dispatch(Duration now) {
@@ -168,7 +163,6 @@ class Executor {
   std::vector<uint8_t> is_dirty_;
   std::vector<int32_t> ready_;
   std::vector<int32_t> join_arrived_;
-  bool dispatch_pending_ = false;
 };
 
 }  // namespace sim::engine
