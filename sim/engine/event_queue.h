@@ -6,6 +6,8 @@
 //   kFinish   — an activity ends: its stream becomes free and its end-of-activity effects
 //               (memory frees) apply;
 //   kDispatch — ready activities are issued and started (their allocations apply).
+// (The task executor queues only finishes and runs the dispatch of time t inline once the last
+// finish at t is popped — the same ladder with half the heap traffic.)
 // So everything that ends at time t releases memory before anything starting at t allocates:
 // the peak is never overstated by a free and an allocation that coincide. Within a phase, events
 // run in the order they were scheduled (sequence number), which makes runs deterministic.

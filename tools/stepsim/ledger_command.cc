@@ -106,7 +106,6 @@ int LedgerCommand(const std::vector<std::string>& args) {
   if (in.params <= 0) {
     return Fail("ledger", absl::InvalidArgumentError("give a MODEL or --params COUNT"));
   }
-  absl::Status st;
   auto gpus = PositiveInt(flags, "gpus", 8);
   auto gpn = PositiveInt(flags, "gpus-per-node", 8);
   if (!gpn.ok()) return Fail("ledger", gpn.status());
