@@ -29,6 +29,9 @@ struct DataRoot {
   std::string FabricsDir() const { return path + "/topologies/fabrics"; }
 };
 
+// The .yaml files of a folder, sorted: their paths, or their names without the extension.
+std::vector<std::string> YamlFilesIn(const std::string& dir, bool stems);
+
 absl::StatusOr<ModelSpec> LoadModelFile(const std::string& path);
 // A catalog name ("llama2-70b") or a path to a model file ("my/model.yaml").
 absl::StatusOr<ModelSpec> LoadModel(const DataRoot& root, absl::string_view name_or_path);

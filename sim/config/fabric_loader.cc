@@ -124,13 +124,7 @@ std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view p
 }
 
 std::vector<std::string> CatalogFabricNames(const DataRoot& root) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(root.FabricsDir(), ec)) {
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
+  return YamlFilesIn(root.FabricsDir(), /*stems=*/true);
 }
 
 absl::StatusOr<FabricSpec> LoadFabric(const DataRoot& root, absl::string_view name_or_path,

@@ -80,14 +80,20 @@ absl::StatusOr<ModelSpec> LoadModelFile(const std::string& path) {
   return *m;
 }
 
-std::vector<std::string> CatalogModelNames(const DataRoot& root) {
+std::vector<std::string> YamlFilesIn(const std::string& dir, bool stems) {
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(root.ModelsDir(), ec)) {
-    if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".yaml") {
+      names.push_back(stems ? e.path().stem().string() : e.path().string());
+    }
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::vector<std::string> CatalogModelNames(const DataRoot& root) {
+  return YamlFilesIn(root.ModelsDir(), /*stems=*/true);
 }
 
 absl::StatusOr<ModelSpec> LoadModel(const DataRoot& root, absl::string_view name_or_path) {

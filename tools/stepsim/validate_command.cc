@@ -31,12 +31,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
   const auto root = sim::config::DataRoot::Default();
   std::vector<std::string> files = flags.positional();
   if (files.empty()) {
-    std::error_code ec;
-    for (const auto& e :
-         std::filesystem::directory_iterator(root.path + "/scenarios/validation", ec)) {
-      if (e.path().extension() == ".yaml") files.push_back(e.path().string());
-    }
-    std::sort(files.begin(), files.end());
+    files = sim::config::YamlFilesIn(root.path + "/scenarios/validation", /*stems=*/false);
     if (files.empty()) {
       return Fail("validate", absl::NotFoundError("no case files in scenarios/validation/"));
     }
