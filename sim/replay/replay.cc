@@ -75,10 +75,10 @@ class ReplayListener {
     for (const Op& op : p_.ops) {
       Duration d;
       if (op.stream == StreamKind::kComm) {
-        const cost::PricedCollective priced =
-            comm.Price(op.collective, op.tensor, op.comm_group, op.buckets);
+        const CollectiveSpec& c = p_.CollectiveOf(op);
+        const cost::PricedCollective priced = comm.Price(c.kind, c.tensor, c.group, c.buckets);
         d = priced.time;
-        auto& st = r_.collectives[static_cast<int>(op.collective)];
+        auto& st = r_.collectives[static_cast<int>(c.kind)];
         st.count++;
         st.time += d;
         st.by_algorithm[static_cast<int>(priced.algorithm)]++;
@@ -169,10 +169,12 @@ void CountWork(ReplayResult& r) {
         r.recompute_flops += op.flops;
         r.hardware_flops += op.flops;
         break;
-      case OpPhase::kComm:
-        r.comm_bytes_sent[static_cast<int>(op.collective)] +=
-            BytesSentPerGpu(op.collective, op.tensor, op.comm_group.size);
+      case OpPhase::kComm: {
+        const CollectiveSpec& c = r.program.CollectiveOf(op);
+        r.comm_bytes_sent[static_cast<int>(c.kind)] +=
+            BytesSentPerGpu(c.kind, c.tensor, c.group.size);
         break;
+      }
       case OpPhase::kOptimizer: break;  // neither model nor hardware FLOPs by convention
     }
   }

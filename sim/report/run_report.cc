@@ -277,11 +277,12 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
     const Op& op = r.program.ops[t.op];
     nlohmann::ordered_json args;
     if (op.stream == StreamKind::kComm) {
-      args = {{"collective", Name(op.collective)},
-              {"tensor_bytes", op.tensor.count()},
-              {"bytes_sent", BytesSentPerGpu(op.collective, op.tensor, op.comm_group.size).count()},
-              {"group_size", op.comm_group.size},
-              {"buckets", op.buckets}};
+      const CollectiveSpec& c = r.program.CollectiveOf(op);
+      args = {{"collective", Name(c.kind)},
+              {"tensor_bytes", c.tensor.count()},
+              {"bytes_sent", BytesSentPerGpu(c.kind, c.tensor, c.group.size).count()},
+              {"group_size", c.group.size},
+              {"buckets", c.buckets}};
     } else {
       args = {{"flops", op.flops.count()}, {"bytes_moved", op.bytes_moved.count()}};
     }
@@ -328,9 +329,10 @@ std::string DumpOps(const OpProgram& p) {
     absl::StrAppendFormat(&out, "%d %s %s", i, op.stream == StreamKind::kComm ? "comm" : "compute",
                           OpLabel(op, p.layers));
     if (op.stream == StreamKind::kComm) {
+      const CollectiveSpec& c = p.CollectiveOf(op);
       absl::StrAppendFormat(&out, " | %s %d B over %d GPUs (%d nodes) in %d buckets",
-                            Name(op.collective), op.tensor.count(), op.comm_group.size,
-                            op.comm_group.nodes, op.buckets);
+                            Name(c.kind), c.tensor.count(), c.group.size, c.group.nodes,
+                            c.buckets);
     } else {
       absl::StrAppendFormat(&out, " | %.6g FLOP %d B", op.flops.count(), op.bytes_moved.count());
     }

@@ -134,19 +134,20 @@ class Lowerer {
 
   // ---- ZeRO-3 gathers ---------------------------------------------------------------------
 
+  // A communication op and its collective (recorded now; `buckets` may be set through
+  // Spec(op) before the op is added).
   Op Collective(absl::string_view name, CollectiveKind kind, Bytes tensor, CommGroup group,
-                int32_t g) const {
+                int32_t g) {
     Op op;
     op.name = name;
     op.phase = OpPhase::kComm;
     op.stream = StreamKind::kComm;
-    op.collective = kind;
-    op.tensor = tensor;
-    op.comm_group = group;
     op.group = g;
-    op.buckets = 1;
+    op.collective = static_cast<int32_t>(p_.collectives.size());
+    p_.collectives.push_back({kind, tensor, group, 1});
     return op;
   }
+  CollectiveSpec& Spec(const Op& op) { return p_.collectives[op.collective]; }
 
   // Launches the gathers of groups [from, to] (in the direction of travel) not yet launched,
   // anchored at the compute reached so far. The buffer is allocated at launch.
@@ -399,14 +400,14 @@ class Lowerer {
                   ? Collective("all_reduce", CollectiveKind::kAllReduce, grads, dp_group_, g)
                   : Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads,
                                dp_group_, g);
-      op.buckets = buckets;
+      Spec(op).buckets = buckets;
       reduces_.push_back(Add(op, deps,
                              {{MemWhen::kStart, MemCategory::kCommBuffers, staging},
                               {MemWhen::kEnd, MemCategory::kCommBuffers, -staging}}));
       return;
     }
     Op rs = Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, shard_group_, g);
-    rs.buckets = s_.parallel.framework == Framework::kFsdp ? 1 : buckets;
+    Spec(rs).buckets = s_.parallel.framework == Framework::kFsdp ? 1 : buckets;
     const Bytes buffer = s_.parallel.framework == Framework::kFsdp
                              ? (reduce_bytes_ != kCompute ? grads : Bytes())
                              : staging;
@@ -466,7 +467,8 @@ class Lowerer {
     if ((plan_.stage == 1 || plan_.stage == 2) && s_.parallel.framework == Framework::kDeepSpeed) {
       Op ag = Collective("all_gather", CollectiveKind::kAllGather, ComputeBytes(total), dp_group_,
                          kStepWide);
-      ag.buckets = CeilDiv(ag.tensor.count(), std::max<int64_t>(s_.parallel.bucket.count(), 1));
+      Spec(ag).buckets =
+          CeilDiv(Spec(ag).tensor.count(), std::max<int64_t>(s_.parallel.bucket.count(), 1));
       Add(ag, {id}, {});
     }
   }

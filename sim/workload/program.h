@@ -61,12 +61,9 @@ struct Op {
   OpClass op_class = OpClass::kMemoryBound;
   Flops flops;
   Bytes bytes_moved;
-  // Collectives: the full tensor M (SPEC §2: ring all-gather/reduce-scatter send M(n-1)/n per
-  // GPU, all-reduce 2M(n-1)/n), split into `buckets` launches.
-  CollectiveKind collective = CollectiveKind::kNone;
-  Bytes tensor;
-  CommGroup comm_group;
-  int32_t buckets = 1;
+  // Communication ops: index into OpProgram::collectives (kept apart so that the ops the
+  // replay walks stay small).
+  int32_t collective = 0;
   // Index ranges into OpProgram::deps and OpProgram::mem. An op's memory actions are ordered
   // by MemWhen: [mem_begin, mem_start) at issue, [mem_start, mem_finish) at start,
   // [mem_finish, mem_end) at end.
@@ -76,8 +73,19 @@ struct Op {
 
 inline constexpr int32_t kStepWide = -1;
 
+// A collective: the full tensor M (SPEC §2: ring all-gather/reduce-scatter send M(n-1)/n per
+// GPU, all-reduce 2M(n-1)/n) over `group`, launched as `buckets` collectives of equal size.
+struct CollectiveSpec {
+  CollectiveKind kind = CollectiveKind::kNone;
+  Bytes tensor;
+  CommGroup group;
+  int32_t buckets = 1;
+};
+
 struct OpProgram {
   std::vector<Op> ops;
+  std::vector<CollectiveSpec> collectives;  // of the communication ops
+  const CollectiveSpec& CollectiveOf(const Op& op) const { return collectives[op.collective]; }
   std::vector<int32_t> deps;  // predecessors, by op index (always lower than the op's own)
   std::vector<MemAction> mem;
   // Memory held for the whole step (weights, gradient buffers, optimizer state, the runtime
