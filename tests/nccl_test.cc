@@ -1,9 +1,10 @@
 // Predicted all-reduce bus bandwidth against published nccl-tests runs
-// (../shared/validation/collectives.yaml, large messages). Rows where NCCL used NVLink SHARP
-// (NVLS) or in-network SHARP are printed but not held to the bound: stepsim does not model
-// in-switch reduction yet, and their busbw exceeds what the wires carry. The single-node A100
-// rows are also where the A100 comm_efficiency (0.77) comes from, so they check consistency
-// only; the two-node rows are independent of the calibration.
+// (../shared/validation/collectives.yaml, large messages). Single-node NVLS rows are modelled
+// (nvls algorithm); multi-node NVLS-tree rows (AWS p5, GCP a3-mega) are printed but not held to
+// the bound: stepsim has no NVLS-tree yet, and their busbw exceeds what the wires carry. The
+// single-node A100 rows and the H100 NVLS row are where comm_efficiency (0.77) and
+// nvls_efficiency (0.61) come from, so they check consistency only; the H200 and two-node
+// rows are independent of the calibration.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -34,7 +35,9 @@ TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
   const std::vector<Run> runs = {
       {"oci_gpu4_8_a100_1n8g_allreduce", "A100-SXM4-40GB", 1, 300, 0, 0, 10737418240.0, 232.04, true},
       {"azure_nda100v4_1n8g_allreduce", "A100-SXM4-80GB", 1, 300, 0, 0, 8589934592.0, 231.58, true},
-      {"azure_ndh100v5_1n8g_allreduce (NVLS)", "H100-SXM5-80GB", 1, 450, 0, 0, 8589934592.0, 478.87, false},
+      {"azure_ndh100v5_1n8g_allreduce (NVLS)", "H100-SXM5-80GB", 1, 450, 0, 0, 8589934592.0, 478.87, true},
+      {"azure_ndh200v5_1n8g_allreduce (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 8589934592.0, 479.98, true},
+      {"stas_h200_1n8g_allreduce_ncclt_v2 (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 480.7, true},
       {"oci_gpu4_8_a100_2n16g_allreduce_ocijp", "A100-SXM4-40GB", 2, 300, 16, 100, 10737418240.0, 222.88, true},
       {"aws_p4de_2n16g_allreduce_awsome", "A100-SXM4-80GB", 2, 300, 4, 100, 2147483648.0, 78.33, true},
       {"aws_p5_2n16g_allreduce_awsome (NVLS tree)", "H100-SXM5-80GB", 2, 450, 32, 100, 17179869184.0, 487.09, false},
@@ -76,7 +79,7 @@ TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
       ++held;
     }
   }
-  CHECK(held >= 4);
+  CHECK(held >= 7);
 }
 
 }  // namespace

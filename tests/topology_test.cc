@@ -186,3 +186,34 @@ TEST_CASE("a GPU the fabric does not reach is an error", "[topology]") {
 
 }  // namespace
 }  // namespace sim
+
+namespace sim {
+namespace {
+
+TEST_CASE("NVLS: in-switch all-reduce inside an H100 node, not on A100 or for all-gather",
+          "[topology]") {
+  for (const char* node : {"dgx-h100", "dgx-a100-80gb"}) {
+    const ClusterSpec c = Cluster(node, 1);
+    auto t = cluster::Topology::Build(c);
+    REQUIRE(t.ok());
+    cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kAuto);
+    const CommGroup all{8, 1, 1, 1, 0};
+    const auto ar = model.Price(CollectiveKind::kAllReduce, Bytes::GiB(8), all, 1);
+    const auto ag = model.Price(CollectiveKind::kAllGather, Bytes::GiB(8), all, 1);
+    CHECK(ag.algorithm == CollectiveAlgorithm::kRing);
+    if (std::string(node) == "dgx-h100") {
+      CHECK(ar.algorithm == CollectiveAlgorithm::kNvls);
+      // M / (B · η_nvls) plus two step latencies.
+      const double want = static_cast<double>(Bytes::GiB(8).count()) /
+                              (c.node.intra_node_bandwidth.bytes_per_s() *
+                               *c.gpu.calibration.nvls_efficiency) +
+                          2 * c.node.intra_node_latency.seconds();
+      CHECK(ar.time.seconds() == Approx(want).epsilon(1e-9));
+    } else {
+      CHECK(ar.algorithm == CollectiveAlgorithm::kRing);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sim

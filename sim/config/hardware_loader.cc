@@ -15,8 +15,8 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
                      YamlErrors& errors) {
   if (!CheckMapping(node, path,
                     {"gemm_efficiency", "attention_efficiency", "memory_efficiency",
-                     "roofline_blend", "launch_overhead", "comm_efficiency", "overlap_slowdown",
-                     "note"},
+                     "roofline_blend", "launch_overhead", "comm_efficiency", "nvls_efficiency",
+                     "overlap_slowdown", "note"},
                     errors)) {
     return;
   }
@@ -29,6 +29,7 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
   if (auto v = ReadDouble(k("roofline_blend"), errors, 0.0, 1.0)) c.roofline_blend = *v;
   if (auto v = ReadDuration(k("launch_overhead"), errors)) c.launch_overhead = *v;
   if (auto v = ReadDouble(k("comm_efficiency"), errors, 0.01, 1.0)) c.comm_efficiency = *v;
+  c.nvls_efficiency = ReadDouble(k("nvls_efficiency"), errors, 0.01, 1.0);
   if (auto v = ReadDouble(k("overlap_slowdown"), errors, 1.0, 4.0)) c.overlap_slowdown = *v;
   ReadString(k("note"), errors);
 }

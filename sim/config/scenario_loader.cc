@@ -225,10 +225,12 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   if (auto v = ReadChoice(k("reduce_dtype"), errors, {"bf16", "fp16", "fp32"})) {
     par.reduce_dtype = *v == "bf16" ? Dtype::kBf16 : *v == "fp16" ? Dtype::kFp16 : Dtype::kFp32;
   }
-  if (auto v = ReadChoice(k("collective"), errors, {"ring", "tree", "hierarchical", "auto"})) {
+  if (auto v = ReadChoice(k("collective"), errors,
+                          {"ring", "tree", "hierarchical", "nvls", "auto"})) {
     par.collective = *v == "ring"           ? CollectiveAlgorithm::kRing
                      : *v == "tree"         ? CollectiveAlgorithm::kTree
                      : *v == "hierarchical" ? CollectiveAlgorithm::kHierarchical
+                     : *v == "nvls"         ? CollectiveAlgorithm::kNvls
                                             : CollectiveAlgorithm::kAuto;
   }
 }

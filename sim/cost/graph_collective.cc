@@ -23,6 +23,8 @@ GraphCostModel::GraphCostModel(cluster::Topology topology, const ClusterSpec& cl
       intra_latency_(cluster.node.intra_node_latency),
       inter_latency_(cluster.node.inter_node_latency),
       efficiency_(cluster.gpu.calibration.comm_efficiency),
+      nvls_efficiency_(cluster.gpu.calibration.nvls_efficiency),
+      nvlink_(cluster.node.intra_node_bandwidth),
       algorithm_(algorithm) {}
 
 std::vector<std::vector<int64_t>> GraphCostModel::Members(const CommGroup& g) const {
@@ -208,6 +210,18 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
   const auto groups = ByNode(topology_, members.front());
   const int64_t nodes = static_cast<int64_t>(groups.size());
   const int64_t per_node = static_cast<int64_t>(groups.front().size());
+  if (a == CollectiveAlgorithm::kNvls) {
+    if (!all_reduce || nodes > 1 || !nvls_efficiency_) return std::nullopt;
+    // Each GPU's NVLink carries M out (multimem reduce-load) and M in (multicast store); the
+    // efficiency is already the NVLS one, so the efficiency_ division in Price is undone here.
+    Phase p1;
+    p1.seconds_per_byte = efficiency_ / (nvlink_.bytes_per_s() * *nvls_efficiency_);
+    p1.latency = intra_latency_;
+    p1.bw_passes = 1;
+    p1.latency_steps = 2;
+    p.phases.push_back({p1, 1.0});
+    return p;
+  }
   if (nodes < 2) return std::nullopt;  // tree and hierarchical are inter-node algorithms
   if (a == CollectiveAlgorithm::kTree) {
     if (!all_reduce) return std::nullopt;  // NCCL: tree for all-reduce only
@@ -259,7 +273,7 @@ PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGr
   std::vector<CollectiveAlgorithm> candidates;
   if (algorithm == CollectiveAlgorithm::kAuto) {
     candidates = {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
-                  CollectiveAlgorithm::kHierarchical};
+                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls};
   } else {
     candidates = {algorithm};
   }

@@ -16,6 +16,9 @@
 //   hierarchical  intra-node reduce-scatter (m GPUs per node), inter-node ring of the M/m shard
 //                 among same-rail GPUs (m groups at once), intra-node all-gather; all-gather
 //                 and reduce-scatter use the inter + intra (or intra + inter) halves.
+//   nvls          all-reduce inside one node whose NVSwitch reduces (NVLink SHARP, H100 and
+//                 later): every GPU pushes M into the switch and reads the reduced M back, so
+//                 time = M / (B · η_nvls) + 2 step latencies (η_nvls from nccl-tests).
 //   auto          the fastest of these for each collective, as NCCL's tuner chooses.
 // Per-step latency: the node type's intra- or inter-node latency plus the switch hops of the
 // slowest transfer. Bandwidth is derated by the GPU type's calibrated comm efficiency. The
@@ -79,6 +82,8 @@ class GraphCostModel final : public CollectiveCostModel {
   cluster::Topology topology_;
   Duration intra_latency_, inter_latency_;
   double efficiency_;
+  std::optional<double> nvls_efficiency_;
+  Bandwidth nvlink_;
   CollectiveAlgorithm algorithm_;
   mutable std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int>,
                    std::optional<Pattern>>

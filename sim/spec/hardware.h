@@ -22,6 +22,9 @@ struct GpuCalibration {
   double roofline_blend = 0.0;
   Duration launch_overhead = Duration::Microseconds(4);
   double comm_efficiency = 0.80;       // achieved fraction of link bandwidth for collectives
+  // NVLink SHARP (in-switch reduction, NVSwitch gen 3 and later): the fraction of the NVLink
+  // bandwidth an NVLS all-reduce reaches; absent where the node has no NVLS.
+  std::optional<double> nvls_efficiency;
   double overlap_slowdown = 1.10;      // compute stretch while a collective runs beside it
 };
 

@@ -57,6 +57,7 @@ absl::string_view Name(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::kRing: return "ring";
     case CollectiveAlgorithm::kTree: return "tree";
     case CollectiveAlgorithm::kHierarchical: return "hierarchical";
+    case CollectiveAlgorithm::kNvls: return "nvls";
     case CollectiveAlgorithm::kAuto: return "auto";
   }
   return "?";

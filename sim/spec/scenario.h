@@ -25,8 +25,9 @@ enum class Framework { kDeepSpeed, kFsdp, kMegatron };
 enum class FsdpSharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
 // NCCL's algorithms: ring; (double binary) tree, for all-reduce; hierarchical = intra-node
 // reduce-scatter, inter-node all-reduce/all-gather of the shard, intra-node all-gather;
+// nvls = NVLink SHARP all-reduce inside one NVSwitch (H100 and later) node;
 // auto = the fastest for each collective, as NCCL's tuner picks.
-enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kAuto };
+enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kNvls, kAuto };
 
 struct ClusterSpec {
   GpuSpec gpu;
