@@ -149,6 +149,29 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
   CHECK(Stepsim("plan llama2-70b --gpu V100-SXM2-32GB").status == 2);  // no node type
 }
 
+TEST_CASE("plan shards merge into the whole plan", "[cli]") {
+  const std::string dir = "/tmp/stepsim-cli-plan";
+  std::filesystem::create_directories(dir);
+  const std::string plan =
+      "plan llama2-70b --gpu A100-SXM4-80GB,H100-SXM5-80GB --tokens 2T --max-gpus 64 --json ";
+  REQUIRE(Stepsim(plan + dir + "/full.json").status == 0);
+  for (int k = 1; k <= 3; ++k) {
+    REQUIRE(Stepsim(plan + dir + "/p" + std::to_string(k) + ".json --shard " +
+                    std::to_string(k) + "/3")
+                .status == 0);
+  }
+  REQUIRE(Stepsim("merge " + dir + "/p2.json " + dir + "/p3.json " + dir + "/p1.json --json " +
+                  dir + "/merged.json")
+              .status == 0);
+  auto full = nlohmann::json::parse(Slurp(dir + "/full.json"));
+  auto merged = nlohmann::json::parse(Slurp(dir + "/merged.json"));
+  CHECK(full["pareto"] == merged["pareto"]);
+  CHECK(full["min_gpus"] == merged["min_gpus"]);
+  CHECK(full["rejected"] == merged["rejected"]);
+  CHECK(full["considered"] == merged["considered"]);
+  CHECK(Stepsim("merge " + dir + "/p1.json " + dir + "/p3.json").status == 2);  // a gap
+}
+
 TEST_CASE("validate reports cases, MAPE and skipped cases", "[cli]") {
   Result r = Stepsim("validate --json -");
   REQUIRE(r.status == 0);

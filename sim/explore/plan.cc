@@ -86,14 +86,35 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
   out["pareto"] = nlohmann::ordered_json::array();
   out["rejected"] = nlohmann::ordered_json::array();
   int64_t considered = 0, pruned = 0, replayed = 0;
-  struct Fit {
-    std::string gpu;
-    int64_t gpus;
-    nlohmann::ordered_json config;
-    double step_s, days;
-    std::optional<double> cost;
+  nlohmann::ordered_json fits = nlohmann::ordered_json::array();
+
+  // Work units in a fixed order: per GPU type, the smallest-count search, then one unit per
+  // whole-node cluster size. A shard runs a contiguous slice of them.
+  std::vector<std::pair<std::string, int64_t>> units;  // (GPU, nodes; 0 = smallest-count search)
+  for (const std::string& gpu_name : req.gpus) {
+    auto gpu = config::FindGpu(catalogs->gpus, gpu_name);
+    if (!gpu.ok()) return gpu.status();
+    int64_t gpn = 0;
+    for (const NodeSpec& n : catalogs->nodes) {
+      if (n.gpu == gpu->name && gpn == 0) gpn = n.gpus_per_node;
+    }
+    units.push_back({gpu->name, 0});
+    for (int64_t nodes = 1; gpn > 0 && nodes * gpn <= req.max_gpus; nodes *= 2) {
+      units.push_back({gpu->name, nodes});
+    }
+  }
+  const size_t total_units = units.size();
+  const size_t begin = total_units * static_cast<size_t>(req.shard_k - 1) /
+                       static_cast<size_t>(req.shard_n);
+  const size_t end = total_units * static_cast<size_t>(req.shard_k) /
+                     static_cast<size_t>(req.shard_n);
+  auto mine = [&](const std::string& gpu, int64_t nodes) {
+    for (size_t i = begin; i < end; ++i) {
+      if (units[i].first == gpu && units[i].second == nodes) return true;
+    }
+    return false;
   };
-  std::vector<Fit> fits;
+  out["shard"] = {{"begin", begin}, {"end", end}, {"total", total_units}};
 
   for (const std::string& gpu_name : req.gpus) {
     auto gpu = config::FindGpu(catalogs->gpus, gpu_name);
@@ -123,6 +144,7 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
     std::vector<Candidate> candidates;
     std::vector<nlohmann::ordered_json> rejected;
     for (int64_t nodes = 1; nodes * gpn <= req.max_gpus; nodes *= 2) {
+      if (!mine(gpu->name, nodes)) continue;
       const int64_t n = nodes * gpn;
       for (int zero = 0; zero <= 3; ++zero) {
         for (int64_t micro : {1, 2, 4}) {
@@ -184,11 +206,14 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
       const double step = r.report["time"]["step_s"].get<double>();
       const double tps = r.report["throughput"]["tokens_per_s"].get<double>();
       const double days = req.tokens / tps / 86400.0;
-      std::optional<double> cost;
-      if (price) cost = days * 24.0 * static_cast<double>(c.gpus) * *price;
-      fits.push_back({gpu->name, c.gpus, ConfigJson(c), step, days, cost});
+      nlohmann::ordered_json fit = {{"gpu", gpu->name}, {"gpus", c.gpus},
+                                    {"config", ConfigJson(c)}, {"step_s", step}, {"days", days},
+                                    {"cost", nullptr}};
+      if (price) fit["cost"] = days * 24.0 * static_cast<double>(c.gpus) * *price;
+      fits.push_back(fit);
     }
     for (auto& j : rejected) out["rejected"].push_back(j);
+    if (!mine(gpu->name, 0)) continue;
 
     // ---- smallest GPU count that fits -------------------------------------------------------
     // Static lower bound: 16 B/param sharded over N (ZeRO-3) plus the layer inputs of full
@@ -254,24 +279,86 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
         {"one_fewer", absl::StrFormat("%d GPUs do not fit", *hi - 1)}};
   }
 
-  // Pareto set: no other fitting configuration is both faster and cheaper.
-  std::sort(fits.begin(), fits.end(), [](const Fit& a, const Fit& b) {
-    if (a.days != b.days) return a.days < b.days;
-    return a.cost.value_or(1e300) < b.cost.value_or(1e300);
-  });
-  double best_cost = 1e300;
-  for (const Fit& f : fits) {
-    if (!f.cost || *f.cost >= best_cost) continue;
-    best_cost = *f.cost;
-    out["pareto"].push_back({{"gpu", f.gpu}, {"gpus", f.gpus}, {"config", f.config},
-                             {"step_s", f.step_s}, {"days", f.days}, {"cost", *f.cost}});
-  }
+  out["pareto"] = ParetoFrontier(fits);
   out["fitting"] = static_cast<int64_t>(fits.size());
+  out["fits"] = fits;
   out["considered"] = considered;
   out["pruned"] = pruned;
   out["replayed"] = replayed;
   out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
+}
+
+nlohmann::ordered_json ParetoFrontier(const nlohmann::ordered_json& fits) {
+  std::vector<const nlohmann::ordered_json*> sorted;
+  for (const auto& f : fits) {
+    if (!f["cost"].is_null()) sorted.push_back(&f);
+  }
+  using Json = nlohmann::ordered_json;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Json* a, const Json* b) {
+    const double da = (*a)["days"].get<double>(), db = (*b)["days"].get<double>();
+    if (da != db) return da < db;
+    return (*a)["cost"].get<double>() < (*b)["cost"].get<double>();
+  });
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  double best_cost = 1e300;
+  for (const auto* f : sorted) {
+    const double cost = (*f)["cost"].get<double>();
+    if (cost >= best_cost) continue;
+    best_cost = cost;
+    out.push_back(*f);
+  }
+  return out;
+}
+
+absl::StatusOr<nlohmann::ordered_json> MergePlans(std::vector<nlohmann::ordered_json> shards) {
+  if (shards.empty()) return absl::InvalidArgumentError("no plan shards to merge");
+  using Json = nlohmann::ordered_json;
+  std::sort(shards.begin(), shards.end(), [](const Json& a, const Json& b) {
+    return a["shard"]["begin"].get<size_t>() < b["shard"]["begin"].get<size_t>();
+  });
+  nlohmann::ordered_json merged = shards.front();
+  const size_t total = merged["shard"]["total"].get<size_t>();
+  size_t expect = 0;
+  merged["rejected"] = nlohmann::ordered_json::array();
+  merged["fits"] = nlohmann::ordered_json::array();
+  merged["min_gpus"] = nlohmann::ordered_json::object();
+  int64_t considered = 0, pruned = 0, replayed = 0;
+  double seconds = 0;
+  for (const auto& s : shards) {
+    for (const char* k : {"model", "tokens", "seq_len", "global_batch"}) {
+      if (s[k] != merged[k]) {
+        return absl::InvalidArgumentError(absl::StrCat("plan shards disagree on ", k));
+      }
+    }
+    if (s["shard"]["total"].get<size_t>() != total || s["shard"]["begin"].get<size_t>() != expect) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "plan shards do not tile one plan: expected a shard starting at unit ", expect, " of ",
+          total));
+    }
+    expect = s["shard"]["end"].get<size_t>();
+    for (const auto& r : s["rejected"]) merged["rejected"].push_back(r);
+    for (const auto& f : s["fits"]) merged["fits"].push_back(f);
+    for (auto it = s["min_gpus"].begin(); it != s["min_gpus"].end(); ++it) {
+      merged["min_gpus"][it.key()] = it.value();
+    }
+    considered += s["considered"].get<int64_t>();
+    pruned += s["pruned"].get<int64_t>();
+    replayed += s["replayed"].get<int64_t>();
+    seconds += s["seconds"].get<double>();
+  }
+  if (expect != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("plan shards cover ", expect, " of ", total, " work units"));
+  }
+  merged["shard"] = {{"begin", 0}, {"end", total}, {"total", total}};
+  merged["pareto"] = ParetoFrontier(merged["fits"]);
+  merged["fitting"] = merged["fits"].size();
+  merged["considered"] = considered;
+  merged["pruned"] = pruned;
+  merged["replayed"] = replayed;
+  merged["seconds"] = seconds;
+  return merged;
 }
 
 std::string PlanText(const nlohmann::ordered_json& p) {

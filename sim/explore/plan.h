@@ -33,6 +33,9 @@ struct PlanRequest {
   std::map<std::string, double> prices;    // GPU name -> USD per GPU-hour (overrides catalog)
   std::string framework = "deepspeed";
   int jobs = 1;
+  // Run only the K-th (1-based) of N contiguous slices of the work: per GPU type, one unit for
+  // the smallest-count search and one per whole-node cluster size. `stepsim merge` joins them.
+  int shard_k = 1, shard_n = 1;
 };
 
 absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const PlanRequest& req,
@@ -40,5 +43,13 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
 
 // The human rendering of Plan()'s JSON.
 std::string PlanText(const nlohmann::ordered_json& plan);
+
+// The Pareto set of a list of fitting configurations ({gpu, gpus, config, step_s, days, cost}):
+// those no other is both faster and cheaper than; configurations without a price are left out.
+nlohmann::ordered_json ParetoFrontier(const nlohmann::ordered_json& fits);
+
+// Joins the JSON of `plan --shard K/N` runs (any order) into one plan, checking that they are
+// slices of the same plan and tile it exactly.
+absl::StatusOr<nlohmann::ordered_json> MergePlans(std::vector<nlohmann::ordered_json> shards);
 
 }  // namespace sim::explore

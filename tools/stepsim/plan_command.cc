@@ -28,7 +28,8 @@ int PlanCommand(const std::vector<std::string>& args) {
        {"price", "GPU=USD", "price per GPU-hour, overriding the catalog", true},
        {"framework", "F", "deepspeed (default) | fsdp"},
        {"jobs", "N", "worker threads (default: all cores)"},
-       {"json", "PATH", "write min_gpus, pareto, rejected, considered/pruned/replayed"}});
+       {"shard", "K/N", "run only the K-th of N slices of the search (join with stepsim merge)"},
+       {"json", "PATH", "write min_gpus, pareto, fits, rejected, considered/pruned/replayed"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("plan", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
@@ -82,6 +83,15 @@ int PlanCommand(const std::vector<std::string>& args) {
       return Fail("plan", absl::InvalidArgumentError("--framework is deepspeed or fsdp"));
     }
     req.framework = *f;
+  }
+  if (auto sh = flags.Get("shard")) {
+    std::vector<std::string> kn = absl::StrSplit(*sh, '/');
+    if (kn.size() != 2 || !absl::SimpleAtoi(kn[0], &req.shard_k) ||
+        !absl::SimpleAtoi(kn[1], &req.shard_n) || req.shard_n < 1 || req.shard_k < 1 ||
+        req.shard_k > req.shard_n) {
+      return Fail("plan", absl::InvalidArgumentError(absl::StrCat(
+                              "--shard expects K/N with 1 <= K <= N, got '", *sh, "'")));
+    }
   }
   auto plan = sim::explore::Plan(root, req, nullptr);
   if (!plan.ok()) return Fail("plan", plan.status());

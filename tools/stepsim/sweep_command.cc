@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/grid.h"
+#include "sim/explore/plan.h"
 #include "sim/explore/runner.h"
 #include "sim/report/sweep_report.h"
 #include "tools/stepsim/cli.h"
@@ -294,8 +295,9 @@ int CompareCommand(const std::vector<std::string>& args) {
 
 int MergeCommand(const std::vector<std::string>& args) {
   FlagSet flags("stepsim merge SHARD.json... [--json PATH]",
-                "Joins the JSON reports of `stepsim sweep --shard K/N` runs into one report, in\n"
-                "product order, checking that the shards cover the product exactly once.",
+                "Joins the JSON reports of `stepsim sweep --shard K/N` (or `stepsim plan --shard\n"
+                "K/N`) runs into one report, checking that the shards cover the work exactly once;\n"
+                "a merged plan recomputes its Pareto set from every shard's fitting configurations.",
                 {{"json", "PATH", "where to write the merged report (default: standard output)"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("merge", st);
   if (flags.help_requested()) {
@@ -314,10 +316,20 @@ int MergeCommand(const std::vector<std::string>& args) {
     } catch (const nlohmann::json::exception& e) {
       return Fail("merge", absl::InvalidArgumentError(absl::StrCat(path, ": not JSON: ", e.what())));
     }
-    if (!shards.back().contains("shard") || !shards.back().contains("results")) {
-      return Fail("merge", absl::InvalidArgumentError(
-                               absl::StrCat(path, ": not a `stepsim sweep --json` report")));
+    const auto& j = shards.back();
+    if (!j.contains("shard") || !(j.contains("results") || j.contains("pareto"))) {
+      return Fail("merge", absl::InvalidArgumentError(absl::StrCat(
+                               path, ": not a `stepsim sweep` or `stepsim plan` --json report")));
     }
+  }
+  if (shards.front().contains("pareto")) {
+    auto merged = explore::MergePlans(shards);
+    if (!merged.ok()) return Fail("merge", merged.status());
+    if (absl::Status st = WriteOutput(flags.Get("json").value_or("-"), merged->dump(2) + "\n");
+        !st.ok()) {
+      return Fail("merge", st);
+    }
+    return kExitOk;
   }
   std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) {
     return a["shard"]["begin"].template get<size_t>() < b["shard"]["begin"].template get<size_t>();
