@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -48,6 +49,17 @@ Bytes StaticFloor(const Scenario& s) {
                               s.training.attention};
   const Bytes per_layer = LayerActivationBytes(s.model, shape, s.training.recompute);
   return PersistentStates(s).total() + per_layer * s.model.layers + s.runtime.reserved;
+}
+
+// Rejections in a canonical order (GPU, GPU count, configuration), whatever the sharding.
+void SortRejected(nlohmann::ordered_json& rejected) {
+  std::vector<nlohmann::ordered_json> v(rejected.begin(), rejected.end());
+  auto key = [](const nlohmann::ordered_json& r) {
+    return std::make_tuple(r["gpu"].get<std::string>(), r["gpus"].get<int64_t>(),
+                           r["config"].dump());
+  };
+  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  rejected = nlohmann::ordered_json(v);
 }
 
 std::string Largest(const nlohmann::ordered_json& breakdown) {
@@ -279,6 +291,7 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
         {"one_fewer", absl::StrFormat("%d GPUs do not fit", *hi - 1)}};
   }
 
+  SortRejected(out["rejected"]);
   out["pareto"] = ParetoFrontier(fits);
   out["fitting"] = static_cast<int64_t>(fits.size());
   out["fits"] = fits;
@@ -352,6 +365,7 @@ absl::StatusOr<nlohmann::ordered_json> MergePlans(std::vector<nlohmann::ordered_
         absl::StrCat("plan shards cover ", expect, " of ", total, " work units"));
   }
   merged["shard"] = {{"begin", 0}, {"end", total}, {"total", total}};
+  SortRejected(merged["rejected"]);
   merged["pareto"] = ParetoFrontier(merged["fits"]);
   merged["fitting"] = merged["fits"].size();
   merged["considered"] = considered;
