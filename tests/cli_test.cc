@@ -42,7 +42,13 @@ TEST_CASE("help for the command and each subcommand", "[cli]") {
                            "--micro-batch", "--json", "--framework", "--tp", "--sp"}) {
     CHECK(absl::StrContains(ledger.out, flag));
   }
-  CHECK(Stepsim("run --help").status == 0);
+  for (const char* cmd : {"run", "sweep", "compare", "plan", "merge", "validate", "topo"}) {
+    INFO(cmd);
+    Result r = Stepsim(std::string(cmd) + " --help");
+    CHECK(r.status == 0);
+    CHECK(absl::StrContains(r.out, std::string("usage: stepsim ") + cmd));
+    CHECK(absl::StrContains(top.out, cmd));
+  }
 }
 
 TEST_CASE("ledger JSON carries the SPEC 5 keys", "[cli]") {
