@@ -92,10 +92,20 @@ TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the 
   CHECK(absl::StrContains(bare.out, "llama2-70b-32xh100-zero3"));
   CHECK(Stepsim("run scenarios/default.yaml --dump-ops --set training.global_batch=32").status ==
         0);
-  // Layouts a later issue builds are refused with exit 2, not faked.
-  Result tp = Stepsim("run scenarios/default.yaml --set parallel.tp=8");
-  CHECK(tp.status == 2);
-  CHECK(absl::StrContains(tp.out, "not replayed yet"));
+  // Issue 7's example: TP8 PP4 under the Megatron preset; a stage table in the text, one
+  // entry per stage in the JSON.
+  Result tp = Stepsim(
+      "run scenarios/default.yaml --set parallel.tp=8 --set parallel.pp=4 "
+      "--set parallel.framework=megatron --set training.global_batch=16 --json -");
+  CHECK(tp.status == 0);
+  const auto tj = nlohmann::json::parse(tp.out);
+  CHECK(tj["stages"].size() == 4);
+  CHECK(tj["time"]["bubble_s"].get<double>() > 0);
+  CHECK(tj["comm_bytes_per_gpu"]["send_recv"].get<int64_t>() > 0);
+  // A layout no framework runs is refused with exit 2, not faked.
+  Result pp_zero3 = Stepsim("run scenarios/default.yaml --set parallel.pp=4");
+  CHECK(pp_zero3.status == 2);
+  CHECK(absl::StrContains(pp_zero3.out, "ZeRO-2/3 are not combined with pipeline parallelism"));
 }
 
 std::string Slurp(const std::string& path) {

@@ -194,12 +194,34 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   }
 }
 
+// "tp-cp-dp-pp" -> the dimensions innermost first; each of the four exactly once.
+std::optional<std::array<ParallelDim, 4>> ParseRankOrder(absl::string_view text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, '-');
+  if (parts.size() != 4) return std::nullopt;
+  std::array<ParallelDim, 4> order{};
+  std::array<bool, 4> seen{};
+  for (size_t i = 0; i < 4; ++i) {
+    const ParallelDim d = parts[i] == "tp"   ? ParallelDim::kTp
+                          : parts[i] == "cp" ? ParallelDim::kCp
+                          : parts[i] == "dp" ? ParallelDim::kDp
+                          : parts[i] == "pp" ? ParallelDim::kPp
+                                             : static_cast<ParallelDim>(-1);
+    const int idx = static_cast<int>(d);
+    if (idx < 0 || idx > 3 || seen[idx]) return std::nullopt;
+    seen[idx] = true;
+    order[i] = d;
+  }
+  return order;
+}
+
 void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors) {
   const std::string p = "parallel";
   if (!node) return;
   if (!CheckMapping(node, p,
-                    {"framework", "zero", "tp", "pp", "sequence_parallel", "prefetch", "bucket",
-                     "sharding", "reduce_dtype", "collective"},
+                    {"framework", "zero", "tp", "pp", "cp", "sequence_parallel", "prefetch",
+                     "bucket", "sharding", "reduce_dtype", "collective", "rank_order",
+                     "pp_schedule", "pp_chunks", "first_stage_layers", "last_stage_layers",
+                     "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"},
                     errors)) {
     return;
   }
@@ -212,6 +234,27 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   if (auto v = ReadInt(k("zero"), errors, 0, 3)) par.zero = *v;
   if (auto v = ReadInt(k("tp"), errors, 1, 1024)) par.tp = *v;
   if (auto v = ReadInt(k("pp"), errors, 1, 1024)) par.pp = *v;
+  if (auto v = ReadInt(k("cp"), errors, 1, 1024)) par.cp = *v;
+  if (auto v = ReadChoice(k("pp_schedule"), errors, {"gpipe", "1f1b", "interleaved"})) {
+    par.pp_schedule = *v == "gpipe"  ? PipelineSchedule::kGpipe
+                      : *v == "1f1b" ? PipelineSchedule::k1F1B
+                                     : PipelineSchedule::kInterleaved;
+  }
+  if (auto v = ReadInt(k("pp_chunks"), errors, 1, 64)) par.pp_chunks = *v;
+  if (auto v = ReadInt(k("first_stage_layers"), errors, 0, 100000)) par.first_stage_layers = *v;
+  if (auto v = ReadInt(k("last_stage_layers"), errors, 0, 100000)) par.last_stage_layers = *v;
+  if (auto v = ReadBool(k("tp_comm_overlap"), errors)) par.tp_comm_overlap = *v;
+  if (auto v = ReadBool(k("overlap_grad_reduce"), errors)) par.overlap_grad_reduce = *v;
+  if (auto v = ReadBool(k("overlap_param_gather"), errors)) par.overlap_param_gather = *v;
+  if (auto v = ReadString(k("rank_order"), errors)) {
+    if (auto order = ParseRankOrder(*v)) {
+      par.rank_order = *order;
+    } else {
+      errors.Add(node["rank_order"], "parallel.rank_order",
+                 absl::StrCat("expected the four dimensions tp, cp, dp, pp joined by '-', "
+                              "innermost first (e.g. tp-cp-dp-pp), got '", *v, "'"));
+    }
+  }
   if (auto v = ReadBool(k("sequence_parallel"), errors)) par.sequence_parallel = *v;
   if (auto v = ReadInt(k("prefetch"), errors, 0, 64)) par.prefetch = *v;
   if (auto v = ReadBytes(k("bucket"), errors)) par.bucket = *v;
@@ -244,6 +287,45 @@ void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
   }
 }
 
+// Pipeline layout: stages, chunks, the schedule and uneven first/last stages must agree.
+template <class At>
+void CheckStageLayers(const At& at, const Scenario& s, YamlErrors& errors) {
+  const ParallelSpec& par = s.parallel;
+  const int64_t pp = par.pp, v = par.pp_chunks, layers = s.model.layers;
+  if (layers <= 0) return;
+  if (v > 1 && par.pp_schedule != PipelineSchedule::kInterleaved) {
+    errors.Add(at("parallel", "pp_chunks"), "parallel.pp_chunks",
+               absl::StrCat("pp_chunks ", v, " needs pp_schedule: interleaved"));
+  }
+  if (par.pp_schedule == PipelineSchedule::kInterleaved && (v < 2 || pp < 2)) {
+    errors.Add(at("parallel", "pp_schedule"), "parallel.pp_schedule",
+               "the interleaved schedule needs pp >= 2 and pp_chunks >= 2");
+  }
+  if ((par.first_stage_layers || par.last_stage_layers) && (pp < 3 || v > 1)) {
+    errors.Add(at("parallel", par.first_stage_layers ? "first_stage_layers" : "last_stage_layers"),
+               "parallel", "uneven first/last stages need pp >= 3 and pp_chunks 1");
+    return;
+  }
+  const int64_t first = par.first_stage_layers.value_or(-1);
+  const int64_t last = par.last_stage_layers.value_or(-1);
+  if (first >= 0 || last >= 0) {
+    const int64_t middle_stages = pp - (first >= 0) - (last >= 0);
+    const int64_t rest = layers - std::max<int64_t>(first, 0) - std::max<int64_t>(last, 0);
+    if (rest <= 0 || rest % middle_stages != 0) {
+      errors.Add(at("parallel", first >= 0 ? "first_stage_layers" : "last_stage_layers"),
+                 "parallel",
+                 absl::StrCat("the ", layers, " layers less the first/last stages' leave ", rest,
+                              " for ", middle_stages, " stages: not an equal split"));
+    }
+    return;
+  }
+  if (layers % (pp * v) != 0) {
+    errors.Add(at("parallel", "pp"), "parallel.pp",
+               absl::StrCat("pp x pp_chunks = ", pp * v, " must divide the model's ", layers,
+                            " layers (or set first_stage_layers / last_stage_layers)"));
+  }
+}
+
 // Second pass: checks across sections and files, all reported together. Each cites the key the
 // user would change.
 void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
@@ -254,30 +336,64 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     return k.IsDefined() ? k : sec.IsDefined() ? sec : root;
   };
   const ModelSpec& m = s.model;
-  const int64_t tp = s.parallel.tp, pp = s.parallel.pp;
+  const ParallelSpec& par = s.parallel;
+  const int64_t tp = par.tp, pp = par.pp, cp = par.cp;
   if (m.heads > 0 && (m.heads % tp != 0 || m.kv_heads % tp != 0)) {
     errors.Add(at("parallel", "tp"), "parallel.tp",
                absl::StrCat("tp ", tp, " must divide the model's heads (", m.heads,
                             ") and kv_heads (", m.kv_heads, ")"));
   }
-  if (m.layers > 0 && m.layers % pp != 0) {
-    errors.Add(at("parallel", "pp"), "parallel.pp",
-               absl::StrCat("pp ", pp, " must divide the model's ", m.layers, " layers"));
+  if (tp > 1 && (m.ffn_hidden % tp != 0 || m.vocab % tp != 0)) {
+    errors.Add(at("parallel", "tp"), "parallel.tp",
+               absl::StrCat("tp ", tp, " must divide the model's ffn_hidden (", m.ffn_hidden,
+                            ") and vocab (", m.vocab, "); pad the vocabulary in the model file"));
+  }
+  CheckStageLayers(at, s, errors);
+  if (cp > 1 && s.training.seq_len % (2 * cp) != 0) {
+    errors.Add(at("parallel", "cp"), "parallel.cp",
+               absl::StrCat("cp ", cp, ": seq_len ", s.training.seq_len,
+                            " must split into 2 x cp load-balanced chunks"));
+  }
+  if (cp > 1 && s.training.attention != AttentionKernel::kFlash) {
+    errors.Add(at("parallel", "cp"), "parallel.cp",
+               "context parallelism is modelled with flash attention only (training.attention)");
   }
   const int64_t gpus = s.cluster.gpus();
-  if (gpus > 0 && gpus % (tp * pp) != 0) {
+  if (gpus > 0 && gpus % (tp * pp * cp) != 0) {
     errors.Add(at("parallel", "tp"), "parallel",
-               absl::StrCat("the cluster's ", gpus, " GPUs are not a multiple of tp x pp = ",
-                            tp * pp));
+               absl::StrCat("the cluster's ", gpus, " GPUs are not a multiple of tp x pp x cp = ",
+                            tp * pp * cp));
     return;
   }
-  const int64_t dp = gpus / (tp * pp);
+  const int64_t dp = gpus / (tp * pp * cp);
   const int64_t per_step = s.training.micro_batch * dp;
   if (dp > 0 && s.training.global_batch % per_step != 0) {
     errors.Add(at("training", "global_batch"), "training.global_batch",
                absl::StrCat("global_batch ", s.training.global_batch,
                             " is not a multiple of micro_batch x dp = ", s.training.micro_batch,
                             " x ", dp, " = ", per_step));
+  } else if (dp > 0 && par.pp_schedule == PipelineSchedule::kInterleaved && pp > 1 &&
+             (s.training.global_batch / per_step) % pp != 0) {
+    // Megatron-LM asserts this for its interleaved schedule.
+    errors.Add(at("training", "global_batch"), "training.global_batch",
+               absl::StrCat("the interleaved schedule needs the ", s.training.global_batch / per_step,
+                            " micro-batches per step to be a multiple of pp = ", pp));
+  }
+  if (par.framework != Framework::kMegatron && par.overlap_param_gather) {
+    errors.Add(at("parallel", "overlap_param_gather"), "parallel.overlap_param_gather",
+               "overlap_param_gather belongs to framework megatron (its distributed optimizer)");
+  }
+  if (pp > 1 && par.framework != Framework::kMegatron && par.zero >= 2) {
+    // DeepSpeed: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
+    errors.Add(at("parallel", "zero"), "parallel.zero",
+               absl::StrCat("zero ", par.zero, " with pp ", pp,
+                            ": ZeRO-2/3 are not combined with pipeline parallelism (DeepSpeed "
+                            "refuses it); use zero 0 or 1"));
+  }
+  if ((tp > 1 || pp > 1 || cp > 1) && par.framework == Framework::kFsdp &&
+      par.sharding == FsdpSharding::kHybridShard) {
+    errors.Add(at("parallel", "sharding"), "parallel.sharding",
+               "hybrid_shard is modelled without tp, pp or cp");
   }
   if (s.training.precision == Precision::kFp8 && !s.cluster.gpu.fp8) {
     errors.Add(at("training", "precision"), "training.precision",

@@ -203,6 +203,26 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
   const int64_t n = g.size;
   const bool all_reduce = kind == CollectiveKind::kAllReduce;
   Pattern p;
+  if (kind == CollectiveKind::kSendRecv) {
+    // One transfer per copy, member 0 -> member 1, every copy at once; a GPU leaves its node
+    // through its own NIC (rail-aligned stages), so routes use the sender's rail.
+    if (a != CollectiveAlgorithm::kRing) return std::nullopt;
+    std::vector<Transfer> transfers;
+    for (const auto& copy : members) {
+      Transfer t;
+      t.share = 1.0;
+      topology_.Route(copy[0], copy[1], t.links);
+      if (!t.links.empty()) transfers.push_back(std::move(t));
+    }
+    Phase ph;
+    ph.bw_passes = 1;
+    ph.latency_steps = 1;
+    const bool spans = g.nodes > 1;
+    Settle(topology_, transfers, spans ? inter_latency_ : intra_latency_, ph.seconds_per_byte,
+           ph.latency, ph.busiest_link, ph.busiest_load);
+    p.phases.push_back({ph, 1.0});
+    return p;
+  }
   if (a == CollectiveAlgorithm::kRing) {
     p.phases.push_back({RingPhase(members, (all_reduce ? 2 : 1) * (n - 1)), 1.0});
     return p;
@@ -251,7 +271,8 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
     case CollectiveKind::kAllReduce:
       p.phases = {{in_phase, 1.0}, {RingPhase(inter, 2 * (nodes - 1)), shard}, {in_phase, 1.0}};
       break;
-    case CollectiveKind::kNone: return std::nullopt;
+    case CollectiveKind::kNone:
+    case CollectiveKind::kSendRecv: return std::nullopt;
   }
   return p;
 }
@@ -271,7 +292,9 @@ PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGr
   PricedCollective best;
   if (group.size <= 1 || kind == CollectiveKind::kNone) return best;
   std::vector<CollectiveAlgorithm> candidates;
-  if (algorithm == CollectiveAlgorithm::kAuto) {
+  if (kind == CollectiveKind::kSendRecv) {
+    candidates = {CollectiveAlgorithm::kRing};  // point-to-point: no algorithm choice
+  } else if (algorithm == CollectiveAlgorithm::kAuto) {
     candidates = {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
                   CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls};
   } else {

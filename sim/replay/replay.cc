@@ -13,32 +13,33 @@ namespace sim::replay {
 
 namespace {
 
-// Task t of the executor is op (t % ops) of rank (t / ops); rank r's streams are
-// r·kNumStreams + StreamKind.
-engine::TaskGraph BuildGraph(const OpProgram& p, int32_t ranks) {
+// Task t of the executor is op (t % ops) of DP replica (t / ops); the op runs on simulated GPU
+// replica·stages + op.stage, whose streams are gpu·kNumStreams + StreamKind.
+engine::TaskGraph BuildGraph(const OpProgram& p, int32_t replicas) {
   const int32_t n = static_cast<int32_t>(p.ops.size());
   engine::TaskGraph g;
-  g.num_streams = ranks * kNumStreams;
-  const int64_t tasks = static_cast<int64_t>(n) * ranks;
+  g.num_streams = replicas * p.stages * kNumStreams;
+  const int64_t tasks = static_cast<int64_t>(n) * replicas;
   g.stream.resize(tasks);
   g.pred_count.resize(tasks);
   g.succ_begin.assign(tasks + 1, 0);
-  // Successor counts per op, shared by every rank.
+  // Successor counts per op, shared by every replica.
   std::vector<int32_t> succ_count(n, 0);
   for (const Op& op : p.ops) {
     for (int32_t i = op.deps_begin; i < op.deps_end; ++i) succ_count[p.deps[i]]++;
   }
-  for (int32_t r = 0; r < ranks; ++r) {
+  for (int32_t r = 0; r < replicas; ++r) {
     for (int32_t o = 0; o < n; ++o) {
       const int64_t t = static_cast<int64_t>(r) * n + o;
-      g.stream[t] = r * kNumStreams + static_cast<int32_t>(p.ops[o].stream);
-      g.pred_count[t] = p.ops[o].deps_end - p.ops[o].deps_begin;
+      const Op& op = p.ops[o];
+      g.stream[t] = (r * p.stages + op.stage) * kNumStreams + static_cast<int32_t>(op.stream);
+      g.pred_count[t] = op.deps_end - op.deps_begin;
       g.succ_begin[t + 1] = g.succ_begin[t] + succ_count[o];
     }
   }
   g.succ.resize(g.succ_begin.back());
   std::vector<int32_t> fill(g.succ_begin.begin(), g.succ_begin.end() - 1);
-  for (int32_t r = 0; r < ranks; ++r) {
+  for (int32_t r = 0; r < replicas; ++r) {
     const int32_t base = r * n;
     for (int32_t o = 0; o < n; ++o) {
       const Op& op = p.ops[o];
@@ -47,14 +48,14 @@ engine::TaskGraph BuildGraph(const OpProgram& p, int32_t ranks) {
       }
     }
   }
-  if (ranks > 1) {
-    // Each collective starts on all ranks together.
+  if (replicas > 1) {
+    // Each data-parallel collective starts on all replicas together.
     g.join.assign(tasks, std::nullopt);
     g.join_begin.push_back(0);
     for (int32_t o = 0; o < n; ++o) {
       if (p.ops[o].stream != StreamKind::kComm) continue;
       const int32_t j = static_cast<int32_t>(g.join_begin.size()) - 1;
-      for (int32_t r = 0; r < ranks; ++r) {
+      for (int32_t r = 0; r < replicas; ++r) {
         g.join[static_cast<int64_t>(r) * n + o] = j;
         g.join_members.push_back(r * n + o);
       }
@@ -74,7 +75,7 @@ class ReplayListener {
     const double slowdown = s.cluster.gpu.calibration.overlap_slowdown;
     for (const Op& op : p_.ops) {
       Duration d;
-      if (op.stream == StreamKind::kComm) {
+      if (op.phase == OpPhase::kComm) {
         const CollectiveSpec& c = p_.CollectiveOf(op);
         const cost::PricedCollective priced = comm.Price(c.kind, c.tensor, c.group, c.buckets);
         d = priced.time;
@@ -94,38 +95,81 @@ class ReplayListener {
       // Communication kernels take SMs and HBM bandwidth from the compute beside them.
       stretched_.push_back(Duration::FromSeconds(d.seconds() * slowdown));
     }
-    comm_busy_.assign(r_.simulated_ranks, false);
+    const int32_t gpus = r_.simulated_ranks;
+    comm_running_.assign(gpus, 0);
+    compute_free_.assign(p_.stages, Duration::Zero());
+    last_end_.assign(p_.stages, Duration::Zero());
+    finish_.assign(static_cast<size_t>(Ops()) * (gpus / p_.stages), Duration::Zero());
+    r_.stages.assign(p_.stages, StageTimes{});
   }
 
   void OnIssue(int32_t task, Duration now) { ApplyMemory(task, MemWhen::kIssue, now); }
 
   Duration OnStart(int32_t task, Duration now) {
-    const int32_t rank = task / Ops(), o = task % Ops();
+    const int32_t replica = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
+    const int32_t gpu = replica * p_.stages + op.stage;
     ApplyMemory(task, MemWhen::kStart, now);
     Duration d = base_[o];
-    if (op.stream == StreamKind::kComm) {
-      comm_busy_[rank] = true;
-    } else if (comm_busy_[rank]) {
-      if (rank == 0) r_.overlap_stretch += stretched_[o] - d;
+    const bool compute_stream = op.stream == StreamKind::kCompute;
+    if (!compute_stream) {
+      comm_running_[gpu]++;
+    } else if (comm_running_[gpu] > 0 && op.phase != OpPhase::kComm) {
+      if (replica == 0) r_.stages[op.stage].overlap_stretch += stretched_[o] - d;
       d = stretched_[o];
     }
-    if (rank == 0) Account(op, d);
-    if (options_.record_ops) r_.timings.push_back({o, rank, now, now + d});
+    if (replica == 0) {
+      if (compute_stream) AttributeWait(op, now);
+      Account(op, d);
+    }
+    if (options_.record_ops) r_.timings.push_back({o, gpu, now, now + d});
     return d;
   }
 
   void OnFinish(int32_t task, Duration now) {
-    const int32_t rank = task / Ops();
-    if (p_.ops[task % Ops()].stream == StreamKind::kComm) comm_busy_[rank] = false;
+    const int32_t replica = task / Ops(), o = task % Ops();
+    const Op& op = p_.ops[o];
+    if (op.stream != StreamKind::kCompute) comm_running_[replica * p_.stages + op.stage]--;
+    finish_[task] = now;
+    if (replica == 0) {
+      if (op.stream == StreamKind::kCompute) compute_free_[op.stage] = now;
+      last_end_[op.stage] = std::max(last_end_[op.stage], now);
+    }
     ApplyMemory(task, MemWhen::kEnd, now);
+  }
+
+  // After the run: each stage's bubble (waits for other stages, and the tail after its own
+  // last op) and exposed communication (the rest of its non-compute time).
+  void Close(Duration step) {
+    for (int32_t stage = 0; stage < p_.stages; ++stage) {
+      StageTimes& t = r_.stages[stage];
+      t.bubble += step - last_end_[stage];
+      t.exposed_comm = step - t.compute - t.recompute - t.optimizer - t.bubble;
+    }
   }
 
  private:
   int32_t Ops() const { return static_cast<int32_t>(p_.ops.size()); }
 
+  // The compute stream of op's stage was idle since compute_free_: the wait is a bubble when
+  // the last input to arrive was a pipeline send, exposed communication otherwise.
+  void AttributeWait(const Op& op, Duration now) {
+    const Duration gap = now - compute_free_[op.stage];
+    if (gap <= Duration::Zero()) return;
+    Duration latest = Duration::Zero();
+    bool from_send = false;
+    for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
+      const int32_t dep = p_.deps[i];
+      if (finish_[dep] >= latest) {
+        latest = finish_[dep];
+        from_send = p_.ops[dep].stream == StreamKind::kP2p;
+      }
+    }
+    if (from_send) r_.stages[op.stage].bubble += gap;
+  }
+
   void ApplyMemory(int32_t task, MemWhen when, Duration now) {
-    const int32_t rank = task / Ops(), o = task % Ops();
+    const int32_t replica = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
     const int32_t begin = when == MemWhen::kIssue ? op.mem_begin
                           : when == MemWhen::kStart ? op.mem_start
@@ -133,19 +177,20 @@ class ReplayListener {
     const int32_t end = when == MemWhen::kIssue ? op.mem_start
                         : when == MemWhen::kStart ? op.mem_finish
                                                   : op.mem_end;
-    memory::MemoryLedger& ledger = r_.ledgers[rank];
+    memory::MemoryLedger& ledger = r_.ledgers[replica * p_.stages + op.stage];
     for (int32_t i = begin; i < end; ++i) {
       ledger.Apply(p_.mem[i].category, p_.mem[i].bytes, now, o);
     }
   }
 
   void Account(const Op& op, Duration d) {
+    StageTimes& t = r_.stages[op.stage];
     switch (op.phase) {
       case OpPhase::kForward:
-      case OpPhase::kBackward: r_.compute += d; break;
-      case OpPhase::kRecompute: r_.recompute += d; break;
-      case OpPhase::kOptimizer: r_.optimizer += d; break;
-      case OpPhase::kComm: r_.comm += d; break;
+      case OpPhase::kBackward: t.compute += d; break;
+      case OpPhase::kRecompute: t.recompute += d; break;
+      case OpPhase::kOptimizer: t.optimizer += d; break;
+      case OpPhase::kComm: t.comm += d; break;
     }
   }
 
@@ -154,9 +199,13 @@ class ReplayListener {
   const OpProgram& p_;
   std::vector<Duration> base_;       // per op, alone on the GPU
   std::vector<Duration> stretched_;  // per op, beside a running collective
-  std::vector<bool> comm_busy_;
+  std::vector<int32_t> comm_running_;  // per simulated GPU: collectives and sends running
+  std::vector<Duration> compute_free_;  // per stage (replica 0): when the compute stream idled
+  std::vector<Duration> last_end_;      // per stage (replica 0): its latest op end
+  std::vector<Duration> finish_;        // per task
 };
 
+// Work per GPU per step, averaged over the pipeline stages (every stage is a GPU).
 void CountWork(ReplayResult& r) {
   for (const Op& op : r.program.ops) {
     switch (op.phase) {
@@ -178,38 +227,69 @@ void CountWork(ReplayResult& r) {
       case OpPhase::kOptimizer: break;  // neither model nor hardware FLOPs by convention
     }
   }
+  const int64_t stages = r.program.stages;
+  if (stages > 1) {
+    auto average = [&](Flops f) { return f * (1.0 / static_cast<double>(stages)); };
+    r.model_flops = average(r.model_flops);
+    r.hardware_flops = average(r.hardware_flops);
+    r.recompute_flops = average(r.recompute_flops);
+    for (Bytes& b : r.comm_bytes_sent) b = Bytes::Count(b.count() / stages);
+    for (auto& c : r.collectives) c.time = Duration::FromSeconds(c.time.seconds() / stages);
+  }
+}
+
+// The report's time keys come from the stage that paces the pipeline: the most busy one.
+void PickTimeStage(ReplayResult& r) {
+  auto busy = [](const StageTimes& t) { return t.compute + t.recompute + t.optimizer; };
+  for (int32_t i = 0; i < static_cast<int32_t>(r.stages.size()); ++i) {
+    if (busy(r.stages[i]) > busy(r.stages[r.time_stage])) r.time_stage = i;
+  }
+  const StageTimes& t = r.stages[r.time_stage];
+  r.compute = t.compute;
+  r.recompute = t.recompute;
+  r.optimizer = t.optimizer;
+  r.comm = t.comm;
+  r.exposed_comm = t.exposed_comm;
+  r.bubble = t.bubble;
+  r.overlap_stretch = t.overlap_stretch;
 }
 
 }  // namespace
+
+int64_t ReplayResult::GpuOf(int32_t rank) const {
+  return program.stage_gpu[StageOf(rank)] + (rank / program.stages) * program.dp_stride;
+}
 
 absl::StatusOr<ReplayResult> Replay(const Scenario& s, const ReplayOptions& options) {
   auto program = Lower(s);
   if (!program.ok()) return program.status();
   ReplayResult r;
   r.program = std::move(*program);
-  r.simulated_ranks = options.explicit_ranks ? static_cast<int32_t>(s.dp()) : 1;
-  const bool record_memory = options.record_memory;
-  for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
-    r.ledgers.emplace_back(s.cluster.gpu.hbm, record_memory);
-    for (const MemAction& a : r.program.persistent) {
+  const int32_t replicas = options.explicit_ranks ? static_cast<int32_t>(s.dp()) : 1;
+  const int32_t stages = r.program.stages;
+  r.simulated_ranks = replicas * stages;
+  for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
+    r.ledgers.emplace_back(s.cluster.gpu.hbm, options.record_memory);
+    for (const MemAction& a : r.program.persistent[gpu % stages]) {
       r.ledgers.back().Apply(a.category, a.bytes, Duration::Zero(), std::nullopt);
     }
     r.ledgers.back().MarkPersistent();
   }
-  CountWork(r);
-  const engine::TaskGraph graph = BuildGraph(r.program, r.simulated_ranks);
+  const engine::TaskGraph graph = BuildGraph(r.program, replicas);
   auto comm = cost::MakeCollectiveCostModel(s);
   if (!comm.ok()) return comm.status();
   ReplayListener listener(s, **comm, options, r);
+  CountWork(r);
   engine::Executor<ReplayListener> executor(graph, listener);
   const engine::ExecutionStats stats = executor.Run();
   r.step = stats.makespan;
   r.events = stats.events;
-  r.exposed_comm = r.step - r.compute - r.recompute - r.optimizer;
-  for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
-    SIM_CHECK(r.ledgers[rank].Transient() == Bytes(),
+  listener.Close(r.step);
+  PickTimeStage(r);
+  for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
+    SIM_CHECK(r.ledgers[gpu].Transient() == Bytes(),
               "memory did not return to the persistent level at the end of the step");
-    if (r.ledgers[rank].peak() > r.ledgers[r.peak_rank].peak()) r.peak_rank = rank;
+    if (r.ledgers[gpu].peak() > r.ledgers[r.peak_rank].peak()) r.peak_rank = gpu;
   }
   return r;
 }

@@ -3,9 +3,11 @@
 // (sim/engine), timing ops with the cost models (sim/cost) and booking every allocation and free
 // in a per-GPU ledger (sim/memory). Reports are observers of the result (sim/report).
 //
-// Data-parallel ranks run the same program, so by default one rank is simulated and stands for
-// all; with `explicit_ranks` every DP rank is simulated with its own streams and ledger, and the
-// collectives of all ranks start together. Both give the same report (tests/replay_test.cc).
+// Data-parallel (and TP, CP) ranks run the same program, so by default one GPU per pipeline
+// stage is simulated and stands for its peers; with `explicit_ranks` every DP replica is
+// simulated with its own streams and ledgers, and the DP collectives of all replicas start
+// together. Both give the same report (tests/replay_test.cc). Simulated GPU i is stage
+// i % stages of replica i / stages.
 
 #include <array>
 #include <cstdint>
@@ -32,38 +34,54 @@ struct OpTiming {
   Duration start, end;
 };
 
+// Where one stage's GPU spent the step. step = compute + recompute + optimizer + exposed_comm
+// + bubble: the compute stream's idle time (and busy time on TP collectives that it waits for)
+// is exposed communication when the op it waited for was a collective, and bubble when it was
+// another stage's send (or the stage had finished and waited for the others).
+struct StageTimes {
+  Duration compute, recompute, optimizer;
+  Duration comm;          // busy time of its collectives and sends, on any stream
+  Duration exposed_comm;
+  Duration bubble;
+  Duration overlap_stretch;  // extra compute time beside collectives (overlap_slowdown)
+};
+
 struct ReplayResult {
   OpProgram program;
-  int32_t simulated_ranks = 1;
+  int32_t simulated_ranks = 1;  // simulated GPUs: stages x (explicit ? DP replicas : 1)
   uint64_t events = 0;
 
   Duration step;
-  // Busy time of the compute stream by kind of work, and of the communication stream.
+  // The pacing stage's times (the one with the most compute): the report's time keys.
   Duration compute, recompute, optimizer, comm;
-  // Compute-stream time not covered by compute, recompute or the optimizer: waiting for
-  // collectives (the exposed communication; there is no pipeline bubble without pp).
   Duration exposed_comm;
-  // Extra compute time from running beside collectives (calibrated overlap_slowdown).
+  Duration bubble;
   Duration overlap_stretch;
+  int32_t time_stage = 0;
+  std::vector<StageTimes> stages;
 
-  // Per GPU per step.
+  // Per GPU per step (averaged over the pipeline stages).
   Flops model_flops, hardware_flops, recompute_flops;
-  std::array<Bytes, 4> comm_bytes_sent{};  // indexed by CollectiveKind
+  std::array<Bytes, kNumCollectiveKinds> comm_bytes_sent{};  // indexed by CollectiveKind
 
   // Per collective kind (indexed by CollectiveKind): how the cost model ran them.
   struct CollectiveStats {
     int64_t count = 0;
-    Duration time;                                 // sum over the step
+    Duration time;  // sum over the step (per GPU: averaged over pipeline stages)
     std::array<int64_t, 5> by_algorithm{};         // indexed by CollectiveAlgorithm
     std::string busiest_link;                      // of the slowest collective of this kind
     int32_t busiest_load = 0;                      // transfers sharing it in one step
     Duration slowest;
   };
-  std::array<CollectiveStats, 4> collectives{};
+  std::array<CollectiveStats, kNumCollectiveKinds> collectives{};
 
-  std::vector<memory::MemoryLedger> ledgers;  // one per simulated rank
-  int32_t peak_rank = 0;                       // the simulated rank with the highest peak
-  std::vector<OpTiming> timings;
+  std::vector<memory::MemoryLedger> ledgers;  // one per simulated GPU
+  int32_t peak_rank = 0;                       // the simulated GPU with the highest peak
+  std::vector<OpTiming> timings;               // rank = simulated GPU
+
+  int32_t StageOf(int32_t rank) const { return rank % program.stages; }
+  // The cluster GPU a simulated GPU stands for.
+  int64_t GpuOf(int32_t rank) const;
 };
 
 absl::StatusOr<ReplayResult> Replay(const Scenario& s, const ReplayOptions& options);

@@ -25,10 +25,10 @@ Derived Derive(const Scenario& s, const replay::ReplayResult& r) {
   Derived d;
   d.step_s = r.step.seconds();
   const double gpus = static_cast<double>(s.cluster.gpus());
-  const double ranks = static_cast<double>(s.dp());
-  d.model_flops_total = r.model_flops.count() * ranks;
-  d.hardware_flops_total = r.hardware_flops.count() * ranks;
-  d.recompute_flops_total = r.recompute_flops.count() * ranks;
+  // Per-GPU work (averaged over stages; TP and CP ranks each do their share) times the GPUs.
+  d.model_flops_total = r.model_flops.count() * gpus;
+  d.hardware_flops_total = r.hardware_flops.count() * gpus;
+  d.recompute_flops_total = r.recompute_flops.count() * gpus;
   const double peak = cost::PeakRate(s.cluster.gpu, s.training.precision).per_second();
   if (d.step_s > 0) {
     d.tokens_per_s = static_cast<double>(s.training.global_batch * s.training.seq_len) / d.step_s;
@@ -36,7 +36,7 @@ Derived Derive(const Scenario& s, const replay::ReplayResult& r) {
     d.hfu = d.hardware_flops_total / (d.step_s * gpus * peak);
   }
   const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
-  d.static_total = PersistentStates(s).total();
+  d.static_total = PersistentStates(s, r.StageOf(r.peak_rank)).total();
   const Bytes over_reserve = ledger.peak() - s.runtime.reserved;
   d.reserved_estimate =
       ledger.peak() + Bytes::Round(static_cast<double>(over_reserve.count()) *
@@ -49,12 +49,47 @@ std::string PeakOpLabel(const replay::ReplayResult& r, std::optional<int32_t> op
   return op ? OpLabel(r.program.ops[*op], r.program.layers) : "persistent states";
 }
 
+// SPEC §5's memory and time keys for every pipeline stage (one entry without pp).
+nlohmann::ordered_json StagesJson(const Scenario& s, const replay::ReplayResult& r) {
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (int32_t stage = 0; stage < r.program.stages; ++stage) {
+    const memory::MemoryLedger& ledger = r.ledgers[stage];
+    const StateSplit st = PersistentStates(s, stage);
+    const replay::StageTimes& t = r.stages[stage];
+    nlohmann::ordered_json breakdown;
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      breakdown[std::string(kMemCategoryNames[c])] = ledger.peak_breakdown()[c].count();
+    }
+    stages.push_back(
+        {{"stage", stage},
+         {"gpu", r.program.stage_gpu[stage]},
+         {"memory",
+          {{"peak_bytes", ledger.peak().count()},
+           {"peak_at_s", ledger.peak_time().seconds()},
+           {"peak_op", PeakOpLabel(r, ledger.peak_op())},
+           {"fits", ledger.peak() <= s.cluster.gpu.hbm},
+           {"peak_breakdown_bytes", breakdown},
+           {"static_bytes",
+            {{"weights", st.weights.count()},
+             {"gradients", st.gradients.count()},
+             {"optimizer", st.optimizer.count()}}}}},
+         {"time",
+          {{"compute_s", t.compute.seconds()},
+           {"recompute_s", t.recompute.seconds()},
+           {"comm_s", t.comm.seconds()},
+           {"exposed_comm_s", t.exposed_comm.seconds()},
+           {"optimizer_s", t.optimizer.seconds()},
+           {"bubble_s", t.bubble.seconds()}}}});
+  }
+  return stages;
+}
+
 }  // namespace
 
 nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r) {
   const Derived d = Derive(s, r);
   const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
-  const StateSplit st = PersistentStates(s);
+  const StateSplit st = PersistentStates(s, r.StageOf(r.peak_rank));
   const ShardingPlan plan = PlanSharding(s);
   nlohmann::ordered_json j;
   j["schema_version"] = 1;
@@ -67,6 +102,10 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
   j["parallel"] = {{"dp", s.dp()},
                    {"tp", s.parallel.tp},
                    {"pp", s.parallel.pp},
+                   {"cp", s.parallel.cp},
+                   {"sequence_parallel", s.parallel.sequence_parallel},
+                   {"pp_schedule", Name(s.parallel.pp_schedule)},
+                   {"pp_chunks", s.parallel.pp_chunks},
                    {"zero", s.parallel.zero},
                    {"micro_batches", s.micro_batches()},
                    {"framework", Name(s.parallel.framework)},
@@ -89,7 +128,8 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
   }
   j["memory"] = {{"capacity_bytes", s.cluster.gpu.hbm.count()},
                  {"peak_bytes", ledger.peak().count()},
-                 {"peak_gpu", r.peak_rank},
+                 {"peak_gpu", r.GpuOf(r.peak_rank)},
+                 {"peak_stage", r.StageOf(r.peak_rank)},
                  {"peak_at_s", ledger.peak_time().seconds()},
                  {"peak_op", PeakOpLabel(r, ledger.peak_op())},
                  {"fits", d.fits},
@@ -108,8 +148,9 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
                {"comm_s", r.comm.seconds()},
                {"exposed_comm_s", r.exposed_comm.seconds()},
                {"optimizer_s", r.optimizer.seconds()},
-               {"bubble_s", 0.0},
-               {"overlap_stretch_s", r.overlap_stretch.seconds()}};
+               {"bubble_s", r.bubble.seconds()},
+               {"overlap_stretch_s", r.overlap_stretch.seconds()},
+               {"stage", r.time_stage}};
   j["flops"] = {{"model_per_step", d.model_flops_total},
                 {"hardware_per_step", d.hardware_flops_total},
                 {"recompute_per_step", d.recompute_flops_total},
@@ -123,10 +164,10 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
   j["comm_bytes_per_gpu"] = {{"all_gather", sent(CollectiveKind::kAllGather)},
                              {"reduce_scatter", sent(CollectiveKind::kReduceScatter)},
                              {"all_reduce", sent(CollectiveKind::kAllReduce)},
-                             {"send_recv", 0}};
+                             {"send_recv", sent(CollectiveKind::kSendRecv)}};
   nlohmann::ordered_json coll = nlohmann::ordered_json::object();
   for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
-                           CollectiveKind::kAllReduce}) {
+                           CollectiveKind::kAllReduce, CollectiveKind::kSendRecv}) {
     const auto& st = r.collectives[static_cast<int>(k)];
     if (st.count == 0) continue;
     nlohmann::ordered_json algos = nlohmann::ordered_json::object();
@@ -147,6 +188,7 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
         {"busiest_link_transfers", st.busiest_load}};
   }
   j["collectives"] = coll;
+  j["stages"] = StagesJson(s, r);
   j["replay"] = {{"ops", r.program.ops.size()},
                  {"events", r.events},
                  {"simulated_ranks", r.simulated_ranks}};
@@ -158,10 +200,26 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
   const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
   const Bytes cap = s.cluster.gpu.hbm;
   std::string out;
-  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d, %d micro-batches\n\n",
-                        s.name, s.model.name, s.cluster.gpus(), s.cluster.gpu.name,
-                        s.cluster.node.name, Name(s.parallel.framework), s.parallel.zero, s.dp(),
-                        s.micro_batches());
+  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", s.name,
+                        s.model.name, s.cluster.gpus(), s.cluster.gpu.name, s.cluster.node.name,
+                        Name(s.parallel.framework), PlanSharding(s).stage, s.dp());
+  if (s.parallel.tp > 1) {
+    absl::StrAppendFormat(&out, " tp %d%s", s.parallel.tp, s.parallel.sequence_parallel ? "+sp" : "");
+  }
+  if (s.parallel.cp > 1) absl::StrAppendFormat(&out, " cp %d", s.parallel.cp);
+  if (s.parallel.pp > 1) {
+    absl::StrAppendFormat(&out, " pp %d (%s", s.parallel.pp, Name(s.parallel.pp_schedule));
+    if (s.parallel.pp_chunks > 1) absl::StrAppendFormat(&out, ", %d chunks", s.parallel.pp_chunks);
+    out += ")";
+  }
+  absl::StrAppendFormat(&out, ", %d micro-batches\n", s.micro_batches());
+  if (s.parallel.framework == Framework::kMegatron && s.parallel.zero >= 2) {
+    absl::StrAppendFormat(&out,
+                          "note: megatron has no ZeRO-%d; parallel.zero %d is read as its "
+                          "distributed optimizer (ZeRO-1-like)\n",
+                          s.parallel.zero, s.parallel.zero);
+  }
+  out += "\n";
   if (d.fits) {
     absl::StrAppendFormat(&out, "FITS: peak %s of %s per GPU (%s free)", FormatGiB(ledger.peak().count()),
                           FormatGiB(cap.count(), 0), FormatGiB((cap - ledger.peak()).count()));
@@ -181,10 +239,14 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
                           PeakOpLabel(r, o.op), FormatSeconds(o.time.seconds()),
                           FormatGiB(o.excess.count()));
   }
-  absl::StrAppendFormat(&out, "Peak at t = %s in %s (GPU %d)\n\n", FormatSeconds(ledger.peak_time().seconds()),
-                        PeakOpLabel(r, ledger.peak_op()), r.peak_rank);
+  absl::StrAppendFormat(&out, "Peak at t = %s in %s (GPU %d%s)\n\n",
+                        FormatSeconds(ledger.peak_time().seconds()),
+                        PeakOpLabel(r, ledger.peak_op()), r.GpuOf(r.peak_rank),
+                        r.program.stages > 1
+                            ? absl::StrCat(", pipeline stage ", r.StageOf(r.peak_rank))
+                            : std::string());
 
-  const StateSplit st = PersistentStates(s);
+  const StateSplit st = PersistentStates(s, r.StageOf(r.peak_rank));
   Table mem({"memory per GPU", "at peak", "at peak", "static ledger"});
   for (int c = 0; c < kNumMemCategories; ++c) {
     const double b = static_cast<double>(ledger.peak_breakdown()[c].count());
@@ -213,8 +275,24 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
   row("recompute", r.recompute.seconds());
   row("exposed communication", r.exposed_comm.seconds());
   row("optimizer", r.optimizer.seconds());
+  if (r.program.stages > 1) row("pipeline bubble", r.bubble.seconds());
   row("step", d.step_s);
   absl::StrAppend(&out, time.Render());
+  if (r.program.stages > 1) {
+    absl::StrAppendFormat(&out, "  (times of stage %d, the busiest)\n\n", r.time_stage);
+    Table stages({"stage", "GPU", "peak GiB", "compute s", "recompute s", "exposed comm s",
+                  "bubble s"});
+    for (int32_t i = 0; i < r.program.stages; ++i) {
+      const replay::StageTimes& t = r.stages[i];
+      stages.AddRow({absl::StrCat(i), absl::StrCat(r.program.stage_gpu[i]),
+                     FormatGiB(r.ledgers[i].peak().count()),
+                     absl::StrFormat("%.4f", t.compute.seconds()),
+                     absl::StrFormat("%.4f", t.recompute.seconds()),
+                     absl::StrFormat("%.4f", t.exposed_comm.seconds()),
+                     absl::StrFormat("%.4f", t.bubble.seconds())});
+    }
+    absl::StrAppend(&out, stages.Render());
+  }
   absl::StrAppendFormat(&out,
                         "  communication busy %.4f s (overlapped %.4f s); compute slowed by "
                         "overlap %.4f s\n\n",
@@ -230,8 +308,9 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
   Table comm({"per GPU per step", "sent GB", "time s", "bus GB/s", "algorithm",
                "busiest link (transfers)"});
   for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
-                           CollectiveKind::kAllReduce}) {
+                           CollectiveKind::kAllReduce, CollectiveKind::kSendRecv}) {
     const auto& st = r.collectives[static_cast<int>(k)];
+    if (k == CollectiveKind::kSendRecv && st.count == 0) continue;
     const double sent = r.comm_bytes_sent[static_cast<int>(k)].gb();
     std::string algo;
     for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
@@ -248,9 +327,11 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
                                          : absl::StrCat(st.busiest_link, " (", st.busiest_load, ")")});
   }
   absl::StrAppend(&out, comm.Render());
-  absl::StrAppendFormat(&out, "\nReplayed %d ops as %d events (%d simulated rank%s).\n",
+  absl::StrAppendFormat(&out, "\nReplayed %d ops as %d events (%d simulated GPU%s).\n",
                         r.program.ops.size(), r.events, r.simulated_ranks,
-                        r.simulated_ranks == 1 ? ", standing for every DP rank" : "s");
+                        r.simulated_ranks == 1       ? ", standing for every rank"
+                        : r.simulated_ranks == r.program.stages ? "s, one per pipeline stage"
+                                                                : "s");
   return out;
 }
 
@@ -263,20 +344,27 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
     out += e.dump();
   };
   const double us = 1e6;
+  const bool symmetric = r.simulated_ranks == r.program.stages;
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
+    std::string name = absl::StrCat("GPU ", r.GpuOf(rank));
+    if (r.program.stages > 1) absl::StrAppend(&name, " (pipeline stage ", r.StageOf(rank), ")");
+    if (symmetric && s.cluster.gpus() > r.program.stages) {
+      absl::StrAppend(&name, ", standing for its ", s.cluster.gpus() / r.program.stages,
+                      " peers");
+    }
     emit({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"tid", 0},
-          {"args", {{"name", r.simulated_ranks == 1
-                                 ? absl::StrCat("GPU 0 (stands for all ", s.dp(), " DP ranks)")
-                                 : absl::StrCat("GPU ", rank)}}}});
-    emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", 0},
-          {"args", {{"name", "compute"}}}});
-    emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", 1},
-          {"args", {{"name", "comm (NCCL)"}}}});
+          {"args", {{"name", name}}}});
+    const char* threads[kNumStreams] = {"compute", "comm (NCCL, data parallel)",
+                                        "comm (TP/CP, overlapped)", "pipeline send/recv"};
+    for (int tid = 0; tid < kNumStreams; ++tid) {
+      emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", tid},
+            {"args", {{"name", threads[tid]}}}});
+    }
   }
   for (const replay::OpTiming& t : r.timings) {
     const Op& op = r.program.ops[t.op];
     nlohmann::ordered_json args;
-    if (op.stream == StreamKind::kComm) {
+    if (op.phase == OpPhase::kComm) {
       const CollectiveSpec& c = r.program.CollectiveOf(op);
       args = {{"collective", Name(c.kind)},
               {"tensor_bytes", c.tensor.count()},
@@ -314,7 +402,7 @@ std::string TimelineCsv(const replay::ReplayResult& r) {
   std::string out = "time_s,gpu,event,category,delta_bytes,allocated_bytes\n";
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
     for (const memory::MemoryChange& c : r.ledgers[rank].changes()) {
-      absl::StrAppendFormat(&out, "%.12f,%d,%s,%s,%d,%d\n", c.time.seconds(), rank,
+      absl::StrAppendFormat(&out, "%.12f,%d,%s,%s,%d,%d\n", c.time.seconds(), r.GpuOf(rank),
                             c.op ? OpLabel(r.program.ops[*c.op], r.program.layers) : "persistent",
                             Name(c.category), c.delta.count(), c.allocated.count());
     }
@@ -326,9 +414,11 @@ std::string DumpOps(const OpProgram& p) {
   std::string out = "# id stream label | flops bytes_moved | collective tensor group buckets | deps | memory\n";
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& op = p.ops[i];
-    absl::StrAppendFormat(&out, "%d %s %s", i, op.stream == StreamKind::kComm ? "comm" : "compute",
+    const char* streams[kNumStreams] = {"compute", "comm", "tp_comm", "p2p"};
+    absl::StrAppendFormat(&out, "%d %s %s", i, streams[static_cast<int>(op.stream)],
                           OpLabel(op, p.layers));
-    if (op.stream == StreamKind::kComm) {
+    if (p.stages > 1) absl::StrAppendFormat(&out, " stage%d", op.stage);
+    if (op.phase == OpPhase::kComm) {
       const CollectiveSpec& c = p.CollectiveOf(op);
       absl::StrAppendFormat(&out, " | %s %d B over %d GPUs (%d nodes) in %d buckets",
                             Name(c.kind), c.tensor.count(), c.group.size, c.group.nodes,

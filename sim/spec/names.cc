@@ -63,6 +63,25 @@ absl::string_view Name(CollectiveAlgorithm a) {
   return "?";
 }
 
+absl::string_view Name(PipelineSchedule p) {
+  switch (p) {
+    case PipelineSchedule::kGpipe: return "gpipe";
+    case PipelineSchedule::k1F1B: return "1f1b";
+    case PipelineSchedule::kInterleaved: return "interleaved";
+  }
+  return "?";
+}
+
+absl::string_view Name(ParallelDim d) {
+  switch (d) {
+    case ParallelDim::kTp: return "tp";
+    case ParallelDim::kCp: return "cp";
+    case ParallelDim::kDp: return "dp";
+    case ParallelDim::kPp: return "pp";
+  }
+  return "?";
+}
+
 absl::string_view Name(Dtype d) {
   switch (d) {
     case Dtype::kFp32: return "fp32";

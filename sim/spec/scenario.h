@@ -3,6 +3,7 @@
 // validation. The member initialisers below are the documented defaults of every optional key
 // (README "Scenario files" lists them); no other place in the code writes a default.
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +29,12 @@ enum class FsdpSharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
 // nvls = NVLink SHARP all-reduce inside one NVSwitch (H100 and later) node;
 // auto = the fastest for each collective, as NCCL's tuner picks.
 enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kNvls, kAuto };
+// Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush,
+// Narayanan et al. SC21 §2.2.1) and interleaved 1F1B with `pp_chunks` model chunks per stage
+// (Megatron-LM's virtual pipeline, SC21 §2.2.2).
+enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved };
+// The parallel dimensions in the rank order (innermost first).
+enum class ParallelDim { kTp, kCp, kDp, kPp };
 
 struct ClusterSpec {
   GpuSpec gpu;
@@ -54,7 +61,30 @@ struct ParallelSpec {
   int64_t zero = 0;
   int64_t tp = 1;
   int64_t pp = 1;
+  // Context parallelism: the sequence is split over `cp` GPUs; K and V are all-gathered over the
+  // CP group before attention (Llama 3's all-gather CP, Dubey et al. 2024 §3.3.2).
+  int64_t cp = 1;
   bool sequence_parallel = false;
+  // Rank order, innermost first (Megatron-LM --rank-order default tp-cp-ep-dp-pp without ep):
+  // consecutive GPUs fill the TP group, then CP, then DP, then PP.
+  std::array<ParallelDim, 4> rank_order = {ParallelDim::kTp, ParallelDim::kCp, ParallelDim::kDp,
+                                           ParallelDim::kPp};
+  PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
+  int64_t pp_chunks = 1;  // model chunks per stage (v); > 1 needs the interleaved schedule
+  // Decoder layers of the first and last stage when they differ from the others (Megatron-LM
+  // --decoder-first/last-pipeline-num-layers; Llama 3 405B drops one layer from each); absent =
+  // the layers split evenly.
+  std::optional<int64_t> first_stage_layers, last_stage_layers;
+  // TP collectives run beside the GEMMs they feed (Megatron-LM --tp-comm-overlap); otherwise
+  // the compute stream waits for them.
+  bool tp_comm_overlap = false;
+  // Gradient reduction overlapped with the backward (buckets launched as layers finish);
+  // absent = the framework's default: DeepSpeed and FSDP overlap, Megatron-LM
+  // --overlap-grad-reduce is off.
+  std::optional<bool> overlap_grad_reduce;
+  // Megatron distributed optimizer: the parameter all-gather overlaps the next step's forward
+  // (--overlap-param-gather) instead of following the optimizer.
+  bool overlap_param_gather = false;
   // ZeRO-3 / FULL_SHARD layers gathered ahead of the one computing (DeepSpeed
   // stage3_prefetch_bucket_size, FSDP forward_prefetch/backward_prefetch).
   int64_t prefetch = 1;
@@ -86,7 +116,9 @@ struct Scenario {
   ParallelSpec parallel;
   RuntimeSpec runtime;
 
-  int64_t dp() const { return cluster.gpus() / (parallel.tp * parallel.pp); }
+  int64_t dp() const {
+    return cluster.gpus() / (parallel.tp * parallel.pp * parallel.cp);
+  }
   int64_t micro_batches() const {
     return training.global_batch / (training.micro_batch * dp());
   }
@@ -100,5 +132,7 @@ absl::string_view Name(Framework f);
 absl::string_view Name(FsdpSharding s);
 absl::string_view Name(Dtype d);
 absl::string_view Name(CollectiveAlgorithm a);
+absl::string_view Name(PipelineSchedule p);
+absl::string_view Name(ParallelDim d);
 
 }  // namespace sim

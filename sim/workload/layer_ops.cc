@@ -33,7 +33,8 @@ LayerOp Elementwise(absl::string_view name, int64_t reads, int64_t writes, doubl
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape) {
   const int64_t t = shape.tp;
-  const int64_t s = shape.seq_len, b = shape.micro_batch;
+  // s: the tokens of this GPU's share of a sequence; s_kv: the keys each query attends to.
+  const int64_t s_kv = shape.seq_len, s = shape.seq_len / shape.cp, b = shape.micro_batch;
   const int64_t tokens = s * b;
   const int64_t h = m.hidden, f = m.ffn_hidden, a = m.heads;
   const int64_t kv = m.kv_heads * m.head_dim();
@@ -52,26 +53,32 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
 
   LayerOp qkv = Gemm("qkv", tokens, h, (h + 2 * kv) / t);
   qkv.saves = {{"qkv_in", bytes(kAct * rep_tokens * h)}};
+  qkv.role = ParallelRole::kColumn;
   ops.push_back(qkv);
 
   // Attention core: QK^T and AV are 2·b·s²·h/t FLOPs each; causal masking lets flash skip half.
   const double full_core = 4.0 * static_cast<double>(b) * static_cast<double>(s) *
-                           static_cast<double>(s) * static_cast<double>(h) / static_cast<double>(t);
-  const int64_t scores = a * s * s * b / t;  // elements of the s×s score matrix per GPU
+                           static_cast<double>(s_kv) * static_cast<double>(h) /
+                           static_cast<double>(t);
+  const int64_t scores = a * s * s_kv * b / t;  // elements of the score matrix per GPU
   if (shape.attention == AttentionKernel::kFlash) {
     LayerOp core;
     core.name = "flash_attention";
     core.op_class = OpClass::kAttention;
     core.flops = Flops::Count(full_core / 2);
-    core.bytes_moved = bytes(kAct * tokens * (2 * h + 2 * kv) / t);
+    // Reads q and writes o for its own tokens, reads k and v of the whole sequence.
+    core.bytes_moved = bytes(kAct * (tokens * 2 * h + s_kv * b * 2 * kv) / t);
+    if (shape.cp > 1) core.role = ParallelRole::kCpKv;
     core.saves = {{"q_k", bytes(kAct * tokens * (h + kv) / t)},
                   {"v", bytes(kAct * tokens * kv / t)},
                   {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true}};
     ops.push_back(core);
   } else {
+    // Eager attention: Q·K^T and P·V are cuBLAS batched GEMMs (Megatron-LM's core attention),
+    // priced as GEMMs; the fused-attention efficiency belongs to flash kernels.
     LayerOp qk;
     qk.name = "attention_scores";
-    qk.op_class = OpClass::kAttention;
+    qk.op_class = OpClass::kGemm;
     qk.flops = Flops::Count(full_core / 2);
     qk.bytes_moved = bytes(kAct * (tokens * (h + kv) / t + scores));
     qk.saves = {{"q_k", bytes(kAct * tokens * (h + kv) / t)}};
@@ -88,7 +95,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     }
     LayerOp av;
     av.name = "attention_values";
-    av.op_class = OpClass::kAttention;
+    av.op_class = OpClass::kGemm;
     av.flops = Flops::Count(full_core / 2);
     av.bytes_moved = bytes(kAct * (scores + tokens * kv / t + tokens * h / t));
     av.saves = {{"v", bytes(kAct * tokens * kv / t)}};
@@ -97,6 +104,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
 
   LayerOp proj = Gemm("out_proj", tokens, h / t, h);
   proj.saves = {{"context", bytes(kAct * tokens * h / t)}};
+  proj.role = ParallelRole::kRow;
   ops.push_back(proj);
 
   LayerOp residual1 = Elementwise("attn_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
@@ -110,6 +118,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   if (m.mlp == MlpKind::kGelu) {
     LayerOp fc1 = Gemm("fc1", tokens, h, f / t);
     fc1.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
+    fc1.role = ParallelRole::kColumn;
     ops.push_back(fc1);
     LayerOp gelu = Elementwise("gelu", tokens * f / t, tokens * f / t, 8);
     gelu.saves = {{"gelu_in", bytes(kAct * tokens * f / t)}};
@@ -117,6 +126,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   } else {
     LayerOp gate_up = Gemm("gate_up", tokens, h, 2 * f / t);
     gate_up.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
+    gate_up.role = ParallelRole::kColumn;
     ops.push_back(gate_up);
     LayerOp swiglu = Elementwise("swiglu", 2 * tokens * f / t, tokens * f / t, 6);
     swiglu.saves = {{"gate", bytes(kAct * tokens * f / t)}, {"up", bytes(kAct * tokens * f / t)}};
@@ -124,6 +134,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   }
   LayerOp fc2 = Gemm(m.mlp == MlpKind::kGelu ? "fc2" : "down", tokens, f / t, h);
   fc2.saves = {{"fc2_in", bytes(kAct * tokens * f / t)}};
+  fc2.role = ParallelRole::kRow;
   ops.push_back(fc2);
 
   LayerOp residual2 = Elementwise("mlp_residual", 2 * rep_tokens * h, rep_tokens * h, 1);

@@ -48,6 +48,18 @@ namespace sim {
 
 enum class OpClass { kGemm, kAttention, kMemoryBound };
 
+// Where a layer op meets tensor and context parallelism (Megatron-LM, Shoeybi et al. 2019 §3;
+// Korthikanti et al. 2022 §4.2.2):
+//   kColumn  column-parallel GEMM (qkv, fc1 / gate_up): its input is the full activation (with
+//            SP all-gathered before it, and again in backward for the weight gradient); its
+//            input gradient is all-reduced (SP: reduce-scattered).
+//   kRow     row-parallel GEMM (out_proj, fc2 / down): its partial outputs are all-reduced
+//            (SP: reduce-scattered); with SP its output gradient is all-gathered in backward.
+//   kCpKv    the attention core under context parallelism: K and V of the whole sequence are
+//            all-gathered over the CP group before it (and in backward, whose dK, dV are
+//            reduce-scattered).
+enum class ParallelRole { kNone, kColumn, kRow, kCpKv };
+
 struct SavedTensor {
   absl::string_view name;
   Bytes bytes;
@@ -60,6 +72,7 @@ struct LayerOp {
   Flops flops;        // forward, one GPU, one micro-batch
   Bytes bytes_moved;  // HBM traffic of the forward kernel(s)
   std::vector<SavedTensor> saves;
+  ParallelRole role = ParallelRole::kNone;
 };
 
 struct ActivationShape {
@@ -68,6 +81,9 @@ struct ActivationShape {
   int64_t tp = 1;
   bool sequence_parallel = false;
   AttentionKernel attention = AttentionKernel::kFlash;
+  // Context parallelism: each GPU holds seq_len / cp tokens of every sequence; its queries
+  // attend to the whole (gathered) sequence.
+  int64_t cp = 1;
 };
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);

@@ -20,9 +20,21 @@
 //                           layer's backward ends.
 //   fsdp hybrid_shard       full_shard inside a node; the gradient shard is then all-reduced
 //                           across nodes.
+//   megatron                fp32 main_grad accumulated in a persistent buffer; one reduction
+//                           per step in fp32 (all-reduce, or reduce-scatter with the
+//                           distributed optimizer = parallel.zero >= 1), after the whole
+//                           backward unless overlap_grad_reduce; with the distributed optimizer
+//                           the updated bf16 parameters are all-gathered after the optimizer,
+//                           or during the next forward with overlap_param_gather.
+// Tensor, sequence and context parallelism add their collectives around the layer ops (see
+// ParallelRole in layer_ops.h); pipeline parallelism lowers every stage's units in its
+// schedule's order (pipeline_schedule.h) with point-to-point sends between stages. Gradient
+// reductions and the optimizer run per stage over its own parameters.
 // Parameter groups are gathered and reduced as units: the embedding (with learned positions),
 // each decoder layer, and the final norm with the LM head (re-gathering the embedding matrix
 // when the head is tied to it).
+
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/spec/scenario.h"
@@ -41,12 +53,18 @@ struct ShardingPlan {
 };
 ShardingPlan PlanSharding(const Scenario& s);
 
-// The persistent per-GPU states the replay holds (the static ledger of the preset). With fp8,
-// the replay follows Transformer Engine: bf16 weights plus an fp8 copy (3 B/param), not the
-// textbook's 1 B.
-StateSplit PersistentStates(const Scenario& s);
+// Parameters per GPU of each group (embedding, decoder layers, final norm + head), after TP
+// sharding: matrices ÷ t, norms and learned positions replicated.
+std::vector<int64_t> GroupParameters(const Scenario& s);
+// Parameters per GPU of each pipeline stage (its layers; the embedding on the first, the head
+// on the last; a tied embedding is held by both when pp > 1, as Megatron-LM does).
+std::vector<int64_t> StageParameters(const Scenario& s);
 
-// Unimplemented for layouts later issues add (tp > 1, pp > 1, the megatron preset).
+// The persistent per-GPU states the replay holds on a pipeline stage (the static ledger of the
+// preset). With fp8, the replay follows Transformer Engine: bf16 weights plus an fp8 copy
+// (3 B/param), not the textbook's 1 B.
+StateSplit PersistentStates(const Scenario& s, int32_t stage = 0);
+
 absl::StatusOr<OpProgram> Lower(const Scenario& s);
 
 }  // namespace sim

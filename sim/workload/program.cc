@@ -11,6 +11,7 @@ Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter: return Bytes::Count(tensor.count() * (n - 1) / n);
     case CollectiveKind::kAllReduce: return Bytes::Count(2 * tensor.count() * (n - 1) / n);
+    case CollectiveKind::kSendRecv: return tensor;  // the sender's; SPEC §5 send_recv
     case CollectiveKind::kNone: return Bytes();
   }
   return Bytes();
@@ -33,6 +34,7 @@ absl::string_view Name(CollectiveKind k) {
     case CollectiveKind::kAllGather: return "all_gather";
     case CollectiveKind::kReduceScatter: return "reduce_scatter";
     case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kSendRecv: return "send_recv";
   }
   return "?";
 }

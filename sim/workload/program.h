@@ -23,11 +23,15 @@
 
 namespace sim {
 
-enum class StreamKind : uint8_t { kCompute = 0, kComm = 1 };
-inline constexpr int kNumStreams = 2;
+// Streams of one GPU: compute; the data-parallel communicator's collectives; TP/CP collectives
+// that overlap compute (Megatron-LM --tp-comm-overlap; without it they run on the compute
+// stream); pipeline point-to-point sends.
+enum class StreamKind : uint8_t { kCompute = 0, kComm = 1, kTpComm = 2, kP2p = 3 };
+inline constexpr int kNumStreams = 4;
 
 enum class OpPhase : uint8_t { kForward, kRecompute, kBackward, kOptimizer, kComm };
-enum class CollectiveKind : uint8_t { kNone, kAllGather, kReduceScatter, kAllReduce };
+enum class CollectiveKind : uint8_t { kNone, kAllGather, kReduceScatter, kAllReduce, kSendRecv };
+inline constexpr int kNumCollectiveKinds = 5;
 
 // Which GPUs a collective spans: `size` ranks on `nodes` distinct nodes, member i of copy q
 // being GPU q·copy_offset + i·stride. `copies` identical groups run the same collective at
@@ -54,6 +58,7 @@ struct Op {
   OpPhase phase = OpPhase::kForward;
   StreamKind stream = StreamKind::kCompute;
   int32_t micro_batch = 0;
+  int16_t stage = 0;  // pipeline stage (the simulated GPU) that runs it
   // Parameter group: 0 = embedding, 1..L = decoder layers, L + 1 = final norm and LM head;
   // kStepWide for ops that concern the whole model (optimizer, step-wide collectives).
   int32_t group = 0;
@@ -75,6 +80,7 @@ inline constexpr int32_t kStepWide = -1;
 
 // A collective: the full tensor M (SPEC §2: ring all-gather/reduce-scatter send M(n-1)/n per
 // GPU, all-reduce 2M(n-1)/n) over `group`, launched as `buckets` collectives of equal size.
+// kSendRecv: member 0 of each copy sends M to member 1 (a pipeline stage boundary).
 struct CollectiveSpec {
   CollectiveKind kind = CollectiveKind::kNone;
   Bytes tensor;
@@ -89,8 +95,11 @@ struct OpProgram {
   std::vector<int32_t> deps;  // predecessors, by op index (always lower than the op's own)
   std::vector<MemAction> mem;
   // Memory held for the whole step (weights, gradient buffers, optimizer state, the runtime
-  // reserve), allocated before the first op.
-  std::vector<MemAction> persistent;
+  // reserve), allocated before the first op; one list per pipeline stage.
+  std::vector<std::vector<MemAction>> persistent;
+  int32_t stages = 1;              // pipeline stages (each a distinct simulated GPU)
+  std::vector<int64_t> stage_gpu;  // the GPU that stands for each stage
+  int64_t dp_stride = 1;           // GPUs between DP replicas (placement)
   int32_t layers = 0;  // decoder layers (groups 1..layers)
   int64_t dp = 1;      // data-parallel ranks the program stands for
   int64_t tokens_per_micro_batch = 0;

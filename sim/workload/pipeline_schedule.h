@@ -1,0 +1,41 @@
+#pragma once
+// Pipeline schedules as the order in which each stage runs its work units (a forward or a
+// backward of one model chunk for one micro-batch). Time-free: the bubble emerges when the
+// replay runs these orders with the cross-stage dependencies (forward of virtual stage k needs
+// k − 1's output; backward of k needs k + 1's input gradient).
+//
+//   gpipe        all m forwards, then all m backwards (Huang et al. 2019, GPipe).
+//   1f1b         PipeDream-Flush (Narayanan et al. SC21 §2.2.1): stage s runs
+//                min(p − s − 1, m) warm-up forwards, then alternates one forward and one
+//                backward, then drains the remaining backwards. At most p − s micro-batches
+//                are in flight on stage s.
+//   interleaved  Megatron-LM's interleaved 1F1B with v chunks per stage (SC21 §2.2.2; the
+//                order of megatron/core/pipeline_parallel/schedules.py): warm-up
+//                (p − s − 1)·2 + (v − 1)·p units (all m·v when m = p), unit k of a
+//                direction is chunk (k / p) mod v (reversed for backward) of micro-batch
+//                (k / (p·v))·p + k mod p.
+// Virtual stage of chunk c on stage s: c·p + s (chunk c of every stage before chunk c + 1).
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "sim/spec/scenario.h"
+
+namespace sim {
+
+struct PipelineUnit {
+  int32_t chunk = 0;
+  int32_t micro_batch = 0;
+  bool forward = true;
+};
+
+// Per stage, its units in execution order.
+std::vector<std::vector<PipelineUnit>> PipelineOrder(PipelineSchedule schedule, int64_t stages,
+                                                     int64_t chunks, int64_t micro_batches);
+
+// Decoder layers per virtual stage (index c·p + s): an equal split, or the first and last stage
+// as given and the rest equal (checked by the scenario loader).
+std::vector<int64_t> LayersPerVirtualStage(const Scenario& s);
+
+}  // namespace sim

@@ -1,0 +1,48 @@
+#pragma once
+// Rank placement: which GPU holds which (TP, CP, DP, PP) coordinate, and the communication group
+// of each parallel dimension.
+//
+// Ranks are laid out in the scenario's rank order, innermost first (Megatron-LM's
+// --rank-order, default tp-cp-dp-pp): global rank = Σ coordinate(d) · stride(d), where the
+// stride of a dimension is the product of the sizes of the dimensions inside it. Launchers fill
+// a node with consecutive ranks, so with TP innermost and tp ≤ GPUs per node every TP group sits
+// inside one NVLink domain. A dimension's groups in the block of its inner dimensions run at
+// the same time (the 8 DP rings of a TP8 node all cross the fabric together): its CommGroup
+// carries them as `copies` at offset 1, so that they share links.
+
+#include <array>
+#include <cstdint>
+
+#include "sim/spec/scenario.h"
+#include "sim/workload/program.h"
+
+namespace sim {
+
+class Placement {
+ public:
+  explicit Placement(const Scenario& s);
+
+  int64_t Size(ParallelDim d) const { return size_[static_cast<int>(d)]; }
+  int64_t Stride(ParallelDim d) const { return stride_[static_cast<int>(d)]; }
+
+  // The group of dimension d that contains GPU 0, with the concurrent groups of its block.
+  CommGroup Group(ParallelDim d) const;
+  // Gradients are reduced over DP × CP (CP ranks hold the same parameters, Megatron-LM's
+  // data-parallel-with-CP group) when the two are adjacent in the rank order; otherwise over DP.
+  CommGroup GradientGroup() const;
+  // Point-to-point between neighbouring pipeline stages: member 0 on stage 0, member 1 on
+  // stage 1, one copy per GPU of the stage (every TP/CP/DP rank sends its own shard at once).
+  CommGroup StageNeighbours() const;
+  // The GPU of stage `stage` with every other coordinate 0.
+  int64_t GpuOfStage(int64_t stage) const { return stage * Stride(ParallelDim::kPp); }
+
+ private:
+  CommGroup Make(int64_t size, int64_t stride) const;
+
+  std::array<int64_t, 4> size_{};    // indexed by ParallelDim
+  std::array<int64_t, 4> stride_{};  // indexed by ParallelDim
+  std::array<ParallelDim, 4> order_{};
+  int64_t gpus_per_node_ = 1;
+};
+
+}  // namespace sim
