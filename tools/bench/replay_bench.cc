@@ -84,6 +84,17 @@ void ReplayLoop(benchmark::State& state, const sim::Scenario& s) {
 void BM_ReplayDefault(benchmark::State& state) { ReplayLoop(state, DefaultScenario({})); }
 BENCHMARK(BM_ReplayDefault)->Unit(benchmark::kMillisecond);
 
+// Issue 7's target: scenarios/llama3-405b-8k.yaml, Llama-3-405B on 16,384 H100 as TP8 PP16
+// DP128, 126 layers, 16 micro-batches; one GPU per stage is simulated (TP and DP peers are
+// symmetric). Includes building the 2,048-node fabric and pricing every collective.
+void BM_ReplayLlama3_405B_16k(benchmark::State& state) {
+  const auto root = sim::config::DataRoot::Default();
+  auto s = sim::config::LoadScenario(root, root.path + "/scenarios/llama3-405b-8k.yaml", {});
+  if (!s.ok()) std::abort();
+  ReplayLoop(state, *s);
+}
+BENCHMARK(BM_ReplayLlama3_405B_16k)->Unit(benchmark::kMillisecond);
+
 // The same with global_batch = DP: one micro-batch.
 void BM_ReplayDefaultOneMicroBatch(benchmark::State& state) {
   ReplayLoop(state, DefaultScenario({{"training.global_batch", "32"}}));
