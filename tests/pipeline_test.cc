@@ -170,6 +170,39 @@ TEST_CASE("schedules run each unit once, forwards before their backwards", "[pip
   }
 }
 
+TEST_CASE("context parallelism splits each GPU's tokens and all-gathers K and V", "[pipeline]") {
+  const Scenario base = Pipeline(1, 1, 2, "1f1b");
+  const ActivationShape one{4096, 1, 1, false, AttentionKernel::kFlash, 1};
+  ActivationShape two = one;
+  two.cp = 2;
+  // Every saved tensor has s/cp rows per GPU (the fp32 log-sum-exp too): exactly half.
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    CHECK(LayerActivationBytes(base.model, two, r) * 2 == LayerActivationBytes(base.model, one, r));
+  }
+  // The attention core: s/cp queries against all s keys, half the FLOPs per GPU.
+  auto core_flops = [&](const ActivationShape& shape) {
+    for (const LayerOp& op : LayerForwardOps(base.model, shape)) {
+      if (op.op_class == OpClass::kAttention) return op.flops.count();
+    }
+    return 0.0;
+  };
+  CHECK(core_flops(two) * 2 == Approx(core_flops(one)));
+  // Replay with cp 2 (dp 4, no TP, zero 0: the only all-gathers are CP's): per layer and
+  // micro-batch one gather of K and V in forward and one in backward, each sending
+  // M·(c−1)/c of M = 2 tensors · 2 B · s · b · kv.
+  const Scenario cp = FromText(absl::StrReplaceAll(
+      kPipelineScenario, {{"GLOBAL", "8"}, {"TP", "1"}, {"PP", "1"}, {"SCHEDULE", "1f1b"},
+                          {"CHUNKS", "1, cp: 2"}}));
+  REQUIRE(cp.dp() == 4);
+  const replay::ReplayResult r = Run(cp);
+  const int64_t kv_tensor = 2 * 2 * 4096 * 1 * 4096;
+  const int64_t per_gather = kv_tensor * (2 - 1) / 2;
+  const int64_t expected = 2 * per_gather * 32 * cp.micro_batches();
+  CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kAllGather)].count() == expected);
+  CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kReduceScatter)].count() ==
+        per_gather * 32 * cp.micro_batches());
+}
+
 // Korthikanti et al. 2022 Table 2 (SPEC §3.2) through the replay: the activation peak grows by
 // exactly one table row per decoder layer added.
 TEST_CASE("the replay reproduces Korthikanti Table 2 for TP, SP and recompute", "[pipeline]") {
