@@ -159,9 +159,16 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
   Result c = Stepsim("compare scenarios/default.yaml --set training.global_batch=32 --markdown");
   CHECK(c.status == 0);
   CHECK(absl::StrContains(c.out, "| ZeRO-3 | deepspeed | yes |"));
-  Result p = Stepsim("plan llama2-70b --gpu A100-SXM4-80GB --max-gpus 64 --tokens 2T");
+  Result p = Stepsim(
+      "plan llama2-70b --gpu A100-SXM4-80GB --max-gpus 64 --tokens 2T --batch-tokens 524288");
   CHECK(p.status == 0);
   CHECK(absl::StrContains(p.out, "Smallest GPU count that fits"));
+  // The seeds' exercise, 70B on 8 x A100-80GB: neither a ZeRO nor a TP/PP layout fits, and the
+  // plan says by how much (16 B/param of 69e9 parameters over 8 GPUs is 138 GB alone).
+  Result eight = Stepsim("plan llama2-70b --gpu A100-SXM4-80GB --max-gpus 8");
+  CHECK(eight.status == 0);
+  CHECK(absl::StrContains(eight.out, "nothing fits up to 8 GPUs"));
+  CHECK(absl::StrContains(eight.out, "closest TP/PP layout: 8 x A100-SXM4-80GB megatron tp8"));
   CHECK(Stepsim("plan llama2-70b --gpu V100-SXM2-32GB").status == 2);  // no node type
 }
 
@@ -169,7 +176,8 @@ TEST_CASE("plan shards merge into the whole plan", "[cli]") {
   const std::string dir = "/tmp/stepsim-cli-plan";
   std::filesystem::create_directories(dir);
   const std::string plan =
-      "plan llama2-70b --gpu A100-SXM4-80GB,H100-SXM5-80GB --tokens 2T --max-gpus 64 --json ";
+      "plan llama2-70b --gpu A100-SXM4-80GB,H100-SXM5-80GB --tokens 2T --max-gpus 64 "
+      "--batch-tokens 524288 --json ";
   REQUIRE(Stepsim(plan + dir + "/full.json").status == 0);
   for (int k = 1; k <= 3; ++k) {
     REQUIRE(Stepsim(plan + dir + "/p" + std::to_string(k) + ".json --shard " +

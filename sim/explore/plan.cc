@@ -27,11 +27,43 @@ struct Candidate {
   int64_t micro = 1;
   std::string recompute = "full";
   std::vector<config::Override> overrides;
+  int64_t tp = 1, pp = 1;  // > 1: the Megatron layout family (distributed optimizer, SP)
 };
 
 nlohmann::ordered_json ConfigJson(const Candidate& c) {
-  return {{"zero", c.zero}, {"micro_batch", c.micro}, {"recompute", c.recompute},
-          {"prefetch", 1}};
+  nlohmann::ordered_json j = {{"zero", c.zero}, {"micro_batch", c.micro},
+                              {"recompute", c.recompute}, {"prefetch", 1}};
+  if (c.tp * c.pp > 1) {
+    j["framework"] = "megatron";
+    j["tp"] = c.tp;
+    j["pp"] = c.pp;
+    j["sequence_parallel"] = c.tp > 1;
+  }
+  return j;
+}
+
+// The model-parallel family searched beside ZeRO: Megatron-LM layouts with TP inside a node
+// (1, 2, 4, 8 up to its GPUs) and PP 1, 2, 4, 8 (1F1B), the distributed optimizer, sequence
+// parallelism with TP, micro-batch 1 and selective or full recompute.
+std::vector<Candidate> ModelParallelCandidates(const std::string& gpu, int64_t n, int64_t gpn) {
+  std::vector<Candidate> out;
+  for (int64_t tp : {1, 2, 4, 8}) {
+    for (int64_t pp : {1, 2, 4, 8}) {
+      if (tp * pp == 1 || tp > gpn || tp * pp > n || n % (tp * pp) != 0) continue;
+      for (const char* recompute : {"selective", "full"}) {
+        Candidate c{gpu, n, 1, 1, recompute, {}, tp, pp};
+        c.overrides = {{"parallel.framework", "megatron"},
+                       {"parallel.zero", "1"},
+                       {"parallel.tp", absl::StrCat(tp)},
+                       {"parallel.pp", absl::StrCat(pp)},
+                       {"parallel.sequence_parallel", tp > 1 ? "true" : "false"},
+                       {"training.micro_batch", "1"},
+                       {"training.recompute", recompute}};
+        out.push_back(std::move(c));
+      }
+    }
+  }
+  return out;
 }
 
 // Largest divisor of n not above `cap`.
@@ -45,8 +77,8 @@ int64_t PerNode(int64_t n, int64_t cap) {
 // Static floor of a candidate's per-GPU memory: persistent states, the activations kept across
 // the whole forward (all layers), the runtime reserve. The replay only adds to it.
 Bytes StaticFloor(const Scenario& s) {
-  const ActivationShape shape{s.training.seq_len, s.training.micro_batch, 1, false,
-                              s.training.attention};
+  const ActivationShape shape{s.training.seq_len, s.training.micro_batch, s.parallel.tp,
+                              s.parallel.sequence_parallel, s.training.attention, s.parallel.cp};
   const Bytes per_layer = LayerActivationBytes(s.model, shape, s.training.recompute);
   return PersistentStates(s).total() + per_layer * s.model.layers + s.runtime.reserved;
 }
@@ -72,6 +104,17 @@ std::string Largest(const nlohmann::ordered_json& breakdown) {
     }
   }
   return absl::StrFormat("%s (%.2f GiB of the peak)", best, static_cast<double>(most) / kGiB);
+}
+
+// "ZeRO-3 mb1 full", or "megatron tp8 pp2 sp mb1 selective".
+std::string ConfigLabel(const nlohmann::ordered_json& c) {
+  if (c.contains("tp")) {
+    return absl::StrFormat("megatron tp%d pp%d%s mb%d %s", c["tp"].get<int>(), c["pp"].get<int>(),
+                           c["sequence_parallel"].get<bool>() ? " sp" : "",
+                           c["micro_batch"].get<int>(), c["recompute"].get<std::string>());
+  }
+  return absl::StrFormat("ZeRO-%d mb%d %s", c["zero"].get<int>(), c["micro_batch"].get<int>(),
+                         c["recompute"].get<std::string>());
 }
 
 }  // namespace
@@ -158,38 +201,53 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
     for (int64_t nodes = 1; nodes * gpn <= req.max_gpus; nodes *= 2) {
       if (!mine(gpu->name, nodes)) continue;
       const int64_t n = nodes * gpn;
+      std::vector<Candidate> family;
       for (int zero = 0; zero <= 3; ++zero) {
         for (int64_t micro : {1, 2, 4}) {
           for (const char* recompute : {"none", "selective", "full"}) {
-            ++considered;
             Candidate c{gpu->name, n, zero, micro, recompute, {}};
-            c.overrides = {{"cluster.nodes", absl::StrCat(nodes)},
-                           {"parallel.zero", absl::StrCat(zero)},
+            c.overrides = {{"parallel.zero", absl::StrCat(zero)},
                            {"training.micro_batch", absl::StrCat(micro)},
                            {"training.recompute", recompute}};
-            if (global_batch % (micro * n) != 0) {
-              ++pruned;
-              rejected.push_back({{"gpu", gpu->name}, {"gpus", n}, {"config", ConfigJson(c)}, {"kind", "batch"},
-                                  {"reason", absl::StrFormat("global batch %d is not a multiple of "
-                                                             "micro-batch x GPUs = %d",
-                                                             global_batch, micro * n)}});
-              continue;
-            }
-            auto s = loader->Load(c.overrides);
-            if (!s.ok()) return s.status();
-            const Bytes floor = StaticFloor(*s);
-            if (floor > s->cluster.gpu.hbm) {
-              ++pruned;
-              rejected.push_back(
-                  {{"gpu", gpu->name}, {"gpus", n}, {"config", ConfigJson(c)}, {"kind", "static"},
-                   {"reason", absl::StrFormat("static ledger: states + kept activations + reserve "
-                                              "= %.1f GiB > %.0f GiB",
-                                              floor.gib(), s->cluster.gpu.hbm.gib())}});
-              continue;
-            }
-            candidates.push_back(c);
+            family.push_back(std::move(c));
           }
         }
+      }
+      for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn)) family.push_back(std::move(c));
+      for (Candidate& c : family) {
+        ++considered;
+        c.overrides.insert(c.overrides.begin(), {"cluster.nodes", absl::StrCat(nodes)});
+        const int64_t replicas = n / (c.tp * c.pp);
+        if (global_batch % (c.micro * replicas) != 0) {
+          ++pruned;
+          rejected.push_back({{"gpu", gpu->name}, {"gpus", n}, {"config", ConfigJson(c)}, {"kind", "batch"},
+                              {"reason", absl::StrFormat("global batch %d is not a multiple of "
+                                                         "micro-batch x data-parallel ranks = %d",
+                                                         global_batch, c.micro * replicas)}});
+          continue;
+        }
+        auto s = loader->Load(c.overrides);
+        if (!s.ok()) {
+          // A layout the model does not admit (TP not dividing the heads, PP the layers).
+          ++pruned;
+          const std::string why(s.status().message());
+          rejected.push_back({{"gpu", gpu->name}, {"gpus", n}, {"config", ConfigJson(c)},
+                              {"kind", "layout"},
+                              {"reason", why.substr(why.find(": ") + 2)}});
+          continue;
+        }
+        const Bytes floor = StaticFloor(*s);
+        if (floor > s->cluster.gpu.hbm) {
+          ++pruned;
+          rejected.push_back(
+              {{"gpu", gpu->name}, {"gpus", n}, {"config", ConfigJson(c)}, {"kind", "static"},
+               {"reason", absl::StrFormat("static ledger: states + kept activations + reserve "
+                                          "= %.1f GiB > %.0f GiB",
+                                          floor.gib(), s->cluster.gpu.hbm.gib())},
+               {"floor_bytes", floor.count()}});
+          continue;
+        }
+        candidates.push_back(c);
       }
     }
     std::vector<std::vector<config::Override>> configs;
@@ -398,8 +456,7 @@ std::string PlanText(const nlohmann::ordered_json& p) {
   for (const auto& f : p["pareto"]) {
     const auto& c = f["config"];
     par.AddRow({f["gpu"].get<std::string>(), absl::StrCat(f["gpus"].get<int64_t>()),
-                absl::StrFormat("ZeRO-%d mb%d %s", c["zero"].get<int>(), c["micro_batch"].get<int>(),
-                                c["recompute"].get<std::string>()),
+                ConfigLabel(c),
                 absl::StrFormat("%.2f", f["step_s"].get<double>()),
                 absl::StrFormat("%.1f", f["days"].get<double>()),
                 absl::StrFormat("%.0f", f["cost"].get<double>())});
@@ -413,6 +470,7 @@ std::string PlanText(const nlohmann::ordered_json& p) {
       {"batch", "the global batch does not divide"},
       {"static", "the static ledger exceeds the HBM"},
       {"replay", "the replayed peak exceeds the HBM"},
+      {"layout", "the model does not admit the layout"},
       {"invalid", "the configuration is invalid"}};
   absl::StrAppend(&out, "Rejected (each with its reason in --json):\n");
   for (const auto& [k, n] : kinds) {
@@ -421,9 +479,26 @@ std::string PlanText(const nlohmann::ordered_json& p) {
   for (const auto& r : p["rejected"]) {
     if (r["kind"] == "replay") {
       absl::StrAppendFormat(&out, "  e.g. %d x %s %s: %s\n", r["gpus"].get<int64_t>(),
-                            r["gpu"].get<std::string>(), r["config"].dump(),
+                            r["gpu"].get<std::string>(), ConfigLabel(r["config"]),
                             r["reason"].get<std::string>());
       break;
+    }
+  }
+  // The closest miss of each family (ZeRO, model-parallel) by the static ledger: what would
+  // have to shrink for the largest cluster searched.
+  for (bool model_parallel : {false, true}) {
+    const nlohmann::ordered_json* best = nullptr;
+    for (const auto& r : p["rejected"]) {
+      if (r["kind"] != "static" || r["config"].contains("tp") != model_parallel) continue;
+      if (best == nullptr || r["floor_bytes"].get<int64_t>() < (*best)["floor_bytes"].get<int64_t>()) {
+        best = &r;
+      }
+    }
+    if (best != nullptr) {
+      absl::StrAppendFormat(&out, "  closest %s: %d x %s %s: %s\n",
+                            model_parallel ? "TP/PP layout" : "ZeRO layout",
+                            (*best)["gpus"].get<int64_t>(), (*best)["gpu"].get<std::string>(),
+                            ConfigLabel((*best)["config"]), (*best)["reason"].get<std::string>());
     }
   }
   absl::StrAppendFormat(&out,

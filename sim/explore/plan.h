@@ -8,7 +8,9 @@
 //    count that fits finds the smallest N whose replayed peak fits. N GPUs are laid out as
 //    nodes of the largest divisor of N not above the node type's GPUs per node.
 // 2. The Pareto set of time-to-train against cost over whole-node clusters (node counts
-//    1, 2, 4, ... up to --max-gpus), every stage, micro-batch 1/2/4 and recompute policy;
+//    1, 2, 4, ... up to --max-gpus), every stage, micro-batch 1/2/4 and recompute policy, and
+//    the Megatron-LM layouts TP 1/2/4/8 (within a node) × PP 1/2/4/8 with the distributed
+//    optimizer, SP, micro-batch 1 and selective or full recompute;
 //    configurations whose static states plus kept activations exceed the HBM are pruned
 //    before replay; every rejected family is reported with its reason.
 
