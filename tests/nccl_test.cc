@@ -1,10 +1,9 @@
 // Predicted all-reduce bus bandwidth against published nccl-tests runs
-// (../shared/validation/collectives.yaml, large messages). Single-node NVLS rows are modelled
-// (nvls algorithm); multi-node NVLS-tree rows (AWS p5, GCP a3-mega) are printed but not held to
-// the bound: stepsim has no NVLS-tree yet, and their busbw exceeds what the wires carry. The
-// single-node A100 rows and the H100 NVLS row are where comm_efficiency (0.77) and
-// nvls_efficiency (0.61) come from, so they check consistency only; the H200 and two-node
-// rows are independent of the calibration.
+// (../shared/validation/collectives.yaml, large messages). Single-node H100/H200 rows run NVLS;
+// the two-node H100 rows (AWS p5, GCP a3-mega) run NCCL's NVLS tree, whose busbw exceeds what
+// the NICs carry because only each rail's 1/8 shard crosses them. The single-node A100 rows and
+// the H100 NVLS row are where comm_efficiency (0.77) and nvls_efficiency (0.61) come from, so
+// they check consistency only; the H200 and two-node rows are independent of the calibration.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -25,7 +24,7 @@ struct Run {
   double nic_gbit;       // per NIC, Gb/s
   double bytes;          // message size of the compared row
   double measured_busbw; // GB/s
-  bool modelled;         // NCCL ran an algorithm stepsim models (ring/tree)
+  bool modelled;         // NCCL ran an algorithm stepsim models
 };
 
 TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
@@ -40,8 +39,8 @@ TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
       {"stas_h200_1n8g_allreduce_ncclt_v2 (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 480.7, true},
       {"oci_gpu4_8_a100_2n16g_allreduce_ocijp", "A100-SXM4-40GB", 2, 300, 16, 100, 10737418240.0, 222.88, true},
       {"aws_p4de_2n16g_allreduce_awsome", "A100-SXM4-80GB", 2, 300, 4, 100, 2147483648.0, 78.33, true},
-      {"aws_p5_2n16g_allreduce_awsome (NVLS tree)", "H100-SXM5-80GB", 2, 450, 32, 100, 17179869184.0, 487.09, false},
-      {"gcp_a3mega_2n16g_allreduce_ztan (NVLS tree)", "H100-SXM5-80GB", 2, 450, 8, 200, 8589934592.0, 338.82, false},
+      {"aws_p5_2n16g_allreduce_awsome (NVLS tree)", "H100-SXM5-80GB", 2, 450, 32, 100, 17179869184.0, 487.09, true},
+      {"gcp_a3mega_2n16g_allreduce_ztan (NVLS tree)", "H100-SXM5-80GB", 2, 450, 8, 200, 8589934592.0, 338.82, true},
   };
   std::printf("\n%-46s %10s %10s %8s\n", "nccl-tests run (all_reduce)", "measured", "stepsim", "error");
   int held = 0;
@@ -79,7 +78,88 @@ TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
       ++held;
     }
   }
-  CHECK(held >= 7);
+  CHECK(held == 9);
+}
+
+}  // namespace
+}  // namespace sim
+
+namespace sim {
+namespace {
+
+// The size ramp (comm_size_efficiency) against nccl-tests all-reduce curves, 1 MiB to 1 GiB
+// (../shared/validation/collectives.yaml, the rows of these ids). The Azure A100 and H200 node
+// curves are where the A100 and H200 tables come from (consistency); the stas H200 node and the
+// two-node AWS p4de curves are independent of them. Across nodes on EFA the ramp is steeper than
+// inside a node (the 1-16 MiB points of p4de are 30-120 % below the prediction): the tables are
+// per GPU type, fitted on NVLink, and only p4de's points from 64 MiB are held to the bound.
+struct Curve {
+  const char* id;
+  const char* gpu;
+  int64_t nodes;
+  double nvlink_gbps;
+  int64_t nics;
+  double nic_gbit;
+  double tolerance_pct;     // per point
+  double checked_from;      // bytes: smaller points are printed, not held to the tolerance
+  std::vector<std::pair<double, double>> points;  // bytes, measured busbw GB/s
+};
+
+TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", "[nccl]") {
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  auto catalogs = config::LoadCatalogs(root);
+  REQUIRE(catalogs.ok());
+  const std::vector<Curve> curves = {
+      {"azure_nda100v4_1n8g_allreduce", "A100-SXM4-80GB", 1, 300, 0, 0, 15, 0,
+       {{1048576, 36.22}, {4194304, 71.43}, {16777216, 109.22}, {67108864, 166.63},
+        {268435456, 213.87}, {1073741824, 228.1}}},
+      {"azure_ndh200v5_1n8g_allreduce", "H200-SXM-141GB", 1, 450, 0, 0, 15, 0,
+       {{1048576, 52.96}, {4194304, 138.44}, {16777216, 240.41}, {67108864, 368.11},
+        {268435456, 432.24}, {1073741824, 467.58}}},
+      {"stas_h200_1n8g_allreduce_ncclt_v2", "H200-SXM-141GB", 1, 450, 0, 0, 30, 0,
+       {{1048576, 72.45}, {4194304, 139.97}, {16777216, 242.45}, {67108864, 369.82},
+        {268435456, 442.27}, {1073741824, 464.0}}},
+      {"aws_p4de_2n16g_allreduce_awsome", "A100-SXM4-80GB", 2, 300, 4, 100, 15, 67108864,
+       {{1048576, 6.35}, {4194304, 14.73}, {16777216, 26.39}, {67108864, 47.58},
+        {268435456, 69.89}, {1073741824, 76.79}}},
+  };
+  std::printf("\n%-36s %12s %9s %9s %7s\n", "nccl-tests curve (all_reduce)", "bytes", "measured",
+              "stepsim", "error");
+  for (const Curve& curve : curves) {
+    ClusterSpec c;
+    c.gpu = *config::FindGpu(catalogs->gpus, curve.gpu);
+    c.nodes = curve.nodes;
+    c.node.name = curve.id;
+    c.node.gpu = c.gpu.name;
+    c.node.gpus_per_node = 8;
+    c.node.intra_node_bandwidth = Bandwidth::GBps(curve.nvlink_gbps);
+    c.node.nics_per_node = curve.nics;
+    c.node.nic_bandwidth = Bandwidth::Gbps(curve.nic_gbit);
+    if (curve.nodes > 1) {
+      FabricSpec f;
+      f.name = "two nodes on one switch";
+      f.link_bandwidth = c.node.nic_bandwidth;
+      f.leaf_ports = 64;
+      c.fabric = f;
+    }
+    auto topo = cluster::Topology::Build(c);
+    REQUIRE(topo.ok());
+    cost::GraphCostModel model(*topo, c, CollectiveAlgorithm::kAuto);
+    const int64_t n = 8 * curve.nodes;
+    for (const auto& [bytes, measured] : curve.points) {
+      const Bytes m = Bytes::Round(bytes);
+      const auto p =
+          model.Price(CollectiveKind::kAllReduce, m, CommGroup{n, curve.nodes, 1, 1, 0}, 1);
+      const double busbw =
+          static_cast<double>(BytesSentPerGpu(CollectiveKind::kAllReduce, m, n).count()) /
+          p.time.seconds() / 1e9;
+      const double err = 100 * (busbw - measured) / measured;
+      std::printf("%-36s %12.0f %9.1f %9.1f %+6.1f%%\n", curve.id, bytes, measured, busbw, err);
+      if (bytes < curve.checked_from) continue;
+      INFO(curve.id << " at " << bytes << " bytes");
+      CHECK(std::abs(err) <= curve.tolerance_pct);
+    }
+  }
 }
 
 }  // namespace

@@ -153,6 +153,21 @@ TEST_CASE("send_recv bytes are the activations and gradients crossing stage boun
   }
 }
 
+TEST_CASE("simulating every DP replica of every stage gives the same answer", "[pipeline]") {
+  const Scenario s = Pipeline(/*tp=*/2, /*pp=*/2, /*m=*/4, "1f1b");
+  REQUIRE(s.dp() == 2);
+  const replay::ReplayResult one = Run(s);
+  auto r = replay::Replay(s, {.explicit_ranks = true});
+  REQUIRE(r.ok());
+  CHECK(r->simulated_ranks == 4);
+  CHECK(r->step == one.step);
+  CHECK(r->bubble == one.bubble);
+  for (int32_t gpu = 0; gpu < 4; ++gpu) {
+    CHECK(r->ledgers[gpu].peak() == one.ledgers[gpu % 2].peak());
+  }
+  CHECK(r->GpuOf(3) == 2 + 4);  // stage 1 of replica 1: TP 2 x DP 2 GPUs per stage
+}
+
 TEST_CASE("schedules run each unit once, forwards before their backwards", "[pipeline]") {
   for (PipelineSchedule kind :
        {PipelineSchedule::kGpipe, PipelineSchedule::k1F1B, PipelineSchedule::kInterleaved}) {

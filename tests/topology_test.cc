@@ -76,12 +76,26 @@ TEST_CASE("ring all-reduce on one switch: 2(n-1) alpha + 2(n-1)/n M / B", "[topo
   const Bytes m = Bytes::GB(1);
   const double alpha = c.node.intra_node_latency.seconds();
   const double b = c.node.intra_node_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency;
-  const double want = 2 * (n - 1) * alpha + 2.0 * (n - 1) / n * static_cast<double>(m.count()) / b;
+  // The bandwidth reached at 1 GB per rank (the calibrated size ramp, 0.97 on H100).
+  const double f = c.gpu.calibration.CommSizeEfficiency(m);
+  CHECK(f < 1.0);
+  const double want =
+      2 * (n - 1) * alpha + 2.0 * (n - 1) / n * static_cast<double>(m.count()) / (b * f);
   const Duration got = model.Cost(CollectiveKind::kAllReduce, m, CommGroup{n, 1, 1, 1, 0}, 1);
   CHECK(got.seconds() == Approx(want).epsilon(1e-9));
   // All-gather: half the steps and half the bytes.
   const Duration ag = model.Cost(CollectiveKind::kAllGather, m, CommGroup{n, 1, 1, 1, 0}, 1);
   CHECK(ag.seconds() == Approx(want / 2).epsilon(1e-9));
+}
+
+TEST_CASE("the size ramp: log-linear between table rows, flat beyond its ends", "[topology]") {
+  GpuCalibration c;
+  CHECK(c.CommSizeEfficiency(Bytes::MiB(1)) == 1.0);  // no table: no ramp
+  c.comm_size_efficiency = {{Bytes::MiB(1), 0.2}, {Bytes::MiB(16), 0.6}};
+  CHECK(c.CommSizeEfficiency(Bytes::KiB(4)) == 0.2);
+  CHECK(c.CommSizeEfficiency(Bytes::MiB(4)) == Approx(0.4));  // halfway in log(size)
+  CHECK(c.CommSizeEfficiency(Bytes::MiB(16)) == Approx(0.6));
+  CHECK(c.CommSizeEfficiency(Bytes::GiB(1)) == 1.0);
 }
 
 TEST_CASE("across nodes: ring uses every NIC; hierarchical wins where latency binds",
@@ -213,6 +227,51 @@ TEST_CASE("NVLS: in-switch all-reduce inside an H100 node, not on A100 or for al
       CHECK(ar.algorithm == CollectiveAlgorithm::kRing);
     }
   }
+}
+
+TEST_CASE("NVLS tree: NVLS in each node pipelined with the rails' inter-node all-reduce",
+          "[topology]") {
+  const ClusterSpec c = Cluster("dgx-h100", 2);
+  auto t = cluster::Topology::Build(c);
+  REQUIRE(t.ok());
+  cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kAuto);
+  const CommGroup all{16, 2, 1, 1, 0};
+  const Bytes m = Bytes::GiB(8);
+  const auto tree = model.Price(CollectiveKind::kAllReduce, m, all, 1,
+                                CollectiveAlgorithm::kNvlsTree);
+  const auto hier = model.Price(CollectiveKind::kAllReduce, m, all, 1,
+                                CollectiveAlgorithm::kHierarchical);
+  CHECK(model.Price(CollectiveKind::kAllReduce, m, all, 1).algorithm ==
+        CollectiveAlgorithm::kNvlsTree);
+  // The slower phase sets the time: NVLS moves M at B·η_nvls; each rail's ring all-reduces
+  // M/8 between 2 nodes over one 400 Gb/s NIC per GPU: 2·(2−1)/2 · M/8 / (50 GB/s · η).
+  const double nvls = static_cast<double>(m.count()) /
+                      (c.node.intra_node_bandwidth.bytes_per_s() *
+                       *c.gpu.calibration.nvls_efficiency);
+  const double rails = static_cast<double>(m.count()) / 8 /
+                       (c.node.nic_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency);
+  CHECK(tree.time.seconds() == Approx(std::max(nvls, rails)).epsilon(0.01));
+  CHECK(tree.time < hier.time);
+  // All-gather has no NVLS tree.
+  CHECK(model.Price(CollectiveKind::kAllGather, m, all, 1, CollectiveAlgorithm::kNvlsTree)
+            .algorithm == CollectiveAlgorithm::kRing);
+}
+
+TEST_CASE("a GPU that owns several NICs drives them all in an inter-node ring", "[topology]") {
+  // 2 nodes of 8 GPUs with 32 x 100 Gb/s NICs (AWS p5): GPU 0 owns rails 0-3.
+  ClusterSpec c = Cluster("dgx-h100", 2);
+  c.node.nics_per_node = 32;
+  c.node.nic_bandwidth = Bandwidth::Gbps(100);
+  auto t = cluster::Topology::Build(c);
+  REQUIRE(t.ok());
+  cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kRing);
+  const Bytes m = Bytes::GiB(1);
+  // A 2-member ring, one GPU per node: all-gather sends M/2 over 4 NICs of 12.5 GB/s.
+  const auto ag = model.Price(CollectiveKind::kAllGather, m, CommGroup{2, 2, 8, 1, 0}, 1);
+  const double want = static_cast<double>(m.count()) / 2 /
+                      (4 * c.node.nic_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency *
+                       c.gpu.calibration.CommSizeEfficiency(m));
+  CHECK(ag.time.seconds() == Approx(want).epsilon(0.01));
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include <limits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/config/loaders.h"
@@ -11,12 +13,45 @@ namespace sim::config {
 
 namespace {
 
+// comm_size_efficiency: {"1 MiB": 0.35, "16 MiB": 0.53, ...}, sizes increasing, fractions
+// in (0, 1].
+void ReadSizeTable(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
+                   YamlErrors& errors) {
+  const YAML::Node table = Child(node, "comm_size_efficiency");
+  if (!table.IsDefined()) return;
+  const std::string tpath = JoinPath(path, "comm_size_efficiency");
+  if (!table.IsMap()) {
+    errors.Add(table, tpath, "expected a mapping of message size to bandwidth fraction, e.g. "
+                             "{\"1 MiB\": 0.35, \"1 GiB\": 0.99}");
+    return;
+  }
+  for (auto it = table.begin(); it != table.end(); ++it) {
+    const std::string size = it->first.as<std::string>();
+    const std::string entry = JoinPath(tpath, size);
+    auto bytes = ParseBytes(size);
+    if (!bytes.ok()) {
+      errors.Add(it->first, entry, std::string(bytes.status().message()));
+      continue;
+    }
+    double f = 0;
+    if (!it->second.IsScalar() || !absl::SimpleAtod(it->second.Scalar(), &f) || f <= 0 || f > 1) {
+      errors.Add(it->second, entry, "expected a bandwidth fraction in (0, 1]");
+      continue;
+    }
+    if (!c.comm_size_efficiency.empty() && *bytes <= c.comm_size_efficiency.back().first) {
+      errors.Add(it->first, entry, "sizes must increase down the table");
+      continue;
+    }
+    c.comm_size_efficiency.push_back({*bytes, f});
+  }
+}
+
 void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
                      YamlErrors& errors) {
   if (!CheckMapping(node, path,
                     {"gemm_efficiency", "attention_efficiency", "memory_efficiency",
                      "roofline_blend", "launch_overhead", "comm_efficiency", "nvls_efficiency",
-                     "overlap_slowdown", "note"},
+                     "overlap_slowdown", "comm_size_efficiency", "note"},
                     errors)) {
     return;
   }
@@ -31,6 +66,7 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
   if (auto v = ReadDouble(k("comm_efficiency"), errors, 0.01, 1.0)) c.comm_efficiency = *v;
   c.nvls_efficiency = ReadDouble(k("nvls_efficiency"), errors, 0.01, 1.0);
   if (auto v = ReadDouble(k("overlap_slowdown"), errors, 1.0, 4.0)) c.overlap_slowdown = *v;
+  ReadSizeTable(node, path, c, errors);
   ReadString(k("note"), errors);
 }
 

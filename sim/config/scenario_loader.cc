@@ -269,11 +269,12 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
     par.reduce_dtype = *v == "bf16" ? Dtype::kBf16 : *v == "fp16" ? Dtype::kFp16 : Dtype::kFp32;
   }
   if (auto v = ReadChoice(k("collective"), errors,
-                          {"ring", "tree", "hierarchical", "nvls", "auto"})) {
+                          {"ring", "tree", "hierarchical", "nvls", "nvls_tree", "auto"})) {
     par.collective = *v == "ring"           ? CollectiveAlgorithm::kRing
                      : *v == "tree"         ? CollectiveAlgorithm::kTree
                      : *v == "hierarchical" ? CollectiveAlgorithm::kHierarchical
                      : *v == "nvls"         ? CollectiveAlgorithm::kNvls
+                     : *v == "nvls_tree"    ? CollectiveAlgorithm::kNvlsTree
                                             : CollectiveAlgorithm::kAuto;
   }
 }

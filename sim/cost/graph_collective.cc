@@ -24,6 +24,7 @@ GraphCostModel::GraphCostModel(cluster::Topology topology, const ClusterSpec& cl
       inter_latency_(cluster.node.inter_node_latency),
       efficiency_(cluster.gpu.calibration.comm_efficiency),
       nvls_efficiency_(cluster.gpu.calibration.nvls_efficiency),
+      size_efficiency_(cluster.gpu.calibration),
       nvlink_(cluster.node.intra_node_bandwidth),
       algorithm_(algorithm) {}
 
@@ -114,12 +115,27 @@ GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<in
   for (const auto& ring : rings) {
     const auto groups = ByNode(topology_, ring);
     spans = spans || groups.size() > 1;
-    const int64_t channels =
-        (groups.size() > 1 && groups.front().size() > 1) ? topology_.nics_per_node() : 1;
+    // One channel per NIC a node's members drive (NCCL builds a ring per NIC): every NIC of
+    // the node when several members per node take turns at the exit; the NICs one GPU owns
+    // when it is the node's only member (the inter-node rings of hierarchical algorithms).
+    std::vector<int64_t> rails = {0};
+    if (groups.size() > 1 && groups.front().size() > 1) {
+      rails.resize(topology_.nics_per_node());
+      for (int64_t k = 0; k < topology_.nics_per_node(); ++k) rails[k] = k;
+    } else if (groups.size() > 1) {
+      const int64_t local = ring.front() % topology_.gpus_per_node();
+      std::vector<int64_t> owned;
+      for (int64_t k = 0; k < topology_.nics_per_node(); ++k) {
+        if (topology_.RailOwner(k) == local) owned.push_back(k);
+      }
+      if (!owned.empty()) rails = owned;
+    }
+    const int64_t channels = static_cast<int64_t>(rails.size());
     const double share = 1.0 / static_cast<double>(channels * static_cast<int64_t>(ring.size()));
-    for (int64_t k = 0; k < channels; ++k) {
-      // Channel k: each node's members from its rail-k GPU on; the inter-node hop leaves
-      // through that node's rail-k GPU (PXN) towards the next node's.
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t k = rails[c];
+      // Channel c on rail k: each node's members from its rail-k GPU on; the inter-node hop
+      // leaves through that node's rail-k GPU (PXN) towards the next node's.
       std::vector<int64_t> order;
       std::vector<size_t> node_start;
       for (const auto& g : groups) {
@@ -242,7 +258,28 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
     p.phases.push_back({p1, 1.0});
     return p;
   }
-  if (nodes < 2) return std::nullopt;  // tree and hierarchical are inter-node algorithms
+  if (nodes < 2) return std::nullopt;  // the others are inter-node algorithms
+  if (a == CollectiveAlgorithm::kNvlsTree) {
+    if (!all_reduce || per_node < 2 || !nvls_efficiency_) return std::nullopt;
+    Phase intra;
+    intra.seconds_per_byte = efficiency_ / (nvlink_.bytes_per_s() * *nvls_efficiency_);
+    intra.latency = intra_latency_;
+    intra.bw_passes = 1;
+    intra.latency_steps = 2;
+    std::vector<std::vector<int64_t>> inter;
+    for (const auto& copy : members) {
+      const auto by_node = ByNode(topology_, copy);
+      for (int64_t i = 0; i < per_node; ++i) {
+        std::vector<int64_t> ring;
+        for (const auto& node : by_node) ring.push_back(node[i]);
+        inter.push_back(std::move(ring));
+      }
+    }
+    p.phases = {{intra, 1.0},
+                {RingPhase(inter, 2 * (nodes - 1)), 1.0 / static_cast<double>(per_node)}};
+    p.pipelined = true;
+    return p;
+  }
   if (a == CollectiveAlgorithm::kTree) {
     if (!all_reduce) return std::nullopt;  // NCCL: tree for all-reduce only
     p.phases.push_back({TreePhase(members), 1.0});
@@ -296,29 +333,36 @@ PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGr
     candidates = {CollectiveAlgorithm::kRing};  // point-to-point: no algorithm choice
   } else if (algorithm == CollectiveAlgorithm::kAuto) {
     candidates = {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
-                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls};
+                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls,
+                  CollectiveAlgorithm::kNvlsTree};
   } else {
     candidates = {algorithm};
   }
   bool found = false;
+  // The bandwidth ramp of a bucket of this size (per-rank bytes, as nccl-tests counts them).
+  const double ramp = size_efficiency_.CommSizeEfficiency(
+      Bytes::Count(tensor.count() / std::max<int32_t>(buckets, 1)));
   for (CollectiveAlgorithm a : candidates) {
     const Pattern* p = CachedPattern(kind, group, a);
     if (p == nullptr) continue;
-    double seconds = 0;
+    double seconds = 0, latency = 0, slowest_bw = 0;
     int32_t busiest = -1, load = 0;
     double slowest = -1;
     for (const auto& [phase, fraction] : p->phases) {
       const double bw = static_cast<double>(tensor.count()) * fraction * phase.seconds_per_byte *
-                        static_cast<double>(phase.bw_passes) / efficiency_;
+                        static_cast<double>(phase.bw_passes) / (efficiency_ * ramp);
       const double lat = phase.latency.seconds() * static_cast<double>(phase.latency_steps) *
                          static_cast<double>(buckets);
       seconds += bw + lat;
+      latency += lat;
+      slowest_bw = std::max(slowest_bw, bw);
       if (bw + lat > slowest) {
         slowest = bw + lat;
         busiest = phase.busiest_link;
         load = phase.busiest_load;
       }
     }
+    if (p->pipelined) seconds = slowest_bw + latency;
     const Duration t = Duration::FromSeconds(seconds);
     if (!found || t < best.time) {
       found = true;

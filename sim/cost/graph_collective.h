@@ -19,9 +19,14 @@
 //   nvls          all-reduce inside one node whose NVSwitch reduces (NVLink SHARP, H100 and
 //                 later): every GPU pushes M into the switch and reads the reduced M back, so
 //                 time = M / (B · η_nvls) + 2 step latencies (η_nvls from nccl-tests).
+//   nvls_tree     all-reduce across NVSwitch nodes (NCCL 2.18+ NVLS tree): NVLS inside each
+//                 node and an inter-node all-reduce of each rail's 1/m shard, the two pipelined
+//                 in chunks, so time = the slower of the two + both latencies.
 //   auto          the fastest of these for each collective, as NCCL's tuner chooses.
 // Per-step latency: the node type's intra- or inter-node latency plus the switch hops of the
-// slowest transfer. Bandwidth is derated by the GPU type's calibrated comm efficiency. The
+// slowest transfer. Bandwidth is derated by the GPU type's calibrated comm efficiency and by its
+// size ramp (comm_size_efficiency: the fraction of the large-message bandwidth NCCL reaches at
+// a bucket's size, fitted to nccl-tests). The
 // pattern of a group (seconds per byte per step, latency, busiest link) is cached, so a
 // collective costs O(1) after its group's first.
 
@@ -69,6 +74,7 @@ class GraphCostModel final : public CollectiveCostModel {
   };
   struct Pattern {
     std::vector<std::pair<Phase, double>> phases;  // with the fraction of M each phase moves
+    bool pipelined = false;  // phases overlap chunk by chunk: the slowest sets the time
   };
   // Members of every copy of the group, as GPU ids.
   std::vector<std::vector<int64_t>> Members(const CommGroup& g) const;
@@ -83,6 +89,7 @@ class GraphCostModel final : public CollectiveCostModel {
   Duration intra_latency_, inter_latency_;
   double efficiency_;
   std::optional<double> nvls_efficiency_;
+  GpuCalibration size_efficiency_;  // its comm_size_efficiency ramp
   Bandwidth nvlink_;
   CollectiveAlgorithm algorithm_;
   mutable std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int>,

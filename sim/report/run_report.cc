@@ -172,7 +172,8 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
     if (st.count == 0) continue;
     nlohmann::ordered_json algos = nlohmann::ordered_json::object();
     for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
-                                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls}) {
+                                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls,
+                                  CollectiveAlgorithm::kNvlsTree}) {
       if (st.by_algorithm[static_cast<int>(a)] > 0) {
         algos[std::string(Name(a))] = st.by_algorithm[static_cast<int>(a)];
       }
@@ -314,7 +315,8 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
     const double sent = r.comm_bytes_sent[static_cast<int>(k)].gb();
     std::string algo;
     for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
-                                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls}) {
+                                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls,
+                                  CollectiveAlgorithm::kNvlsTree}) {
       if (st.by_algorithm[static_cast<int>(a)] > 0) {
         absl::StrAppend(&algo, algo.empty() ? "" : "+", Name(a));
       }

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "sim/base/units.h"
@@ -26,6 +28,13 @@ struct GpuCalibration {
   // bandwidth an NVLS all-reduce reaches; absent where the node has no NVLS.
   std::optional<double> nvls_efficiency;
   double overlap_slowdown = 1.10;      // compute stretch while a collective runs beside it
+  // NCCL's bandwidth ramp with message size (protocol choice, channels in use, pipeline
+  // fill): the fraction of the large-message bandwidth a collective of M bytes per rank (the
+  // nccl-tests "size") reaches, by size, increasing; interpolated in log(size), 1 beyond the
+  // table. Fitted to the GPU's single-node nccl-tests curve. Empty: no ramp.
+  std::vector<std::pair<Bytes, double>> comm_size_efficiency;
+  // The fraction at M bytes per rank.
+  double CommSizeEfficiency(Bytes m) const;
 };
 
 struct GpuSpec {

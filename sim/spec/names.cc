@@ -58,6 +58,7 @@ absl::string_view Name(CollectiveAlgorithm a) {
     case CollectiveAlgorithm::kTree: return "tree";
     case CollectiveAlgorithm::kHierarchical: return "hierarchical";
     case CollectiveAlgorithm::kNvls: return "nvls";
+    case CollectiveAlgorithm::kNvlsTree: return "nvls_tree";
     case CollectiveAlgorithm::kAuto: return "auto";
   }
   return "?";

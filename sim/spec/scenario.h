@@ -26,9 +26,11 @@ enum class Framework { kDeepSpeed, kFsdp, kMegatron };
 enum class FsdpSharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
 // NCCL's algorithms: ring; (double binary) tree, for all-reduce; hierarchical = intra-node
 // reduce-scatter, inter-node all-reduce/all-gather of the shard, intra-node all-gather;
-// nvls = NVLink SHARP all-reduce inside one NVSwitch (H100 and later) node;
+// nvls = NVLink SHARP all-reduce inside one NVSwitch (H100 and later) node; nvls_tree = NVLS
+// inside each node pipelined with an inter-node all-reduce of each rail's shard (NCCL 2.18+);
 // auto = the fastest for each collective, as NCCL's tuner picks.
-enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kNvls, kAuto };
+enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kNvls, kNvlsTree, kAuto };
+inline constexpr int kNumCollectiveAlgorithms = 5;  // without kAuto
 // Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush,
 // Narayanan et al. SC21 §2.2.1) and interleaved 1F1B with `pp_chunks` model chunks per stage
 // (Megatron-LM's virtual pipeline, SC21 §2.2.2).
