@@ -47,8 +47,23 @@ TEST_CASE("the fat tree has the switches and links its formulas say", "[topology
   // A 2:1 spine halves the bisection.
   auto half = cluster::Topology::Build(Cluster("dgx-h100", 64, Fabric(2, 32)));
   REQUIRE(half.ok());
-  CHECK(half->Summary().bisection.bytes_per_s() == s.bisection.bytes_per_s() / 2);
+  CHECK(half->Summary().bisection.bytes_per_s() == Approx(s.bisection.bytes_per_s() / 2));
   CHECK(half->Summary().spines == 16);
+  // The max flow between the halves equals the closed form: 32 nodes x 8 NICs x 50 GB/s,
+  // divided by the oversubscription.
+  CHECK(s.bisection.bytes_per_s() == Approx(32 * 8 * 50e9));
+  CHECK(half->Summary().bisection.bytes_per_s() == Approx(32 * 8 * 50e9 / 2));
+}
+
+TEST_CASE("explicit fabrics: the bisection is the min cut (a dumbbell's middle link)",
+          "[topology]") {
+  auto file = config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR
+                                          "/topologies/commodity-dumbbell.yaml");
+  REQUIRE(file.ok());
+  auto t = cluster::Topology::Build(file->cluster);
+  REQUIRE(t.ok());
+  // Nodes 0-1 hang off tor-a, nodes 2-3 off tor-b; one 100 Gb/s link joins the switches.
+  CHECK(t->Summary().bisection.bytes_per_s() == Approx(100e9 / 8));
 }
 
 TEST_CASE("routes: NVSwitch inside a node, rail leaf across, spine between leaves",

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/visitors.hpp>
 
@@ -335,14 +336,61 @@ TopologySummary Topology::Summary() const {
   }
   s.injection_per_gpu = Bandwidth::BytesPerSecond(nic_bw * static_cast<double>(t.nics) /
                                                   static_cast<double>(t.gpn));
-  // Bisection: half the nodes' injection, limited by the spine layer's oversubscription when
-  // the halves sit on different leaves.
-  const double half = static_cast<double>(t.nodes / 2) * static_cast<double>(t.nics) * nic_bw;
-  // Explicit fabrics: the injection bound (a min cut is not computed yet).
-  s.bisection = Bandwidth::BytesPerSecond(t.leaves > 1 && !t.Explicit()
-                                              ? half / t.fabric.oversubscription
-                                              : half);
+  s.bisection = Bandwidth::BytesPerSecond(BisectionBytesPerSecond());
   return s;
+}
+
+double Topology::BisectionBytesPerSecond() const {
+  const Impl& t = *impl_;
+  if (t.nodes < 2) return 0;
+  // The maximum flow from the NICs of the first half of the nodes to those of the second half
+  // over the fabric's directed link capacities: by max-flow/min-cut, the capacity of the
+  // narrowest cut between the halves (Boykov-Kolmogorov, Boost.Graph).
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  using FlowGraph = boost::adjacency_list<
+      boost::vecS, boost::vecS, boost::directedS,
+      boost::property<boost::vertex_index_t, int64_t,
+                      boost::property<boost::vertex_color_t, boost::default_color_type,
+                                      boost::property<boost::vertex_distance_t, int64_t,
+                                                      boost::property<boost::vertex_predecessor_t,
+                                                                      Traits::edge_descriptor>>>>,
+      boost::property<boost::edge_capacity_t, double,
+                      boost::property<boost::edge_residual_capacity_t, double,
+                                      boost::property<boost::edge_reverse_t,
+                                                      Traits::edge_descriptor>>>>;
+  const auto n = static_cast<int64_t>(boost::num_vertices(t.g));
+  FlowGraph f(static_cast<size_t>(n + 2));
+  auto capacity = boost::get(boost::edge_capacity, f);
+  auto reverse = boost::get(boost::edge_reverse, f);
+  auto add = [&](int64_t u, int64_t v, double cap) {
+    auto e = boost::add_edge(u, v, f).first;
+    auto r = boost::add_edge(v, u, f).first;
+    capacity[e] = cap;
+    capacity[r] = 0;
+    reverse[e] = r;
+    reverse[r] = e;
+  };
+  for (const Link& l : t.links) {
+    // Only the inter-node fabric: NIC and switch links (not NVLink inside a node).
+    const Kind a = t.g[l.from].kind, b = t.g[l.to].kind;
+    if (a == Kind::kGpu || b == Kind::kGpu || a == Kind::kNvSwitch || b == Kind::kNvSwitch) {
+      continue;
+    }
+    add(l.from, l.to, l.bandwidth.bytes_per_s());
+  }
+  const int64_t source = n, sink = n + 1;
+  const double unbounded = 1e30;
+  for (int64_t node = 0; node < t.nodes; ++node) {
+    for (int64_t k = 0; k < t.nics; ++k) {
+      const int32_t nic = t.nic[node * t.nics + k];
+      if (node < t.nodes / 2) {
+        add(source, nic, unbounded);
+      } else {
+        add(nic, sink, unbounded);
+      }
+    }
+  }
+  return boost::boykov_kolmogorov_max_flow(f, source, sink);
 }
 
 std::string Topology::Dot() const {

@@ -37,7 +37,10 @@ struct TopologySummary {
   int64_t gpus = 0, nodes = 0, nics = 0, leaves = 0, spines = 0, cores = 0;
   int64_t cables = 0;           // physical links (each is two directed links)
   Bandwidth injection_per_gpu;  // NIC bandwidth per GPU
-  Bandwidth bisection;          // worst cut between two halves of the nodes
+  // The narrowest cut between the first and the second half of the nodes (max flow from the
+  // one half's NICs to the other's over the fabric): for a fat tree, half the nodes' injection
+  // divided by the oversubscription when the halves span the spine.
+  Bandwidth bisection;
 };
 
 class Topology {
@@ -57,6 +60,8 @@ class Topology {
   int32_t num_links() const;
   std::string LinkName(int32_t id) const;
   TopologySummary Summary() const;
+  // Max-flow/min-cut between the halves of the nodes, bytes per second one way.
+  double BisectionBytesPerSecond() const;
   // Graphviz of the fabric with each node collapsed into one vertex.
   std::string Dot() const;
 

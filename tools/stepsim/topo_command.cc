@@ -81,10 +81,10 @@ int TopoCommand(const std::vector<std::string>& args) {
   std::cout << absl::StrFormat(
       "%s: %d x %s (%d GPUs, %d NICs each) on %s\n"
       "  GPUs %d, NICs %d, switches %d leaf + %d spine + %d core, %d cables\n"
-      "  injection %.1f GB/s per GPU, bisection %.1f TB/s\n\n",
+      "  injection %.1f GB/s per GPU, bisection %.1f GB/s (min cut between the node halves)\n\n",
       file->name, s.nodes, file->cluster.node.name, file->cluster.node.gpus_per_node,
       file->cluster.node.nics_per_node, s.fabric, s.gpus, s.nics, s.leaves, s.spines, s.cores,
-      s.cables, s.injection_per_gpu.bytes_per_s() / 1e9, s.bisection.bytes_per_s() / 1e12);
+      s.cables, s.injection_per_gpu.bytes_per_s() / 1e9, s.bisection.bytes_per_s() / 1e9);
   std::cout << t.Render();
   return kExitOk;
 }
