@@ -45,7 +45,6 @@ class Lowerer {
       : s_(s),
         plan_(PlanSharding(s)),
         place_(s),
-        params_(CountParameters(s.model)),
         shape_{s.training.seq_len,        s.training.micro_batch, s.parallel.tp,
                s.parallel.sequence_parallel, s.training.attention,  s.parallel.cp},
         layer_ops_(LayerForwardOps(s.model, shape_)),
@@ -759,7 +758,6 @@ class Lowerer {
   const Scenario& s_;
   const ShardingPlan plan_;
   const Placement place_;
-  const ParameterCount params_;
   const ActivationShape shape_;
   const std::vector<LayerOp> layer_ops_;
   const int32_t layers_;
@@ -781,82 +779,6 @@ class Lowerer {
 };
 
 }  // namespace
-
-ShardingPlan PlanSharding(const Scenario& s) {
-  ShardingPlan plan;
-  plan.stage = static_cast<int>(s.parallel.zero);
-  // CP ranks hold the same parameters as their DP peers: states shard over DP × CP.
-  plan.shard_degree = Placement(s).GradientGroup().size;
-  if (s.parallel.framework == Framework::kMegatron) {
-    // The distributed optimizer is Megatron's only sharding (ZeRO-1-like).
-    plan.stage = s.parallel.zero >= 1 ? 1 : 0;
-  }
-  if (s.parallel.framework == Framework::kFsdp) {
-    const FsdpSharding mode = s.parallel.sharding.value_or(
-        s.parallel.zero == 3   ? FsdpSharding::kFullShard
-        : s.parallel.zero == 0 ? FsdpSharding::kNoShard
-                               : FsdpSharding::kShardGradOp);
-    switch (mode) {
-      case FsdpSharding::kNoShard: plan.stage = 0; break;
-      case FsdpSharding::kShardGradOp:
-        plan.stage = 3;
-        plan.keep_params_to_backward = true;
-        break;
-      case FsdpSharding::kFullShard: plan.stage = 3; break;
-      case FsdpSharding::kHybridShard:
-        plan.stage = 3;
-        plan.hybrid = s.cluster.nodes > 1;
-        if (plan.hybrid) plan.shard_degree = s.cluster.node.gpus_per_node;
-        break;
-    }
-  }
-  return plan;
-}
-
-std::vector<int64_t> GroupParameters(const Scenario& s) {
-  const ParameterCount c = CountParameters(s.model);
-  const int64_t t = s.parallel.tp;
-  std::vector<int64_t> groups;
-  // Vocabulary-parallel embedding; the learned position table is replicated (Megatron-LM).
-  groups.push_back(c.embedding / t + c.positions);
-  // Column- and row-parallel matrices (and their sharded biases) ÷ t; norms replicated.
-  for (int64_t l = 0; l < s.model.layers; ++l) {
-    groups.push_back((c.attention_per_layer + c.mlp_per_layer) / t + c.norms_per_layer);
-  }
-  // A tied head multiplies by the embedding matrix, which must be gathered again.
-  groups.push_back(c.final_norm + (s.model.tied_embeddings ? c.embedding : c.lm_head) / t);
-  return groups;
-}
-
-std::vector<int64_t> StageParameters(const Scenario& s) {
-  const std::vector<int64_t> groups = GroupParameters(s);
-  const std::vector<int64_t> per_vstage = LayersPerVirtualStage(s);
-  const int64_t p = s.parallel.pp;
-  std::vector<int64_t> stages(p, 0);
-  int64_t layer = 1;
-  for (size_t vs = 0; vs < per_vstage.size(); ++vs) {
-    for (int64_t i = 0; i < per_vstage[vs]; ++i) stages[vs % p] += groups[layer++];
-  }
-  stages.front() += groups.front();
-  stages.back() += groups.back();
-  // Tied embeddings: one matrix when embedding and head share the GPU; with pp > 1 the last
-  // stage keeps its own copy (Megatron-LM's word-embedding group).
-  if (s.model.tied_embeddings && p == 1) stages.front() -= CountParameters(s.model).embedding / s.parallel.tp;
-  return stages;
-}
-
-StateSplit PersistentStates(const Scenario& s, int32_t stage) {
-  const ShardingPlan plan = PlanSharding(s);
-  BytesPerParam bpp =
-      StateBytesPerParam(s.parallel.framework, s.training.optimizer, s.training.precision);
-  if (s.training.precision == Precision::kFp8) bpp.weights.bytes_per_param = 2 + 1;
-  const int64_t params = StageParameters(s)[stage];
-  // fsdp shard_grad_op holds the states of full_shard: the unsharded parameters it keeps from
-  // forward to backward are gathers in the replay (gathered_params), not persistent weights.
-  auto split = PerGpuStateSplit(bpp, s.parallel.framework, plan.stage, params, plan.shard_degree);
-  SIM_CHECK(split.has_value(), "no persistent-state rule for this framework and stage");
-  return *split;
-}
 
 absl::StatusOr<OpProgram> Lower(const Scenario& s) {
   if (s.parallel.framework == Framework::kFsdp && s.parallel.zero == 1 && !s.parallel.sharding) {

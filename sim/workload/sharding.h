@@ -1,0 +1,37 @@
+#pragma once
+// What each GPU holds of the model: the sharding the replay uses (ZeRO stage and degree per
+// framework preset), the parameters per group and per pipeline stage after TP sharding, and the
+// persistent states (weights, gradients, optimizer) of a stage's GPU.
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/spec/scenario.h"
+#include "sim/workload/static_ledger.h"
+
+namespace sim {
+
+// The sharding the replay uses: ZeRO stage and sharding degree N (fsdp strategies mapped onto
+// stages, megatron's distributed optimizer onto stage 1; hybrid_shard shards over the GPUs of
+// one node; DP and CP ranks share the shards).
+struct ShardingPlan {
+  int stage = 0;
+  int64_t shard_degree = 1;  // N for the persistent states and the sharded collectives
+  bool hybrid = false;       // replicate shards across nodes (fsdp hybrid_shard)
+  bool keep_params_to_backward = false;  // fsdp shard_grad_op
+};
+ShardingPlan PlanSharding(const Scenario& s);
+
+// Parameters per GPU of each group (embedding, decoder layers, final norm + head), after TP
+// sharding: matrices ÷ t, norms and learned positions replicated.
+std::vector<int64_t> GroupParameters(const Scenario& s);
+// Parameters per GPU of each pipeline stage (its layers; the embedding on the first, the head
+// on the last; a tied embedding is held by both when pp > 1, as Megatron-LM does).
+std::vector<int64_t> StageParameters(const Scenario& s);
+
+// The persistent per-GPU states the replay holds on a pipeline stage (the static ledger of the
+// preset). With fp8, the replay follows Transformer Engine: bf16 weights plus an fp8 copy
+// (3 B/param), not the textbook's 1 B.
+StateSplit PersistentStates(const Scenario& s, int32_t stage = 0);
+
+}  // namespace sim
