@@ -240,6 +240,10 @@ int CompareCommand(const std::vector<std::string>& args) {
       stages.push_back({zero, mode, {{"parallel.zero", absl::StrCat(zero)},
                                      {"parallel.sharding", mode}}});
     }
+  } else if (base->parallel.framework == Framework::kMegatron) {
+    // Megatron-LM shards only the optimizer (its distributed optimizer, ZeRO-1-like).
+    stages.push_back({0, "megatron", {{"parallel.zero", "0"}}});
+    stages.push_back({1, "megatron distributed optimizer", {{"parallel.zero", "1"}}});
   } else {
     for (int zero = 0; zero <= 3; ++zero) {
       stages.push_back({zero, "deepspeed", {{"parallel.zero", absl::StrCat(zero)}}});
