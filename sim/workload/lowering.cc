@@ -317,10 +317,11 @@ class Lowerer {
     deps.push_back(Add(ag, {}, {}));
   }
 
+  // Collectives a gradient tensor of `b` bytes is reduced in.
   int32_t Buckets(Bytes b) const {
-    return CeilDiv(std::max<int64_t>(b.count(), 1),
-                   std::max<int64_t>(s_.parallel.bucket.count(), 1));
+    return CeilDiv(std::max<int64_t>(b.count(), 1), std::max<int64_t>(Bucket().count(), 1));
   }
+  Bytes Bucket() const { return s_.GradientBucket(reduce_bytes_); }
 
   // ---- compute ops ------------------------------------------------------------------------
 
@@ -573,17 +574,20 @@ class Lowerer {
     }
   }
 
-  // Emits the step's gradient reduction of group g (ZeRO-0/1 and Megatron: once, over the
-  // accumulated gradients).
-  void StepReduce(int32_t g) {
+  // Emits the step's reduction of the accumulated gradients of `groups` as one bucketed
+  // collective (ZeRO-0/1 and Megatron: once per step). `g` labels it. DeepSpeed and DDP copy
+  // each bucket into a staging buffer; Megatron reduces its contiguous main_grad buffer in place.
+  void StepReduce(const std::vector<int32_t>& groups, int32_t g) {
     if (grad_group_.size <= 1) return;  // nothing to reduce with one replica
-    const Bytes grads = Bytes::Count(reduce_bytes_ * group_params_[g]);
+    int64_t params = 0;
+    for (int32_t group : groups) params += group_params_[group];
+    const Bytes grads = Bytes::Count(reduce_bytes_ * params);
     Op op = plan_.stage == 0
                 ? Collective("all_reduce", CollectiveKind::kAllReduce, grads, grad_group_, g)
                 : Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, grad_group_,
                              g);
     Spec(op).buckets = Buckets(grads);
-    const Bytes staging = std::min(grads, s_.parallel.bucket);
+    const Bytes staging = Megatron() ? Bytes() : std::min(grads, Bucket());
     St().reduces.push_back(Add(op, AnchorDeps(),
                                {{MemWhen::kStart, MemCategory::kCommBuffers, staging},
                                 {MemWhen::kEnd, MemCategory::kCommBuffers, -staging}}));
@@ -594,14 +598,14 @@ class Lowerer {
     if (plan_.stage <= 1) {
       if (!last_micro_batch_) return;  // accumulate locally; reduce once per step
       if (overlap_reduce_) {
-        StepReduce(g);
+        StepReduce({g}, g);
       } else {
         St().deferred.push_back(g);
       }
       return;
     }
     const Bytes grads = Bytes::Count(reduce_bytes_ * group_params_[g]);
-    const Bytes staging = std::min(grads, s_.parallel.bucket);
+    const Bytes staging = std::min(grads, Bucket());
     const std::vector<int32_t> deps = AnchorDeps();
     // Frees the layer's full gradients when it ends (stages 2 and 3).
     const Bytes layer_grads = ComputeBytes(group_params_[g]);
@@ -729,7 +733,11 @@ class Lowerer {
     SetMicroBatch(static_cast<int32_t>(s_.micro_batches()) - 1);
     StageState& st = St();
     const std::vector<int32_t> deferred = st.deferred;
-    for (int32_t g : deferred) StepReduce(g);
+    if (Megatron() && !deferred.empty()) {
+      StepReduce(deferred, kStepWide);  // the whole main_grad buffer at once
+    } else {
+      for (int32_t g : deferred) StepReduce({g}, g);
+    }
     const int64_t total = StageParameters(s_)[stage_];
     const int64_t local = plan_.stage >= 1 ? (total + plan_.shard_degree - 1) / plan_.shard_degree
                                            : total;

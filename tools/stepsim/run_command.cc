@@ -60,7 +60,8 @@ std::string ResolvedJob(const sim::Scenario& s) {
                         "step, prefetch %d, bucket %s\n",
                         sim::Name(s.parallel.framework), s.parallel.zero, s.dp(), s.parallel.tp,
                         s.parallel.pp, s.micro_batches(), s.parallel.prefetch,
-                        sim::report::FormatGB(s.parallel.bucket.count(), 3));
+                        s.parallel.bucket ? sim::report::FormatGB(s.parallel.bucket->count(), 3)
+                                          : std::string("framework default"));
   absl::StrAppendFormat(&out, "  runtime    reserved %s per GPU\n",
                         sim::report::FormatGiB(s.runtime.reserved.count(), 2));
   return out;
