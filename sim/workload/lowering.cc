@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
 
 #include "absl/strings/str_cat.h"
@@ -38,6 +39,9 @@ int64_t OptimizerTrafficPerParam(OptimizerKind o) {
 }
 
 int32_t CeilDiv(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
+
+// An op's memory actions: a handful, kept inline so that lowering allocates nothing per op.
+using MemList = absl::InlinedVector<MemAction, 8>;
 
 class Lowerer {
  public:
@@ -216,7 +220,7 @@ class Lowerer {
   // waits for them); with it, or when `async`, they run on the TP stream beside `x` (chunked
   // GEMM+collective pipelining, Wang et al. 2022, ASPLOS '23: the pair costs about the longer
   // of the two), and the compute op after `x` waits for them.
-  int32_t WithComms(Op x, absl::Span<const int32_t> deps, std::vector<MemAction> mem,
+  int32_t WithComms(Op x, absl::Span<const int32_t> deps, MemList mem,
                     std::initializer_list<ModelParallelComm> pre,
                     std::initializer_list<ModelParallelComm> post, bool async = false) {
     const bool overlap = s_.parallel.tp_comm_overlap || async;
@@ -251,7 +255,7 @@ class Lowerer {
 
   // The collectives of a decoder-layer op (see ParallelRole), forward or backward.
   int32_t LayerOpWithComms(const LayerOp& lo, Op x, absl::Span<const int32_t> deps,
-                           std::vector<MemAction> mem, bool backward) {
+                           MemList mem, bool backward) {
     const bool sp = s_.parallel.sequence_parallel;
     const CollectiveKind reduce = sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
     const Bytes kv = Bytes::Count(kCompute * 2 * s_.training.seq_len * s_.training.micro_batch *
@@ -366,7 +370,7 @@ class Lowerer {
 
   // Layer gradients that live until their reduce-scatter (stages 2 and 3); persistent
   // accumulation buffers otherwise.
-  std::vector<MemAction> TransientGradients(int32_t g) const {
+  MemList TransientGradients(int32_t g) const {
     if (plan_.stage < 2) return {};
     return {{MemWhen::kStart, MemCategory::kGradients, ComputeBytes(group_params_[g])}};
   }
@@ -375,7 +379,7 @@ class Lowerer {
     Bytes transient;  // tensors not kept for backward: freed when the layer's forward ends
     for (size_t i = 0; i < layer_ops_.size(); ++i) {
       const LayerOp& lo = layer_ops_[i];
-      std::vector<MemAction> mem;
+      MemList mem;
       for (const SavedTensor& t : lo.saves) {
         mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
         if (!Kept(lo, t)) transient += t.bytes;
@@ -399,13 +403,13 @@ class Lowerer {
       first = false;
       return d;
     };
-    const std::vector<MemAction> grads = TransientGradients(g);
+    const MemList grads = TransientGradients(g);
     // Recompute: full re-runs the layer's forward (with its TP/CP collectives); selective
     // re-runs the attention core.
     bool grads_allocated = false;
     if (s_.training.recompute != Recompute::kNone) {
       for (const LayerOp& lo : layer_ops_) {
-        std::vector<MemAction> mem;
+        MemList mem;
         bool core = false;
         for (const SavedTensor& t : lo.saves) {
           core = core || t.attention_core;
@@ -423,7 +427,7 @@ class Lowerer {
     for (auto it = layer_ops_.rbegin(); it != layer_ops_.rend(); ++it) {
       const Bytes saved = SavedBy(*it);
       // The op's input gradient exists while it runs; its saved tensors are freed when it ends.
-      std::vector<MemAction> mem = {{MemWhen::kStart, MemCategory::kActivations, saved},
+      MemList mem = {{MemWhen::kStart, MemCategory::kActivations, saved},
                                     {MemWhen::kEnd, MemCategory::kActivations, -saved - saved}};
       if (!grads_allocated) {
         mem.insert(mem.end(), grads.begin(), grads.end());
@@ -479,7 +483,7 @@ class Lowerer {
                             Flops::Count(2.0 * static_cast<double>(tokens_) *
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
-    const std::vector<MemAction> head_mem = {
+    const MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kStart, MemCategory::kLogits, logits16},
         {MemWhen::kEnd, MemCategory::kGatheredParams,
@@ -506,7 +510,7 @@ class Lowerer {
     const Bytes hidden = Bytes::Count(kCompute * tokens_ / rep_ * h);
     const Bytes logits32 = Bytes::Count(4 * tokens_ * v);
     // d(logits) in fp32 replaces the saved softmax.
-    std::vector<MemAction> ce = {{MemWhen::kStart, MemCategory::kLogits, logits32},
+    MemList ce = {{MemWhen::kStart, MemCategory::kLogits, logits32},
                                  {MemWhen::kEnd, MemCategory::kLogits, -logits32}};
     for (const MemAction& a : TransientGradients(g)) ce.push_back(a);
     Add(Compute("cross_entropy", OpPhase::kBackward, OpClass::kMemoryBound,
@@ -516,7 +520,7 @@ class Lowerer {
                             Flops::Count(4.0 * static_cast<double>(tokens_) *
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(2 * kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
-    const std::vector<MemAction> head_mem = {
+    const MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kEnd, MemCategory::kLogits, -logits32},
         {MemWhen::kEnd, MemCategory::kActivations, -hidden - hidden}};
@@ -536,7 +540,7 @@ class Lowerer {
   void EmbeddingBackward(std::vector<int32_t> deps, Bytes free_gather) {
     const int64_t h = s_.model.hidden;
     const Bytes mask = Bytes::Count(s_.model.dropout > 0 ? tokens_ / rep_ * h : 0);
-    std::vector<MemAction> mem = {{MemWhen::kEnd, MemCategory::kActivations, -mask},
+    MemList mem = {{MemWhen::kEnd, MemCategory::kActivations, -mask},
                                   {MemWhen::kEnd, MemCategory::kGatheredParams, -free_gather}};
     for (const MemAction& a : TransientGradients(0)) mem.push_back(a);
     const Op emb = Compute("embedding", OpPhase::kBackward, OpClass::kMemoryBound, Flops(),
