@@ -1,4 +1,4 @@
-// Predicted all-reduce bus bandwidth against published nccl-tests runs
+// Predicted collective bus bandwidth against published nccl-tests runs
 // (../shared/validation/collectives.yaml, large messages). Single-node H100/H200 rows run NVLS;
 // the two-node H100 rows (AWS p5, GCP a3-mega) run NCCL's NVLS tree, whose busbw exceeds what
 // the NICs carry because only each rail's 1/8 shard crosses them. The single-node A100 rows and
@@ -25,9 +25,11 @@ struct Run {
   double bytes;          // message size of the compared row
   double measured_busbw; // GB/s
   bool modelled;         // NCCL ran an algorithm stepsim models
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto;  // what NCCL was allowed
 };
 
-TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
+TEST_CASE("collective bus bandwidth against nccl-tests", "[topology][nccl]") {
   const config::DataRoot root{STEPSIM_SOURCE_DIR};
   auto catalogs = config::LoadCatalogs(root);
   REQUIRE(catalogs.ok());
@@ -41,8 +43,15 @@ TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
       {"aws_p4de_2n16g_allreduce_awsome", "A100-SXM4-80GB", 2, 300, 4, 100, 2147483648.0, 78.33, true},
       {"aws_p5_2n16g_allreduce_awsome (NVLS tree)", "H100-SXM5-80GB", 2, 450, 32, 100, 17179869184.0, 487.09, true},
       {"gcp_a3mega_2n16g_allreduce_ztan (NVLS tree)", "H100-SXM5-80GB", 2, 450, 8, 200, 8589934592.0, 338.82, true},
+      // stas_h200_1node_points_ncclt: 16 GiB, ring with NVLS disabled, all-gather, reduce-scatter.
+      {"stas_h200_1node_points (ring, NVLS off)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 367.2, true,
+       CollectiveKind::kAllReduce, CollectiveAlgorithm::kRing},
+      {"stas_h200_1node_points (all_gather)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 361.4, true,
+       CollectiveKind::kAllGather},
+      {"stas_h200_1node_points (reduce_scatter)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 362.9, true,
+       CollectiveKind::kReduceScatter},
   };
-  std::printf("\n%-46s %10s %10s %8s\n", "nccl-tests run (all_reduce)", "measured", "stepsim", "error");
+  std::printf("\n%-46s %10s %10s %8s\n", "nccl-tests run (busbw GB/s)", "measured", "stepsim", "error");
   int held = 0;
   for (const Run& run : runs) {
     ClusterSpec c;
@@ -63,11 +72,11 @@ TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
     }
     auto topo = cluster::Topology::Build(c);
     REQUIRE(topo.ok());
-    cost::GraphCostModel model(*topo, c, CollectiveAlgorithm::kAuto);
+    cost::GraphCostModel model(*topo, c, run.algorithm);
     const int64_t n = 8 * run.nodes;
     const Bytes m = Bytes::Round(run.bytes);
-    const auto p = model.Price(CollectiveKind::kAllReduce, m, CommGroup{n, run.nodes, 1, 1, 0}, 1);
-    const double busbw = static_cast<double>(BytesSentPerGpu(CollectiveKind::kAllReduce, m, n).count()) /
+    const auto p = model.Price(run.kind, m, CommGroup{n, run.nodes, 1, 1, 0}, 1);
+    const double busbw = static_cast<double>(BytesSentPerGpu(run.kind, m, n).count()) /
                          p.time.seconds() / 1e9;
     const double err = 100 * (busbw - run.measured_busbw) / run.measured_busbw;
     std::printf("%-46s %10.1f %10.1f %+7.1f%% %s\n", run.id, run.measured_busbw, busbw, err,
@@ -78,7 +87,7 @@ TEST_CASE("all-reduce bus bandwidth against nccl-tests", "[topology][nccl]") {
       ++held;
     }
   }
-  CHECK(held == 9);
+  CHECK(held == 12);
 }
 
 }  // namespace
