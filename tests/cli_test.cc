@@ -113,7 +113,7 @@ std::string Slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-TEST_CASE("sweep: --jobs 1 and 2 byte-identical; shards merge into the whole", "[cli]") {
+TEST_CASE("sweep: --jobs 1 and 2 byte-identical, shards merge into the whole", "[cli]") {
   const std::string dir = "/tmp/stepsim-cli-sweep";
   std::filesystem::create_directories(dir);
   const std::string sweep =

@@ -34,7 +34,7 @@ TEST_CASE("vary values: lists and ranges", "[explore]") {
   CHECK_FALSE(ParseVary("a=1,,2").ok());
 }
 
-TEST_CASE("the product runs first key outermost; shards tile it", "[explore]") {
+TEST_CASE("the product runs first key outermost, shards tile it", "[explore]") {
   const auto p = Product({{"a", {"1", "2"}}, {"b", {"x", "y", "z"}}});
   REQUIRE(p.size() == 6);
   CHECK(p[0][0].value == "1");

@@ -106,7 +106,7 @@ TEST_CASE("GPipe has the same bubble as 1F1B but holds all m micro-batches", "[p
   CHECK(f < stage_layers * p + layer);
 }
 
-TEST_CASE("1F1B: stage s holds p - s micro-batches; interleaving multiplies by 1 + (p-1)/(p v)",
+TEST_CASE("1F1B: stage s holds p - s micro-batches, and interleaving multiplies by 1 + (p-1)/(p v)",
           "[pipeline]") {
   const int64_t p = 4, m = 8;
   const Bytes layer = LayerActivationBytes(
@@ -130,9 +130,10 @@ TEST_CASE("1F1B: stage s holds p - s micro-batches; interleaving multiplies by 1
     CHECK(PeakActivations(ri, 0) >= expected);
     CHECK(PeakActivations(ri, 0) < expected + layer);
     // Interleaving shrinks the bubble by v (Narayanan et al. SC21 §2.2.2), less the p·v − 1
-    // boundary sends it adds to the critical path.
+    // boundary sends it adds to the critical path (each 16.8 MB at about half the NVLink
+    // bandwidth, NCCL's size ramp): 6.4 % more than bubble / v at v = 4.
     CHECK(ri.stages[0].bubble.seconds() ==
-          Approx(r.stages[0].bubble.seconds() / static_cast<double>(v)).epsilon(0.06));
+          Approx(r.stages[0].bubble.seconds() / static_cast<double>(v)).epsilon(0.08));
   }
 }
 
@@ -166,6 +167,26 @@ TEST_CASE("simulating every DP replica of every stage gives the same answer", "[
     CHECK(r->ledgers[gpu].peak() == one.ledgers[gpu % 2].peak());
   }
   CHECK(r->GpuOf(3) == 2 + 4);  // stage 1 of replica 1: TP 2 x DP 2 GPUs per stage
+}
+
+TEST_CASE("uneven first and last model chunks, with and without interleaving", "[pipeline]") {
+  auto uneven = [](int64_t chunks, int64_t first, int64_t last) {
+    return FromText(absl::StrReplaceAll(
+        kPipelineScenario,
+        {{"GLOBAL", "8"}, {"TP", "2"}, {"PP", "4"},
+         {"SCHEDULE", chunks > 1 ? "interleaved" : "1f1b"},
+         {"CHUNKS", absl::StrCat(chunks, ", first_stage_layers: ", first,
+                                 ", last_stage_layers: ", last)}}));
+  };
+  // 32 layers, 4 stages: 6 + 10 + 10 + 6 without interleaving.
+  CHECK(LayersPerVirtualStage(uneven(1, 6, 6)) == std::vector<int64_t>{6, 10, 10, 6});
+  // With 2 chunks per stage the first and the last of the 8 chunks hold 1, the others 5:
+  // stage 0 = chunk 0 (1) + chunk 4 (5), stage 3 = chunk 3 (5) + chunk 7 (1).
+  const Scenario s = uneven(2, 1, 1);
+  CHECK(LayersPerVirtualStage(s) == std::vector<int64_t>{1, 5, 5, 5, 5, 5, 5, 1});
+  const replay::ReplayResult r = Run(s);
+  CHECK(r.program.stages == 4);
+  CHECK(r.bubble > Duration::Zero());
 }
 
 TEST_CASE("schedules run each unit once, forwards before their backwards", "[pipeline]") {

@@ -186,7 +186,7 @@ TEST_CASE("ZeRO-3 gather buffers: one layer more per prefetch step, none below Z
   }
 }
 
-TEST_CASE("the peak exceeds static states plus checkpoints; the breakdown sums to it",
+TEST_CASE("the peak exceeds static states plus checkpoints, the breakdown sums to it",
           "[replay][memory]") {
   for (const char* nodes : {"4", "2"}) {
     INFO("nodes " << nodes);
@@ -256,7 +256,7 @@ TEST_CASE("one simulated rank stands for all: explicit ranks give the same repor
   }
 }
 
-TEST_CASE("same input, byte-identical report; the trace parses", "[replay]") {
+TEST_CASE("same input, byte-identical report, the trace parses", "[replay]") {
   const Scenario s = Load({{"training.global_batch", "64"}});
   replay::ReplayOptions o;
   o.record_ops = o.record_memory = true;

@@ -113,7 +113,7 @@ TEST_CASE("the size ramp: log-linear between table rows, flat beyond its ends", 
   CHECK(c.CommSizeEfficiency(Bytes::GiB(1)) == 1.0);
 }
 
-TEST_CASE("across nodes: ring uses every NIC; hierarchical wins where latency binds",
+TEST_CASE("across nodes: ring uses every NIC, hierarchical wins where latency binds",
           "[topology]") {
   const ClusterSpec c = Cluster("dgx-h100", 16);
   auto t = cluster::Topology::Build(c);

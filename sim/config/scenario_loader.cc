@@ -302,21 +302,21 @@ void CheckStageLayers(const At& at, const Scenario& s, YamlErrors& errors) {
     errors.Add(at("parallel", "pp_schedule"), "parallel.pp_schedule",
                "the interleaved schedule needs pp >= 2 and pp_chunks >= 2");
   }
-  if ((par.first_stage_layers || par.last_stage_layers) && (pp < 3 || v > 1)) {
+  if ((par.first_stage_layers || par.last_stage_layers) && (pp < 2 || pp * v < 3)) {
     errors.Add(at("parallel", par.first_stage_layers ? "first_stage_layers" : "last_stage_layers"),
-               "parallel", "uneven first/last stages need pp >= 3 and pp_chunks 1");
+               "parallel", "uneven first/last stages need pp >= 2 and pp x pp_chunks >= 3");
     return;
   }
   const int64_t first = par.first_stage_layers.value_or(-1);
   const int64_t last = par.last_stage_layers.value_or(-1);
   if (first >= 0 || last >= 0) {
-    const int64_t middle_stages = pp - (first >= 0) - (last >= 0);
+    const int64_t middle_stages = pp * v - (first >= 0) - (last >= 0);
     const int64_t rest = layers - std::max<int64_t>(first, 0) - std::max<int64_t>(last, 0);
     if (rest <= 0 || rest % middle_stages != 0) {
       errors.Add(at("parallel", first >= 0 ? "first_stage_layers" : "last_stage_layers"),
                  "parallel",
                  absl::StrCat("the ", layers, " layers less the first/last stages' leave ", rest,
-                              " for ", middle_stages, " stages: not an equal split"));
+                              " for ", middle_stages, " model chunks: not an equal split"));
     }
     return;
   }

@@ -75,8 +75,8 @@ struct ParallelSpec {
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
   int64_t pp_chunks = 1;  // model chunks per stage (v); > 1 needs the interleaved schedule
   // Decoder layers of the first and last stage when they differ from the others (Megatron-LM
-  // --decoder-first/last-pipeline-num-layers; Llama 3 405B drops one layer from each); absent =
-  // the layers split evenly.
+  // --decoder-first/last-pipeline-num-layers; Llama 3 405B drops one layer from each); with
+  // pp_chunks > 1, of the first and the last model chunk. Absent = the layers split evenly.
   std::optional<int64_t> first_stage_layers, last_stage_layers;
   // TP collectives run beside the GEMMs they feed (Megatron-LM --tp-comm-overlap); otherwise
   // the compute stream waits for them.

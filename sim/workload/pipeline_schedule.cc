@@ -30,7 +30,7 @@ std::vector<PipelineUnit> OneFOneBOrder(int32_t p, int32_t s, int32_t m) {
 
 std::vector<PipelineUnit> InterleavedOrder(int32_t p, int32_t v, int32_t s, int32_t m) {
   const int32_t total = m * v;
-  const int32_t warmup = m == p ? total : std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  const int32_t warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
   auto unit = [&](int32_t k, bool forward) {
     const int32_t in_group = (k / p) % v;
     const int32_t chunk = forward ? in_group : v - 1 - in_group;
@@ -71,7 +71,8 @@ std::vector<int64_t> LayersPerVirtualStage(const Scenario& s) {
   const auto& first = s.parallel.first_stage_layers;
   const auto& last = s.parallel.last_stage_layers;
   if (p > 1 && (first || last)) {
-    const int64_t middle = p - (first ? 1 : 0) - (last ? 1 : 0);
+    // The first and last model chunks (virtual stages) as given, the others equal.
+    const int64_t middle = p * v - (first ? 1 : 0) - (last ? 1 : 0);
     const int64_t each = (layers - first.value_or(0) - last.value_or(0)) / middle;
     std::fill(out.begin(), out.end(), each);
     if (first) out.front() = *first;

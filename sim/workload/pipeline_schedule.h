@@ -11,8 +11,9 @@
 //                are in flight on stage s.
 //   interleaved  Megatron-LM's interleaved 1F1B with v chunks per stage (SC21 §2.2.2; the
 //                order of megatron/core/pipeline_parallel/schedules.py): warm-up
-//                (p − s − 1)·2 + (v − 1)·p units (all m·v when m = p), unit k of a
-//                direction is chunk (k / p) mod v (reversed for backward) of micro-batch
+//                min((p − s − 1)·2 + (v − 1)·p, m·v) units (current megatron-core; 2022
+//                versions ran all m·v forwards first when m = p), unit k of a direction is
+//                chunk (k / p) mod v (reversed for backward) of micro-batch
 //                (k / (p·v))·p + k mod p.
 // Virtual stage of chunk c on stage s: c·p + s (chunk c of every stage before chunk c + 1).
 
@@ -34,8 +35,9 @@ struct PipelineUnit {
 std::vector<std::vector<PipelineUnit>> PipelineOrder(PipelineSchedule schedule, int64_t stages,
                                                      int64_t chunks, int64_t micro_batches);
 
-// Decoder layers per virtual stage (index c·p + s): an equal split, or the first and last stage
-// as given and the rest equal (checked by the scenario loader).
+// Decoder layers per virtual stage (index c·p + s): an equal split, or the first and last
+// virtual stage (chunk 0 of stage 0, the last chunk of the last stage) as given and the rest
+// equal (checked by the scenario loader).
 std::vector<int64_t> LayersPerVirtualStage(const Scenario& s);
 
 }  // namespace sim
