@@ -86,9 +86,12 @@ class Lowerer {
     p_.dp = s_.dp();
     p_.stages = p;
     p_.tokens_per_micro_batch = s_.training.seq_len * s_.training.micro_batch;
-    // Capacity for the ops of every micro-batch (forward, recompute, backward and up to six
-    // collectives per layer op), so that lowering allocates once.
-    const size_t per_mb = (6 * layer_ops_.size() + 4) * group_params_.size() + 2 * p;
+    // Capacity for the ops of every micro-batch (forward, recompute, backward, the ZeRO
+    // collectives of a group and up to 12 TP/CP collectives per layer), so that lowering
+    // allocates once.
+    const bool model_parallel = s_.parallel.tp > 1 || s_.parallel.cp > 1;
+    const size_t per_mb =
+        (3 * layer_ops_.size() + (model_parallel ? 15 : 3)) * group_params_.size() + 2 * p;
     p_.ops.reserve(per_mb * static_cast<size_t>(s_.micro_batches()) + 4 * p);
     p_.deps.reserve(p_.ops.capacity());
     p_.mem.reserve(3 * p_.ops.capacity());
