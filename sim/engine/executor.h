@@ -12,6 +12,8 @@
 //   void     OnIssue(int32_t task, Duration now);
 //   Duration OnStart(int32_t task, Duration now);   // returns the task's duration (>= 0)
 //   void     OnFinish(int32_t task, Duration now);
+// A listener may call Reschedule(task, finish) on a running task (from OnStart or OnFinish of
+// any task) to move its finish.
 //
 // Events follow the phase ladder of event_queue.h: all finishes at time t, then one dispatch
 // that issues and starts what became ready. Only finishes are queued (the dispatch of time t
@@ -56,6 +58,8 @@ class Executor {
     remaining_ = g_.pred_count;
     issued_.assign(n, 0);
     arrived_.assign(n, 0);
+    finished_.assign(n, 0);
+    finish_at_.assign(n, Duration::Zero());
     // Per-stream FIFO of tasks in index order (CSR).
     queue_begin_.assign(g_.num_streams + 1, 0);
     for (int32_t t = 0; t < n; ++t) queue_begin_[g_.stream[t] + 1]++;
@@ -76,15 +80,23 @@ class Executor {
     }
     ExecutionStats stats;
     Dispatch(Duration::Zero());
+    bool finished_at_time = false;  // a live finish was applied at the current time
     while (!q_.empty()) {
       const Event e = q_.Pop();
-      stats.events++;
-      Finish(static_cast<int32_t>(e.payload), e.time);
-      stats.makespan = e.time;
+      const auto t = static_cast<int32_t>(e.payload);
+      // A rescheduled task leaves its earlier finish event behind: skip it.
+      if (e.time == finish_at_[t] && !finished_[t]) {
+        stats.events++;
+        finished_[t] = 1;
+        Finish(t, e.time);
+        stats.makespan = e.time;
+        finished_at_time = true;
+      }
       // The dispatch phase of time t runs once every finish at t has been applied. Only
       // finishes are queued, so the dispatch runs inline when the next event is later.
-      if (q_.empty() || q_.top().time != e.time) {
+      if (finished_at_time && (q_.empty() || q_.top().time != e.time)) {
         stats.events++;
+        finished_at_time = false;
         Dispatch(e.time);
       }
     }
@@ -149,14 +161,29 @@ class Executor {
     busy_[g_.stream[t]] = 1;
     const Duration d = l_.OnStart(t, now);
     SIM_CHECK(d >= Duration::Zero(), "negative task duration");
+    finish_at_[t] = now + d;
     q_.Schedule(now + d, Phase::kFinish, t);
   }
+
+ public:
+  // Moves the finish of running task t to `finish` (>= the current time): the listener's way to
+  // stretch or shorten work whose rate changes while it runs (links shared by collectives that
+  // start or end meanwhile). The earlier finish event is left in the queue and skipped.
+  void Reschedule(int32_t t, Duration finish) {
+    SIM_CHECK(busy_[g_.stream[t]] && !finished_[t], "only a running task can be rescheduled");
+    if (finish == finish_at_[t]) return;
+    finish_at_[t] = finish;
+    q_.Schedule(finish, Phase::kFinish, t);
+  }
+
+ private:
 
   const TaskGraph& g_;
   Listener& l_;
   EventQueue q_;
   std::vector<int32_t> remaining_;
-  std::vector<uint8_t> issued_, arrived_;  // flags; not vector<bool>, which packs bits
+  std::vector<uint8_t> issued_, arrived_, finished_;  // flags; not vector<bool>, which packs bits
+  std::vector<Duration> finish_at_;  // per task: when its live finish event is due
   std::vector<int32_t> queue_begin_, queue_, head_;
   std::vector<uint8_t> busy_;
   std::vector<int32_t> dirty_;

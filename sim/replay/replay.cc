@@ -1,5 +1,6 @@
 #include "sim/replay/replay.h"
 
+#include <functional>
 #include <memory>
 
 #include "sim/base/check.h"
@@ -7,6 +8,7 @@
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/graph_collective.h"
 #include "sim/engine/executor.h"
+#include "sim/replay/link_sharing.h"
 #include "sim/workload/lowering.h"
 
 namespace sim::replay {
@@ -69,9 +71,10 @@ class ReplayListener {
  public:
   ReplayListener(const Scenario& s, const cost::GraphCostModel& comm,
                  const ReplayOptions& options, ReplayResult& result)
-      : options_(options), r_(result), p_(result.program) {
+      : options_(options), r_(result), p_(result.program), sharing_(result.simulated_ranks) {
     base_.reserve(p_.ops.size());
     stretched_.reserve(p_.ops.size());
+    link_class_.reserve(p_.ops.size());
     const double slowdown = s.cluster.gpu.calibration.overlap_slowdown;
     for (const Op& op : p_.ops) {
       Duration d;
@@ -92,6 +95,9 @@ class ReplayListener {
         d = cost::ComputeDuration(op, s.cluster.gpu, s.training.precision);
       }
       base_.push_back(d);
+      link_class_.push_back(op.phase == OpPhase::kComm && p_.CollectiveOf(op).group.nodes > 1
+                                ? LinkClass::kFabric
+                                : LinkClass::kNvlink);
       // Communication kernels take SMs and HBM bandwidth from the compute beside them.
       stretched_.push_back(Duration::FromSeconds(d.seconds() * slowdown));
     }
@@ -100,7 +106,13 @@ class ReplayListener {
     compute_free_.assign(p_.stages, Duration::Zero());
     last_end_.assign(p_.stages, Duration::Zero());
     finish_.assign(static_cast<size_t>(Ops()) * (gpus / p_.stages), Duration::Zero());
+    start_.assign(finish_.size(), Duration::Zero());
     r_.stages.assign(p_.stages, StageTimes{});
+  }
+
+  // How the listener moves the finish of a running collective (the executor's Reschedule).
+  void SetReschedule(std::function<void(int32_t, Duration)> reschedule) {
+    reschedule_ = std::move(reschedule);
   }
 
   void OnIssue(int32_t task, Duration now) { ApplyMemory(task, MemWhen::kIssue, now); }
@@ -112,29 +124,39 @@ class ReplayListener {
     ApplyMemory(task, MemWhen::kStart, now);
     Duration d = base_[o];
     const bool compute_stream = op.stream == StreamKind::kCompute;
+    const bool collective = op.phase == OpPhase::kComm;
     if (!compute_stream) {
       comm_running_[gpu]++;
-    } else if (comm_running_[gpu] > 0 && op.phase != OpPhase::kComm) {
+    } else if (comm_running_[gpu] > 0 && !collective) {
       if (replica == 0) r_.stages[op.stage].overlap_stretch += stretched_[o] - d;
       d = stretched_[o];
     }
+    if (collective && d > Duration::Zero()) {
+      d = sharing_.Start(gpu, link_class_[o], task, d, now, reschedule_);
+    }
     if (replica == 0) {
       if (compute_stream) AttributeWait(op, now);
-      Account(op, d);
+      if (!collective) Account(op, d);  // collectives: at their end, when their time is known
     }
-    if (options_.record_ops) r_.timings.push_back({o, gpu, now, now + d});
+    start_[task] = now;
     return d;
   }
 
   void OnFinish(int32_t task, Duration now) {
     const int32_t replica = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
-    if (op.stream != StreamKind::kCompute) comm_running_[replica * p_.stages + op.stage]--;
+    const int32_t gpu = replica * p_.stages + op.stage;
+    if (op.stream != StreamKind::kCompute) comm_running_[gpu]--;
+    if (op.phase == OpPhase::kComm && base_[o] > Duration::Zero()) {
+      sharing_.Finish(gpu, link_class_[o], task, now, reschedule_);
+    }
     finish_[task] = now;
     if (replica == 0) {
+      if (op.phase == OpPhase::kComm) Account(op, now - start_[task]);
       if (op.stream == StreamKind::kCompute) compute_free_[op.stage] = now;
       last_end_[op.stage] = std::max(last_end_[op.stage], now);
     }
+    if (options_.record_ops) r_.timings.push_back({o, gpu, start_[task], now});
     ApplyMemory(task, MemWhen::kEnd, now);
   }
 
@@ -203,6 +225,10 @@ class ReplayListener {
   std::vector<Duration> compute_free_;  // per stage (replica 0): when the compute stream idled
   std::vector<Duration> last_end_;      // per stage (replica 0): its latest op end
   std::vector<Duration> finish_;        // per task
+  std::vector<Duration> start_;         // per task
+  std::vector<LinkClass> link_class_;   // per op: the links its collective shares
+  LinkSharing sharing_;
+  std::function<void(int32_t, Duration)> reschedule_;
 };
 
 // Work per GPU per step, averaged over the pipeline stages (every stage is a GPU).
@@ -281,6 +307,9 @@ absl::StatusOr<ReplayResult> Replay(const Scenario& s, const ReplayOptions& opti
   ReplayListener listener(s, **comm, options, r);
   CountWork(r);
   engine::Executor<ReplayListener> executor(graph, listener);
+  listener.SetReschedule([&executor](int32_t task, Duration finish) {
+    executor.Reschedule(task, finish);
+  });
   const engine::ExecutionStats stats = executor.Run();
   r.step = stats.makespan;
   r.events = stats.events;

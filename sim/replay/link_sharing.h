@@ -1,0 +1,78 @@
+#pragma once
+// Links shared by the collectives one GPU runs at the same time (its data-parallel
+// communicator, overlapped TP/CP collectives, pipeline sends). Collectives that use the same
+// class of links — NVLink inside the node, or the NICs and the fabric when their group spans
+// nodes — share them equally (processor sharing, the max-min fair share of one bottleneck):
+// with k running, each progresses at 1/k of its stand-alone rate, so finishes move later when
+// another starts and earlier when one ends. Inside one collective, link sharing among its own
+// transfers and concurrent copies is already in its stand-alone price (sim/cost).
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "sim/base/check.h"
+#include "sim/base/units.h"
+
+namespace sim::replay {
+
+enum class LinkClass : uint8_t { kNvlink = 0, kFabric = 1 };
+
+class LinkSharing {
+ public:
+  explicit LinkSharing(int32_t gpus) : gpus_(static_cast<size_t>(gpus)) {}
+
+  // A collective of stand-alone duration `alone` starts now on `gpu`: returns its duration
+  // with the collectives already running in its class, whose finishes move through
+  // reschedule(task, finish).
+  template <class Reschedule>
+  Duration Start(int32_t gpu, LinkClass c, int32_t task, Duration alone, Duration now,
+                 Reschedule&& reschedule) {
+    Group& g = gpus_[gpu][static_cast<int>(c)];
+    Advance(g, now);
+    g.flows.push_back({task, alone.seconds()});
+    const double k = static_cast<double>(g.flows.size());
+    for (size_t i = 0; i + 1 < g.flows.size(); ++i) {
+      reschedule(g.flows[i].task, now + Duration::FromSeconds(g.flows[i].remaining_s * k));
+    }
+    return Duration::FromSeconds(alone.seconds() * k);
+  }
+
+  // The collective `task` ends now: the others of its class speed up.
+  template <class Reschedule>
+  void Finish(int32_t gpu, LinkClass c, int32_t task, Duration now, Reschedule&& reschedule) {
+    Group& g = gpus_[gpu][static_cast<int>(c)];
+    Advance(g, now);
+    size_t i = 0;
+    while (i < g.flows.size() && g.flows[i].task != task) ++i;
+    SIM_CHECK(i < g.flows.size(), "a collective ended that link sharing never saw start");
+    g.flows.erase(g.flows.begin() + static_cast<std::ptrdiff_t>(i));
+    const double k = static_cast<double>(g.flows.size());
+    for (const Flow& f : g.flows) {
+      reschedule(f.task, now + Duration::FromSeconds(f.remaining_s * k));
+    }
+  }
+
+ private:
+  struct Flow {
+    int32_t task;
+    double remaining_s;  // work left, in seconds at the stand-alone rate
+  };
+  struct Group {
+    std::vector<Flow> flows;
+    Duration last;  // when `remaining_s` was last brought up to date
+  };
+
+  // Each running flow did (now − last) / k of its work since the last update.
+  static void Advance(Group& g, Duration now) {
+    if (!g.flows.empty()) {
+      const double done = (now - g.last).seconds() / static_cast<double>(g.flows.size());
+      for (Flow& f : g.flows) f.remaining_s = std::max(0.0, f.remaining_s - done);
+    }
+    g.last = now;
+  }
+
+  std::vector<std::array<Group, 2>> gpus_;
+};
+
+}  // namespace sim::replay
