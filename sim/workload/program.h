@@ -1,10 +1,13 @@
 #pragma once
-// The op program of one data-parallel rank for one optimizer step: plain data, no time.
+// The op program of one data-parallel replica for one optimizer step: plain data, no time.
+// With pipeline parallelism it holds every stage's ops, each op naming its stage (a distinct
+// GPU); TP and CP peers run the same ops and are not listed apart.
 //
-// Ops are listed in issue order. Each runs on one stream (the compute stream, or the
-// communication stream that serialises this rank's collectives, as one NCCL communicator's
-// kernels share the GPU's links), after the ops it depends on have completed. A stream runs its
-// ops one at a time, in list order. Memory actions say what an op allocates or frees and when:
+// Ops are listed in issue order (a stage's ops in its schedule's order; an op only depends on
+// earlier ops). Each runs on one stream of its stage's GPU (compute; the data-parallel
+// communicator, whose collectives take turns as one NCCL communicator's kernels do; overlapped
+// TP/CP collectives; pipeline sends), after the ops it depends on have completed. A stream runs
+// its ops one at a time, in list order. Memory actions say what an op allocates or frees and when:
 //   kIssue — when its dependencies are met (a prefetched all-gather's buffer is allocated when
 //            the framework launches it, not when the stream gets to it),
 //   kStart — when it starts running,
