@@ -12,6 +12,7 @@
 #include "sim/replay/replay.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/pipeline_schedule.h"
+#include "sim/workload/sharding.h"
 
 namespace sim {
 namespace {
@@ -187,6 +188,37 @@ TEST_CASE("uneven first and last model chunks, with and without interleaving", "
   const replay::ReplayResult r = Run(s);
   CHECK(r.program.stages == 4);
   CHECK(r.bubble > Duration::Zero());
+}
+
+TEST_CASE("megatron preset: distributed optimizer states, and what its overlaps hide",
+          "[pipeline]") {
+  // TP 2, DP 4 on one node, 2 micro-batches.
+  auto megatron = [](const char* parallel) {
+    return FromText(absl::StrReplaceAll(
+        kPipelineScenario, {{"GLOBAL", "8"}, {"TP", "2"}, {"PP", "1"}, {"SCHEDULE", "1f1b"},
+                            {"CHUNKS", "1"}, {"zero: 0", parallel}}));
+  };
+  const Scenario plain = megatron("zero: 0");
+  const Scenario distopt = megatron("zero: 1");
+  REQUIRE(plain.dp() == 4);
+  // SPEC §3.1: 18 B/param without the distributed optimizer, 6 + 12/N with it (N = 4).
+  const int64_t params = StageParameters(plain)[0];
+  CHECK(PersistentStates(plain).total() == Bytes::Count(18 * params));
+  CHECK(PersistentStates(distopt).total() ==
+        Bytes::Count(2 * params + 4 * params + 3 * (4 * ((params + 3) / 4))));
+  const replay::ReplayResult base = Run(distopt);
+  const replay::ReplayResult grads = Run(megatron("zero: 1, overlap_grad_reduce: true"));
+  const replay::ReplayResult params_ag =
+      Run(megatron("zero: 1, overlap_grad_reduce: true, overlap_param_gather: true"));
+  // Reduce-scatter in fp32 (4 B) and all-gather of the bf16 parameters (2 B), whatever the
+  // overlap; overlapping only hides them.
+  for (const auto* r : {&base, &grads, &params_ag}) {
+    CHECK(r->comm_bytes_sent[static_cast<int>(CollectiveKind::kReduceScatter)] ==
+          base.comm_bytes_sent[static_cast<int>(CollectiveKind::kReduceScatter)]);
+  }
+  CHECK(grads.exposed_comm < base.exposed_comm);
+  CHECK(params_ag.exposed_comm < grads.exposed_comm);
+  CHECK(params_ag.step < grads.step);
 }
 
 TEST_CASE("schedules run each unit once, forwards before their backwards", "[pipeline]") {

@@ -1,5 +1,7 @@
 #include "sim/config/yaml_fields.h"
 
+#include <algorithm>
+
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -55,8 +57,15 @@ bool CheckMapping(const YAML::Node& map, absl::string_view path,
     errors.Add(map, path, "expected a mapping of keys to values");
     return false;
   }
+  std::vector<std::string> seen;
   for (const auto& kv : map) {
     const std::string key = kv.first.as<std::string>();
+    // YAML forbids repeated keys, but yaml-cpp keeps the first silently: say so.
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      errors.Add(kv.first, JoinPath(path, key),
+                 absl::StrCat("duplicate key '", key, "' (the mapping already has it)"));
+    }
+    seen.push_back(key);
     bool known = false;
     for (const std::string& a : allowed) known = known || a == key;
     if (!known) {
