@@ -259,6 +259,10 @@ class Lowerer {
   // The collectives of a decoder-layer op (see ParallelRole), forward or backward.
   int32_t LayerOpWithComms(const LayerOp& lo, Op x, absl::Span<const int32_t> deps,
                            MemList mem, bool backward) {
+    // Without TP and CP no op has collectives of its own (the common, hot case).
+    if (lo.role == ParallelRole::kNone || (tp_group_.size <= 1 && cp_group_.size <= 1)) {
+      return Add(x, deps, mem);
+    }
     const bool sp = s_.parallel.sequence_parallel;
     const CollectiveKind reduce = sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
     const Bytes kv = Bytes::Count(kCompute * 2 * s_.training.seq_len * s_.training.micro_batch *
