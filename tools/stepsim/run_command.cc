@@ -23,18 +23,26 @@ FlagSet RunFlags() {
       "stepsim run SCENARIO [--set KEY=VALUE]... [--json PATH] [--trace PATH] [--timeline PATH]",
       "Loads a scenario (SPEC §4), applies the overrides in order, validates it and replays one\n"
       "optimizer step layer by layer: prints whether it fits, the per-GPU peak (when, in which\n"
-      "op, and what is live then), the step time split, MFU/HFU, tokens/s and the bytes each\n"
-      "GPU sends per collective kind.",
+      "op, and what is live then), the step time split (with the pipeline bubble and a table per\n"
+      "stage when pp > 1), MFU/HFU, tokens/s and the bytes each GPU sends per collective kind.",
       {{"set", "KEY=VALUE", "override any scenario key by its dotted path, e.g. parallel.zero=2",
         true},
        {"json", "PATH", "write the JSON report (SPEC §5 keys) to PATH (- = standard output)"},
-       {"trace", "PATH", "write a Chrome/Perfetto trace: per GPU a compute and a comm track and "
-                         "a memory counter (open in ui.perfetto.dev)"},
+       {"trace", "PATH", "write a Chrome/Perfetto trace: per simulated GPU (one per pipeline stage) "
+                         "compute, communication and send tracks and a memory counter (open in "
+                         "ui.perfetto.dev)"},
        {"timeline", "PATH", "write the memory timeline as CSV: time_s, gpu, event, category, "
                             "delta_bytes, allocated_bytes"},
-       {"explicit-ranks", "", "simulate every data-parallel rank instead of one standing for all"},
+       {"explicit-ranks", "", "simulate every data-parallel replica (of every stage) instead of one "
+                              "standing for all"},
        {"dump-ops", "", "print the lowered op program (one line per op) instead of replaying"},
        {"resolved", "", "print the resolved scenario instead of replaying"}});
+}
+
+std::string RankOrder(const std::array<sim::ParallelDim, 4>& order) {
+  std::string out;
+  for (sim::ParallelDim d : order) absl::StrAppend(&out, out.empty() ? "" : "-", sim::Name(d));
+  return absl::StrCat("rank order ", out, " (innermost first)");
 }
 
 std::string ResolvedJob(const sim::Scenario& s) {
@@ -55,13 +63,20 @@ std::string ResolvedJob(const sim::Scenario& s) {
                         s.training.seq_len, s.training.micro_batch, s.training.global_batch,
                         sim::Name(s.training.precision), sim::Name(s.training.optimizer),
                         sim::Name(s.training.recompute), sim::Name(s.training.attention));
+  const sim::ParallelSpec& p = s.parallel;
   absl::StrAppendFormat(&out,
-                        "  parallel   %s ZeRO-%d, dp %d, tp %d, pp %d, %d micro-batches per "
-                        "step, prefetch %d, bucket %s\n",
-                        sim::Name(s.parallel.framework), s.parallel.zero, s.dp(), s.parallel.tp,
-                        s.parallel.pp, s.micro_batches(), s.parallel.prefetch,
-                        s.parallel.bucket ? sim::report::FormatGB(s.parallel.bucket->count(), 3)
-                                          : std::string("framework default"));
+                        "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
+                        "%d micro-batches per step, prefetch %d, bucket %s\n",
+                        sim::Name(p.framework), p.zero, s.dp(), p.tp,
+                        p.sequence_parallel ? " + sp" : "", p.cp, p.pp, sim::Name(p.pp_schedule),
+                        p.pp_chunks, p.pp_chunks == 1 ? "" : "s", s.micro_batches(), p.prefetch,
+                        p.bucket ? sim::report::FormatGB(p.bucket->count(), 3)
+                                 : std::string("framework default"));
+  absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
+                        p.tp_comm_overlap ? ", TP collectives overlapped" : "",
+                        p.overlap_grad_reduce.value_or(p.framework != sim::Framework::kMegatron)
+                            ? ", gradient reduction overlapped"
+                            : ", gradient reduction after the backward");
   absl::StrAppendFormat(&out, "  runtime    reserved %s per GPU\n",
                         sim::report::FormatGiB(s.runtime.reserved.count(), 2));
   return out;
