@@ -15,6 +15,34 @@
 namespace sim {
 namespace {
 
+// A system of a nccl-tests run: `nodes` x 8 GPUs with the given NVLink (GB/s per GPU, one
+// direction) and NICs (count x Gb/s), two nodes joined by one switch.
+ClusterSpec System(const config::Catalogs& catalogs, const char* id, const char* gpu,
+                   int64_t nodes, double nvlink_gbps, int64_t nics, double nic_gbit) {
+  ClusterSpec c;
+  c.gpu = *config::FindGpu(catalogs.gpus, gpu);
+  c.nodes = nodes;
+  c.node.name = id;
+  c.node.gpu = c.gpu.name;
+  c.node.gpus_per_node = 8;
+  c.node.intra_node_bandwidth = Bandwidth::GBps(nvlink_gbps);
+  c.node.nics_per_node = nics;
+  c.node.nic_bandwidth = Bandwidth::Gbps(nic_gbit);
+  if (nodes > 1) {
+    FabricSpec f;
+    f.name = "two nodes on one switch";
+    f.link_bandwidth = c.node.nic_bandwidth;
+    f.leaf_ports = 64;
+    c.fabric = f;
+  }
+  return c;
+}
+
+// nccl-tests' bus bandwidth: the bytes each GPU sends (SPEC §2) over the time, in GB/s.
+double BusBandwidthGBps(CollectiveKind kind, Bytes m, int64_t n, Duration time) {
+  return static_cast<double>(BytesSentPerGpu(kind, m, n).count()) / time.seconds() / 1e9;
+}
+
 struct Run {
   const char* id;        // collectives.yaml run id
   const char* gpu;       // catalog GPU
@@ -54,30 +82,14 @@ TEST_CASE("collective bus bandwidth against nccl-tests", "[topology][nccl]") {
   std::printf("\n%-46s %10s %10s %8s\n", "nccl-tests run (busbw GB/s)", "measured", "stepsim", "error");
   int held = 0;
   for (const Run& run : runs) {
-    ClusterSpec c;
-    c.gpu = *config::FindGpu(catalogs->gpus, run.gpu);
-    c.nodes = run.nodes;
-    c.node.name = run.id;
-    c.node.gpu = c.gpu.name;
-    c.node.gpus_per_node = 8;
-    c.node.intra_node_bandwidth = Bandwidth::GBps(run.nvlink_gbps);
-    c.node.nics_per_node = run.nics;
-    c.node.nic_bandwidth = Bandwidth::Gbps(run.nic_gbit);
-    if (run.nodes > 1) {
-      FabricSpec f;
-      f.name = "two nodes on one switch";
-      f.link_bandwidth = c.node.nic_bandwidth;
-      f.leaf_ports = 64;
-      c.fabric = f;
-    }
+    const ClusterSpec c = System(*catalogs, run.id, run.gpu, run.nodes, run.nvlink_gbps,
+                                 run.nics, run.nic_gbit);
     auto topo = cluster::Topology::Build(c);
     REQUIRE(topo.ok());
     cost::GraphCostModel model(*topo, c, run.algorithm);
-    const int64_t n = 8 * run.nodes;
     const Bytes m = Bytes::Round(run.bytes);
-    const auto p = model.Price(run.kind, m, CommGroup{n, run.nodes, 1, 1, 0}, 1);
-    const double busbw = static_cast<double>(BytesSentPerGpu(run.kind, m, n).count()) /
-                         p.time.seconds() / 1e9;
+    const auto p = model.Price(run.kind, m, CommGroup{8 * run.nodes, run.nodes, 1, 1, 0}, 1);
+    const double busbw = BusBandwidthGBps(run.kind, m, 8 * run.nodes, p.time);
     const double err = 100 * (busbw - run.measured_busbw) / run.measured_busbw;
     std::printf("%-46s %10.1f %10.1f %+7.1f%% %s\n", run.id, run.measured_busbw, busbw, err,
                 std::string(Name(p.algorithm)).c_str());
@@ -135,22 +147,8 @@ TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", 
   std::printf("\n%-36s %12s %9s %9s %7s\n", "nccl-tests curve (all_reduce)", "bytes", "measured",
               "stepsim", "error");
   for (const Curve& curve : curves) {
-    ClusterSpec c;
-    c.gpu = *config::FindGpu(catalogs->gpus, curve.gpu);
-    c.nodes = curve.nodes;
-    c.node.name = curve.id;
-    c.node.gpu = c.gpu.name;
-    c.node.gpus_per_node = 8;
-    c.node.intra_node_bandwidth = Bandwidth::GBps(curve.nvlink_gbps);
-    c.node.nics_per_node = curve.nics;
-    c.node.nic_bandwidth = Bandwidth::Gbps(curve.nic_gbit);
-    if (curve.nodes > 1) {
-      FabricSpec f;
-      f.name = "two nodes on one switch";
-      f.link_bandwidth = c.node.nic_bandwidth;
-      f.leaf_ports = 64;
-      c.fabric = f;
-    }
+    const ClusterSpec c = System(*catalogs, curve.id, curve.gpu, curve.nodes,
+                                 curve.nvlink_gbps, curve.nics, curve.nic_gbit);
     auto topo = cluster::Topology::Build(c);
     REQUIRE(topo.ok());
     cost::GraphCostModel model(*topo, c, CollectiveAlgorithm::kAuto);
@@ -159,9 +157,7 @@ TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", 
       const Bytes m = Bytes::Round(bytes);
       const auto p =
           model.Price(CollectiveKind::kAllReduce, m, CommGroup{n, curve.nodes, 1, 1, 0}, 1);
-      const double busbw =
-          static_cast<double>(BytesSentPerGpu(CollectiveKind::kAllReduce, m, n).count()) /
-          p.time.seconds() / 1e9;
+      const double busbw = BusBandwidthGBps(CollectiveKind::kAllReduce, m, n, p.time);
       const double err = 100 * (busbw - measured) / measured;
       std::printf("%-36s %12.0f %9.1f %9.1f %+6.1f%%\n", curve.id, bytes, measured, busbw, err);
       if (bytes < curve.checked_from) continue;

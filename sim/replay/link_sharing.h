@@ -7,6 +7,7 @@
 // another starts and earlier when one ends. Inside one collective, link sharing among its own
 // transfers and concurrent copies is already in its stand-alone price (sim/cost).
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -30,12 +31,12 @@ class LinkSharing {
                  Reschedule&& reschedule) {
     Group& g = gpus_[gpu][static_cast<int>(c)];
     Advance(g, now);
-    g.flows.push_back({task, alone.seconds()});
-    const double k = static_cast<double>(g.flows.size());
+    g.flows.push_back({task, alone});
+    const auto k = static_cast<int64_t>(g.flows.size());
     for (size_t i = 0; i + 1 < g.flows.size(); ++i) {
-      reschedule(g.flows[i].task, now + Duration::FromSeconds(g.flows[i].remaining_s * k));
+      reschedule(g.flows[i].task, now + g.flows[i].remaining * k);
     }
-    return Duration::FromSeconds(alone.seconds() * k);
+    return alone * k;
   }
 
   // The collective `task` ends now: the others of its class speed up.
@@ -47,27 +48,26 @@ class LinkSharing {
     while (i < g.flows.size() && g.flows[i].task != task) ++i;
     SIM_CHECK(i < g.flows.size(), "a collective ended that link sharing never saw start");
     g.flows.erase(g.flows.begin() + static_cast<std::ptrdiff_t>(i));
-    const double k = static_cast<double>(g.flows.size());
-    for (const Flow& f : g.flows) {
-      reschedule(f.task, now + Duration::FromSeconds(f.remaining_s * k));
-    }
+    const auto k = static_cast<int64_t>(g.flows.size());
+    for (const Flow& f : g.flows) reschedule(f.task, now + f.remaining * k);
   }
 
  private:
   struct Flow {
     int32_t task;
-    double remaining_s;  // work left, in seconds at the stand-alone rate
+    Duration remaining;  // work left, timed at the stand-alone rate
   };
   struct Group {
     std::vector<Flow> flows;
-    Duration last;  // when `remaining_s` was last brought up to date
+    Duration last;  // when `remaining` was last brought up to date
   };
 
   // Each running flow did (now − last) / k of its work since the last update.
   static void Advance(Group& g, Duration now) {
     if (!g.flows.empty()) {
-      const double done = (now - g.last).seconds() / static_cast<double>(g.flows.size());
-      for (Flow& f : g.flows) f.remaining_s = std::max(0.0, f.remaining_s - done);
+      const Duration done = Duration::Picoseconds((now - g.last).picoseconds() /
+                                                  static_cast<int64_t>(g.flows.size()));
+      for (Flow& f : g.flows) f.remaining = std::max(Duration::Zero(), f.remaining - done);
     }
     g.last = now;
   }

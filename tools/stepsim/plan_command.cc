@@ -15,10 +15,12 @@ namespace stepsim_cli {
 int PlanCommand(const std::vector<std::string>& args) {
   FlagSet flags(
       "stepsim plan MODEL --gpu NAME[,NAME...] [--tokens 2T] [--seq-len 4096] [flags]",
-      "Searches GPU type x GPU count x ZeRO stage x micro-batch x recompute for configurations\n"
-      "that fit, by replay (pruning with the static ledger first). Prints the smallest GPU\n"
-      "count that fits per GPU type with the binding memory term, and the Pareto set of\n"
-      "time-to-train against cost; rejected families are listed with their reason in --json.\n"
+      "Searches GPU type x GPU count x layout (ZeRO stage, or Megatron TP 1-8 x PP 1-8 with the\n"
+      "distributed optimizer and SP) x micro-batch x recompute for configurations that fit, by\n"
+      "replay (pruning with the static ledger first). Prints the smallest GPU count that fits\n"
+      "per GPU type with the binding memory term, the Pareto set of time-to-train against\n"
+      "cost, and the closest miss of each layout family; every rejection has its reason in\n"
+      "--json.\n"
       "Prices are indicative on-demand USD per GPU-hour from topologies/gpus.yaml (2025).",
       {{"gpu", "LIST", "GPU catalog names, comma-separated (default: every GPU with a node type)"},
        {"tokens", "COUNT", "training tokens (2T, 15T, 300B); default 1T"},

@@ -203,8 +203,9 @@ int SweepCommand(const std::vector<std::string>& args) {
 int CompareCommand(const std::vector<std::string>& args) {
   FlagSet flags(
       "stepsim compare SCENARIO [--set KEY=VALUE]... [flags]",
-      "Replays the scenario under ZeRO 0, 1, 2 and 3 (deepspeed) or under the FSDP sharding\n"
-      "strategies (fsdp) and prints, side by side, peak memory, fits, bytes sent per GPU per\n"
+      "Replays the scenario under ZeRO 0, 1, 2 and 3 (deepspeed), under the FSDP sharding\n"
+      "strategies (fsdp), or without and with the distributed optimizer (megatron) and prints,\n"
+      "side by side, peak memory, fits, bytes sent per GPU per\n"
       "step by collective kind and their ratio to the first row, total and exposed\n"
       "communication time, step time and MFU.",
       {{"set", "KEY=VALUE", "override a scenario key", true},
