@@ -2,7 +2,6 @@
 // lines it must produce in order ({file} stands for its path). The file name's prefix says which
 // loader reads it: scenario-, model-, gpus-, nodes-, cases-, fabric-, topology-.
 #include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 
@@ -67,8 +66,8 @@ TEST_CASE("overrides are validated like file keys", "[config]") {
   auto range = config::LoadScenario(root, file, {{"parallel.zero", "4"}});
   REQUIRE_FALSE(range.ok());
   CHECK(range.status().message() == "--set parallel.zero: must be between 0 and 3, got 4");
-  auto good = config::LoadScenario(root, file, {{"parallel.zero", "2"},
-                                                {"training.micro_batch", "2"}});
+  auto good =
+      config::LoadScenario(root, file, {{"parallel.zero", "2"}, {"training.micro_batch", "2"}});
   REQUIRE(good.ok());
   CHECK(good->parallel.zero == 2);
   CHECK(good->training.micro_batch == 2);
@@ -92,8 +91,8 @@ TEST_CASE("the default scenario resolves its catalog names", "[config]") {
 TEST_CASE("an inline cluster needs its node description", "[config]") {
   const config::DataRoot root{STEPSIM_SOURCE_DIR};
   const std::string file = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";
-  auto s = config::LoadScenario(root, file,
-                                {{"cluster.node", "dgx-a100-80gb"}, {"cluster.gpu", "a100-sxm4-40gb"}});
+  auto s = config::LoadScenario(
+      root, file, {{"cluster.node", "dgx-a100-80gb"}, {"cluster.gpu", "a100-sxm4-40gb"}});
   REQUIRE(s.ok());
   CHECK(s->cluster.gpu.name == "A100-SXM4-40GB");  // inline key overrides the node's GPU
   CHECK(s->cluster.node.nic_bandwidth.bytes_per_s() == 200e9 / 8);

@@ -1,9 +1,8 @@
 // End-to-end: the stepsim command as a user runs it (exit status, JSON keys, bad input).
-#include <catch2/catch.hpp>
-
 #include <sys/wait.h>
 
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -72,9 +71,9 @@ TEST_CASE("ledger JSON carries the SPEC 5 keys", "[cli]") {
 TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the default", "[cli]") {
   const std::string dir = "/tmp/stepsim-cli-test";
   std::filesystem::create_directories(dir);
-  Result r = Stepsim(absl::StrCat("run scenarios/default.yaml --set training.global_batch=64 ",
-                                  "--json ", dir, "/r.json --trace ", dir, "/t.json --timeline ",
-                                  dir, "/m.csv"));
+  Result r =
+      Stepsim(absl::StrCat("run scenarios/default.yaml --set training.global_batch=64 ", "--json ",
+                           dir, "/r.json --trace ", dir, "/t.json --timeline ", dir, "/m.csv"));
   REQUIRE(r.status == 0);
   CHECK(absl::StrContains(r.out, "FITS"));
   for (const char* f : {"/r.json", "/t.json", "/m.csv"}) {
@@ -82,8 +81,8 @@ TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the 
   }
   std::ifstream in(dir + "/r.json");
   auto j = nlohmann::json::parse(in);
-  for (const char* section : {"cluster", "parallel", "memory", "time", "flops", "throughput",
-                              "comm_bytes_per_gpu"}) {
+  for (const char* section :
+       {"cluster", "parallel", "memory", "time", "flops", "throughput", "comm_bytes_per_gpu"}) {
     CHECK(j.contains(section));
   }
   CHECK(j["parallel"]["micro_batches"] == 2);
@@ -124,8 +123,9 @@ TEST_CASE("sweep: --jobs 1 and 2 byte-identical, shards merge into the whole", "
   CHECK(Slurp(dir + "/j1.json") == Slurp(dir + "/j2.json"));
   REQUIRE(Stepsim(sweep + "--shard 1/2 --json " + dir + "/s1.json").status == 0);
   REQUIRE(Stepsim(sweep + "--shard 2/2 --json " + dir + "/s2.json").status == 0);
-  REQUIRE(Stepsim("merge " + dir + "/s2.json " + dir + "/s1.json --json " + dir + "/m.json")
-              .status == 0);
+  REQUIRE(
+      Stepsim("merge " + dir + "/s2.json " + dir + "/s1.json --json " + dir + "/m.json").status ==
+      0);
   auto whole = nlohmann::json::parse(Slurp(dir + "/j1.json"));
   auto merged = nlohmann::json::parse(Slurp(dir + "/m.json"));
   CHECK(whole["results"] == merged["results"]);
@@ -145,9 +145,11 @@ TEST_CASE("sweep plots through gnuplot when it is installed", "[cli]") {
   }
   const std::string svg = "/tmp/stepsim-cli-sweep/plot.svg";
   std::filesystem::remove(svg);
-  Result r = Stepsim("sweep scenarios/default.yaml --vary training.seq_len=2048,4096,8192 "
-                     "--vary training.recompute=none,full --set training.global_batch=32 "
-                     "--plot " + svg);
+  Result r = Stepsim(
+      "sweep scenarios/default.yaml --vary training.seq_len=2048,4096,8192 "
+      "--vary training.recompute=none,full --set training.global_batch=32 "
+      "--plot " +
+      svg);
   CHECK(r.status == 0);
   const std::string text = Slurp(svg);
   CHECK(absl::StrContains(text, "<svg"));
@@ -180,9 +182,9 @@ TEST_CASE("plan shards merge into the whole plan", "[cli]") {
       "--batch-tokens 524288 --json ";
   REQUIRE(Stepsim(plan + dir + "/full.json").status == 0);
   for (int k = 1; k <= 3; ++k) {
-    REQUIRE(Stepsim(plan + dir + "/p" + std::to_string(k) + ".json --shard " +
-                    std::to_string(k) + "/3")
-                .status == 0);
+    REQUIRE(
+        Stepsim(plan + dir + "/p" + std::to_string(k) + ".json --shard " + std::to_string(k) + "/3")
+            .status == 0);
   }
   REQUIRE(Stepsim("merge " + dir + "/p2.json " + dir + "/p3.json " + dir + "/p1.json --json " +
                   dir + "/merged.json")

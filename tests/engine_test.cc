@@ -1,6 +1,5 @@
 // The event kernel: ordering, the phase ladder, FIFO streams, cross-stream dependencies, joins.
 #include <catch2/catch.hpp>
-
 #include <string>
 #include <vector>
 
@@ -66,8 +65,8 @@ TEST_CASE("a stream runs its tasks one at a time in order", "[engine]") {
   const ExecutionStats st = ex.Run();
   CHECK(st.makespan == Ps(3 + 4 + 5));
   CHECK(r.log == std::vector<std::string>{"issue 0 @0", "issue 1 @0", "issue 2 @0", "start 0 @0",
-                                          "finish 0 @3", "start 1 @3", "finish 1 @7",
-                                          "start 2 @7", "finish 2 @12"});
+                                          "finish 0 @3", "start 1 @3", "finish 1 @7", "start 2 @7",
+                                          "finish 2 @12"});
 }
 
 TEST_CASE("cross-stream dependencies and overlap", "[engine]") {
@@ -107,7 +106,6 @@ TEST_CASE("a join group starts together when all members can", "[engine]") {
   CHECK(std::find(r.log.begin(), r.log.end(), "start 3 @9") != r.log.end());
 }
 
-
 // Two streams; task 1 starting stretches task 0 (which is running) through Reschedule, and
 // task 0 is pulled earlier again when task 1 ends: the executor finishes each once, at its
 // latest time, skipping the left-behind events.
@@ -133,8 +131,8 @@ TEST_CASE("a running task can be rescheduled later and earlier", "[engine]") {
   sharer.ex = &ex;
   const ExecutionStats st = ex.Run();
   CHECK(st.makespan == Ps(20));
-  CHECK(sharer.log == std::vector<std::string>{"start 0 @0", "start 1 @0", "finish 1 @5",
-                                               "finish 0 @20"});
+  CHECK(sharer.log ==
+        std::vector<std::string>{"start 0 @0", "start 1 @0", "finish 1 @5", "finish 0 @20"});
 }
 
 TEST_CASE("link sharing: collectives in one link class progress at 1/k each", "[engine]") {

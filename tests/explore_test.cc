@@ -23,8 +23,7 @@ TEST_CASE("vary values: lists and ranges", "[explore]") {
         std::vector<std::string>{"2048", "4096"});
   CHECK(ParseVary("cluster.nodes=2..64:x2")->values ==
         std::vector<std::string>{"2", "4", "8", "16", "32", "64"});
-  CHECK(ParseVary("parallel.zero=0..3")->values ==
-        std::vector<std::string>{"0", "1", "2", "3"});
+  CHECK(ParseVary("parallel.zero=0..3")->values == std::vector<std::string>{"0", "1", "2", "3"});
   CHECK(ParseVary("a=1..7:+3,10")->values == std::vector<std::string>{"1", "4", "7", "10"});
   CHECK(ParseVary("parallel.bucket=25 MB,50 MB")->values ==
         std::vector<std::string>{"25 MB", "50 MB"});
@@ -78,8 +77,10 @@ TEST_CASE("seq-len sweep of Llama-2-70B: flash linear, eager quadratic, full sma
   for (const char* attention : {"flash", "eager"}) {
     for (const char* recompute : {"none", "full"}) {
       for (const char* s : {"2048", "4096", "8192"}) {
-        configs.push_back({{"training.global_batch", "32"}, {"training.attention", attention},
-                           {"training.recompute", recompute}, {"training.seq_len", s}});
+        configs.push_back({{"training.global_batch", "32"},
+                           {"training.attention", attention},
+                           {"training.recompute", recompute},
+                           {"training.seq_len", s}});
       }
     }
   }

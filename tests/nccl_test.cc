@@ -5,7 +5,6 @@
 // the H100 NVLS row are where comm_efficiency (0.77) and nvls_efficiency (0.61) come from, so
 // they check consistency only; the H200 and two-node rows are independent of the calibration.
 #include <catch2/catch.hpp>
-
 #include <cstdio>
 
 #include "sim/cluster/topology.h"
@@ -17,8 +16,8 @@ namespace {
 
 // A system of a nccl-tests run: `nodes` x 8 GPUs with the given NVLink (GB/s per GPU, one
 // direction) and NICs (count x Gb/s), two nodes joined by one switch.
-ClusterSpec System(const config::Catalogs& catalogs, const char* id, const char* gpu,
-                   int64_t nodes, double nvlink_gbps, int64_t nics, double nic_gbit) {
+ClusterSpec System(const config::Catalogs& catalogs, const char* id, const char* gpu, int64_t nodes,
+                   double nvlink_gbps, int64_t nics, double nic_gbit) {
   ClusterSpec c;
   c.gpu = *config::FindGpu(catalogs.gpus, gpu);
   c.nodes = nodes;
@@ -44,15 +43,15 @@ double BusBandwidthGBps(CollectiveKind kind, Bytes m, int64_t n, Duration time) 
 }
 
 struct Run {
-  const char* id;        // collectives.yaml run id
-  const char* gpu;       // catalog GPU
+  const char* id;   // collectives.yaml run id
+  const char* gpu;  // catalog GPU
   int64_t nodes;
-  double nvlink_gbps;    // per GPU one direction, GB/s
+  double nvlink_gbps;  // per GPU one direction, GB/s
   int64_t nics;
-  double nic_gbit;       // per NIC, Gb/s
-  double bytes;          // message size of the compared row
-  double measured_busbw; // GB/s
-  bool modelled;         // NCCL ran an algorithm stepsim models
+  double nic_gbit;        // per NIC, Gb/s
+  double bytes;           // message size of the compared row
+  double measured_busbw;  // GB/s
+  bool modelled;          // NCCL ran an algorithm stepsim models
   CollectiveKind kind = CollectiveKind::kAllReduce;
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto;  // what NCCL was allowed
 };
@@ -62,28 +61,37 @@ TEST_CASE("collective bus bandwidth against nccl-tests", "[topology][nccl]") {
   auto catalogs = config::LoadCatalogs(root);
   REQUIRE(catalogs.ok());
   const std::vector<Run> runs = {
-      {"oci_gpu4_8_a100_1n8g_allreduce", "A100-SXM4-40GB", 1, 300, 0, 0, 10737418240.0, 232.04, true},
+      {"oci_gpu4_8_a100_1n8g_allreduce", "A100-SXM4-40GB", 1, 300, 0, 0, 10737418240.0, 232.04,
+       true},
       {"azure_nda100v4_1n8g_allreduce", "A100-SXM4-80GB", 1, 300, 0, 0, 8589934592.0, 231.58, true},
-      {"azure_ndh100v5_1n8g_allreduce (NVLS)", "H100-SXM5-80GB", 1, 450, 0, 0, 8589934592.0, 478.87, true},
-      {"azure_ndh200v5_1n8g_allreduce (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 8589934592.0, 479.98, true},
-      {"stas_h200_1n8g_allreduce_ncclt_v2 (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 480.7, true},
-      {"oci_gpu4_8_a100_2n16g_allreduce_ocijp", "A100-SXM4-40GB", 2, 300, 16, 100, 10737418240.0, 222.88, true},
-      {"aws_p4de_2n16g_allreduce_awsome", "A100-SXM4-80GB", 2, 300, 4, 100, 2147483648.0, 78.33, true},
-      {"aws_p5_2n16g_allreduce_awsome (NVLS tree)", "H100-SXM5-80GB", 2, 450, 32, 100, 17179869184.0, 487.09, true},
-      {"gcp_a3mega_2n16g_allreduce_ztan (NVLS tree)", "H100-SXM5-80GB", 2, 450, 8, 200, 8589934592.0, 338.82, true},
+      {"azure_ndh100v5_1n8g_allreduce (NVLS)", "H100-SXM5-80GB", 1, 450, 0, 0, 8589934592.0, 478.87,
+       true},
+      {"azure_ndh200v5_1n8g_allreduce (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 8589934592.0, 479.98,
+       true},
+      {"stas_h200_1n8g_allreduce_ncclt_v2 (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0,
+       480.7, true},
+      {"oci_gpu4_8_a100_2n16g_allreduce_ocijp", "A100-SXM4-40GB", 2, 300, 16, 100, 10737418240.0,
+       222.88, true},
+      {"aws_p4de_2n16g_allreduce_awsome", "A100-SXM4-80GB", 2, 300, 4, 100, 2147483648.0, 78.33,
+       true},
+      {"aws_p5_2n16g_allreduce_awsome (NVLS tree)", "H100-SXM5-80GB", 2, 450, 32, 100,
+       17179869184.0, 487.09, true},
+      {"gcp_a3mega_2n16g_allreduce_ztan (NVLS tree)", "H100-SXM5-80GB", 2, 450, 8, 200,
+       8589934592.0, 338.82, true},
       // stas_h200_1node_points_ncclt: 16 GiB, ring with NVLS disabled, all-gather, reduce-scatter.
-      {"stas_h200_1node_points (ring, NVLS off)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 367.2, true,
-       CollectiveKind::kAllReduce, CollectiveAlgorithm::kRing},
-      {"stas_h200_1node_points (all_gather)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 361.4, true,
-       CollectiveKind::kAllGather},
-      {"stas_h200_1node_points (reduce_scatter)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 362.9, true,
-       CollectiveKind::kReduceScatter},
+      {"stas_h200_1node_points (ring, NVLS off)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0,
+       367.2, true, CollectiveKind::kAllReduce, CollectiveAlgorithm::kRing},
+      {"stas_h200_1node_points (all_gather)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 361.4,
+       true, CollectiveKind::kAllGather},
+      {"stas_h200_1node_points (reduce_scatter)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0,
+       362.9, true, CollectiveKind::kReduceScatter},
   };
-  std::printf("\n%-46s %10s %10s %8s\n", "nccl-tests run (busbw GB/s)", "measured", "stepsim", "error");
+  std::printf("\n%-46s %10s %10s %8s\n", "nccl-tests run (busbw GB/s)", "measured", "stepsim",
+              "error");
   int held = 0;
   for (const Run& run : runs) {
-    const ClusterSpec c = System(*catalogs, run.id, run.gpu, run.nodes, run.nvlink_gbps,
-                                 run.nics, run.nic_gbit);
+    const ClusterSpec c =
+        System(*catalogs, run.id, run.gpu, run.nodes, run.nvlink_gbps, run.nics, run.nic_gbit);
     auto topo = cluster::Topology::Build(c);
     REQUIRE(topo.ok());
     cost::GraphCostModel model(*topo, c, run.algorithm);
@@ -121,8 +129,8 @@ struct Curve {
   double nvlink_gbps;
   int64_t nics;
   double nic_gbit;
-  double tolerance_pct;     // per point
-  double checked_from;      // bytes: smaller points are printed, not held to the tolerance
+  double tolerance_pct;  // per point
+  double checked_from;   // bytes: smaller points are printed, not held to the tolerance
   std::vector<std::pair<double, double>> points;  // bytes, measured busbw GB/s
 };
 
@@ -131,24 +139,68 @@ TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", 
   auto catalogs = config::LoadCatalogs(root);
   REQUIRE(catalogs.ok());
   const std::vector<Curve> curves = {
-      {"azure_nda100v4_1n8g_allreduce", "A100-SXM4-80GB", 1, 300, 0, 0, 15, 0,
-       {{1048576, 36.22}, {4194304, 71.43}, {16777216, 109.22}, {67108864, 166.63},
-        {268435456, 213.87}, {1073741824, 228.1}}},
-      {"azure_ndh200v5_1n8g_allreduce", "H200-SXM-141GB", 1, 450, 0, 0, 15, 0,
-       {{1048576, 52.96}, {4194304, 138.44}, {16777216, 240.41}, {67108864, 368.11},
-        {268435456, 432.24}, {1073741824, 467.58}}},
-      {"stas_h200_1n8g_allreduce_ncclt_v2", "H200-SXM-141GB", 1, 450, 0, 0, 30, 0,
-       {{1048576, 72.45}, {4194304, 139.97}, {16777216, 242.45}, {67108864, 369.82},
-        {268435456, 442.27}, {1073741824, 464.0}}},
-      {"aws_p4de_2n16g_allreduce_awsome", "A100-SXM4-80GB", 2, 300, 4, 100, 15, 67108864,
-       {{1048576, 6.35}, {4194304, 14.73}, {16777216, 26.39}, {67108864, 47.58},
-        {268435456, 69.89}, {1073741824, 76.79}}},
+      {"azure_nda100v4_1n8g_allreduce",
+       "A100-SXM4-80GB",
+       1,
+       300,
+       0,
+       0,
+       15,
+       0,
+       {{1048576, 36.22},
+        {4194304, 71.43},
+        {16777216, 109.22},
+        {67108864, 166.63},
+        {268435456, 213.87},
+        {1073741824, 228.1}}},
+      {"azure_ndh200v5_1n8g_allreduce",
+       "H200-SXM-141GB",
+       1,
+       450,
+       0,
+       0,
+       15,
+       0,
+       {{1048576, 52.96},
+        {4194304, 138.44},
+        {16777216, 240.41},
+        {67108864, 368.11},
+        {268435456, 432.24},
+        {1073741824, 467.58}}},
+      {"stas_h200_1n8g_allreduce_ncclt_v2",
+       "H200-SXM-141GB",
+       1,
+       450,
+       0,
+       0,
+       30,
+       0,
+       {{1048576, 72.45},
+        {4194304, 139.97},
+        {16777216, 242.45},
+        {67108864, 369.82},
+        {268435456, 442.27},
+        {1073741824, 464.0}}},
+      {"aws_p4de_2n16g_allreduce_awsome",
+       "A100-SXM4-80GB",
+       2,
+       300,
+       4,
+       100,
+       15,
+       67108864,
+       {{1048576, 6.35},
+        {4194304, 14.73},
+        {16777216, 26.39},
+        {67108864, 47.58},
+        {268435456, 69.89},
+        {1073741824, 76.79}}},
   };
   std::printf("\n%-36s %12s %9s %9s %7s\n", "nccl-tests curve (all_reduce)", "bytes", "measured",
               "stepsim", "error");
   for (const Curve& curve : curves) {
-    const ClusterSpec c = System(*catalogs, curve.id, curve.gpu, curve.nodes,
-                                 curve.nvlink_gbps, curve.nics, curve.nic_gbit);
+    const ClusterSpec c = System(*catalogs, curve.id, curve.gpu, curve.nodes, curve.nvlink_gbps,
+                                 curve.nics, curve.nic_gbit);
     auto topo = cluster::Topology::Build(c);
     REQUIRE(topo.ok());
     cost::GraphCostModel model(*topo, c, CollectiveAlgorithm::kAuto);

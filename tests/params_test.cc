@@ -1,8 +1,9 @@
 // Parameter counts derived from each catalog model's architecture against the published counts.
+#include "sim/workload/params.h"
+
 #include <catch2/catch.hpp>
 
 #include "sim/config/catalog.h"
-#include "sim/workload/params.h"
 
 namespace sim {
 namespace {
@@ -23,7 +24,7 @@ TEST_CASE("Llama counts equal the released checkpoints", "[params]") {
   CHECK(Count("llama2-7b") == 6'738'415'616);
   CHECK(Count("llama2-13b") == 13'015'864'320);
   CHECK(Count("llama2-70b") == 68'976'648'192);  // 68.98e9
-  CHECK(Count("llama3-8b") == 8'030'261'248);     // 8.03e9
+  CHECK(Count("llama3-8b") == 8'030'261'248);    // 8.03e9
   CHECK(Count("llama3-70b") == 70'553'706'496);
   CHECK(Count("llama3-405b") == 405'853'388'800);  // 405.9e9
 }

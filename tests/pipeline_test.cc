@@ -3,7 +3,6 @@
 // for TP/SP/recompute, and the point-to-point bytes of the stage boundaries. Expected values are
 // the papers' formulas, evaluated here.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -41,8 +40,8 @@ parallel: {framework: megatron, zero: 0, tp: TP, pp: PP, pp_schedule: SCHEDULE, 
 )";
 
 Scenario FromText(const std::string& text) {
-  auto loader = config::ScenarioLoader::FromText(config::DataRoot{STEPSIM_SOURCE_DIR}, text,
-                                                 "pipeline_test");
+  auto loader =
+      config::ScenarioLoader::FromText(config::DataRoot{STEPSIM_SOURCE_DIR}, text, "pipeline_test");
   REQUIRE(loader.ok());
   auto s = loader->Load({});
   INFO(s.status().message());
@@ -53,12 +52,11 @@ Scenario FromText(const std::string& text) {
 Scenario Pipeline(int64_t tp, int64_t pp, int64_t m, absl::string_view schedule,
                   int64_t chunks = 1) {
   const int64_t dp = 8 / (tp * pp);
-  return FromText(absl::StrReplaceAll(
-      kPipelineScenario, {{"GLOBAL", absl::StrCat(m * dp)},
-                          {"TP", absl::StrCat(tp)},
-                          {"PP", absl::StrCat(pp)},
-                          {"SCHEDULE", schedule},
-                          {"CHUNKS", absl::StrCat(chunks)}}));
+  return FromText(absl::StrReplaceAll(kPipelineScenario, {{"GLOBAL", absl::StrCat(m * dp)},
+                                                          {"TP", absl::StrCat(tp)},
+                                                          {"PP", absl::StrCat(pp)},
+                                                          {"SCHEDULE", schedule},
+                                                          {"CHUNKS", absl::StrCat(chunks)}}));
 }
 
 replay::ReplayResult Run(const Scenario& s) {
@@ -110,9 +108,9 @@ TEST_CASE("GPipe has the same bubble as 1F1B but holds all m micro-batches", "[p
 TEST_CASE("1F1B: stage s holds p - s micro-batches, and interleaving multiplies by 1 + (p-1)/(p v)",
           "[pipeline]") {
   const int64_t p = 4, m = 8;
-  const Bytes layer = LayerActivationBytes(
-      Pipeline(2, p, m, "1f1b").model, {4096, 1, 2, false, AttentionKernel::kFlash, 1},
-      Recompute::kNone);
+  const Bytes layer =
+      LayerActivationBytes(Pipeline(2, p, m, "1f1b").model,
+                           {4096, 1, 2, false, AttentionKernel::kFlash, 1}, Recompute::kNone);
   const replay::ReplayResult r = Run(Pipeline(2, p, m, "1f1b"));
   for (int32_t stage = 0; stage < p; ++stage) {
     const Bytes expected = layer * (32 / p) * (p - stage);
@@ -142,8 +140,7 @@ TEST_CASE("send_recv bytes are the activations and gradients crossing stage boun
           "[pipeline]") {
   for (auto [pp, v] : {std::pair<int64_t, int64_t>{2, 1}, {4, 1}, {2, 2}}) {
     const int64_t tp = 2, m = 4;
-    const Scenario s =
-        Pipeline(tp, pp, m, v > 1 ? "interleaved" : "1f1b", v);
+    const Scenario s = Pipeline(tp, pp, m, v > 1 ? "interleaved" : "1f1b", v);
     const replay::ReplayResult r = Run(s);
     // Each of the p·v − 1 boundaries carries one activation forward and one gradient back per
     // micro-batch; every TP rank sends its 1/t share of 2·s·b·h bytes. Averaged over stages.
@@ -173,11 +170,12 @@ TEST_CASE("simulating every DP replica of every stage gives the same answer", "[
 TEST_CASE("uneven first and last model chunks, with and without interleaving", "[pipeline]") {
   auto uneven = [](int64_t chunks, int64_t first, int64_t last) {
     return FromText(absl::StrReplaceAll(
-        kPipelineScenario,
-        {{"GLOBAL", "8"}, {"TP", "2"}, {"PP", "4"},
-         {"SCHEDULE", chunks > 1 ? "interleaved" : "1f1b"},
-         {"CHUNKS", absl::StrCat(chunks, ", first_stage_layers: ", first,
-                                 ", last_stage_layers: ", last)}}));
+        kPipelineScenario, {{"GLOBAL", "8"},
+                            {"TP", "2"},
+                            {"PP", "4"},
+                            {"SCHEDULE", chunks > 1 ? "interleaved" : "1f1b"},
+                            {"CHUNKS", absl::StrCat(chunks, ", first_stage_layers: ", first,
+                                                    ", last_stage_layers: ", last)}}));
   };
   // 32 layers, 4 stages: 6 + 10 + 10 + 6 without interleaving.
   CHECK(LayersPerVirtualStage(uneven(1, 6, 6)) == std::vector<int64_t>{6, 10, 10, 6});
@@ -194,9 +192,12 @@ TEST_CASE("megatron preset: distributed optimizer states, and what its overlaps 
           "[pipeline]") {
   // TP 2, DP 4 on one node, 2 micro-batches.
   auto megatron = [](const char* parallel) {
-    return FromText(absl::StrReplaceAll(
-        kPipelineScenario, {{"GLOBAL", "8"}, {"TP", "2"}, {"PP", "1"}, {"SCHEDULE", "1f1b"},
-                            {"CHUNKS", "1"}, {"zero: 0", parallel}}));
+    return FromText(absl::StrReplaceAll(kPipelineScenario, {{"GLOBAL", "8"},
+                                                            {"TP", "2"},
+                                                            {"PP", "1"},
+                                                            {"SCHEDULE", "1f1b"},
+                                                            {"CHUNKS", "1"},
+                                                            {"zero: 0", parallel}}));
   };
   const Scenario plain = megatron("zero: 0");
   const Scenario distopt = megatron("zero: 1");
@@ -259,8 +260,8 @@ TEST_CASE("context parallelism splits each GPU's tokens and all-gathers K and V"
   // micro-batch one gather of K and V in forward and one in backward, each sending
   // M·(c−1)/c of M = 2 tensors · 2 B · s · b · kv.
   const Scenario cp = FromText(absl::StrReplaceAll(
-      kPipelineScenario, {{"GLOBAL", "8"}, {"TP", "1"}, {"PP", "1"}, {"SCHEDULE", "1f1b"},
-                          {"CHUNKS", "1, cp: 2"}}));
+      kPipelineScenario,
+      {{"GLOBAL", "8"}, {"TP", "1"}, {"PP", "1"}, {"SCHEDULE", "1f1b"}, {"CHUNKS", "1, cp: 2"}}));
   REQUIRE(cp.dp() == 4);
   const replay::ReplayResult r = Run(cp);
   const int64_t kv_tensor = 2 * 2 * 4096 * 1 * 4096;
@@ -289,12 +290,12 @@ parallel: {framework: megatron, tp: TP, sequence_parallel: SP}
       if (sp && t == 1) continue;
       for (const char* recompute : {"none", "selective", "full"}) {
         auto peak = [&](int64_t layers) {
-          const Scenario sc = FromText(absl::StrReplaceAll(
-              gpt22b, {{"LAYERS", absl::StrCat(layers)},
-                       {"DP", absl::StrCat(8 / t)},
-                       {"RECOMPUTE", recompute},
-                       {"TP", absl::StrCat(t)},
-                       {"SP", sp ? "true" : "false"}}));
+          const Scenario sc =
+              FromText(absl::StrReplaceAll(gpt22b, {{"LAYERS", absl::StrCat(layers)},
+                                                    {"DP", absl::StrCat(8 / t)},
+                                                    {"RECOMPUTE", recompute},
+                                                    {"TP", absl::StrCat(t)},
+                                                    {"SP", sp ? "true" : "false"}}));
           return PeakActivations(Run(sc), 0).count();
         };
         const double sbh = static_cast<double>(s * b * h);

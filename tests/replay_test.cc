@@ -1,9 +1,10 @@
 // The step replay against SPEC §3.3-3.4 and the op-level accounting; expected values derived
 // here from the formulas.
+#include "sim/replay/replay.h"
+
 #include <catch2/catch.hpp>
 
 #include "sim/config/catalog.h"
-#include "sim/replay/replay.h"
 #include "sim/report/run_report.h"
 #include "sim/workload/lowering.h"
 #include "sim/workload/params.h"
@@ -90,8 +91,8 @@ TEST_CASE("at one micro-batch ZeRO-3 sends 1.5x ZeRO-2 (deepspeed)", "[replay][c
                                Sent(r, CollectiveKind::kReduceScatter) +
                                Sent(r, CollectiveKind::kAllReduce));
   };
-  const auto z2 = Run(Load({{"cluster.nodes", "1"}, {"training.global_batch", "8"},
-                            {"parallel.zero", "2"}}));
+  const auto z2 =
+      Run(Load({{"cluster.nodes", "1"}, {"training.global_batch", "8"}, {"parallel.zero", "2"}}));
   const auto z3 = Run(Load({{"cluster.nodes", "1"}, {"training.global_batch", "8"}}));
   CHECK(total(z3) / total(z2) == Approx(1.5).epsilon(1e-6));
 }
@@ -126,8 +127,10 @@ TEST_CASE("fsdp: fp32 reduce dtype doubles the gradient bytes", "[replay][comm]"
 
 TEST_CASE("fsdp hybrid_shard: intra-node shards, inter-node all-reduce of the shard",
           "[replay][comm]") {
-  const Scenario s = Load({{"cluster.nodes", "2"}, {"training.global_batch", "16"},
-                           {"parallel.framework", "fsdp"}, {"parallel.sharding", "hybrid_shard"}});
+  const Scenario s = Load({{"cluster.nodes", "2"},
+                           {"training.global_batch", "16"},
+                           {"parallel.framework", "fsdp"},
+                           {"parallel.sharding", "hybrid_shard"}});
   const auto r = Run(s);
   const int64_t g = s.cluster.node.gpus_per_node, nodes = 2;
   CHECK(Sent(r, CollectiveKind::kAllGather) == 2 * RingSum(s.model, 2, g));
@@ -143,9 +146,12 @@ TEST_CASE("replayed layer activations equal the op-level accounting", "[replay][
   for (const char* policy : {"none", "selective", "full"}) {
     for (const char* model : {"gpt-22b", "llama2-70b"}) {
       INFO(model << " recompute " << policy);
-      const Scenario s = Load({{"model", model}, {"cluster.nodes", "1"},
-                               {"training.global_batch", "8"}, {"training.seq_len", "2048"},
-                               {"training.attention", "eager"}, {"training.recompute", policy}});
+      const Scenario s = Load({{"model", model},
+                               {"cluster.nodes", "1"},
+                               {"training.global_batch", "8"},
+                               {"training.seq_len", "2048"},
+                               {"training.attention", "eager"},
+                               {"training.recompute", policy}});
       auto program = Lower(s);
       REQUIRE(program.ok());
       Bytes net;
@@ -181,8 +187,7 @@ TEST_CASE("ZeRO-3 gather buffers: one layer more per prefetch step, none below Z
   CHECK(gathered[2] - gathered[1] == layer);
   for (int zero : {0, 1, 2}) {
     const auto r = Run(Load({{"parallel.zero", std::to_string(zero)}, {"cluster.nodes", "32"}}));
-    CHECK(r.ledgers[0].peak_breakdown()[static_cast<int>(MemCategory::kGatheredParams)] ==
-          Bytes());
+    CHECK(r.ledgers[0].peak_breakdown()[static_cast<int>(MemCategory::kGatheredParams)] == Bytes());
   }
 }
 
@@ -211,20 +216,22 @@ TEST_CASE("the peak exceeds static states plus checkpoints, the breakdown sums t
 
 TEST_CASE("memory returns to the persistent level at the end of the step", "[replay][memory]") {
   for (const char* zero : {"0", "1", "2", "3"}) {
-    const auto r = Run(Load({{"parallel.zero", zero}, {"cluster.nodes", "32"},
-                             {"training.global_batch", "512"}}));
+    const auto r = Run(
+        Load({{"parallel.zero", zero}, {"cluster.nodes", "32"}, {"training.global_batch", "512"}}));
     CHECK(r.ledgers[0].Transient() == Bytes());
-    CHECK(r.ledgers[0].allocated() == PersistentStates(Load({{"parallel.zero", zero},
-                                                             {"cluster.nodes", "32"}})).total() +
-                                          Bytes::GiB(1));
+    CHECK(r.ledgers[0].allocated() ==
+          PersistentStates(Load({{"parallel.zero", zero}, {"cluster.nodes", "32"}})).total() +
+              Bytes::GiB(1));
   }
 }
 
 TEST_CASE("sequence length: eager grows faster than linearly, flash and checkpoints linearly",
           "[replay][memory]") {
   auto activations = [](const char* attention, const char* recompute, int64_t s) {
-    const auto r = Run(Load({{"model", "llama2-7b"}, {"cluster.nodes", "1"},
-                             {"training.global_batch", "8"}, {"parallel.zero", "3"},
+    const auto r = Run(Load({{"model", "llama2-7b"},
+                             {"cluster.nodes", "1"},
+                             {"training.global_batch", "8"},
+                             {"parallel.zero", "3"},
                              {"training.seq_len", std::to_string(s)},
                              {"training.attention", attention},
                              {"training.recompute", recompute}}));
@@ -239,12 +246,13 @@ TEST_CASE("sequence length: eager grows faster than linearly, flash and checkpoi
         Approx(2.0).epsilon(0.02));
 }
 
-TEST_CASE("one simulated rank stands for all: explicit ranks give the same report",
-          "[replay]") {
+TEST_CASE("one simulated rank stands for all: explicit ranks give the same report", "[replay]") {
   for (const char* zero : {"0", "2", "3"}) {
     INFO("ZeRO-" << zero);
-    const Scenario s = Load({{"model", "llama2-7b"}, {"cluster.nodes", "1"},
-                             {"training.global_batch", "16"}, {"parallel.zero", zero}});
+    const Scenario s = Load({{"model", "llama2-7b"},
+                             {"cluster.nodes", "1"},
+                             {"training.global_batch", "16"},
+                             {"parallel.zero", zero}});
     auto one = report::RunJson(s, Run(s));
     replay::ReplayOptions o;
     o.explicit_ranks = true;

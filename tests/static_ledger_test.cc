@@ -1,7 +1,7 @@
 // SPEC §3.1: every number of the static ledger, derived here from the per-kind bytes.
-#include <catch2/catch.hpp>
-
 #include "sim/workload/static_ledger.h"
+
+#include <catch2/catch.hpp>
 
 namespace sim {
 namespace {
@@ -29,8 +29,8 @@ TEST_CASE("bytes per parameter by optimizer and precision (SPEC 3.1 table)", "[l
         2 + 2 + 4 + 4);
   CHECK(StateBytesPerParam(Framework::kDeepSpeed, OptimizerKind::kAdam8bit, Precision::kBf16)
             .total() == 2 + 2 + 4 + 1 + 1);
-  CHECK(StateBytesPerParam(Framework::kDeepSpeed, OptimizerKind::kAdamW, Precision::kFp8)
-            .total() == 1 + 2 + 12);
+  CHECK(StateBytesPerParam(Framework::kDeepSpeed, OptimizerKind::kAdamW, Precision::kFp8).total() ==
+        1 + 2 + 12);
 }
 
 TEST_CASE("70e9 parameters at N = 8 under ZeRO 0-3", "[ledger]") {

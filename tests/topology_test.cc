@@ -1,7 +1,8 @@
 // The cluster graph and collectives priced on it, on small hand-checkable cases.
+#include "sim/cluster/topology.h"
+
 #include <catch2/catch.hpp>
 
-#include "sim/cluster/topology.h"
 #include "sim/config/catalog.h"
 #include "sim/cost/graph_collective.h"
 
@@ -57,8 +58,8 @@ TEST_CASE("the fat tree has the switches and links its formulas say", "[topology
 
 TEST_CASE("explicit fabrics: the bisection is the min cut (a dumbbell's middle link)",
           "[topology]") {
-  auto file = config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR
-                                          "/topologies/commodity-dumbbell.yaml");
+  auto file =
+      config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
   REQUIRE(file.ok());
   auto t = cluster::Topology::Build(file->cluster);
   REQUIRE(t.ok());
@@ -66,8 +67,7 @@ TEST_CASE("explicit fabrics: the bisection is the min cut (a dumbbell's middle l
   CHECK(t->Summary().bisection.bytes_per_s() == Approx(100e9 / 8));
 }
 
-TEST_CASE("routes: NVSwitch inside a node, rail leaf across, spine between leaves",
-          "[topology]") {
+TEST_CASE("routes: NVSwitch inside a node, rail leaf across, spine between leaves", "[topology]") {
   auto t = cluster::Topology::Build(Cluster("dgx-h100", 4, Fabric(1, 2)));
   REQUIRE(t.ok());
   std::vector<int32_t> r;
@@ -123,15 +123,16 @@ TEST_CASE("across nodes: ring uses every NIC, hierarchical wins where latency bi
   const Bytes big = Bytes::GiB(8);
   // Bandwidth-bound: one ring per NIC, so the bus bandwidth approaches the node's NICs
   // (8 x 50 GB/s = 400 GB/s, times the comm efficiency).
-  const auto ring = model.Price(CollectiveKind::kAllReduce, big, all, 1, CollectiveAlgorithm::kRing);
-  const double busbw = BytesSentPerGpu(CollectiveKind::kAllReduce, big, 128).count() /
-                       ring.time.seconds();
+  const auto ring =
+      model.Price(CollectiveKind::kAllReduce, big, all, 1, CollectiveAlgorithm::kRing);
+  const double busbw =
+      BytesSentPerGpu(CollectiveKind::kAllReduce, big, 128).count() / ring.time.seconds();
   CHECK(busbw == Approx(400e9 * c.gpu.calibration.comm_efficiency).epsilon(0.10));
   // Latency-bound (a 25 MB bucket): 2·127 ring steps lose to 2·(7 + 15) hierarchical ones.
   const Bytes small = Bytes::MB(25);
   const auto r = model.Price(CollectiveKind::kAllReduce, small, all, 1, CollectiveAlgorithm::kRing);
-  const auto h = model.Price(CollectiveKind::kAllReduce, small, all, 1,
-                             CollectiveAlgorithm::kHierarchical);
+  const auto h =
+      model.Price(CollectiveKind::kAllReduce, small, all, 1, CollectiveAlgorithm::kHierarchical);
   CHECK(h.time < r.time);
   CHECK(model.Price(CollectiveKind::kAllReduce, small, all, 1).time ==
         std::min({r.time, h.time,
@@ -165,8 +166,8 @@ TEST_CASE("oversubscription slows what crosses the spine, not what stays under a
 }
 
 TEST_CASE("shipped cluster topology files build", "[topology]") {
-  for (const char* f : {"dgx-a100-superpod", "dgx-h100-superpod", "dgx-h100-4to1",
-                        "commodity-2x100gbe"}) {
+  for (const char* f :
+       {"dgx-a100-superpod", "dgx-h100-superpod", "dgx-h100-4to1", "commodity-2x100gbe"}) {
     INFO(f);
     auto file = config::LoadClusterTopology(
         kRoot, std::string(STEPSIM_SOURCE_DIR "/topologies/") + f + ".yaml");
@@ -183,7 +184,8 @@ namespace {
 
 TEST_CASE("explicit fabrics: shortest-path routes, the inter-rack cable as bottleneck",
           "[topology]") {
-  auto file = config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
+  auto file =
+      config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
   REQUIRE(file.ok());
   auto t = cluster::Topology::Build(file->cluster);
   REQUIRE(t.ok());
@@ -195,12 +197,14 @@ TEST_CASE("explicit fabrics: shortest-path routes, the inter-rack cable as bottl
   CHECK(r.size() == 5);
   CHECK(t->LinkName(r[2]) == "switch0->switch1");
   cost::GraphCostModel model(*t, file->cluster, CollectiveAlgorithm::kRing);
-  const auto p = model.Price(CollectiveKind::kAllGather, Bytes::GiB(1), CommGroup{32, 4, 1, 1, 0}, 1);
+  const auto p =
+      model.Price(CollectiveKind::kAllGather, Bytes::GiB(1), CommGroup{32, 4, 1, 1, 0}, 1);
   CHECK(p.busiest_link == "switch0->switch1");
 }
 
 TEST_CASE("a GPU the fabric does not reach is an error", "[topology]") {
-  auto file = config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
+  auto file =
+      config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
   REQUIRE(file.ok());
   ClusterSpec c = file->cluster;
   // Drop node 3's cables.
@@ -233,10 +237,10 @@ TEST_CASE("NVLS: in-switch all-reduce inside an H100 node, not on A100 or for al
     if (std::string(node) == "dgx-h100") {
       CHECK(ar.algorithm == CollectiveAlgorithm::kNvls);
       // M / (B · η_nvls) plus two step latencies.
-      const double want = static_cast<double>(Bytes::GiB(8).count()) /
-                              (c.node.intra_node_bandwidth.bytes_per_s() *
-                               *c.gpu.calibration.nvls_efficiency) +
-                          2 * c.node.intra_node_latency.seconds();
+      const double want =
+          static_cast<double>(Bytes::GiB(8).count()) /
+              (c.node.intra_node_bandwidth.bytes_per_s() * *c.gpu.calibration.nvls_efficiency) +
+          2 * c.node.intra_node_latency.seconds();
       CHECK(ar.time.seconds() == Approx(want).epsilon(1e-9));
     } else {
       CHECK(ar.algorithm == CollectiveAlgorithm::kRing);
@@ -252,17 +256,16 @@ TEST_CASE("NVLS tree: NVLS in each node pipelined with the rails' inter-node all
   cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kAuto);
   const CommGroup all{16, 2, 1, 1, 0};
   const Bytes m = Bytes::GiB(8);
-  const auto tree = model.Price(CollectiveKind::kAllReduce, m, all, 1,
-                                CollectiveAlgorithm::kNvlsTree);
-  const auto hier = model.Price(CollectiveKind::kAllReduce, m, all, 1,
-                                CollectiveAlgorithm::kHierarchical);
+  const auto tree =
+      model.Price(CollectiveKind::kAllReduce, m, all, 1, CollectiveAlgorithm::kNvlsTree);
+  const auto hier =
+      model.Price(CollectiveKind::kAllReduce, m, all, 1, CollectiveAlgorithm::kHierarchical);
   CHECK(model.Price(CollectiveKind::kAllReduce, m, all, 1).algorithm ==
         CollectiveAlgorithm::kNvlsTree);
   // The slower phase sets the time: NVLS moves M at B·η_nvls; each rail's ring all-reduces
   // M/8 between 2 nodes over one 400 Gb/s NIC per GPU: 2·(2−1)/2 · M/8 / (50 GB/s · η).
-  const double nvls = static_cast<double>(m.count()) /
-                      (c.node.intra_node_bandwidth.bytes_per_s() *
-                       *c.gpu.calibration.nvls_efficiency);
+  const double nvls = static_cast<double>(m.count()) / (c.node.intra_node_bandwidth.bytes_per_s() *
+                                                        *c.gpu.calibration.nvls_efficiency);
   const double rails = static_cast<double>(m.count()) / 8 /
                        (c.node.nic_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency);
   CHECK(tree.time.seconds() == Approx(std::max(nvls, rails)).epsilon(0.01));

@@ -1,7 +1,8 @@
+#include "sim/base/units.h"
+
 #include <catch2/catch.hpp>
 
 #include "sim/base/quantity.h"
-#include "sim/base/units.h"
 
 namespace sim {
 namespace {

@@ -1,13 +1,13 @@
 // Validation against published measurements: the conventions, the DeepSpeed estimator view, and
 // the regression guard on the public cases' errors.
-#include <catch2/catch.hpp>
+#include "sim/validate/validate.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 
 #include "absl/strings/match.h"
 #include "sim/config/catalog.h"
-#include "sim/validate/validate.h"
 #include "sim/workload/params.h"
 #include "sim/workload/static_ledger.h"
 
@@ -121,8 +121,8 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       }
     }
   }
-  CHECK(ran >= 104);      // 61 MosaicML + 6 torchtitan + 17 estimator + 20 Megatron rows
-  CHECK(skipped >= 20);   // torchtune, non-catalog GPUs: reported, not dropped
+  CHECK(ran >= 104);     // 61 MosaicML + 6 torchtitan + 17 estimator + 20 Megatron rows
+  CHECK(skipped >= 20);  // torchtune, non-catalog GPUs: reported, not dropped
   CHECK(table5_n == 8);
   CHECK(table5_sum / table5_n <= 8.0);  // 7.45 % reached
   CHECK(step_n >= 67);

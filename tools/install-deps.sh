@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages stepsim needs, only those that are missing (run as root).
-# Sourced or run by tools/quickstart.sh and tools/test.sh.
+# Run by tools/quickstart.sh; tools/test.sh adds --test for what only the test suite needs
+# (clang-format 14 for the format check).
 set -euo pipefail
 packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libabsl-dev catch2
           nlohmann-json3-dev libbenchmark-dev gnuplot-nox)
+if [ "${1:-}" = "--test" ]; then packages+=(clang-format); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, then build and run every CTest test twice —
 # an optimised build (build/) and an AddressSanitizer + UndefinedBehaviorSanitizer build
-# (build-asan/). CI (.ci/run) runs exactly this.
+# (build-asan/). CI (.ci/run) runs exactly this. Before building, tools/check-source.sh fails on
+# an unformatted file or an include pointing up the layers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/install-deps.sh
+bash tools/install-deps.sh --test
+bash tools/check-source.sh
 jobs=$(nproc)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j "$jobs"

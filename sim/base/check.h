@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define SIM_CHECK(cond, msg)                                                         \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: internal check failed: %s: %s\n", __FILE__, __LINE__, \
-                   #cond, msg);                                                      \
-      std::abort();                                                                  \
-    }                                                                                \
+#define SIM_CHECK(cond, msg)                                                                    \
+  do {                                                                                          \
+    if (!(cond)) {                                                                              \
+      std::fprintf(stderr, "%s:%d: internal check failed: %s: %s\n", __FILE__, __LINE__, #cond, \
+                   msg);                                                                        \
+      std::abort();                                                                             \
+    }                                                                                           \
   } while (false)

@@ -23,15 +23,14 @@ struct Split {
 absl::StatusOr<Split> SplitNumberUnit(absl::string_view text, absl::string_view expected) {
   std::string s(absl::StripAsciiWhitespace(text));
   if (s.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("empty value; expected a number with a unit (",
-                                                   expected, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("empty value; expected a number with a unit (", expected, ")"));
   }
   size_t end = 0;
-  while (end < s.size() && (absl::ascii_isdigit(s[end]) || s[end] == '.' || s[end] == '+' ||
-                            s[end] == '-' ||
-                            ((s[end] == 'e' || s[end] == 'E') && end > 0 && end + 1 < s.size() &&
-                             (absl::ascii_isdigit(s[end + 1]) || s[end + 1] == '-' ||
-                              s[end + 1] == '+')))) {
+  while (end < s.size() &&
+         (absl::ascii_isdigit(s[end]) || s[end] == '.' || s[end] == '+' || s[end] == '-' ||
+          ((s[end] == 'e' || s[end] == 'E') && end > 0 && end + 1 < s.size() &&
+           (absl::ascii_isdigit(s[end + 1]) || s[end + 1] == '-' || s[end + 1] == '+')))) {
     ++end;
   }
   double value = 0;
@@ -41,8 +40,8 @@ absl::StatusOr<Split> SplitNumberUnit(absl::string_view text, absl::string_view 
   }
   std::string unit(absl::StripAsciiWhitespace(s.substr(end)));
   if (unit.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("'", s, "' has no unit; expected one of ",
-                                                   expected));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", s, "' has no unit; expected one of ", expected));
   }
   if (value < 0) {
     return absl::InvalidArgumentError(absl::StrCat("'", s, "' is negative"));
@@ -68,18 +67,25 @@ absl::StatusOr<double> Scale(absl::string_view text, const UnitTable& table,
 }
 
 const UnitTable& ByteUnits() {
-  static const UnitTable t = {{"B", 1},         {"kB", 1e3},        {"KB", 1e3},
-                                    {"MB", 1e6},      {"GB", 1e9},        {"TB", 1e12},
-                                    {"PB", 1e15},     {"KiB", 1024.0},    {"MiB", 1048576.0},
-                                    {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  static const UnitTable t = {{"B", 1},
+                              {"kB", 1e3},
+                              {"KB", 1e3},
+                              {"MB", 1e6},
+                              {"GB", 1e9},
+                              {"TB", 1e12},
+                              {"PB", 1e15},
+                              {"KiB", 1024.0},
+                              {"MiB", 1048576.0},
+                              {"GiB", 1073741824.0},
+                              {"TiB", 1099511627776.0}};
   return t;
 }
 
 const UnitTable& BandwidthUnits() {
-  static const UnitTable t = {
-      {"B/s", 1},        {"kB/s", 1e3},       {"MB/s", 1e6},       {"GB/s", 1e9},
-      {"TB/s", 1e12},    {"GiB/s", 1073741824.0}, {"b/s", 1 / 8.0}, {"kb/s", 1e3 / 8},
-      {"Mb/s", 1e6 / 8}, {"Gb/s", 1e9 / 8},   {"Gbps", 1e9 / 8},   {"Tb/s", 1e12 / 8}};
+  static const UnitTable t = {{"B/s", 1},        {"kB/s", 1e3},     {"MB/s", 1e6},
+                              {"GB/s", 1e9},     {"TB/s", 1e12},    {"GiB/s", 1073741824.0},
+                              {"b/s", 1 / 8.0},  {"kb/s", 1e3 / 8}, {"Mb/s", 1e6 / 8},
+                              {"Gb/s", 1e9 / 8}, {"Gbps", 1e9 / 8}, {"Tb/s", 1e12 / 8}};
   return t;
 }
 
@@ -90,8 +96,8 @@ const UnitTable& FlopRateUnits() {
 }
 
 const UnitTable& TimeUnits() {
-  static const UnitTable t = {{"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6},
-                                    {"\xC2\xB5s", 1e-6}, {"ms", 1e-3}, {"s", 1}};
+  static const UnitTable t = {{"ps", 1e-12},       {"ns", 1e-9}, {"us", 1e-6},
+                              {"\xC2\xB5s", 1e-6}, {"ms", 1e-3}, {"s", 1}};
   return t;
 }
 
@@ -126,18 +132,29 @@ absl::StatusOr<double> ParseCount(absl::string_view text) {
   double factor = 1;
   if (!s.empty()) {
     switch (s.back()) {
-      case 'k': case 'K': factor = 1e3; break;
-      case 'M': factor = 1e6; break;
-      case 'B': case 'G': factor = 1e9; break;
-      case 'T': factor = 1e12; break;
-      default: break;
+      case 'k':
+      case 'K':
+        factor = 1e3;
+        break;
+      case 'M':
+        factor = 1e6;
+        break;
+      case 'B':
+      case 'G':
+        factor = 1e9;
+        break;
+      case 'T':
+        factor = 1e12;
+        break;
+      default:
+        break;
     }
     if (factor != 1) s.pop_back();
   }
   double v = 0;
   if (s.empty() || !absl::SimpleAtod(s, &v) || !std::isfinite(v) || v < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", text, "' is not a count; expected e.g. 70e9, 7B, 2T, 500M"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a count; expected e.g. 70e9, 7B, 2T, 500M"));
   }
   return v * factor;
 }

@@ -10,9 +10,8 @@
 // InvalidArgument naming the expected units. Bits and bytes are case-distinct: "Gb/s" is
 // gigabits, "GB/s" gigabytes.
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "sim/base/units.h"
 
 namespace sim {

@@ -12,8 +12,8 @@
 // by naming the unit again (b.gib(), bw.bytes_per_s()). Only physically meaningful arithmetic is
 // defined: Bytes / Bandwidth -> Duration, Flops / FlopRate -> Duration.
 
-#include <cstdint>
 #include <compare>
+#include <cstdint>
 
 namespace sim {
 
@@ -39,8 +39,14 @@ class Bytes {
   constexpr Bytes operator+(Bytes o) const { return Bytes(n_ + o.n_); }
   constexpr Bytes operator-(Bytes o) const { return Bytes(n_ - o.n_); }
   constexpr Bytes operator-() const { return Bytes(-n_); }
-  constexpr Bytes& operator+=(Bytes o) { n_ += o.n_; return *this; }
-  constexpr Bytes& operator-=(Bytes o) { n_ -= o.n_; return *this; }
+  constexpr Bytes& operator+=(Bytes o) {
+    n_ += o.n_;
+    return *this;
+  }
+  constexpr Bytes& operator-=(Bytes o) {
+    n_ -= o.n_;
+    return *this;
+  }
   constexpr Bytes operator*(int64_t k) const { return Bytes(n_ * k); }
   friend constexpr Bytes operator*(int64_t k, Bytes b) { return Bytes(k * b.n_); }
   constexpr auto operator<=>(const Bytes&) const = default;
@@ -67,8 +73,14 @@ class Duration {
 
   constexpr Duration operator+(Duration o) const { return Duration(ps_ + o.ps_); }
   constexpr Duration operator-(Duration o) const { return Duration(ps_ - o.ps_); }
-  constexpr Duration& operator+=(Duration o) { ps_ += o.ps_; return *this; }
-  constexpr Duration& operator-=(Duration o) { ps_ -= o.ps_; return *this; }
+  constexpr Duration& operator+=(Duration o) {
+    ps_ += o.ps_;
+    return *this;
+  }
+  constexpr Duration& operator-=(Duration o) {
+    ps_ -= o.ps_;
+    return *this;
+  }
   constexpr Duration operator*(int64_t k) const { return Duration(ps_ * k); }
   constexpr auto operator<=>(const Duration&) const = default;
 
@@ -83,7 +95,10 @@ class Flops {
   static constexpr Flops Count(double n) { return Flops(n); }
   constexpr double count() const { return n_; }
   constexpr Flops operator+(Flops o) const { return Flops(n_ + o.n_); }
-  constexpr Flops& operator+=(Flops o) { n_ += o.n_; return *this; }
+  constexpr Flops& operator+=(Flops o) {
+    n_ += o.n_;
+    return *this;
+  }
   constexpr Flops operator*(double k) const { return Flops(n_ * k); }
   constexpr auto operator<=>(const Flops&) const = default;
 

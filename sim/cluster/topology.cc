@@ -1,16 +1,14 @@
 #include "sim/cluster/topology.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-
-#include <map>
-#include <mutex>
-
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #include <boost/graph/breadth_first_search.hpp>
 #include <boost/graph/visitors.hpp>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -29,18 +27,25 @@ struct VertexProp {
 struct EdgeProp {
   int32_t link = 0;
 };
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProp,
-                                    EdgeProp>;
+using Graph =
+    boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, VertexProp, EdgeProp>;
 
 const char* KindName(Kind k) {
   switch (k) {
-    case Kind::kGpu: return "gpu";
-    case Kind::kNvSwitch: return "nvswitch";
-    case Kind::kNic: return "nic";
-    case Kind::kLeaf: return "leaf";
-    case Kind::kSpine: return "spine";
-    case Kind::kCore: return "core";
-    case Kind::kSwitch: return "switch";
+    case Kind::kGpu:
+      return "gpu";
+    case Kind::kNvSwitch:
+      return "nvswitch";
+    case Kind::kNic:
+      return "nic";
+    case Kind::kLeaf:
+      return "leaf";
+    case Kind::kSpine:
+      return "spine";
+    case Kind::kCore:
+      return "core";
+    case Kind::kSwitch:
+      return "switch";
   }
   return "?";
 }
@@ -201,7 +206,8 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
       const double up = down / f.oversubscription;
       t.spines_per_pod = std::max<int64_t>(
           1, static_cast<int64_t>(std::ceil(up / f.link_bandwidth.bytes_per_s() - 1e-9)));
-      const Bandwidth per_spine = Bandwidth::BytesPerSecond(up / static_cast<double>(t.spines_per_pod));
+      const Bandwidth per_spine =
+          Bandwidth::BytesPerSecond(up / static_cast<double>(t.spines_per_pod));
       t.pods = f.levels == 3 ? (t.leaves + f.pod_leaves - 1) / f.pod_leaves : 1;
       for (int64_t s = 0; s < t.pods * t.spines_per_pod; ++s) {
         t.spine.push_back(t.AddVertex(Kind::kSpine, s));
@@ -227,15 +233,13 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
   // Validation: every GPU reaches every other (all links come in pairs, so reaching all from
   // GPU 0 suffices).
   std::vector<boost::default_color_type> color(boost::num_vertices(t.g));
-  boost::breadth_first_search(
-      t.g, boost::vertex(t.gpu.front(), t.g),
-      boost::color_map(boost::make_iterator_property_map(
-          color.begin(), boost::get(boost::vertex_index, t.g))));
+  boost::breadth_first_search(t.g, boost::vertex(t.gpu.front(), t.g),
+                              boost::color_map(boost::make_iterator_property_map(
+                                  color.begin(), boost::get(boost::vertex_index, t.g))));
   for (int32_t v : t.gpu) {
     if (color[v] == boost::white_color) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("fabric ", t.fabric.name, ": GPU ", t.g[v].index,
-                       " is not reachable from GPU 0"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "fabric ", t.fabric.name, ": GPU ", t.g[v].index, " is not reachable from GPU 0"));
     }
   }
   return Topology(std::move(impl));
@@ -334,8 +338,8 @@ TopologySummary Topology::Summary() const {
       break;
     }
   }
-  s.injection_per_gpu = Bandwidth::BytesPerSecond(nic_bw * static_cast<double>(t.nics) /
-                                                  static_cast<double>(t.gpn));
+  s.injection_per_gpu =
+      Bandwidth::BytesPerSecond(nic_bw * static_cast<double>(t.nics) / static_cast<double>(t.gpn));
   s.bisection = Bandwidth::BytesPerSecond(BisectionBytesPerSecond());
   return s;
 }
@@ -354,10 +358,10 @@ double Topology::BisectionBytesPerSecond() const {
                                       boost::property<boost::vertex_distance_t, int64_t,
                                                       boost::property<boost::vertex_predecessor_t,
                                                                       Traits::edge_descriptor>>>>,
-      boost::property<boost::edge_capacity_t, double,
-                      boost::property<boost::edge_residual_capacity_t, double,
-                                      boost::property<boost::edge_reverse_t,
-                                                      Traits::edge_descriptor>>>>;
+      boost::property<
+          boost::edge_capacity_t, double,
+          boost::property<boost::edge_residual_capacity_t, double,
+                          boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
   const auto n = static_cast<int64_t>(boost::num_vertices(t.g));
   FlowGraph f(static_cast<size_t>(n + 2));
   auto capacity = boost::get(boost::edge_capacity, f);
@@ -403,20 +407,29 @@ std::string Topology::Dot() const {
   for (int64_t l = 0; l < t.leaves; ++l) {
     absl::StrAppendFormat(&out, "  leaf%d [shape=ellipse];\n", l);
   }
-  for (size_t s = 0; s < t.spine.size(); ++s) absl::StrAppendFormat(&out, "  spine%d [shape=ellipse];\n", s);
-  for (size_t c = 0; c < t.core.size(); ++c) absl::StrAppendFormat(&out, "  core%d [shape=ellipse];\n", c);
-  for (const std::string& n : t.switch_names) absl::StrAppendFormat(&out, "  \"%s\" [shape=ellipse];\n", n);
+  for (size_t s = 0; s < t.spine.size(); ++s)
+    absl::StrAppendFormat(&out, "  spine%d [shape=ellipse];\n", s);
+  for (size_t c = 0; c < t.core.size(); ++c)
+    absl::StrAppendFormat(&out, "  core%d [shape=ellipse];\n", c);
+  for (const std::string& n : t.switch_names)
+    absl::StrAppendFormat(&out, "  \"%s\" [shape=ellipse];\n", n);
   for (const Link& l : t.links) {
     const auto& f = t.g[l.from];
     const auto& to = t.g[l.to];
     auto name = [&](const VertexProp& v) -> std::string {
       switch (v.kind) {
-        case Kind::kNic: return absl::StrCat("node", v.index / t.nics);
-        case Kind::kLeaf: return absl::StrCat("leaf", v.index);
-        case Kind::kSpine: return absl::StrCat("spine", v.index);
-        case Kind::kCore: return absl::StrCat("core", v.index);
-        case Kind::kSwitch: return absl::StrCat("\"", t.switch_names[v.index], "\"");
-        default: return "";
+        case Kind::kNic:
+          return absl::StrCat("node", v.index / t.nics);
+        case Kind::kLeaf:
+          return absl::StrCat("leaf", v.index);
+        case Kind::kSpine:
+          return absl::StrCat("spine", v.index);
+        case Kind::kCore:
+          return absl::StrCat("core", v.index);
+        case Kind::kSwitch:
+          return absl::StrCat("\"", t.switch_names[v.index], "\"");
+        default:
+          return "";
       }
     };
     // One line per cable between switch tiers (and node to leaf), written from the lower tier;

@@ -97,10 +97,10 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node c = list[i];
     const std::string p = absl::StrCat("cases[", i, "]");
-    if (!CheckMapping(c, p,
-                      {"id", "source", "skip", "measured", "conventions", "scenario",
-                       "deepspeed_estimator"},
-                      errors)) {
+    if (!CheckMapping(
+            c, p,
+            {"id", "source", "skip", "measured", "conventions", "scenario", "deepspeed_estimator"},
+            errors)) {
       continue;
     }
     ValidationCase vc;
@@ -118,8 +118,8 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
                              "gpu_memory", "cpu_memory"},
                             errors)) {
       for (const char* k : {"step_s", "mfu", "hfu", "tokens_per_s_per_gpu"}) {
-        if (auto v = ReadDouble({m, k, mp, false}, errors, 1e-12,
-                                std::numeric_limits<double>::max())) {
+        if (auto v =
+                ReadDouble({m, k, mp, false}, errors, 1e-12, std::numeric_limits<double>::max())) {
           vc.measured[k] = *v;
         }
       }
@@ -132,8 +132,9 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
     const std::string cp = JoinPath(p, "conventions");
     if (const YAML::Node conv = c["conventions"];
         conv && CheckMapping(conv, cp, {"flops", "memory"}, errors)) {
-      if (auto v = ReadChoice({conv, "flops", cp, false}, errors,
-                              {"stepsim", "megatron-hw", "korthikanti", "mosaicml", "torchtitan"})) {
+      if (auto v =
+              ReadChoice({conv, "flops", cp, false}, errors,
+                         {"stepsim", "megatron-hw", "korthikanti", "mosaicml", "torchtitan"})) {
         vc.flops = *v == "stepsim"       ? FlopConvention::kStepsim
                    : *v == "megatron-hw" ? FlopConvention::kMegatronHw
                    : *v == "korthikanti" ? FlopConvention::kKorthikanti

@@ -6,11 +6,11 @@
 
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "sim/spec/hardware.h"
 #include "sim/spec/model.h"
 #include "sim/spec/scenario.h"
@@ -93,7 +93,8 @@ class ScenarioLoader {
 };
 
 // Loads a validation case file (SPEC §6), every case's scenario resolved and validated.
-absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& root, const std::string& file);
+absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& root,
+                                                      const std::string& file);
 
 // Loads a scenario file, applies the overrides in order, resolves catalog names and validates
 // everything, reporting all problems at once.

@@ -69,8 +69,8 @@ void ReadExplicit(const YAML::Node& node, const std::string& path, const FabricL
             (limits.nics && nic->second >= *limits.nics)) {
           errors.Add(l[end], JoinPath(p, end),
                      absl::StrCat("dangling link: '", *v, "' is not a NIC of this cluster (",
-                                  limits.nodes.value_or(0), " nodes with ",
-                                  limits.nics.value_or(0), " NICs each)"));
+                                  limits.nodes.value_or(0), " nodes with ", limits.nics.value_or(0),
+                                  " NICs each)"));
           ok = false;
         }
       } else if (std::find(f.switches.begin(), f.switches.end(), *v) == f.switches.end()) {
@@ -134,10 +134,9 @@ absl::StatusOr<FabricSpec> LoadFabric(const DataRoot& root, absl::string_view na
     file = root.FabricsDir() + "/" + file + ".yaml";
     if (!std::filesystem::exists(file)) {
       const auto names = CatalogFabricNames(root);
-      return absl::NotFoundError(absl::StrCat("unknown fabric '", name_or_path, "'",
-                                              DidYouMean(name_or_path, names),
-                                              "; topologies/fabrics/ has ",
-                                              absl::StrJoin(names, ", ")));
+      return absl::NotFoundError(
+          absl::StrCat("unknown fabric '", name_or_path, "'", DidYouMean(name_or_path, names),
+                       "; topologies/fabrics/ has ", absl::StrJoin(names, ", ")));
     }
   }
   auto doc = LoadYamlFile(file);

@@ -21,8 +21,9 @@ void ReadSizeTable(const YAML::Node& node, absl::string_view path, GpuCalibratio
   if (!table.IsDefined()) return;
   const std::string tpath = JoinPath(path, "comm_size_efficiency");
   if (!table.IsMap()) {
-    errors.Add(table, tpath, "expected a mapping of message size to bandwidth fraction, e.g. "
-                             "{\"1 MiB\": 0.35, \"1 GiB\": 0.99}");
+    errors.Add(table, tpath,
+               "expected a mapping of message size to bandwidth fraction, e.g. "
+               "{\"1 MiB\": 0.35, \"1 GiB\": 0.99}");
     return;
   }
   for (auto it = table.begin(); it != table.end(); ++it) {

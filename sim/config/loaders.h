@@ -3,8 +3,8 @@
 // by inline definitions inside scenarios.
 
 #include <optional>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "sim/config/catalog.h"
 #include "sim/config/yaml_fields.h"
 #include "sim/spec/hardware.h"

@@ -2,8 +2,8 @@
 #include <limits>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/config/loaders.h"

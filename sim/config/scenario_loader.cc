@@ -1,8 +1,8 @@
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <sstream>
-#include <limits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -24,11 +24,12 @@ DataRoot DataRoot::Default() {
 }
 
 absl::StatusOr<Override> ParseOverride(absl::string_view key_equals_value) {
-  std::pair<std::string, std::string> kv = absl::StrSplit(key_equals_value, absl::MaxSplits('=', 1));
+  std::pair<std::string, std::string> kv =
+      absl::StrSplit(key_equals_value, absl::MaxSplits('=', 1));
   if (kv.first.empty() || !absl::StrContains(key_equals_value, '=')) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--set expects KEY=VALUE with a dotted key (parallel.zero=2), got '", key_equals_value,
-        "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--set expects KEY=VALUE with a dotted key (parallel.zero=2), got '",
+                     key_equals_value, "'"));
   }
   return Override{kv.first, kv.second};
 }
@@ -88,11 +89,11 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
     errors.AddUnlocated(p, "missing required key");
     return;
   }
-  if (!CheckMapping(node, p,
-                    {"node", "nodes", "gpu", "gpus_per_node", "intra_node_bandwidth",
-                     "nics_per_node", "nic_bandwidth", "intra_node_latency", "inter_node_latency",
-                     "fabric"},
-                    errors)) {
+  if (!CheckMapping(
+          node, p,
+          {"node", "nodes", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
+           "nic_bandwidth", "intra_node_latency", "inter_node_latency", "fabric"},
+          errors)) {
     return;
   }
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
@@ -176,8 +177,9 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadInt(k("micro_batch"), errors, 1, kMaxCount)) t.micro_batch = *v;
   if (auto v = ReadInt(k("global_batch"), errors, 1, kMaxCount)) t.global_batch = *v;
   if (auto v = ReadChoice(k("precision"), errors, {"bf16", "fp16", "fp8"})) {
-    t.precision = *v == "bf16" ? Precision::kBf16 : *v == "fp16" ? Precision::kFp16
-                                                                 : Precision::kFp8;
+    t.precision = *v == "bf16"   ? Precision::kBf16
+                  : *v == "fp16" ? Precision::kFp16
+                                 : Precision::kFp8;
   }
   if (auto v = ReadChoice(k("optimizer"), errors, {"adamw", "sgd", "adam8bit"})) {
     t.optimizer = *v == "adamw" ? OptimizerKind::kAdamW
@@ -185,7 +187,7 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
                                 : OptimizerKind::kAdam8bit;
   }
   if (auto v = ReadChoice(k("recompute"), errors, {"none", "selective", "full"})) {
-    t.recompute = *v == "none" ? Recompute::kNone
+    t.recompute = *v == "none"        ? Recompute::kNone
                   : *v == "selective" ? Recompute::kSelective
                                       : Recompute::kFull;
   }
@@ -252,7 +254,8 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
     } else {
       errors.Add(node["rank_order"], "parallel.rank_order",
                  absl::StrCat("expected the four dimensions tp, cp, dp, pp joined by '-', "
-                              "innermost first (e.g. tp-cp-dp-pp), got '", *v, "'"));
+                              "innermost first (e.g. tp-cp-dp-pp), got '",
+                              *v, "'"));
     }
   }
   if (auto v = ReadBool(k("sequence_parallel"), errors)) par.sequence_parallel = *v;
@@ -362,8 +365,8 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
   const int64_t gpus = s.cluster.gpus();
   if (gpus > 0 && gpus % (tp * pp * cp) != 0) {
     errors.Add(at("parallel", "tp"), "parallel",
-               absl::StrCat("the cluster's ", gpus, " GPUs are not a multiple of tp x pp x cp = ",
-                            tp * pp * cp));
+               absl::StrCat("the cluster's ", gpus,
+                            " GPUs are not a multiple of tp x pp x cp = ", tp * pp * cp));
     return;
   }
   const int64_t dp = gpus / (tp * pp * cp);
@@ -376,9 +379,10 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
   } else if (dp > 0 && par.pp_schedule == PipelineSchedule::kInterleaved && pp > 1 &&
              (s.training.global_batch / per_step) % pp != 0) {
     // Megatron-LM asserts this for its interleaved schedule.
-    errors.Add(at("training", "global_batch"), "training.global_batch",
-               absl::StrCat("the interleaved schedule needs the ", s.training.global_batch / per_step,
-                            " micro-batches per step to be a multiple of pp = ", pp));
+    errors.Add(
+        at("training", "global_batch"), "training.global_batch",
+        absl::StrCat("the interleaved schedule needs the ", s.training.global_batch / per_step,
+                     " micro-batches per step to be a multiple of pp = ", pp));
   }
   if (par.framework != Framework::kMegatron && par.overlap_param_gather) {
     errors.Add(at("parallel", "overlap_param_gather"), "parallel.overlap_param_gather",
@@ -405,7 +409,8 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
                absl::StrCat(s.cluster.gpu.name, " has no bf16 tensor cores; use fp16"));
   }
   if (s.parallel.sharding && s.parallel.framework != Framework::kFsdp) {
-    errors.Add(at("parallel", "sharding"), "parallel.sharding", "sharding strategies belong to framework fsdp");
+    errors.Add(at("parallel", "sharding"), "parallel.sharding",
+               "sharding strategies belong to framework fsdp");
   }
   if (s.parallel.sequence_parallel && tp == 1) {
     errors.Add(at("parallel", "sequence_parallel"), "parallel.sequence_parallel",
@@ -413,10 +418,10 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
   }
   if (s.model.position == PositionKind::kLearned && s.model.max_seq_len > 0 &&
       s.training.seq_len > s.model.max_seq_len) {
-    errors.Add(at("training", "seq_len"), "training.seq_len",
-               absl::StrCat("seq_len ", s.training.seq_len, " exceeds the model's learned ",
-                            "position table of ", s.model.max_seq_len,
-                            " rows (set model max_seq_len)"));
+    errors.Add(
+        at("training", "seq_len"), "training.seq_len",
+        absl::StrCat("seq_len ", s.training.seq_len, " exceeds the model's learned ",
+                     "position table of ", s.model.max_seq_len, " rows (set model max_seq_len)"));
   }
 }
 
@@ -427,10 +432,10 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
                                        bool embedded) {
   YamlErrors errors(path);
   if (!embedded) CheckSchemaVersion(r, errors);
-  if (!CheckMapping(r, embedded ? "scenario" : "",
-                    {"schema_version", "name", "model", "cluster", "training", "parallel",
-                     "runtime"},
-                    errors)) {
+  if (!CheckMapping(
+          r, embedded ? "scenario" : "",
+          {"schema_version", "name", "model", "cluster", "training", "parallel", "runtime"},
+          errors)) {
     return errors.ToStatus();
   }
   Scenario s;
@@ -469,8 +474,7 @@ struct ScenarioLoader::Impl {
   Catalogs catalogs;
 };
 
-absl::StatusOr<ScenarioLoader> ScenarioLoader::Open(const DataRoot& data,
-                                                    const std::string& path) {
+absl::StatusOr<ScenarioLoader> ScenarioLoader::Open(const DataRoot& data, const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
   std::stringstream text;

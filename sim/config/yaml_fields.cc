@@ -1,7 +1,6 @@
 #include "sim/config/yaml_fields.h"
 
 #include <algorithm>
-
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -202,8 +201,8 @@ absl::StatusOr<YAML::Node> LoadYamlFile(const std::string& path) {
   try {
     return YAML::Load(text.str());
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1, ": YAML syntax: ", e.msg));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax: ", e.msg));
   }
 }
 

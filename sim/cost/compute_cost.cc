@@ -17,7 +17,7 @@ FlopRate PeakRate(const GpuSpec& gpu, Precision precision) {
 Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) {
   const GpuCalibration& c = gpu.calibration;
   // Only GEMMs run in fp8; attention and elementwise kernels stay 16-bit.
-  const Precision p = op.op_class == OpClass::kGemm ? precision
+  const Precision p = op.op_class == OpClass::kGemm  ? precision
                       : precision == Precision::kFp8 ? Precision::kBf16
                                                      : precision;
   const double eff = op.op_class == OpClass::kGemm        ? c.gemm_efficiency

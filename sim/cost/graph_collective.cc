@@ -149,8 +149,8 @@ GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<in
         t.share = share;
         if (NodeOf(topology_, from) != NodeOf(topology_, to)) {
           // The node's exit GPU is the first of its rotation (the rail-k GPU).
-          const size_t node = std::upper_bound(node_start.begin(), node_start.end(), i) -
-                              node_start.begin() - 1;
+          const size_t node =
+              std::upper_bound(node_start.begin(), node_start.end(), i) - node_start.begin() - 1;
           const int64_t exit = order[node_start[node]];
           topology_.Route(from, exit, t.links);
           topology_.Route(exit, to, k, t.links);
@@ -309,7 +309,8 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
       p.phases = {{in_phase, 1.0}, {RingPhase(inter, 2 * (nodes - 1)), shard}, {in_phase, 1.0}};
       break;
     case CollectiveKind::kNone:
-    case CollectiveKind::kSendRecv: return std::nullopt;
+    case CollectiveKind::kSendRecv:
+      return std::nullopt;
   }
   return p;
 }

@@ -51,8 +51,7 @@ class GraphCostModel final : public CollectiveCostModel {
  public:
   GraphCostModel(cluster::Topology topology, const ClusterSpec& cluster,
                  CollectiveAlgorithm algorithm);
-  Duration Cost(CollectiveKind kind, Bytes tensor, CommGroup group,
-                int32_t buckets) const override;
+  Duration Cost(CollectiveKind kind, Bytes tensor, CommGroup group, int32_t buckets) const override;
   PricedCollective Price(CollectiveKind kind, Bytes tensor, CommGroup group, int32_t buckets,
                          CollectiveAlgorithm algorithm) const;
   PricedCollective Price(CollectiveKind kind, Bytes tensor, CommGroup group,

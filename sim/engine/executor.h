@@ -154,7 +154,8 @@ class Executor {
       join_arrived_[j]++;
     }
     if (join_arrived_[j] < g_.join_begin[j + 1] - g_.join_begin[j]) return;
-    for (int32_t i = g_.join_begin[j]; i < g_.join_begin[j + 1]; ++i) Start(g_.join_members[i], now);
+    for (int32_t i = g_.join_begin[j]; i < g_.join_begin[j + 1]; ++i)
+      Start(g_.join_members[i], now);
   }
 
   void Start(int32_t t, Duration now) {
@@ -177,13 +178,12 @@ class Executor {
   }
 
  private:
-
   const TaskGraph& g_;
   Listener& l_;
   EventQueue q_;
   std::vector<int32_t> remaining_;
   std::vector<uint8_t> issued_, arrived_, finished_;  // flags; not vector<bool>, which packs bits
-  std::vector<Duration> finish_at_;  // per task: when its live finish event is due
+  std::vector<Duration> finish_at_;                   // per task: when its live finish event is due
   std::vector<int32_t> queue_begin_, queue_, head_;
   std::vector<uint8_t> busy_;
   std::vector<int32_t> dirty_;

@@ -31,8 +31,9 @@ absl::StatusOr<bool> ExpandRange(absl::string_view item, std::vector<std::string
         "range '", item, "' is not FROM..TO, FROM..TO:+STEP or FROM..TO:xFACTOR (integers)"));
   }
   if (from > to || (geometric ? (step < 2 || from < 1) : step < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "range '", item, "' is empty or does not advance (need FROM <= TO, +STEP >= 1, xFACTOR >= 2)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("range '", item,
+                     "' is empty or does not advance (need FROM <= TO, +STEP >= 1, xFACTOR >= 2)"));
   }
   for (int64_t v = from; v <= to; v = geometric ? v * step : v + step) {
     if (out.size() >= kMaxValues) {
@@ -50,7 +51,8 @@ absl::StatusOr<Vary> ParseVary(absl::string_view key_equals_values) {
   if (eq == absl::string_view::npos || eq == 0 || eq + 1 == key_equals_values.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--vary expects KEY=V1,V2,... (e.g. training.seq_len=2048,4096 or cluster.nodes=2..64:x2), "
-        "got '", key_equals_values, "'"));
+        "got '",
+        key_equals_values, "'"));
   }
   Vary v;
   v.key = std::string(key_equals_values.substr(0, eq));
@@ -60,8 +62,9 @@ absl::StatusOr<Vary> ParseVary(absl::string_view key_equals_values) {
       return absl::InvalidArgumentError(absl::StrCat("--vary ", v.key, ": empty value"));
     }
     auto range = ExpandRange(item, v.values);
-    if (!range.ok()) return absl::InvalidArgumentError(absl::StrCat("--vary ", v.key, ": ",
-                                                                    range.status().message()));
+    if (!range.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vary ", v.key, ": ", range.status().message()));
     if (!*range) v.values.push_back(std::string(item));
   }
   return v;

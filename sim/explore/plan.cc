@@ -31,8 +31,8 @@ struct Candidate {
 };
 
 nlohmann::ordered_json ConfigJson(const Candidate& c) {
-  nlohmann::ordered_json j = {{"zero", c.zero}, {"micro_batch", c.micro},
-                              {"recompute", c.recompute}, {"prefetch", 1}};
+  nlohmann::ordered_json j = {
+      {"zero", c.zero}, {"micro_batch", c.micro}, {"recompute", c.recompute}, {"prefetch", 1}};
   if (c.tp * c.pp > 1) {
     j["framework"] = "megatron";
     j["tp"] = c.tp;
@@ -77,8 +77,8 @@ int64_t PerNode(int64_t n, int64_t cap) {
 // Static floor of a candidate's per-GPU memory: persistent states, the activations kept across
 // the whole forward (all layers), the runtime reserve. The replay only adds to it.
 Bytes StaticFloor(const Scenario& s) {
-  const ActivationShape shape{s.training.seq_len, s.training.micro_batch, s.parallel.tp,
-                              s.parallel.sequence_parallel, s.training.attention, s.parallel.cp};
+  const ActivationShape shape{s.training.seq_len,           s.training.micro_batch, s.parallel.tp,
+                              s.parallel.sequence_parallel, s.training.attention,   s.parallel.cp};
   const Bytes per_layer = LayerActivationBytes(s.model, shape, s.training.recompute);
   return PersistentStates(s).total() + per_layer * s.model.layers + s.runtime.reserved;
 }
@@ -90,7 +90,8 @@ void SortRejected(nlohmann::ordered_json& rejected) {
     return std::make_tuple(r["gpu"].get<std::string>(), r["gpus"].get<int64_t>(),
                            r["config"].dump());
   };
-  std::stable_sort(v.begin(), v.end(), [&](const auto& a, const auto& b) { return key(a) < key(b); });
+  std::stable_sort(v.begin(), v.end(),
+                   [&](const auto& a, const auto& b) { return key(a) < key(b); });
   rejected = nlohmann::ordered_json(v);
 }
 
@@ -159,10 +160,10 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
     }
   }
   const size_t total_units = units.size();
-  const size_t begin = total_units * static_cast<size_t>(req.shard_k - 1) /
-                       static_cast<size_t>(req.shard_n);
-  const size_t end = total_units * static_cast<size_t>(req.shard_k) /
-                     static_cast<size_t>(req.shard_n);
+  const size_t begin =
+      total_units * static_cast<size_t>(req.shard_k - 1) / static_cast<size_t>(req.shard_n);
+  const size_t end =
+      total_units * static_cast<size_t>(req.shard_k) / static_cast<size_t>(req.shard_n);
   auto mine = [&](const std::string& gpu, int64_t nodes) {
     for (size_t i = begin; i < end; ++i) {
       if (units[i].first == gpu && units[i].second == nodes) return true;
@@ -179,9 +180,9 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
       if (n.gpu == gpu->name && node == nullptr) node = &n;
     }
     if (node == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "plan: no node type in topologies/nodes.yaml holds ", gpu->name,
-          "; add one (GPUs per node, NVLink and NIC bandwidth) to plan with it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("plan: no node type in topologies/nodes.yaml holds ", gpu->name,
+                       "; add one (GPUs per node, NVLink and NIC bandwidth) to plan with it"));
     }
     std::optional<double> price = gpu->price_per_hour_usd;
     if (auto it = req.prices.find(gpu->name); it != req.prices.end()) price = it->second;
@@ -213,14 +214,18 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
           }
         }
       }
-      for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn)) family.push_back(std::move(c));
+      for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn))
+        family.push_back(std::move(c));
       for (Candidate& c : family) {
         ++considered;
         c.overrides.insert(c.overrides.begin(), {"cluster.nodes", absl::StrCat(nodes)});
         const int64_t replicas = n / (c.tp * c.pp);
         if (global_batch % (c.micro * replicas) != 0) {
           ++pruned;
-          rejected.push_back({{"gpu", gpu->name}, {"gpus", n}, {"config", ConfigJson(c)}, {"kind", "batch"},
+          rejected.push_back({{"gpu", gpu->name},
+                              {"gpus", n},
+                              {"config", ConfigJson(c)},
+                              {"kind", "batch"},
                               {"reason", absl::StrFormat("global batch %d is not a multiple of "
                                                          "micro-batch x data-parallel ranks = %d",
                                                          global_batch, c.micro * replicas)}});
@@ -231,7 +236,9 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
           // A layout the model does not admit (TP not dividing the heads, PP the layers).
           ++pruned;
           const std::string why(s.status().message());
-          rejected.push_back({{"gpu", gpu->name}, {"gpus", n}, {"config", ConfigJson(c)},
+          rejected.push_back({{"gpu", gpu->name},
+                              {"gpus", n},
+                              {"config", ConfigJson(c)},
                               {"kind", "layout"},
                               {"reason", why.substr(why.find(": ") + 2)}});
           continue;
@@ -240,7 +247,10 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
         if (floor > s->cluster.gpu.hbm) {
           ++pruned;
           rejected.push_back(
-              {{"gpu", gpu->name}, {"gpus", n}, {"config", ConfigJson(c)}, {"kind", "static"},
+              {{"gpu", gpu->name},
+               {"gpus", n},
+               {"config", ConfigJson(c)},
+               {"kind", "static"},
                {"reason", absl::StrFormat("static ledger: states + kept activations + reserve "
                                           "= %.1f GiB > %.0f GiB",
                                           floor.gib(), s->cluster.gpu.hbm.gib())},
@@ -258,27 +268,32 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
       const Candidate& c = candidates[i];
       const auto& r = results[i];
       if (!r.status.ok()) {
-        rejected.push_back({{"gpu", gpu->name}, {"gpus", c.gpus}, {"config", ConfigJson(c)},
-                            {"kind", "invalid"}, {"reason", std::string(r.status.message())}});
+        rejected.push_back({{"gpu", gpu->name},
+                            {"gpus", c.gpus},
+                            {"config", ConfigJson(c)},
+                            {"kind", "invalid"},
+                            {"reason", std::string(r.status.message())}});
         continue;
       }
       const auto& mem = r.report["memory"];
       if (!mem["fits"].get<bool>()) {
         const auto& o = mem["first_overflow"];
         rejected.push_back(
-            {{"gpu", gpu->name}, {"gpus", c.gpus}, {"config", ConfigJson(c)}, {"kind", "replay"},
-             {"reason", absl::StrFormat("replay: out of memory at %s by %.2f GiB (peak %.1f GiB)",
-                                        o["op"].get<std::string>(),
-                                        o["excess_bytes"].get<double>() / kGiB,
-                                        mem["peak_bytes"].get<double>() / kGiB)}});
+            {{"gpu", gpu->name},
+             {"gpus", c.gpus},
+             {"config", ConfigJson(c)},
+             {"kind", "replay"},
+             {"reason",
+              absl::StrFormat("replay: out of memory at %s by %.2f GiB (peak %.1f GiB)",
+                              o["op"].get<std::string>(), o["excess_bytes"].get<double>() / kGiB,
+                              mem["peak_bytes"].get<double>() / kGiB)}});
         continue;
       }
       const double step = r.report["time"]["step_s"].get<double>();
       const double tps = r.report["throughput"]["tokens_per_s"].get<double>();
       const double days = req.tokens / tps / 86400.0;
-      nlohmann::ordered_json fit = {{"gpu", gpu->name}, {"gpus", c.gpus},
-                                    {"config", ConfigJson(c)}, {"step_s", step}, {"days", days},
-                                    {"cost", nullptr}};
+      nlohmann::ordered_json fit = {{"gpu", gpu->name}, {"gpus", c.gpus}, {"config", ConfigJson(c)},
+                                    {"step_s", step},   {"days", days},   {"cost", nullptr}};
       if (price) fit["cost"] = days * 24.0 * static_cast<double>(c.gpus) * *price;
       fits.push_back(fit);
     }
@@ -323,9 +338,9 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
       lo = n;
     }
     if (!hi) {
-      out["min_gpus"][gpu->name] = {{"gpus", nullptr},
-                                    {"reason", absl::StrFormat("nothing fits up to %d GPUs",
-                                                               req.max_gpus)}};
+      out["min_gpus"][gpu->name] = {
+          {"gpus", nullptr},
+          {"reason", absl::StrFormat("nothing fits up to %d GPUs", req.max_gpus)}};
       continue;
     }
     while (*hi - lo > 1) {
@@ -339,14 +354,13 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
       }
     }
     const auto& mem = hi_report["memory"];
-    out["min_gpus"][gpu->name] = {
-        {"gpus", *hi},
-        {"config", ConfigJson(frugal)},
-        {"peak_bytes", mem["peak_bytes"]},
-        {"capacity_bytes", mem["capacity_bytes"]},
-        {"binding", Largest(mem["peak_breakdown_bytes"])},
-        {"peak_breakdown_bytes", mem["peak_breakdown_bytes"]},
-        {"one_fewer", absl::StrFormat("%d GPUs do not fit", *hi - 1)}};
+    out["min_gpus"][gpu->name] = {{"gpus", *hi},
+                                  {"config", ConfigJson(frugal)},
+                                  {"peak_bytes", mem["peak_bytes"]},
+                                  {"capacity_bytes", mem["capacity_bytes"]},
+                                  {"binding", Largest(mem["peak_breakdown_bytes"])},
+                                  {"peak_breakdown_bytes", mem["peak_breakdown_bytes"]},
+                                  {"one_fewer", absl::StrFormat("%d GPUs do not fit", *hi - 1)}};
   }
 
   SortRejected(out["rejected"]);
@@ -403,9 +417,9 @@ absl::StatusOr<nlohmann::ordered_json> MergePlans(std::vector<nlohmann::ordered_
       }
     }
     if (s["shard"]["total"].get<size_t>() != total || s["shard"]["begin"].get<size_t>() != expect) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "plan shards do not tile one plan: expected a shard starting at unit ", expect, " of ",
-          total));
+      return absl::InvalidArgumentError(
+          absl::StrCat("plan shards do not tile one plan: expected a shard starting at unit ",
+                       expect, " of ", total));
     }
     expect = s["shard"]["end"].get<size_t>();
     for (const auto& r : s["rejected"]) merged["rejected"].push_back(r);
@@ -455,8 +469,7 @@ std::string PlanText(const nlohmann::ordered_json& p) {
   report::Table par({"GPU", "GPUs", "config", "step s", "days", "cost USD"});
   for (const auto& f : p["pareto"]) {
     const auto& c = f["config"];
-    par.AddRow({f["gpu"].get<std::string>(), absl::StrCat(f["gpus"].get<int64_t>()),
-                ConfigLabel(c),
+    par.AddRow({f["gpu"].get<std::string>(), absl::StrCat(f["gpus"].get<int64_t>()), ConfigLabel(c),
                 absl::StrFormat("%.2f", f["step_s"].get<double>()),
                 absl::StrFormat("%.1f", f["days"].get<double>()),
                 absl::StrFormat("%.0f", f["cost"].get<double>())});
@@ -490,7 +503,8 @@ std::string PlanText(const nlohmann::ordered_json& p) {
     const nlohmann::ordered_json* best = nullptr;
     for (const auto& r : p["rejected"]) {
       if (r["kind"] != "static" || r["config"].contains("tp") != model_parallel) continue;
-      if (best == nullptr || r["floor_bytes"].get<int64_t>() < (*best)["floor_bytes"].get<int64_t>()) {
+      if (best == nullptr ||
+          r["floor_bytes"].get<int64_t>() < (*best)["floor_bytes"].get<int64_t>()) {
         best = &r;
       }
     }

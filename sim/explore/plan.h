@@ -26,13 +26,13 @@
 namespace sim::explore {
 
 struct PlanRequest {
-  std::string model;                       // catalog name or path
-  std::vector<std::string> gpus;           // GPU catalog names (each needs a node type)
+  std::string model;              // catalog name or path
+  std::vector<std::string> gpus;  // GPU catalog names (each needs a node type)
   int64_t seq_len = 4096;
-  double tokens = 1e12;                    // training budget
-  int64_t global_batch_tokens = 4'194'304; // ~4M tokens per step (Llama 2's batch)
+  double tokens = 1e12;                     // training budget
+  int64_t global_batch_tokens = 4'194'304;  // ~4M tokens per step (Llama 2's batch)
   int64_t max_gpus = 1024;
-  std::map<std::string, double> prices;    // GPU name -> USD per GPU-hour (overrides catalog)
+  std::map<std::string, double> prices;  // GPU name -> USD per GPU-hour (overrides catalog)
   std::string framework = "deepspeed";
   int jobs = 1;
   // Run only the K-th (1-based) of N contiguous slices of the work: per GPU type, one unit for

@@ -5,7 +5,6 @@
 #include <thread>
 
 #include "sim/base/parallel.h"
-
 #include "sim/report/run_report.h"
 
 namespace sim::explore {

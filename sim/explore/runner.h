@@ -15,8 +15,8 @@ namespace sim::explore {
 
 struct ConfigResult {
   std::vector<config::Override> overrides;
-  absl::Status status;               // why the configuration could not run (bad combination)
-  nlohmann::ordered_json report;     // SPEC §5 run report when status is OK
+  absl::Status status;            // why the configuration could not run (bad combination)
+  nlohmann::ordered_json report;  // SPEC §5 run report when status is OK
 };
 
 // Called from worker threads with (done, total); must be thread-safe.

@@ -69,8 +69,8 @@ engine::TaskGraph BuildGraph(const OpProgram& p, int32_t replicas) {
 
 class ReplayListener {
  public:
-  ReplayListener(const Scenario& s, const cost::GraphCostModel& comm,
-                 const ReplayOptions& options, ReplayResult& result)
+  ReplayListener(const Scenario& s, const cost::GraphCostModel& comm, const ReplayOptions& options,
+                 ReplayResult& result)
       : options_(options), r_(result), p_(result.program), sharing_(result.simulated_ranks) {
     base_.reserve(p_.ops.size());
     stretched_.reserve(p_.ops.size());
@@ -193,10 +193,10 @@ class ReplayListener {
   void ApplyMemory(int32_t task, MemWhen when, Duration now) {
     const int32_t replica = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
-    const int32_t begin = when == MemWhen::kIssue ? op.mem_begin
+    const int32_t begin = when == MemWhen::kIssue   ? op.mem_begin
                           : when == MemWhen::kStart ? op.mem_start
                                                     : op.mem_finish;
-    const int32_t end = when == MemWhen::kIssue ? op.mem_start
+    const int32_t end = when == MemWhen::kIssue   ? op.mem_start
                         : when == MemWhen::kStart ? op.mem_finish
                                                   : op.mem_end;
     memory::MemoryLedger& ledger = r_.ledgers[replica * p_.stages + op.stage];
@@ -209,19 +209,27 @@ class ReplayListener {
     StageTimes& t = r_.stages[op.stage];
     switch (op.phase) {
       case OpPhase::kForward:
-      case OpPhase::kBackward: t.compute += d; break;
-      case OpPhase::kRecompute: t.recompute += d; break;
-      case OpPhase::kOptimizer: t.optimizer += d; break;
-      case OpPhase::kComm: t.comm += d; break;
+      case OpPhase::kBackward:
+        t.compute += d;
+        break;
+      case OpPhase::kRecompute:
+        t.recompute += d;
+        break;
+      case OpPhase::kOptimizer:
+        t.optimizer += d;
+        break;
+      case OpPhase::kComm:
+        t.comm += d;
+        break;
     }
   }
 
   const ReplayOptions& options_;
   ReplayResult& r_;
   const OpProgram& p_;
-  std::vector<Duration> base_;       // per op, alone on the GPU
-  std::vector<Duration> stretched_;  // per op, beside a running collective
-  std::vector<int32_t> comm_running_;  // per simulated GPU: collectives and sends running
+  std::vector<Duration> base_;          // per op, alone on the GPU
+  std::vector<Duration> stretched_;     // per op, beside a running collective
+  std::vector<int32_t> comm_running_;   // per simulated GPU: collectives and sends running
   std::vector<Duration> compute_free_;  // per stage (replica 0): when the compute stream idled
   std::vector<Duration> last_end_;      // per stage (replica 0): its latest op end
   std::vector<Duration> finish_;        // per task
@@ -250,7 +258,8 @@ void CountWork(ReplayResult& r) {
             BytesSentPerGpu(c.kind, c.tensor, c.group.size);
         break;
       }
-      case OpPhase::kOptimizer: break;  // neither model nor hardware FLOPs by convention
+      case OpPhase::kOptimizer:
+        break;  // neither model nor hardware FLOPs by convention
     }
   }
   const int64_t stages = r.program.stages;
@@ -307,9 +316,8 @@ absl::StatusOr<ReplayResult> Replay(const Scenario& s, const ReplayOptions& opti
   ReplayListener listener(s, **comm, options, r);
   CountWork(r);
   engine::Executor<ReplayListener> executor(graph, listener);
-  listener.SetReschedule([&executor](int32_t task, Duration finish) {
-    executor.Reschedule(task, finish);
-  });
+  listener.SetReschedule(
+      [&executor](int32_t task, Duration finish) { executor.Reschedule(task, finish); });
   const engine::ExecutionStats stats = executor.Run();
   r.step = stats.makespan;
   r.events = stats.events;

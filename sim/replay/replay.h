@@ -40,7 +40,7 @@ struct OpTiming {
 // another stage's send (or the stage had finished and waited for the others).
 struct StageTimes {
   Duration compute, recompute, optimizer;
-  Duration comm;          // busy time of its collectives and sends, on any stream
+  Duration comm;  // busy time of its collectives and sends, on any stream
   Duration exposed_comm;
   Duration bubble;
   Duration overlap_stretch;  // extra compute time beside collectives (overlap_slowdown)
@@ -69,15 +69,15 @@ struct ReplayResult {
     int64_t count = 0;
     Duration time;  // sum over the step (per GPU: averaged over pipeline stages)
     std::array<int64_t, kNumCollectiveAlgorithms> by_algorithm{};  // by CollectiveAlgorithm
-    std::string busiest_link;                      // of the slowest collective of this kind
-    int32_t busiest_load = 0;                      // transfers sharing it in one step
+    std::string busiest_link;  // of the slowest collective of this kind
+    int32_t busiest_load = 0;  // transfers sharing it in one step
     Duration slowest;
   };
   std::array<CollectiveStats, kNumCollectiveKinds> collectives{};
 
   std::vector<memory::MemoryLedger> ledgers;  // one per simulated GPU
-  int32_t peak_rank = 0;                       // the simulated GPU with the highest peak
-  std::vector<OpTiming> timings;               // rank = simulated GPU
+  int32_t peak_rank = 0;                      // the simulated GPU with the highest peak
+  std::vector<OpTiming> timings;              // rank = simulated GPU
 
   int32_t StageOf(int32_t rank) const { return rank % program.stages; }
   // The cluster GPU a simulated GPU stands for.

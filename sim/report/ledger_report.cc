@@ -15,8 +15,8 @@ namespace {
 std::string StageFormula(const BytesPerParam& b, Framework fw, int stage) {
   // Bytes per parameter that stay whole and that are divided by N at this stage.
   int64_t whole = 0, sharded = 0;
-  for (const StateKind* k : {&b.weights, &b.gradients, &b.master_weights, &b.optimizer_m,
-                             &b.optimizer_v}) {
+  for (const StateKind* k :
+       {&b.weights, &b.gradients, &b.master_weights, &b.optimizer_m, &b.optimizer_v}) {
     if (fw == Framework::kFsdp && stage == 3 && k == &b.weights) continue;
     const bool s = k->sharded_from_stage && stage >= *k->sharded_from_stage;
     (s ? sharded : whole) += k->bytes_per_param;
@@ -28,8 +28,7 @@ std::string StageFormula(const BytesPerParam& b, Framework fw, int stage) {
 
 std::string KindLabel(absl::string_view kind, Framework fw, OptimizerKind opt, Precision p) {
   if (kind == "weights") {
-    return p == Precision::kFp8 && fw == Framework::kDeepSpeed ? "weights (fp8)"
-                                                                : "weights (bf16)";
+    return p == Precision::kFp8 && fw == Framework::kDeepSpeed ? "weights (fp8)" : "weights (bf16)";
   }
   if (kind == "gradients") {
     return fw == Framework::kDeepSpeed ? "gradients (bf16)"
@@ -69,8 +68,8 @@ std::vector<EstimatorRow> EstimatorRows(const LedgerInput& in) {
   const int64_t gpn = std::min(in.gpus, in.gpus_per_node);
   const int64_t nodes = std::max<int64_t>(1, in.gpus / gpn);
   auto make = [&](int stage, bool opt, bool param) {
-    return DeepSpeedEstimatorInput{stage, in.params, in.largest_layer_params, gpn, nodes, opt,
-                                   param, true, 1.5};
+    return DeepSpeedEstimatorInput{
+        stage, in.params, in.largest_layer_params, gpn, nodes, opt, param, true, 1.5};
   };
   return {{"zero2", make(2, false, false)},
           {"zero2_offload_optimizer", make(2, true, false)},
@@ -128,13 +127,13 @@ nlohmann::ordered_json LedgerJson(const LedgerInput& in) {
 std::string LedgerText(const LedgerInput& in) {
   const BytesPerParam b = StateBytesPerParam(in.framework, in.optimizer, in.precision);
   std::string out;
-  absl::StrAppend(&out, "Static ledger", in.model ? absl::StrCat(" of ", in.model->name) : "",
-                  ": ", FormatCount(static_cast<double>(in.params)), " parameters (",
-                  in.params, "), framework ", Name(in.framework), ", ", Name(in.optimizer), ", ",
+  absl::StrAppend(&out, "Static ledger", in.model ? absl::StrCat(" of ", in.model->name) : "", ": ",
+                  FormatCount(static_cast<double>(in.params)), " parameters (", in.params,
+                  "), framework ", Name(in.framework), ", ", Name(in.optimizer), ", ",
                   Name(in.precision), "\n\nBytes per parameter\n");
   Table kinds({"state", "B/param", "sharded from"});
-  for (const StateKind* k : {&b.weights, &b.gradients, &b.master_weights, &b.optimizer_m,
-                             &b.optimizer_v}) {
+  for (const StateKind* k :
+       {&b.weights, &b.gradients, &b.master_weights, &b.optimizer_m, &b.optimizer_v}) {
     if (k->bytes_per_param == 0) continue;
     kinds.AddRow({KindLabel(k->name, in.framework, in.optimizer, in.precision),
                   absl::StrCat(k->bytes_per_param),
@@ -160,9 +159,9 @@ std::string LedgerText(const LedgerInput& in) {
     stages.AddRow(row);
   }
   absl::StrAppend(&out, stages.Render());
-  absl::StrAppend(&out, "\nDeepSpeed's own estimator (model states only, zero_init, 1.5x CPU buffer; ",
-                  "largest layer ", FormatCount(static_cast<double>(in.largest_layer_params)),
-                  " params)\n");
+  absl::StrAppend(
+      &out, "\nDeepSpeed's own estimator (model states only, zero_init, 1.5x CPU buffer; ",
+      "largest layer ", FormatCount(static_cast<double>(in.largest_layer_params)), " params)\n");
   Table est({"configuration", "per GPU", "per CPU node"});
   for (const auto& row : EstimatorRows(in)) {
     const DeepSpeedEstimate e = EstimateDeepSpeed(row.input);
@@ -173,11 +172,10 @@ std::string LedgerText(const LedgerInput& in) {
   if (auto rows = ActivationRows(in); !rows.empty()) {
     const ActivationShape& s = *in.activations;
     absl::StrAppend(&out, "\nActivations kept for backward, per GPU (s = ", s.seq_len,
-                    ", b = ", s.micro_batch, ", t = ", s.tp,
-                    s.sequence_parallel ? " with SP" : "", ", ", Name(s.attention),
-                    " attention), op by op\n");
-    Table act({"recompute", "per layer", "per layer", absl::StrCat("all ", in.model->layers,
-                                                                   " layers")});
+                    ", b = ", s.micro_batch, ", t = ", s.tp, s.sequence_parallel ? " with SP" : "",
+                    ", ", Name(s.attention), " attention), op by op\n");
+    Table act(
+        {"recompute", "per layer", "per layer", absl::StrCat("all ", in.model->layers, " layers")});
     for (const auto& r : rows) {
       const double bytes = static_cast<double>(r.per_layer.count());
       act.AddRow({std::string(r.policy), FormatGB(bytes, 4), FormatGiB(bytes, 4),

@@ -38,9 +38,8 @@ Derived Derive(const Scenario& s, const replay::ReplayResult& r) {
   const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
   d.static_total = PersistentStates(s, r.StageOf(r.peak_rank)).total();
   const Bytes over_reserve = ledger.peak() - s.runtime.reserved;
-  d.reserved_estimate =
-      ledger.peak() + Bytes::Round(static_cast<double>(over_reserve.count()) *
-                                   s.runtime.fragmentation);
+  d.reserved_estimate = ledger.peak() + Bytes::Round(static_cast<double>(over_reserve.count()) *
+                                                     s.runtime.fragmentation);
   d.fits = ledger.peak() <= s.cluster.gpu.hbm;
   return d;
 }
@@ -60,26 +59,25 @@ nlohmann::ordered_json StagesJson(const Scenario& s, const replay::ReplayResult&
     for (int c = 0; c < kNumMemCategories; ++c) {
       breakdown[std::string(kMemCategoryNames[c])] = ledger.peak_breakdown()[c].count();
     }
-    stages.push_back(
-        {{"stage", stage},
-         {"gpu", r.program.stage_gpu[stage]},
-         {"memory",
-          {{"peak_bytes", ledger.peak().count()},
-           {"peak_at_s", ledger.peak_time().seconds()},
-           {"peak_op", PeakOpLabel(r, ledger.peak_op())},
-           {"fits", ledger.peak() <= s.cluster.gpu.hbm},
-           {"peak_breakdown_bytes", breakdown},
-           {"static_bytes",
-            {{"weights", st.weights.count()},
-             {"gradients", st.gradients.count()},
-             {"optimizer", st.optimizer.count()}}}}},
-         {"time",
-          {{"compute_s", t.compute.seconds()},
-           {"recompute_s", t.recompute.seconds()},
-           {"comm_s", t.comm.seconds()},
-           {"exposed_comm_s", t.exposed_comm.seconds()},
-           {"optimizer_s", t.optimizer.seconds()},
-           {"bubble_s", t.bubble.seconds()}}}});
+    stages.push_back({{"stage", stage},
+                      {"gpu", r.program.stage_gpu[stage]},
+                      {"memory",
+                       {{"peak_bytes", ledger.peak().count()},
+                        {"peak_at_s", ledger.peak_time().seconds()},
+                        {"peak_op", PeakOpLabel(r, ledger.peak_op())},
+                        {"fits", ledger.peak() <= s.cluster.gpu.hbm},
+                        {"peak_breakdown_bytes", breakdown},
+                        {"static_bytes",
+                         {{"weights", st.weights.count()},
+                          {"gradients", st.gradients.count()},
+                          {"optimizer", st.optimizer.count()}}}}},
+                      {"time",
+                       {{"compute_s", t.compute.seconds()},
+                        {"recompute_s", t.recompute.seconds()},
+                        {"comm_s", t.comm.seconds()},
+                        {"exposed_comm_s", t.exposed_comm.seconds()},
+                        {"optimizer_s", t.optimizer.seconds()},
+                        {"bubble_s", t.bubble.seconds()}}}});
   }
   return stages;
 }
@@ -155,11 +153,11 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
                 {"hardware_per_step", d.hardware_flops_total},
                 {"recompute_per_step", d.recompute_flops_total},
                 {"peak_per_gpu", cost::PeakRate(s.cluster.gpu, s.training.precision).per_second()}};
-  j["throughput"] = {{"tokens_per_s", d.tokens_per_s},
-                     {"tokens_per_s_per_gpu",
-                      d.tokens_per_s / static_cast<double>(s.cluster.gpus())},
-                     {"mfu", d.mfu},
-                     {"hfu", d.hfu}};
+  j["throughput"] = {
+      {"tokens_per_s", d.tokens_per_s},
+      {"tokens_per_s_per_gpu", d.tokens_per_s / static_cast<double>(s.cluster.gpus())},
+      {"mfu", d.mfu},
+      {"hfu", d.hfu}};
   auto sent = [&](CollectiveKind k) { return r.comm_bytes_sent[static_cast<int>(k)].count(); };
   j["comm_bytes_per_gpu"] = {{"all_gather", sent(CollectiveKind::kAllGather)},
                              {"reduce_scatter", sent(CollectiveKind::kReduceScatter)},
@@ -190,9 +188,8 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
   }
   j["collectives"] = coll;
   j["stages"] = StagesJson(s, r);
-  j["replay"] = {{"ops", r.program.ops.size()},
-                 {"events", r.events},
-                 {"simulated_ranks", r.simulated_ranks}};
+  j["replay"] = {
+      {"ops", r.program.ops.size()}, {"events", r.events}, {"simulated_ranks", r.simulated_ranks}};
   return j;
 }
 
@@ -201,11 +198,12 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
   const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
   const Bytes cap = s.cluster.gpu.hbm;
   std::string out;
-  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", s.name,
-                        s.model.name, s.cluster.gpus(), s.cluster.gpu.name, s.cluster.node.name,
+  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", s.name, s.model.name,
+                        s.cluster.gpus(), s.cluster.gpu.name, s.cluster.node.name,
                         Name(s.parallel.framework), PlanSharding(s).stage, s.dp());
   if (s.parallel.tp > 1) {
-    absl::StrAppendFormat(&out, " tp %d%s", s.parallel.tp, s.parallel.sequence_parallel ? "+sp" : "");
+    absl::StrAppendFormat(&out, " tp %d%s", s.parallel.tp,
+                          s.parallel.sequence_parallel ? "+sp" : "");
   }
   if (s.parallel.cp > 1) absl::StrAppendFormat(&out, " cp %d", s.parallel.cp);
   if (s.parallel.pp > 1) {
@@ -222,8 +220,9 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
   }
   out += "\n";
   if (d.fits) {
-    absl::StrAppendFormat(&out, "FITS: peak %s of %s per GPU (%s free)", FormatGiB(ledger.peak().count()),
-                          FormatGiB(cap.count(), 0), FormatGiB((cap - ledger.peak()).count()));
+    absl::StrAppendFormat(&out, "FITS: peak %s of %s per GPU (%s free)",
+                          FormatGiB(ledger.peak().count()), FormatGiB(cap.count(), 0),
+                          FormatGiB((cap - ledger.peak()).count()));
     if (d.reserved_estimate > cap) {
       absl::StrAppendFormat(&out,
                             "\n  but with allocator overhead (%.0f%%) about %s would be reserved: "
@@ -240,12 +239,11 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
                           PeakOpLabel(r, o.op), FormatSeconds(o.time.seconds()),
                           FormatGiB(o.excess.count()));
   }
-  absl::StrAppendFormat(&out, "Peak at t = %s in %s (GPU %d%s)\n\n",
-                        FormatSeconds(ledger.peak_time().seconds()),
-                        PeakOpLabel(r, ledger.peak_op()), r.GpuOf(r.peak_rank),
-                        r.program.stages > 1
-                            ? absl::StrCat(", pipeline stage ", r.StageOf(r.peak_rank))
-                            : std::string());
+  absl::StrAppendFormat(
+      &out, "Peak at t = %s in %s (GPU %d%s)\n\n", FormatSeconds(ledger.peak_time().seconds()),
+      PeakOpLabel(r, ledger.peak_op()), r.GpuOf(r.peak_rank),
+      r.program.stages > 1 ? absl::StrCat(", pipeline stage ", r.StageOf(r.peak_rank))
+                           : std::string());
 
   const StateSplit st = PersistentStates(s, r.StageOf(r.peak_rank));
   Table mem({"memory per GPU", "at peak", "at peak", "static ledger"});
@@ -281,8 +279,8 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
   absl::StrAppend(&out, time.Render());
   if (r.program.stages > 1) {
     absl::StrAppendFormat(&out, "  (times of stage %d, the busiest)\n\n", r.time_stage);
-    Table stages({"stage", "GPU", "peak GiB", "compute s", "recompute s", "exposed comm s",
-                  "bubble s"});
+    Table stages(
+        {"stage", "GPU", "peak GiB", "compute s", "recompute s", "exposed comm s", "bubble s"});
     for (int32_t i = 0; i < r.program.stages; ++i) {
       const replay::StageTimes& t = r.stages[i];
       stages.AddRow({absl::StrCat(i), absl::StrCat(r.program.stage_gpu[i]),
@@ -297,7 +295,8 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
   absl::StrAppendFormat(&out,
                         "  communication busy %.4f s (overlapped %.4f s); compute slowed by "
                         "overlap %.4f s\n\n",
-                        r.comm.seconds(), std::max(0.0, r.comm.seconds() - r.exposed_comm.seconds()),
+                        r.comm.seconds(),
+                        std::max(0.0, r.comm.seconds() - r.exposed_comm.seconds()),
                         r.overlap_stretch.seconds());
   absl::StrAppendFormat(&out,
                         "Throughput: %.0f tokens/s (%.1f per GPU), MFU %.1f%%, HFU %.1f%% of %.1f "
@@ -307,7 +306,7 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
                         cost::PeakRate(s.cluster.gpu, s.training.precision).tflops(),
                         Name(s.training.precision));
   Table comm({"per GPU per step", "sent GB", "time s", "bus GB/s", "algorithm",
-               "busiest link (transfers)"});
+              "busiest link (transfers)"});
   for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
                            CollectiveKind::kAllReduce, CollectiveKind::kSendRecv}) {
     const auto& st = r.collectives[static_cast<int>(k)];
@@ -325,13 +324,14 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
                  absl::StrFormat("%.3f", st.time.seconds()),
                  st.time.seconds() > 0 ? absl::StrFormat("%.1f", sent / st.time.seconds()) : "-",
                  algo.empty() ? "-" : algo,
-                 st.busiest_link.empty() ? "-"
-                                         : absl::StrCat(st.busiest_link, " (", st.busiest_load, ")")});
+                 st.busiest_link.empty()
+                     ? "-"
+                     : absl::StrCat(st.busiest_link, " (", st.busiest_load, ")")});
   }
   absl::StrAppend(&out, comm.Render());
   absl::StrAppendFormat(&out, "\nReplayed %d ops as %d events (%d simulated GPU%s).\n",
                         r.program.ops.size(), r.events, r.simulated_ranks,
-                        r.simulated_ranks == 1       ? ", standing for every rank"
+                        r.simulated_ranks == 1                  ? ", standing for every rank"
                         : r.simulated_ranks == r.program.stages ? "s, one per pipeline stage"
                                                                 : "s");
   return out;
@@ -351,15 +351,20 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
     std::string name = absl::StrCat("GPU ", r.GpuOf(rank));
     if (r.program.stages > 1) absl::StrAppend(&name, " (pipeline stage ", r.StageOf(rank), ")");
     if (symmetric && s.cluster.gpus() > r.program.stages) {
-      absl::StrAppend(&name, ", standing for its ", s.cluster.gpus() / r.program.stages,
-                      " peers");
+      absl::StrAppend(&name, ", standing for its ", s.cluster.gpus() / r.program.stages, " peers");
     }
-    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", rank}, {"tid", 0},
+    emit({{"ph", "M"},
+          {"name", "process_name"},
+          {"pid", rank},
+          {"tid", 0},
           {"args", {{"name", name}}}});
     const char* threads[kNumStreams] = {"compute", "comm (NCCL, data parallel)",
                                         "comm (TP/CP, overlapped)", "pipeline send/recv"};
     for (int tid = 0; tid < kNumStreams; ++tid) {
-      emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", rank}, {"tid", tid},
+      emit({{"ph", "M"},
+            {"name", "thread_name"},
+            {"pid", rank},
+            {"tid", tid},
             {"args", {{"name", threads[tid]}}}});
     }
   }
@@ -376,10 +381,14 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
     } else {
       args = {{"flops", op.flops.count()}, {"bytes_moved", op.bytes_moved.count()}};
     }
-    emit({{"ph", "X"}, {"name", OpLabel(op, r.program.layers)}, {"cat", Name(op.phase)},
-          {"pid", t.rank}, {"tid", static_cast<int>(op.stream)},
+    emit({{"ph", "X"},
+          {"name", OpLabel(op, r.program.layers)},
+          {"cat", Name(op.phase)},
+          {"pid", t.rank},
+          {"tid", static_cast<int>(op.stream)},
           {"ts", static_cast<double>(t.start.picoseconds()) / us},
-          {"dur", static_cast<double>((t.end - t.start).picoseconds()) / us}, {"args", args}});
+          {"dur", static_cast<double>((t.end - t.start).picoseconds()) / us},
+          {"args", args}});
   }
   // One counter sample per GPU per distinct time: the state after all changes at that time.
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
@@ -390,10 +399,14 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
       if (i + 1 < changes.size() && changes[i + 1].time == changes[i].time) continue;
       nlohmann::ordered_json args;
       for (int c = 0; c < kNumMemCategories; ++c) {
-        args[std::string(kMemCategoryNames[c])] = static_cast<double>(cur[c].count()) / 1073741824.0;
+        args[std::string(kMemCategoryNames[c])] =
+            static_cast<double>(cur[c].count()) / 1073741824.0;
       }
-      emit({{"ph", "C"}, {"name", "allocated GiB"}, {"pid", rank},
-            {"ts", static_cast<double>(changes[i].time.picoseconds()) / us}, {"args", args}});
+      emit({{"ph", "C"},
+            {"name", "allocated GiB"},
+            {"pid", rank},
+            {"ts", static_cast<double>(changes[i].time.picoseconds()) / us},
+            {"args", args}});
     }
   }
   out += "\n]}\n";
@@ -413,7 +426,8 @@ std::string TimelineCsv(const replay::ReplayResult& r) {
 }
 
 std::string DumpOps(const OpProgram& p) {
-  std::string out = "# id stream label | flops bytes_moved | collective tensor group buckets | deps | memory\n";
+  std::string out =
+      "# id stream label | flops bytes_moved | collective tensor group buckets | deps | memory\n";
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& op = p.ops[i];
     const char* streams[kNumStreams] = {"compute", "comm", "tp_comm", "p2p"};
@@ -422,9 +436,8 @@ std::string DumpOps(const OpProgram& p) {
     if (p.stages > 1) absl::StrAppendFormat(&out, " stage%d", op.stage);
     if (op.phase == OpPhase::kComm) {
       const CollectiveSpec& c = p.CollectiveOf(op);
-      absl::StrAppendFormat(&out, " | %s %d B over %d GPUs (%d nodes) in %d buckets",
-                            Name(c.kind), c.tensor.count(), c.group.size, c.group.nodes,
-                            c.buckets);
+      absl::StrAppendFormat(&out, " | %s %d B over %d GPUs (%d nodes) in %d buckets", Name(c.kind),
+                            c.tensor.count(), c.group.size, c.group.nodes, c.buckets);
     } else {
       absl::StrAppendFormat(&out, " | %.6g FLOP %d B", op.flops.count(), op.bytes_moved.count());
     }
@@ -434,7 +447,9 @@ std::string DumpOps(const OpProgram& p) {
     for (int32_t k = op.mem_begin; k < op.mem_end; ++k) {
       const MemAction& a = p.mem[k];
       absl::StrAppendFormat(&out, " %s:%s%+d",
-                            a.when == MemWhen::kIssue ? "issue" : a.when == MemWhen::kStart ? "start" : "end",
+                            a.when == MemWhen::kIssue   ? "issue"
+                            : a.when == MemWhen::kStart ? "start"
+                                                        : "end",
                             Name(a.category), a.bytes.count());
     }
     out += "\n";

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -66,9 +66,10 @@ std::string SweepTable(const std::vector<std::string>& label_names, const std::v
                        TableFormat format) {
   const bool text = format == TableFormat::kText;
   std::vector<std::string> header = label_names;
-  for (const char* h : {"fits", text ? "peak GiB" : "peak_gib", text ? "activations GiB" : "activations_gib",
-                        text ? "step s" : "step_s", "mfu", text ? "tokens/s/GPU" : "tokens_per_s_per_gpu",
-                        text ? "exposed comm s" : "exposed_comm_s", "error"}) {
+  for (const char* h :
+       {"fits", text ? "peak GiB" : "peak_gib", text ? "activations GiB" : "activations_gib",
+        text ? "step s" : "step_s", "mfu", text ? "tokens/s/GPU" : "tokens_per_s_per_gpu",
+        text ? "exposed comm s" : "exposed_comm_s", "error"}) {
     header.push_back(h);
   }
   std::vector<std::vector<std::string>> table;
@@ -139,20 +140,34 @@ absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
     std::function<double(const nlohmann::ordered_json&)> value;
   };
   const std::map<std::string, Metric> known = {
-      {"peak", {"peak memory per GPU (GiB)",
-                [](const auto& j) { return Num(j, {"memory", "peak_bytes"}) / kGiB; }}},
-      {"activations", {"activations at the peak (GiB)",
-                       [](const auto& j) {
-                         return Num(j, {"memory", "peak_breakdown_bytes", "activations"}) / kGiB;
-                       }}},
-      {"step", {"step time (s)", [](const auto& j) { return Num(j, {"time", "step_s"}); }}},
-      {"mfu", {"MFU", [](const auto& j) { return Num(j, {"throughput", "mfu"}); }}},
-      {"exposed_comm",
-       {"exposed communication (s)", [](const auto& j) { return Num(j, {"time", "exposed_comm_s"}); }}}};
+      {"peak",
+       {"peak memory per GPU (GiB)",
+        [](const auto& j) {
+          return Num(j, {"memory", "peak_bytes"}) / kGiB;
+        }}},
+      {"activations",
+       {"activations at the peak (GiB)",
+        [](const auto& j) {
+          return Num(j, {"memory", "peak_breakdown_bytes", "activations"}) / kGiB;
+        }}},
+      {"step",
+       {"step time (s)",
+        [](const auto& j) {
+          return Num(j, {"time", "step_s"});
+        }}},
+      {"mfu",
+       {"MFU",
+        [](const auto& j) {
+          return Num(j, {"throughput", "mfu"});
+        }}},
+      {"exposed_comm", {"exposed communication (s)", [](const auto& j) {
+                          return Num(j, {"time", "exposed_comm_s"});
+                        }}}};
   for (const std::string& m : metrics) {
     if (!known.count(m)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--metrics: unknown metric '", m, "'; choose from peak, activations, step, mfu, exposed_comm"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--metrics: unknown metric '", m,
+                       "'; choose from peak, activations, step, mfu, exposed_comm"));
     }
   }
   // Series: one per combination of the labels after the first, in first-seen order.
@@ -211,12 +226,12 @@ absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
                                       numeric_x ? "" : ":xtic(3)", series_names[si]));
     }
     if (m == "peak") {
-      const double cap = Num(rows.front().error.empty() ? rows.front().report
-                                                        : series[series_names[0]][0]->report,
-                             {"memory", "capacity_bytes"}) /
-                         kGiB;
-      plots.push_back(absl::StrFormat("%.3f with lines dt 2 lw 2 lc rgb 'red' title 'GPU capacity (%.0f GiB)'",
-                                      cap, cap));
+      const double cap =
+          Num(rows.front().error.empty() ? rows.front().report : series[series_names[0]][0]->report,
+              {"memory", "capacity_bytes"}) /
+          kGiB;
+      plots.push_back(absl::StrFormat(
+          "%.3f with lines dt 2 lw 2 lc rgb 'red' title 'GPU capacity (%.0f GiB)'", cap, cap));
     }
     absl::StrAppendFormat(&script, "set ylabel \"%s\"\nset yrange [0:*]\nplot %s\n", metric.label,
                           absl::StrJoin(plots, ", \\\n     "));

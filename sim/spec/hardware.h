@@ -3,9 +3,9 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
-#include <string>
 
 #include "sim/base/units.h"
 
@@ -23,11 +23,11 @@ struct GpuCalibration {
   // for math time c and memory time m (0: a perfect roofline; 1: no overlap at all).
   double roofline_blend = 0.0;
   Duration launch_overhead = Duration::Microseconds(4);
-  double comm_efficiency = 0.80;       // achieved fraction of link bandwidth for collectives
+  double comm_efficiency = 0.80;  // achieved fraction of link bandwidth for collectives
   // NVLink SHARP (in-switch reduction, NVSwitch gen 3 and later): the fraction of the NVLink
   // bandwidth an NVLS all-reduce reaches; absent where the node has no NVLS.
   std::optional<double> nvls_efficiency;
-  double overlap_slowdown = 1.10;      // compute stretch while a collective runs beside it
+  double overlap_slowdown = 1.10;  // compute stretch while a collective runs beside it
   // NCCL's bandwidth ramp with message size (protocol choice, channels in use, pipeline
   // fill): the fraction of the large-message bandwidth a collective of M bytes per rank (the
   // nccl-tests "size") reaches, by size, increasing; interpolated in log(size), 1 beyond the

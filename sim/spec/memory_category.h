@@ -24,8 +24,8 @@ enum class MemCategory : uint8_t {
 inline constexpr int kNumMemCategories = 9;
 
 inline constexpr std::array<absl::string_view, kNumMemCategories> kMemCategoryNames = {
-    "weights",  "gradients", "optimizer", "activations", "gathered_params",
-    "comm_buffers", "logits", "workspace", "reserved"};
+    "weights",      "gradients", "optimizer", "activations", "gathered_params",
+    "comm_buffers", "logits",    "workspace", "reserved"};
 
 inline absl::string_view Name(MemCategory c) { return kMemCategoryNames[static_cast<int>(c)]; }
 

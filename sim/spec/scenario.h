@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 
-
 #include "absl/strings/string_view.h"
 #include "sim/base/units.h"
 #include "sim/spec/fabric.h"
@@ -51,7 +50,7 @@ struct ClusterSpec {
 
 struct TrainingSpec {
   int64_t seq_len = 4096;
-  int64_t micro_batch = 1;  // sequences per micro-batch per data-parallel rank
+  int64_t micro_batch = 1;   // sequences per micro-batch per data-parallel rank
   int64_t global_batch = 0;  // 0 = one micro-batch per DP rank (m = 1)
   Precision precision = Precision::kBf16;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
@@ -119,12 +118,8 @@ struct Scenario {
   ParallelSpec parallel;
   RuntimeSpec runtime;
 
-  int64_t dp() const {
-    return cluster.gpus() / (parallel.tp * parallel.pp * parallel.cp);
-  }
-  int64_t micro_batches() const {
-    return training.global_batch / (training.micro_batch * dp());
-  }
+  int64_t dp() const { return cluster.gpus() / (parallel.tp * parallel.pp * parallel.cp); }
+  int64_t micro_batches() const { return training.global_batch / (training.micro_batch * dp()); }
   // The gradient reduction bucket for elements of `element_bytes`: parallel.bucket, else
   // 25 MB for DeepSpeed and FSDP (PyTorch DDP's bucket_cap_mb), and for Megatron-LM
   // max(40M, 1M x DP) elements (megatron/training/training.py's ddp_bucket_size default) when

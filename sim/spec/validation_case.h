@@ -2,9 +2,9 @@
 // A validation case (scenarios/validation/*.yaml, SPEC §6): a scenario plus what a real run
 // measured, the conventions of its source and the citation.
 
+#include <cstdint>
 #include <map>
 #include <optional>
-#include <cstdint>
 #include <string>
 
 #include "sim/spec/scenario.h"

@@ -59,7 +59,8 @@ std::optional<double> ConventionFlops(const ValidationCase& c, const Shape& x, b
       }
       return 72 * x.B * x.s * x.L * x.h * x.h * (1 + x.s / (6 * x.h) + x.V / (12 * x.h * x.L));
     }
-    case FlopConvention::kStepsim: return std::nullopt;  // use the replay's own counts
+    case FlopConvention::kStepsim:
+      return std::nullopt;  // use the replay's own counts
   }
   return std::nullopt;
 }
@@ -105,8 +106,8 @@ std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int j
     if (c.deepspeed_estimator) {
       const DeepSpeedEstimate e = EstimateDeepSpeed(*c.deepspeed_estimator);
       for (const auto& [metric, measured] : c.measured) {
-        const double predicted = static_cast<double>(
-            (metric == "gpu_memory" ? e.gpu : e.cpu).count());
+        const double predicted =
+            static_cast<double>((metric == "gpu_memory" ? e.gpu : e.cpu).count());
         res.metrics.push_back(
             {metric, measured, predicted, 100.0 * (predicted - measured) / measured});
       }
@@ -164,8 +165,11 @@ nlohmann::ordered_json ValidationJson(const std::vector<CaseResult>& results) {
       continue;
     }
     for (const auto& m : r.metrics) {
-      j["cases"].push_back({{"id", r.id}, {"source", r.source}, {"metric", m.metric},
-                            {"measured", m.measured}, {"predicted", m.predicted},
+      j["cases"].push_back({{"id", r.id},
+                            {"source", r.source},
+                            {"metric", m.metric},
+                            {"measured", m.measured},
+                            {"predicted", m.predicted},
                             {"error_pct", m.error_pct}});
     }
   }
@@ -208,8 +212,8 @@ std::string ValidationText(const std::vector<CaseResult>& results) {
   }
   for (const std::string& g : Groups(results)) {
     for (const auto& [metric, acc] : Mape(results, g)) {
-      mape.AddRow({g, metric, absl::StrCat(acc.second),
-                   absl::StrFormat("%.1f%%", acc.first / acc.second)});
+      mape.AddRow(
+          {g, metric, absl::StrCat(acc.second), absl::StrFormat("%.1f%%", acc.first / acc.second)});
     }
   }
   absl::StrAppend(&out, mape.Render(0));

@@ -4,8 +4,8 @@ namespace sim {
 
 namespace {
 
-constexpr int64_t kAct = 2;  // bytes per 16-bit activation element
-constexpr int64_t kMask = 1; // bytes per dropout-mask element
+constexpr int64_t kAct = 2;   // bytes per 16-bit activation element
+constexpr int64_t kMask = 1;  // bytes per dropout-mask element
 
 // A GEMM of (rows × inner) · (inner × cols): 2·rows·inner·cols FLOPs, reads both operands and
 // writes the product once (16-bit).

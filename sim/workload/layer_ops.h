@@ -37,9 +37,9 @@
 // row and head (Dao et al. 2022, FlashAttention, Algorithm 2 outputs O and L).
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "sim/base/units.h"
 #include "sim/spec/model.h"
 #include "sim/spec/scenario.h"

@@ -4,9 +4,8 @@
 #include <initializer_list>
 
 #include "absl/container/inlined_vector.h"
-#include "absl/types/span.h"
-
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "sim/base/check.h"
 #include "sim/workload/params.h"
 #include "sim/workload/pipeline_schedule.h"
@@ -20,9 +19,14 @@ constexpr int64_t kCompute = 2;  // bytes per compute-dtype (bf16/fp16) element
 
 int64_t DtypeBytes(Dtype d) {
   switch (d) {
-    case Dtype::kFp32: case Dtype::kTf32: return 4;
-    case Dtype::kBf16: case Dtype::kFp16: return 2;
-    case Dtype::kFp8: return 1;
+    case Dtype::kFp32:
+    case Dtype::kTf32:
+      return 4;
+    case Dtype::kBf16:
+    case Dtype::kFp16:
+      return 2;
+    case Dtype::kFp8:
+      return 1;
   }
   return 2;
 }
@@ -31,9 +35,12 @@ int64_t DtypeBytes(Dtype d) {
 // AdamW reads grad 2, master 4, m 4, v 4 and writes master, m, v and the bf16 weight copy 2.
 int64_t OptimizerTrafficPerParam(OptimizerKind o) {
   switch (o) {
-    case OptimizerKind::kAdamW: return (2 + 4 + 4 + 4) + (4 + 4 + 4 + 2);
-    case OptimizerKind::kSgd: return (2 + 4 + 4) + (4 + 4 + 2);
-    case OptimizerKind::kAdam8bit: return (2 + 4 + 1 + 1) + (4 + 1 + 1 + 2);
+    case OptimizerKind::kAdamW:
+      return (2 + 4 + 4 + 4) + (4 + 4 + 4 + 2);
+    case OptimizerKind::kSgd:
+      return (2 + 4 + 4) + (4 + 4 + 2);
+    case OptimizerKind::kAdam8bit:
+      return (2 + 4 + 1 + 1) + (4 + 1 + 1 + 2);
   }
   return 0;
 }
@@ -49,24 +56,24 @@ class Lowerer {
       : s_(s),
         plan_(PlanSharding(s)),
         place_(s),
-        shape_{s.training.seq_len,        s.training.micro_batch, s.parallel.tp,
-               s.parallel.sequence_parallel, s.training.attention,  s.parallel.cp},
+        shape_{s.training.seq_len,           s.training.micro_batch, s.parallel.tp,
+               s.parallel.sequence_parallel, s.training.attention,   s.parallel.cp},
         layer_ops_(LayerForwardOps(s.model, shape_)),
         layers_(static_cast<int32_t>(s.model.layers)),
         tokens_(s.training.seq_len / s.parallel.cp * s.training.micro_batch),
         rep_(s.parallel.sequence_parallel ? s.parallel.tp : 1),
         act_bytes_(Bytes::Count(kCompute * tokens_ * s.model.hidden)),
-        overlap_reduce_(s.parallel.overlap_grad_reduce.value_or(s.parallel.framework !=
-                                                                Framework::kMegatron)) {
+        overlap_reduce_(
+            s.parallel.overlap_grad_reduce.value_or(s.parallel.framework != Framework::kMegatron)) {
     group_params_ = GroupParameters(s);
     reduce_bytes_ = s.parallel.reduce_dtype ? DtypeBytes(*s.parallel.reduce_dtype)
                     : s.parallel.framework == Framework::kMegatron ? 4  // fp32 main_grad
                                                                    : kCompute;
     grad_group_ = place_.GradientGroup();
     // Hybrid: one shard group per node, all nodes at once.
-    shard_group_ = plan_.hybrid ? CommGroup{plan_.shard_degree, 1, 1, s.cluster.nodes,
-                                            plan_.shard_degree}
-                                : grad_group_;
+    shard_group_ = plan_.hybrid
+                       ? CommGroup{plan_.shard_degree, 1, 1, s.cluster.nodes, plan_.shard_degree}
+                       : grad_group_;
     tp_group_ = place_.Group(ParallelDim::kTp);
     cp_group_ = place_.Group(ParallelDim::kCp);
     gather_pending_.assign(group_params_.size(), std::nullopt);
@@ -119,10 +126,10 @@ class Lowerer {
   // What lowering remembers per pipeline stage (each stage is its own GPU and streams).
   struct StageState {
     std::optional<int32_t> last_compute;
-    std::vector<int32_t> reduces;        // the step's last gradient reductions
-    std::vector<int32_t> deferred;       // groups reduced after the whole backward
-    std::vector<int32_t> overlapped;     // TP/CP ops beside the next compute op
-    std::vector<int32_t> wait;           // ... which the compute op after it waits for
+    std::vector<int32_t> reduces;     // the step's last gradient reductions
+    std::vector<int32_t> deferred;    // groups reduced after the whole backward
+    std::vector<int32_t> overlapped;  // TP/CP ops beside the next compute op
+    std::vector<int32_t> wait;        // ... which the compute op after it waits for
   };
 
   bool Zero3() const { return plan_.stage == 3; }
@@ -240,8 +247,9 @@ class Lowerer {
       first = false;
       const Bytes buffer = c.buffer ? c.tensor : Bytes();
       // Beside x, the buffer exists from launch (x may start before the collective does).
-      const int32_t id = Add(op, d, {{overlap ? MemWhen::kIssue : MemWhen::kStart,
-                                      MemCategory::kCommBuffers, buffer}});
+      const int32_t id =
+          Add(op, d,
+              {{overlap ? MemWhen::kIssue : MemWhen::kStart, MemCategory::kCommBuffers, buffer}});
       if (overlap) St().overlapped.push_back(id);
       if (c.buffer) mem.push_back({MemWhen::kEnd, MemCategory::kCommBuffers, -buffer});
     };
@@ -257,8 +265,8 @@ class Lowerer {
   }
 
   // The collectives of a decoder-layer op (see ParallelRole), forward or backward.
-  int32_t LayerOpWithComms(const LayerOp& lo, Op x, absl::Span<const int32_t> deps,
-                           MemList mem, bool backward) {
+  int32_t LayerOpWithComms(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
+                           bool backward) {
     // Without TP and CP no op has collectives of its own (the common, hot case).
     if (lo.role == ParallelRole::kNone || (tp_group_.size <= 1 && cp_group_.size <= 1)) {
       return Add(x, deps, mem);
@@ -273,13 +281,14 @@ class Lowerer {
                                        act_bytes_, &tp_group_, false};
     const ModelParallelComm gather_kv{"cp_all_gather_kv", CollectiveKind::kAllGather, kv,
                                       &cp_group_, true};
-    const ModelParallelComm reduce_dkv{"cp_reduce_scatter_dkv", CollectiveKind::kReduceScatter,
-                                       kv, &cp_group_, false};
+    const ModelParallelComm reduce_dkv{"cp_reduce_scatter_dkv", CollectiveKind::kReduceScatter, kv,
+                                       &cp_group_, false};
     switch (lo.role) {
-      case ParallelRole::kNone: break;
+      case ParallelRole::kNone:
+        break;
       case ParallelRole::kColumn:
-        if (!backward) return sp ? WithComms(x, deps, mem, {gather_in}, {})
-                                 : WithComms(x, deps, mem, {}, {});
+        if (!backward)
+          return sp ? WithComms(x, deps, mem, {gather_in}, {}) : WithComms(x, deps, mem, {}, {});
         // Backward: the input again for the weight gradient (SP), the input gradient reduced.
         // Megatron-LM launches both asynchronously beside the input- and weight-gradient GEMMs
         // (LinearWithGradAccumulationAndAsyncCommunication, on by default since 2021).
@@ -362,9 +371,12 @@ class Lowerer {
 
   bool Kept(const LayerOp& lo, const SavedTensor& t) const {
     switch (s_.training.recompute) {
-      case Recompute::kNone: return true;
-      case Recompute::kSelective: return !t.attention_core;
-      case Recompute::kFull: return &lo == &layer_ops_.front() && &t == &lo.saves.front();
+      case Recompute::kNone:
+        return true;
+      case Recompute::kSelective:
+        return !t.attention_core;
+      case Recompute::kFull:
+        return &lo == &layer_ops_.front() && &t == &lo.saves.front();
     }
     return true;
   }
@@ -392,8 +404,7 @@ class Lowerer {
         if (!Kept(lo, t)) transient += t.bytes;
       }
       LayerOpWithComms(lo, FromLayerOp(lo, OpPhase::kForward, g),
-                       i == 0 ? absl::Span<const int32_t>(first_deps)
-                              : absl::Span<const int32_t>(),
+                       i == 0 ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>(),
                        std::move(mem), /*backward=*/false);
     }
     AddMemToLast({MemWhen::kEnd, MemCategory::kActivations, -transient});
@@ -435,7 +446,7 @@ class Lowerer {
       const Bytes saved = SavedBy(*it);
       // The op's input gradient exists while it runs; its saved tensors are freed when it ends.
       MemList mem = {{MemWhen::kStart, MemCategory::kActivations, saved},
-                                    {MemWhen::kEnd, MemCategory::kActivations, -saved - saved}};
+                     {MemWhen::kEnd, MemCategory::kActivations, -saved - saved}};
       if (!grads_allocated) {
         mem.insert(mem.end(), grads.begin(), grads.end());
         grads_allocated = true;
@@ -490,11 +501,10 @@ class Lowerer {
                             Flops::Count(2.0 * static_cast<double>(tokens_) *
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
-    const MemList head_mem = {
-        {MemWhen::kStart, MemCategory::kActivations, hidden},
-        {MemWhen::kStart, MemCategory::kLogits, logits16},
-        {MemWhen::kEnd, MemCategory::kGatheredParams,
-         free_gather ? -ComputeBytes(group_params_[g]) : Bytes()}};
+    const MemList head_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden},
+                              {MemWhen::kStart, MemCategory::kLogits, logits16},
+                              {MemWhen::kEnd, MemCategory::kGatheredParams,
+                               free_gather ? -ComputeBytes(group_params_[g]) : Bytes()}};
     if (s_.parallel.sequence_parallel) {
       WithComms(head, {}, head_mem, {gather}, {});
     } else {
@@ -518,7 +528,7 @@ class Lowerer {
     const Bytes logits32 = Bytes::Count(4 * tokens_ * v);
     // d(logits) in fp32 replaces the saved softmax.
     MemList ce = {{MemWhen::kStart, MemCategory::kLogits, logits32},
-                                 {MemWhen::kEnd, MemCategory::kLogits, -logits32}};
+                  {MemWhen::kEnd, MemCategory::kLogits, -logits32}};
     for (const MemAction& a : TransientGradients(g)) ce.push_back(a);
     Add(Compute("cross_entropy", OpPhase::kBackward, OpClass::kMemoryBound,
                 Flops::Count(3.0 * static_cast<double>(tokens_ * v)), logits32 * 2, g),
@@ -527,10 +537,9 @@ class Lowerer {
                             Flops::Count(4.0 * static_cast<double>(tokens_) *
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(2 * kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
-    const MemList head_mem = {
-        {MemWhen::kStart, MemCategory::kActivations, hidden},
-        {MemWhen::kEnd, MemCategory::kLogits, -logits32},
-        {MemWhen::kEnd, MemCategory::kActivations, -hidden - hidden}};
+    const MemList head_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden},
+                              {MemWhen::kEnd, MemCategory::kLogits, -logits32},
+                              {MemWhen::kEnd, MemCategory::kActivations, -hidden - hidden}};
     if (s_.parallel.sequence_parallel) {
       WithComms(head, {}, head_mem, {TpGather()}, {TpReduce()});
     } else {
@@ -548,7 +557,7 @@ class Lowerer {
     const int64_t h = s_.model.hidden;
     const Bytes mask = Bytes::Count(s_.model.dropout > 0 ? tokens_ / rep_ * h : 0);
     MemList mem = {{MemWhen::kEnd, MemCategory::kActivations, -mask},
-                                  {MemWhen::kEnd, MemCategory::kGatheredParams, -free_gather}};
+                   {MemWhen::kEnd, MemCategory::kGatheredParams, -free_gather}};
     for (const MemAction& a : TransientGradients(0)) mem.push_back(a);
     const Op emb = Compute("embedding", OpPhase::kBackward, OpClass::kMemoryBound, Flops(),
                            Bytes::Count(3 * kCompute * tokens_ * h), 0);
@@ -593,10 +602,10 @@ class Lowerer {
     int64_t params = 0;
     for (int32_t group : groups) params += group_params_[group];
     const Bytes grads = Bytes::Count(reduce_bytes_ * params);
-    Op op = plan_.stage == 0
-                ? Collective("all_reduce", CollectiveKind::kAllReduce, grads, grad_group_, g)
-                : Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, grad_group_,
-                             g);
+    Op op =
+        plan_.stage == 0
+            ? Collective("all_reduce", CollectiveKind::kAllReduce, grads, grad_group_, g)
+            : Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, grad_group_, g);
     Spec(op).buckets = Buckets(grads);
     const Bytes staging = Megatron() ? Bytes() : std::min(grads, Bucket());
     St().reduces.push_back(Add(op, AnchorDeps(),
@@ -677,9 +686,9 @@ class Lowerer {
     StageState& st = St();
     deps.insert(deps.end(), st.wait.begin(), st.wait.end());
     deps.insert(deps.end(), st.overlapped.begin(), st.overlapped.end());
-    Op op = Collective("send_recv", CollectiveKind::kSendRecv,
-                       Bytes::Count(act_bytes_.count() / s_.parallel.tp),
-                       place_.StageNeighbours(), g);
+    Op op =
+        Collective("send_recv", CollectiveKind::kSendRecv,
+                   Bytes::Count(act_bytes_.count() / s_.parallel.tp), place_.StageNeighbours(), g);
     op.stream = StreamKind::kP2p;
     return Add(op, deps, {});
   }
@@ -750,25 +759,25 @@ class Lowerer {
       for (int32_t g : deferred) StepReduce({g}, g);
     }
     const int64_t total = StageParameters(s_)[stage_];
-    const int64_t local = plan_.stage >= 1 ? (total + plan_.shard_degree - 1) / plan_.shard_degree
-                                           : total;
+    const int64_t local =
+        plan_.stage >= 1 ? (total + plan_.shard_degree - 1) / plan_.shard_degree : total;
     std::vector<int32_t> deps = St().reduces;
     if (St().last_compute) deps.push_back(*St().last_compute);
     deps.insert(deps.end(), St().wait.begin(), St().wait.end());
     St().wait.clear();
-    Op opt = Compute("optimizer", OpPhase::kOptimizer, OpClass::kMemoryBound,
-                     Flops::Count(12.0 * static_cast<double>(local)),
-                     Bytes::Count(OptimizerTrafficPerParam(s_.training.optimizer) * local),
-                     kStepWide);
+    Op opt =
+        Compute("optimizer", OpPhase::kOptimizer, OpClass::kMemoryBound,
+                Flops::Count(12.0 * static_cast<double>(local)),
+                Bytes::Count(OptimizerTrafficPerParam(s_.training.optimizer) * local), kStepWide);
     const int32_t id = Add(opt, deps, {});
     // ZeRO-1/2 (DeepSpeed) and Megatron's distributed optimizer: every rank gathers the updated
     // compute-dtype parameters.
-    const bool deepspeed = (plan_.stage == 1 || plan_.stage == 2) &&
-                           s_.parallel.framework == Framework::kDeepSpeed;
+    const bool deepspeed =
+        (plan_.stage == 1 || plan_.stage == 2) && s_.parallel.framework == Framework::kDeepSpeed;
     const bool megatron = Megatron() && plan_.stage == 1 && !s_.parallel.overlap_param_gather;
     if ((deepspeed || megatron) && grad_group_.size > 1) {
-      Op ag = Collective("all_gather", CollectiveKind::kAllGather, ComputeBytes(total),
-                         grad_group_, kStepWide);
+      Op ag = Collective("all_gather", CollectiveKind::kAllGather, ComputeBytes(total), grad_group_,
+                         kStepWide);
       Spec(ag).buckets = Buckets(Spec(ag).tensor);
       Add(ag, {id}, {});
     }
@@ -780,11 +789,11 @@ class Lowerer {
   const ActivationShape shape_;
   const std::vector<LayerOp> layer_ops_;
   const int32_t layers_;
-  const int64_t tokens_;  // per GPU per micro-batch (s/cp · b)
-  const int64_t rep_;     // t with sequence parallelism (replicated tensors sharded), else 1
+  const int64_t tokens_;   // per GPU per micro-batch (s/cp · b)
+  const int64_t rep_;      // t with sequence parallelism (replicated tensors sharded), else 1
   const Bytes act_bytes_;  // one 16-bit activation of the GPU's tokens: 2·T·h
   const bool overlap_reduce_;
-  std::vector<int64_t> group_params_;  // per GPU (TP shard)
+  std::vector<int64_t> group_params_;                       // per GPU (TP shard)
   std::vector<std::pair<int32_t, int32_t>> vstage_groups_;  // per virtual stage: [first, last]
   int64_t reduce_bytes_ = kCompute;
   CommGroup grad_group_, shard_group_, tp_group_, cp_group_;

@@ -55,8 +55,12 @@ std::vector<std::vector<PipelineUnit>> PipelineOrder(PipelineSchedule schedule, 
   std::vector<std::vector<PipelineUnit>> order(p);
   for (int32_t s = 0; s < p; ++s) {
     switch (schedule) {
-      case PipelineSchedule::kGpipe: order[s] = GpipeOrder(m); break;
-      case PipelineSchedule::k1F1B: order[s] = OneFOneBOrder(p, s, m); break;
+      case PipelineSchedule::kGpipe:
+        order[s] = GpipeOrder(m);
+        break;
+      case PipelineSchedule::k1F1B:
+        order[s] = OneFOneBOrder(p, s, m);
+        break;
       case PipelineSchedule::kInterleaved:
         order[s] = v > 1 ? InterleavedOrder(p, v, s, m) : OneFOneBOrder(p, s, m);
         break;

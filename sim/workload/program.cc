@@ -9,32 +9,46 @@ Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size) {
   const int64_t n = group_size;
   switch (kind) {
     case CollectiveKind::kAllGather:
-    case CollectiveKind::kReduceScatter: return Bytes::Count(tensor.count() * (n - 1) / n);
-    case CollectiveKind::kAllReduce: return Bytes::Count(2 * tensor.count() * (n - 1) / n);
-    case CollectiveKind::kSendRecv: return tensor;  // the sender's; SPEC §5 send_recv
-    case CollectiveKind::kNone: return Bytes();
+    case CollectiveKind::kReduceScatter:
+      return Bytes::Count(tensor.count() * (n - 1) / n);
+    case CollectiveKind::kAllReduce:
+      return Bytes::Count(2 * tensor.count() * (n - 1) / n);
+    case CollectiveKind::kSendRecv:
+      return tensor;  // the sender's; SPEC §5 send_recv
+    case CollectiveKind::kNone:
+      return Bytes();
   }
   return Bytes();
 }
 
 absl::string_view Name(OpPhase p) {
   switch (p) {
-    case OpPhase::kForward: return "fwd";
-    case OpPhase::kRecompute: return "recompute";
-    case OpPhase::kBackward: return "bwd";
-    case OpPhase::kOptimizer: return "step";
-    case OpPhase::kComm: return "comm";
+    case OpPhase::kForward:
+      return "fwd";
+    case OpPhase::kRecompute:
+      return "recompute";
+    case OpPhase::kBackward:
+      return "bwd";
+    case OpPhase::kOptimizer:
+      return "step";
+    case OpPhase::kComm:
+      return "comm";
   }
   return "?";
 }
 
 absl::string_view Name(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::kNone: return "none";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kSendRecv: return "send_recv";
+    case CollectiveKind::kNone:
+      return "none";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kSendRecv:
+      return "send_recv";
   }
   return "?";
 }

@@ -103,8 +103,8 @@ struct OpProgram {
   int32_t stages = 1;              // pipeline stages (each a distinct simulated GPU)
   std::vector<int64_t> stage_gpu;  // the GPU that stands for each stage
   int64_t dp_stride = 1;           // GPUs between DP replicas (placement)
-  int32_t layers = 0;  // decoder layers (groups 1..layers)
-  int64_t dp = 1;      // data-parallel ranks the program stands for
+  int32_t layers = 0;              // decoder layers (groups 1..layers)
+  int64_t dp = 1;                  // data-parallel ranks the program stands for
   int64_t tokens_per_micro_batch = 0;
 };
 

@@ -17,17 +17,21 @@ ShardingPlan PlanSharding(const Scenario& s) {
     plan.stage = s.parallel.zero >= 1 ? 1 : 0;
   }
   if (s.parallel.framework == Framework::kFsdp) {
-    const FsdpSharding mode = s.parallel.sharding.value_or(
-        s.parallel.zero == 3   ? FsdpSharding::kFullShard
-        : s.parallel.zero == 0 ? FsdpSharding::kNoShard
-                               : FsdpSharding::kShardGradOp);
+    const FsdpSharding mode =
+        s.parallel.sharding.value_or(s.parallel.zero == 3   ? FsdpSharding::kFullShard
+                                     : s.parallel.zero == 0 ? FsdpSharding::kNoShard
+                                                            : FsdpSharding::kShardGradOp);
     switch (mode) {
-      case FsdpSharding::kNoShard: plan.stage = 0; break;
+      case FsdpSharding::kNoShard:
+        plan.stage = 0;
+        break;
       case FsdpSharding::kShardGradOp:
         plan.stage = 3;
         plan.keep_params_to_backward = true;
         break;
-      case FsdpSharding::kFullShard: plan.stage = 3; break;
+      case FsdpSharding::kFullShard:
+        plan.stage = 3;
+        break;
       case FsdpSharding::kHybridShard:
         plan.stage = 3;
         plan.hybrid = s.cluster.nodes > 1;
@@ -66,7 +70,8 @@ std::vector<int64_t> StageParameters(const Scenario& s) {
   stages.back() += groups.back();
   // Tied embeddings: one matrix when embedding and head share the GPU; with pp > 1 the last
   // stage keeps its own copy (Megatron-LM's word-embedding group).
-  if (s.model.tied_embeddings && p == 1) stages.front() -= CountParameters(s.model).embedding / s.parallel.tp;
+  if (s.model.tied_embeddings && p == 1)
+    stages.front() -= CountParameters(s.model).embedding / s.parallel.tp;
   return stages;
 }
 

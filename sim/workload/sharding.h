@@ -16,8 +16,8 @@ namespace sim {
 // one node; DP and CP ranks share the shards).
 struct ShardingPlan {
   int stage = 0;
-  int64_t shard_degree = 1;  // N for the persistent states and the sharded collectives
-  bool hybrid = false;       // replicate shards across nodes (fsdp hybrid_shard)
+  int64_t shard_degree = 1;              // N for the persistent states and the sharded collectives
+  bool hybrid = false;                   // replicate shards across nodes (fsdp hybrid_shard)
   bool keep_params_to_backward = false;  // fsdp shard_grad_op
 };
 ShardingPlan PlanSharding(const Scenario& s);

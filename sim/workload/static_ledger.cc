@@ -7,8 +7,9 @@ namespace sim {
 BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
                                  Precision precision) {
   const int64_t m = optimizer == OptimizerKind::kAdam8bit ? 1 : 4;
-  const int64_t v = optimizer == OptimizerKind::kAdamW ? 4 : optimizer == OptimizerKind::kSgd ? 0
-                                                                                              : 1;
+  const int64_t v = optimizer == OptimizerKind::kAdamW ? 4
+                    : optimizer == OptimizerKind::kSgd ? 0
+                                                       : 1;
   BytesPerParam b;
   switch (framework) {
     case Framework::kDeepSpeed:
@@ -36,8 +37,8 @@ BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
   return b;
 }
 
-std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework,
-                                           int stage, int64_t params, int64_t n) {
+std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework, int stage,
+                                           int64_t params, int64_t n) {
   if (framework == Framework::kFsdp && stage == 1) return std::nullopt;
   if (framework == Framework::kMegatron && stage >= 2) return std::nullopt;
   const int64_t shard = (params + n - 1) / n;

@@ -6,8 +6,8 @@
 #include <array>
 #include <cstdint>
 #include <optional>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "sim/base/units.h"
 #include "sim/spec/scenario.h"
 #include "sim/spec/validation_case.h"
@@ -44,8 +44,7 @@ struct BytesPerParam {
 //             to backward (SHARD_GRAD_OP, NO_SHARD): 2 B counted with the weights.
 //  megatron:  fp32 main_grad accumulation buffer 4 B; the distributed optimizer shards master and
 //             m/v over DP: 6 + 12/N B/param, else 18.
-BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
-                                 Precision precision);
+BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer, Precision precision);
 
 // Per-GPU model-state bytes at ZeRO `stage` for `params` parameters sharded over N GPUs:
 // each kind contributes bytes × (sharded ? ceil(P / N) : P) — the flat buffers frameworks
@@ -60,8 +59,8 @@ struct StateSplit {
   Bytes weights, gradients, optimizer;
   Bytes total() const { return weights + gradients + optimizer; }
 };
-std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework,
-                                           int stage, int64_t params, int64_t n);
+std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework, int stage,
+                                           int64_t params, int64_t n);
 
 }  // namespace sim
 

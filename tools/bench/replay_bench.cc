@@ -6,8 +6,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include "sim/config/catalog.h"
 #include "sim/cluster/topology.h"
+#include "sim/config/catalog.h"
 #include "sim/cost/graph_collective.h"
 #include "sim/engine/executor.h"
 #include "sim/explore/runner.h"

@@ -38,9 +38,8 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
     if (def == nullptr) {
       std::vector<std::string> names;
       for (const FlagDef& d : defs_) names.push_back(d.name);
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name,
-                                                     sim::DidYouMean(name, names),
-                                                     "; see --help"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag --", name, sim::DidYouMean(name, names), "; see --help"));
     }
     if (def->value_name.empty()) {
       if (value) {
@@ -77,8 +76,8 @@ std::vector<std::string> FlagSet::GetAll(const std::string& name) const {
 std::string FlagSet::Help() const {
   std::string out = absl::StrCat("usage: ", usage_, "\n\n", summary_, "\n\nflags:\n");
   for (const FlagDef& d : defs_) {
-    std::string left = absl::StrCat("  --", d.name,
-                                    d.value_name.empty() ? "" : absl::StrCat(" ", d.value_name));
+    std::string left =
+        absl::StrCat("  --", d.name, d.value_name.empty() ? "" : absl::StrCat(" ", d.value_name));
     absl::StrAppendFormat(&out, "%-28s %s%s\n", left, d.help, d.repeated ? " (repeatable)" : "");
   }
   absl::StrAppend(&out, "  --help                       this text\n");

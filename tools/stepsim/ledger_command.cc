@@ -64,8 +64,9 @@ FlagSet LedgerFlags() {
        {"sp", "", "sequence parallelism (with --tp > 1)"},
        {"attention", "K", "eager (default here: Korthikanti's accounting) | flash"},
        {"gpus-per-node", "G", "GPUs per node for DeepSpeed's estimator view; default 8"},
-       {"largest-layer", "COUNT", "largest module's parameters for DeepSpeed's estimator "
-                                  "(default: derived from MODEL)"},
+       {"largest-layer", "COUNT",
+        "largest module's parameters for DeepSpeed's estimator "
+        "(default: derived from MODEL)"},
        {"json", "PATH", "write the JSON report to PATH (- = standard output)"}});
 }
 
@@ -99,8 +100,9 @@ int LedgerCommand(const std::vector<std::string>& args) {
   }
   if (auto p = flags.Get("params")) {
     auto n = sim::ParseCount(*p);
-    if (!n.ok()) return Fail("ledger", absl::InvalidArgumentError(
-                                           absl::StrCat("--params: ", n.status().message())));
+    if (!n.ok())
+      return Fail("ledger",
+                  absl::InvalidArgumentError(absl::StrCat("--params: ", n.status().message())));
     in.params = static_cast<int64_t>(std::llround(*n));
   }
   if (in.params <= 0) {
@@ -127,9 +129,9 @@ int LedgerCommand(const std::vector<std::string>& args) {
                                      {{"bf16", sim::Precision::kBf16},
                                       {"fp16", sim::Precision::kFp16},
                                       {"fp8", sim::Precision::kFp8}});
-  auto attn = Choice<sim::AttentionKernel>(flags, "attention", sim::AttentionKernel::kEager,
-                                           {{"eager", sim::AttentionKernel::kEager},
-                                            {"flash", sim::AttentionKernel::kFlash}});
+  auto attn = Choice<sim::AttentionKernel>(
+      flags, "attention", sim::AttentionKernel::kEager,
+      {{"eager", sim::AttentionKernel::kEager}, {"flash", sim::AttentionKernel::kFlash}});
   auto seq = PositiveInt(flags, "seq-len", 0);
   auto mb = PositiveInt(flags, "micro-batch", 1);
   auto tp = PositiveInt(flags, "tp", 1);
@@ -157,9 +159,9 @@ int LedgerCommand(const std::vector<std::string>& args) {
       return Fail("ledger", absl::InvalidArgumentError("--sp needs --tp > 1"));
     }
     if (in.model->heads % *tp != 0 || in.model->kv_heads % *tp != 0) {
-      return Fail("ledger", absl::InvalidArgumentError(absl::StrCat(
-                                "--tp ", *tp, " must divide heads ", in.model->heads,
-                                " and kv_heads ", in.model->kv_heads)));
+      return Fail("ledger", absl::InvalidArgumentError(
+                                absl::StrCat("--tp ", *tp, " must divide heads ", in.model->heads,
+                                             " and kv_heads ", in.model->kv_heads)));
     }
     in.activations = sim::ActivationShape{*seq, *mb, *tp, sp, *attn};
   } else if (flags.Has("micro-batch") || flags.Has("tp") || flags.Has("sp")) {

@@ -18,7 +18,8 @@ std::string TopHelp() {
       "stepsim replays one LLM training step layer by layer over a modeled GPU cluster and\n"
       "reports per-GPU peak memory and step time.\n\n"
       "commands:\n"
-      "  run SCENARIO     replay one training step of a scenario (", kDefaultScenario,
+      "  run SCENARIO     replay one training step of a scenario (",
+      kDefaultScenario,
       "\n                   when no command is given): fits or not, peak memory and its\n"
       "                   breakdown, step time, MFU, bytes sent per collective\n"
       "  ledger [MODEL]   the static ledger: bytes per parameter, ZeRO 0-3 per GPU, activations\n"
@@ -29,7 +30,8 @@ std::string TopHelp() {
       "                   time-to-train against cost\n"
       "  merge SHARDS...  join the JSON of `sweep --shard K/N` runs\n"
       "  validate [CASES] predictions against published measurements, per case and as MAPE\n"
-      "  topo CLUSTER     the cluster graph: switches, links, bisection, collective bus bandwidth\n\n"
+      "  topo CLUSTER     the cluster graph: switches, links, bisection, collective bus "
+      "bandwidth\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
       "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
       "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
   if (command == "topo") return stepsim_cli::TopoCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
-            << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge", "validate", "topo"}) << "; see stepsim --help\n";
+            << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge",
+                                         "validate", "topo"})
+            << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
 }

@@ -60,15 +60,15 @@ int PlanCommand(const std::vector<std::string>& args) {
     if (!v) return absl::OkStatus();
     auto n = sim::ParseCount(*v);
     if (!n.ok() || *n < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected a count, got '", *v, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": expected a count, got '", *v, "'"));
     }
     slot = static_cast<std::remove_reference_t<decltype(slot)>>(*n);
     return absl::OkStatus();
   };
-  for (const absl::Status& st :
-       {count("tokens", req.tokens), count("seq-len", req.seq_len),
-        count("batch-tokens", req.global_batch_tokens), count("max-gpus", req.max_gpus),
-        count("jobs", req.jobs)}) {
+  for (const absl::Status& st : {count("tokens", req.tokens), count("seq-len", req.seq_len),
+                                 count("batch-tokens", req.global_batch_tokens),
+                                 count("max-gpus", req.max_gpus), count("jobs", req.jobs)}) {
     if (!st.ok()) return Fail("plan", st);
   }
   for (const std::string& p : flags.GetAll("price")) {

@@ -28,13 +28,16 @@ FlagSet RunFlags() {
       {{"set", "KEY=VALUE", "override any scenario key by its dotted path, e.g. parallel.zero=2",
         true},
        {"json", "PATH", "write the JSON report (SPEC §5 keys) to PATH (- = standard output)"},
-       {"trace", "PATH", "write a Chrome/Perfetto trace: per simulated GPU (one per pipeline stage) "
-                         "compute, communication and send tracks and a memory counter (open in "
-                         "ui.perfetto.dev)"},
-       {"timeline", "PATH", "write the memory timeline as CSV: time_s, gpu, event, category, "
-                            "delta_bytes, allocated_bytes"},
-       {"explicit-ranks", "", "simulate every data-parallel replica (of every stage) instead of one "
-                              "standing for all"},
+       {"trace", "PATH",
+        "write a Chrome/Perfetto trace: per simulated GPU (one per pipeline stage) "
+        "compute, communication and send tracks and a memory counter (open in "
+        "ui.perfetto.dev)"},
+       {"timeline", "PATH",
+        "write the memory timeline as CSV: time_s, gpu, event, category, "
+        "delta_bytes, allocated_bytes"},
+       {"explicit-ranks", "",
+        "simulate every data-parallel replica (of every stage) instead of one "
+        "standing for all"},
        {"dump-ops", "", "print the lowered op program (one line per op) instead of replaying"},
        {"resolved", "", "print the resolved scenario instead of replaying"}});
 }
@@ -64,14 +67,14 @@ std::string ResolvedJob(const sim::Scenario& s) {
                         sim::Name(s.training.precision), sim::Name(s.training.optimizer),
                         sim::Name(s.training.recompute), sim::Name(s.training.attention));
   const sim::ParallelSpec& p = s.parallel;
-  absl::StrAppendFormat(&out,
-                        "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
-                        "%d micro-batches per step, prefetch %d, bucket %s\n",
-                        sim::Name(p.framework), p.zero, s.dp(), p.tp,
-                        p.sequence_parallel ? " + sp" : "", p.cp, p.pp, sim::Name(p.pp_schedule),
-                        p.pp_chunks, p.pp_chunks == 1 ? "" : "s", s.micro_batches(), p.prefetch,
-                        p.bucket ? sim::report::FormatGB(p.bucket->count(), 3)
-                                 : std::string("framework default"));
+  absl::StrAppendFormat(
+      &out,
+      "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
+      "%d micro-batches per step, prefetch %d, bucket %s\n",
+      sim::Name(p.framework), p.zero, s.dp(), p.tp, p.sequence_parallel ? " + sp" : "", p.cp, p.pp,
+      sim::Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s", s.micro_batches(),
+      p.prefetch,
+      p.bucket ? sim::report::FormatGB(p.bucket->count(), 3) : std::string("framework default"));
   absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
                         p.tp_comm_overlap ? ", TP collectives overlapped" : "",
                         p.overlap_grad_reduce.value_or(p.framework != sim::Framework::kMegatron)
@@ -124,7 +127,8 @@ int RunCommand(const std::vector<std::string>& args) {
   if (auto p = flags.Get("json")) {
     outputs.push_back({*p, sim::report::RunJson(*scenario, *result).dump(2) + "\n"});
   }
-  if (auto p = flags.Get("trace")) outputs.push_back({*p, sim::report::TraceJson(*scenario, *result)});
+  if (auto p = flags.Get("trace"))
+    outputs.push_back({*p, sim::report::TraceJson(*scenario, *result)});
   if (auto p = flags.Get("timeline")) outputs.push_back({*p, sim::report::TimelineCsv(*result)});
   bool stdout_used = false;
   for (const auto& [file, text] : outputs) {

@@ -73,8 +73,7 @@ absl::Status AllFailed(const std::vector<explore::ConfigResult>& results) {
   for (const auto& r : results) {
     if (r.status.ok()) return absl::OkStatus();
   }
-  return results.empty() ? absl::InvalidArgumentError("nothing to run")
-                         : results.front().status;
+  return results.empty() ? absl::InvalidArgumentError("nothing to run") : results.front().status;
 }
 
 report::TableFormat FormatOf(const FlagSet& f) {
@@ -86,7 +85,8 @@ std::vector<report::Row> Rows(const std::vector<explore::ConfigResult>& results,
   std::vector<report::Row> rows;
   for (const auto& r : results) {
     report::Row row;
-    for (size_t i = labels_from; i < r.overrides.size(); ++i) row.labels.push_back(r.overrides[i].value);
+    for (size_t i = labels_from; i < r.overrides.size(); ++i)
+      row.labels.push_back(r.overrides[i].value);
     if (r.status.ok()) {
       row.report = r.report;
     } else {
@@ -113,7 +113,8 @@ int SweepCommand(const std::vector<std::string>& args) {
        {"markdown", "", "print the table as Markdown"},
        {"plot", "FILE.svg", "plot metrics against the first varied key (gnuplot)"},
        {"metrics", "LIST", "plotted metrics: peak,step (default), activations, mfu, exposed_comm"},
-       {"shard", "K/N", "run only the K-th of N slices of the product (merge with stepsim merge)"}});
+       {"shard", "K/N",
+        "run only the K-th of N slices of the product (merge with stepsim merge)"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("sweep", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
@@ -181,7 +182,8 @@ int SweepCommand(const std::vector<std::string>& args) {
     stdout_used = *p == "-";
   }
   if (auto p = flags.Get("csv")) {
-    if (absl::Status st = WriteOutput(*p, report::SweepTable(keys, rows, report::TableFormat::kCsv));
+    if (absl::Status st =
+            WriteOutput(*p, report::SweepTable(keys, rows, report::TableFormat::kCsv));
         !st.ok()) {
       return Fail("sweep", st);
     }
@@ -190,8 +192,8 @@ int SweepCommand(const std::vector<std::string>& args) {
   if (auto p = flags.Get("plot")) {
     std::vector<std::string> metrics = {"peak", "step"};
     if (auto m = flags.Get("metrics")) metrics = absl::StrSplit(*m, ',');
-    const std::string title =
-        absl::StrCat("stepsim sweep of ", std::filesystem::path(loader->path()).filename().string());
+    const std::string title = absl::StrCat(
+        "stepsim sweep of ", std::filesystem::path(loader->path()).filename().string());
     if (absl::Status st = report::PlotSweep(*p, title, keys, rows, metrics); !st.ok()) {
       return Fail("sweep", st);
     }
@@ -238,8 +240,8 @@ int CompareCommand(const std::vector<std::string>& args) {
   if (base->parallel.framework == Framework::kFsdp) {
     for (auto [zero, mode] : std::vector<std::pair<int, std::string>>{
              {0, "no_shard"}, {2, "shard_grad_op"}, {3, "full_shard"}, {3, "hybrid_shard"}}) {
-      stages.push_back({zero, mode, {{"parallel.zero", absl::StrCat(zero)},
-                                     {"parallel.sharding", mode}}});
+      stages.push_back(
+          {zero, mode, {{"parallel.zero", absl::StrCat(zero)}, {"parallel.sharding", mode}}});
     }
   } else if (base->parallel.framework == Framework::kMegatron) {
     // Megatron-LM shards only the optimizer (its distributed optimizer, ZeRO-1-like).
@@ -284,7 +286,8 @@ int CompareCommand(const std::vector<std::string>& args) {
   }
   const std::vector<std::string> labels = {"stage", "mode"};
   if (auto p = flags.Get("csv")) {
-    if (absl::Status st = WriteOutput(*p, report::CompareTable(labels, rows, report::TableFormat::kCsv));
+    if (absl::Status st =
+            WriteOutput(*p, report::CompareTable(labels, rows, report::TableFormat::kCsv));
         !st.ok()) {
       return Fail("compare", st);
     }
@@ -299,11 +302,12 @@ int CompareCommand(const std::vector<std::string>& args) {
 }
 
 int MergeCommand(const std::vector<std::string>& args) {
-  FlagSet flags("stepsim merge SHARD.json... [--json PATH]",
-                "Joins the JSON reports of `stepsim sweep --shard K/N` (or `stepsim plan --shard\n"
-                "K/N`) runs into one report, checking that the shards cover the work exactly once;\n"
-                "a merged plan recomputes its Pareto set from every shard's fitting configurations.",
-                {{"json", "PATH", "where to write the merged report (default: standard output)"}});
+  FlagSet flags(
+      "stepsim merge SHARD.json... [--json PATH]",
+      "Joins the JSON reports of `stepsim sweep --shard K/N` (or `stepsim plan --shard\n"
+      "K/N`) runs into one report, checking that the shards cover the work exactly once;\n"
+      "a merged plan recomputes its Pareto set from every shard's fitting configurations.",
+      {{"json", "PATH", "where to write the merged report (default: standard output)"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("merge", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
@@ -319,7 +323,8 @@ int MergeCommand(const std::vector<std::string>& args) {
     try {
       shards.push_back(nlohmann::ordered_json::parse(in));
     } catch (const nlohmann::json::exception& e) {
-      return Fail("merge", absl::InvalidArgumentError(absl::StrCat(path, ": not JSON: ", e.what())));
+      return Fail("merge",
+                  absl::InvalidArgumentError(absl::StrCat(path, ": not JSON: ", e.what())));
     }
     const auto& j = shards.back();
     if (!j.contains("shard") || !(j.contains("results") || j.contains("pareto"))) {
@@ -354,8 +359,8 @@ int MergeCommand(const std::vector<std::string>& args) {
     expect = s["shard"]["end"].get<size_t>();
   }
   if (expect != total) {
-    return Fail("merge", absl::InvalidArgumentError(
-                             absl::StrCat("shards cover ", expect, " of ", total, " configurations")));
+    return Fail("merge", absl::InvalidArgumentError(absl::StrCat("shards cover ", expect, " of ",
+                                                                 total, " configurations")));
   }
   merged["shard"] = {{"begin", 0}, {"end", total}, {"total", total}};
   if (absl::Status st = WriteOutput(flags.Get("json").value_or("-"), merged.dump(2) + "\n");

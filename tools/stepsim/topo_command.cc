@@ -48,11 +48,10 @@ int TopoCommand(const std::vector<std::string>& args) {
                         "busiest link (transfers)"});
   for (sim::CollectiveKind k : {sim::CollectiveKind::kAllReduce, sim::CollectiveKind::kAllGather,
                                 sim::CollectiveKind::kReduceScatter}) {
-    for (sim::CollectiveAlgorithm a : {sim::CollectiveAlgorithm::kRing,
-                                       sim::CollectiveAlgorithm::kTree,
-                                       sim::CollectiveAlgorithm::kHierarchical,
-                                       sim::CollectiveAlgorithm::kNvls,
-                                       sim::CollectiveAlgorithm::kNvlsTree}) {
+    for (sim::CollectiveAlgorithm a :
+         {sim::CollectiveAlgorithm::kRing, sim::CollectiveAlgorithm::kTree,
+          sim::CollectiveAlgorithm::kHierarchical, sim::CollectiveAlgorithm::kNvls,
+          sim::CollectiveAlgorithm::kNvlsTree}) {
       const auto p = model.Price(k, m, all, 1, a);
       if (p.algorithm != a) continue;  // not applicable (fell back to ring)
       const double busbw = sim::BytesSentPerGpu(k, m, s.gpus).gb() / p.time.seconds();
@@ -62,18 +61,19 @@ int TopoCommand(const std::vector<std::string>& args) {
       bus[std::string(sim::Name(k))][std::string(sim::Name(a))] = busbw * 1e9;
     }
   }
-  nlohmann::ordered_json j = {{"schema_version", 1},
-                              {"name", file->name},
-                              {"fabric", s.fabric},
-                              {"gpu", file->cluster.gpu.name},
-                              {"gpus", s.gpus},
-                              {"nodes", s.nodes},
-                              {"nics", s.nics},
-                              {"switches", {{"leaf", s.leaves}, {"spine", s.spines}, {"core", s.cores}}},
-                              {"cables", s.cables},
-                              {"injection_bytes_per_s_per_gpu", s.injection_per_gpu.bytes_per_s()},
-                              {"bisection_bytes_per_s", s.bisection.bytes_per_s()},
-                              {"bus_bandwidth_bytes_per_s", bus}};
+  nlohmann::ordered_json j = {
+      {"schema_version", 1},
+      {"name", file->name},
+      {"fabric", s.fabric},
+      {"gpu", file->cluster.gpu.name},
+      {"gpus", s.gpus},
+      {"nodes", s.nodes},
+      {"nics", s.nics},
+      {"switches", {{"leaf", s.leaves}, {"spine", s.spines}, {"core", s.cores}}},
+      {"cables", s.cables},
+      {"injection_bytes_per_s_per_gpu", s.injection_per_gpu.bytes_per_s()},
+      {"bisection_bytes_per_s", s.bisection.bytes_per_s()},
+      {"bus_bandwidth_bytes_per_s", bus}};
   if (auto p = flags.Get("json")) {
     if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("topo", st);
     if (*p == "-") return kExitOk;
