@@ -5,6 +5,7 @@
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
 #include "sim/explore/runner.h"
+#include "sim/report/run_report.h"
 #include "sim/workload/params.h"
 
 namespace sim::explore {
@@ -62,12 +63,12 @@ TEST_CASE("parallel runs give identical results in product order", "[explore]") 
   REQUIRE(one.size() == configs.size());
   for (size_t i = 0; i < one.size(); ++i) {
     CHECK(one[i].overrides[0].value == configs[i][0].value);
-    CHECK(one[i].report.dump() == two[i].report.dump());
+    CHECK(report::RunJson(*one[i].summary).dump() == report::RunJson(*two[i].summary).dump());
   }
 }
 
-double Activations(const nlohmann::ordered_json& report) {
-  return report["memory"]["category_peak_bytes"]["activations"].get<double>();
+double Activations(const report::RunSummary& r) {
+  return static_cast<double>(r.category_peaks[static_cast<int>(MemCategory::kActivations)].count());
 }
 
 TEST_CASE("seq-len sweep of Llama-2-70B: flash linear, eager quadratic, full smallest",
@@ -85,7 +86,7 @@ TEST_CASE("seq-len sweep of Llama-2-70B: flash linear, eager quadratic, full sma
     }
   }
   const auto r = RunConfigs(loader, configs, 2, nullptr);
-  auto act = [&](int i) { return Activations(r[i].report); };
+  auto act = [&](int i) { return Activations(*r[i].summary); };
   // flash/none at 2k, 4k, 8k: doubling s doubles the activations.
   CHECK(act(1) / act(0) == Approx(2.0).epsilon(0.01));
   CHECK(act(2) / act(1) == Approx(2.0).epsilon(0.01));
@@ -99,10 +100,11 @@ TEST_CASE("seq-len sweep of Llama-2-70B: flash linear, eager quadratic, full sma
 
 TEST_CASE("compare: communication ratios to DDP at m = 1 and m = 8", "[explore]") {
   const auto loader = DefaultLoader();
-  auto sent = [](const nlohmann::ordered_json& r) {
-    const auto& c = r["comm_bytes_per_gpu"];
-    return c["all_gather"].get<double>() + c["reduce_scatter"].get<double>() +
-           c["all_reduce"].get<double>();
+  auto sent = [](const std::optional<report::RunSummary>& r) {
+    return static_cast<double>((r->Sent(CollectiveKind::kAllGather) +
+                                r->Sent(CollectiveKind::kReduceScatter) +
+                                r->Sent(CollectiveKind::kAllReduce))
+                                   .count());
   };
   for (int64_t m : {1, 8}) {
     std::vector<std::vector<config::Override>> configs;
@@ -112,18 +114,19 @@ TEST_CASE("compare: communication ratios to DDP at m = 1 and m = 8", "[explore]"
                          {"parallel.zero", std::to_string(zero)}});
     }
     const auto r = RunConfigs(loader, configs, 2, nullptr);
-    const double ddp = sent(r[0].report);
+    const double ddp = sent(r[0].summary);
     INFO("m = " << m);
-    CHECK(sent(r[1].report) / ddp == Approx(1.0).epsilon(1e-6));
+    CHECK(sent(r[1].summary) / ddp == Approx(1.0).epsilon(1e-6));
     if (m == 1) {
-      CHECK(sent(r[2].report) / ddp == Approx(1.0).epsilon(1e-6));
-      CHECK(sent(r[3].report) / ddp == Approx(1.5).epsilon(1e-6));
+      CHECK(sent(r[2].summary) / ddp == Approx(1.0).epsilon(1e-6));
+      CHECK(sent(r[3].summary) / ddp == Approx(1.5).epsilon(1e-6));
     } else {
       // ZeRO-2 reduce-scatters every micro-batch (m · 2Ψ) and gathers once (2Ψ);
       // ZeRO-3 sends m times its per-micro-batch volume 3 · 2Ψ.
-      const auto& z2 = r[2].report["comm_bytes_per_gpu"];
-      CHECK(z2["reduce_scatter"].get<double>() / (ddp / 2) == Approx(8.0).epsilon(1e-6));
-      CHECK(sent(r[3].report) / (1.5 * ddp) == Approx(8.0).epsilon(1e-6));
+      const double z2_rs =
+          static_cast<double>(r[2].summary->Sent(CollectiveKind::kReduceScatter).count());
+      CHECK(z2_rs / (ddp / 2) == Approx(8.0).epsilon(1e-6));
+      CHECK(sent(r[3].summary) / (1.5 * ddp) == Approx(8.0).epsilon(1e-6));
     }
   }
 }
@@ -139,10 +142,12 @@ TEST_CASE("plan: smallest Llama-2-70B cluster on A100-80GB, checked by replay", 
   req.jobs = 2;
   auto plan = Plan(kRoot, req, nullptr);
   REQUIRE(plan.ok());
-  const auto& min = (*plan)["min_gpus"]["A100-SXM4-80GB"];
-  const int64_t n = min["gpus"].get<int64_t>();
+  REQUIRE(plan->min_gpus.size() == 1);
+  const MinGpus& min = plan->min_gpus.front();
+  REQUIRE(min.gpus.has_value());
+  const int64_t n = *min.gpus;
   // Static lower bound: 16 B/param over N plus the full-recompute layer inputs fit 80 GiB.
-  const double p = static_cast<double>((*plan)["params"].get<int64_t>());
+  const double p = static_cast<double>(plan->params);
   const double room = 80.0 * 1073741824.0 - 80.0 * 2 * 4096 * 8192;
   CHECK(static_cast<double>(n) >= 16.0 * p / room);
   // The replay confirms: N fits, N - 1 does not (laid out as the plan lays it out).
@@ -157,14 +162,14 @@ TEST_CASE("plan: smallest Llama-2-70B cluster on A100-80GB, checked by replay", 
                                 {"training.global_batch", std::to_string(2 * gpus)}}},
                               1, nullptr);
     REQUIRE(r[0].status.ok());
-    return r[0].report["memory"]["fits"].get<bool>();
+    return r[0].summary->fits;
   };
   CHECK(run(n));
   CHECK_FALSE(run(n - 1));
-  CHECK((*plan)["pareto"].size() >= 1);
-  CHECK((*plan)["replayed"].get<int64_t>() > 0);
-  CHECK((*plan)["pruned"].get<int64_t>() > 0);
-  CHECK(min["binding"].get<std::string>().rfind("optimizer", 0) == 0);
+  CHECK(plan->pareto.size() >= 1);
+  CHECK(plan->replayed > 0);
+  CHECK(plan->pruned > 0);
+  CHECK(min.binding.rfind("optimizer", 0) == 0);
 }
 
 }  // namespace

@@ -253,10 +253,10 @@ TEST_CASE("one simulated rank stands for all: explicit ranks give the same repor
                              {"cluster.nodes", "1"},
                              {"training.global_batch", "16"},
                              {"parallel.zero", zero}});
-    auto one = report::RunJson(s, Run(s));
+    auto one = report::RunJson(report::Summarize(s, Run(s)));
     replay::ReplayOptions o;
     o.explicit_ranks = true;
-    auto all = report::RunJson(s, Run(s, o));
+    auto all = report::RunJson(report::Summarize(s, Run(s, o)));
     CHECK(all["replay"]["simulated_ranks"] == 8);
     one.erase("replay");
     all.erase("replay");
@@ -270,7 +270,8 @@ TEST_CASE("same input, byte-identical report, the trace parses", "[replay]") {
   o.record_ops = o.record_memory = true;
   const auto a = Run(s, o);
   const auto b = Run(s, o);
-  CHECK(report::RunJson(s, a).dump() == report::RunJson(s, b).dump());
+  CHECK(report::RunJson(report::Summarize(s, a)).dump() ==
+        report::RunJson(report::Summarize(s, b)).dump());
   const std::string trace = report::TraceJson(s, a);
   CHECK(trace == report::TraceJson(s, b));
   auto j = nlohmann::json::parse(trace);

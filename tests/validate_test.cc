@@ -60,8 +60,9 @@ TEST_CASE("MFU in the MosaicML and torchtitan conventions", "[validate]") {
   auto cases = config::LoadCases(kRoot, STEPSIM_SOURCE_DIR "/scenarios/validation/mpt-a100.yaml");
   REQUIRE(cases.ok());
   const ValidationCase& c = cases->front();
-  auto r = replay::Replay(c.scenario, {});
-  REQUIRE(r.ok());
+  auto replayed = replay::Replay(c.scenario, {});
+  REQUIRE(replayed.ok());
+  const auto r = std::make_optional(report::Summarize(c.scenario, *replayed));
   const Scenario& s = c.scenario;
   const double n = static_cast<double>(CountParameters(s.model).total);
   const double seq = static_cast<double>(s.training.seq_len), l = s.model.layers,

@@ -10,9 +10,12 @@
 //
 // Values are made through named makers (Bytes::GiB(80), Bandwidth::Gbps(400)) and read back only
 // by naming the unit again (b.gib(), bw.bytes_per_s()). Only physically meaningful arithmetic is
-// defined: Bytes / Bandwidth -> Duration, Flops / FlopRate -> Duration.
+// defined: Bytes / Bandwidth -> Duration, Flops / FlopRate -> Duration, scaling by a number,
+// sharing out (Bytes / n, Duration / n) and ratios of like quantities (Bytes / Bytes,
+// Duration / Duration -> double).
 
 #include <compare>
+#include <concepts>
 #include <cstdint>
 
 namespace sim {
@@ -49,6 +52,19 @@ class Bytes {
   }
   constexpr Bytes operator*(int64_t k) const { return Bytes(n_ * k); }
   friend constexpr Bytes operator*(int64_t k, Bytes b) { return Bytes(k * b.n_); }
+  // Scaled by a real factor (a fraction, an efficiency), rounded once to the nearest byte.
+  template <std::floating_point T>
+  Bytes operator*(T k) const {
+    return Round(static_cast<double>(n_) * static_cast<double>(k));
+  }
+  // One of n equal shares, rounded down (as integer division); CeilDiv rounds up (a shard that
+  // holds the remainder).
+  constexpr Bytes operator/(int64_t n) const { return Bytes(n_ / n); }
+  constexpr Bytes CeilDiv(int64_t n) const { return Bytes((n_ + n - 1) / n); }
+  // The ratio of two sizes.
+  constexpr double operator/(Bytes o) const {
+    return static_cast<double>(n_) / static_cast<double>(o.n_);
+  }
   constexpr auto operator<=>(const Bytes&) const = default;
 
  private:
@@ -82,6 +98,12 @@ class Duration {
     return *this;
   }
   constexpr Duration operator*(int64_t k) const { return Duration(ps_ * k); }
+  // One of n equal shares, rounded down to the picosecond.
+  constexpr Duration operator/(int64_t n) const { return Duration(ps_ / n); }
+  // The ratio of two durations (a share of the step, a slowdown).
+  constexpr double operator/(Duration o) const {
+    return static_cast<double>(ps_) / static_cast<double>(o.ps_);
+  }
   constexpr auto operator<=>(const Duration&) const = default;
 
  private:

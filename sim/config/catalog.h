@@ -75,15 +75,33 @@ struct Catalogs {
 };
 absl::StatusOr<Catalogs> LoadCatalogs(const DataRoot& root);
 
+// One problem found in an input: where (`file:line:column`, `--set`, or the file alone), the
+// dotted key path, and what is wrong. A failed load's Status message is these, one per line, as
+// "WHERE: KEY.PATH: MESSAGE"; callers that present problems their own way (stepsim plan) read
+// them here instead of taking the message apart.
+struct ConfigProblem {
+  std::string where;
+  std::string key_path;
+  std::string message;
+};
+
 // A scenario file read once, loadable many times with different overrides (sweeps, plans).
 // Load() is const and safe to call from several threads at once.
 class ScenarioLoader {
  public:
   static absl::StatusOr<ScenarioLoader> Open(const DataRoot& root, const std::string& path);
-  // A scenario generated in memory (stepsim plan); `origin` names it in error messages.
+  // A scenario held in memory as YAML text (tests); `origin` names it in error messages.
   static absl::StatusOr<ScenarioLoader> FromText(const DataRoot& root, std::string text,
                                                  const std::string& origin);
-  absl::StatusOr<Scenario> Load(const std::vector<Override>& overrides) const;
+  // A scenario given as data: the keys of `base` applied to an empty document, as --set would
+  // apply them (stepsim plan). `origin` names it in error messages.
+  static absl::StatusOr<ScenarioLoader> FromOverrides(const DataRoot& root,
+                                                      std::vector<Override> base,
+                                                      const std::string& origin);
+  // The scenario with `overrides` applied in order, validated. On failure, `problems` (if given)
+  // receives each problem the Status message lists.
+  absl::StatusOr<Scenario> Load(const std::vector<Override>& overrides,
+                                std::vector<ConfigProblem>* problems = nullptr) const;
   const std::string& path() const;
 
  private:

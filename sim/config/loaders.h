@@ -16,9 +16,11 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
                                    YamlErrors& errors);
 // Builds and validates a scenario from parsed YAML (overrides already applied). `embedded`:
 // the mapping sits inside another file (a validation case) and has no schema_version.
+// `problems` (if given) receives the problems of a failed build.
 absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& path,
                                        const YAML::Node& root, const Catalogs& catalogs,
-                                       bool embedded);
+                                       bool embedded,
+                                       std::vector<ConfigProblem>* problems = nullptr);
 
 std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view path,
                                      YamlErrors& errors, const FabricLimits& limits);

@@ -428,15 +428,20 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
 }  // namespace
 
 absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& path,
-                                       const YAML::Node& r, const Catalogs& catalogs,
-                                       bool embedded) {
+                                       const YAML::Node& r, const Catalogs& catalogs, bool embedded,
+                                       std::vector<ConfigProblem>* problems) {
   YamlErrors errors(path);
+  // Hands the problems to the caller who asked for them, and returns the Status.
+  auto failed = [&] {
+    if (problems != nullptr) *problems = errors.problems();
+    return errors.ToStatus();
+  };
   if (!embedded) CheckSchemaVersion(r, errors);
   if (!CheckMapping(
           r, embedded ? "scenario" : "",
           {"schema_version", "name", "model", "cluster", "training", "parallel", "runtime"},
           errors)) {
-    return errors.ToStatus();
+    return failed();
   }
   Scenario s;
   s.file = path;
@@ -447,12 +452,12 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
   ReadTraining(r["training"], s.training, errors);
   ReadParallel(r["parallel"], s.parallel, errors);
   ReadRuntime(r["runtime"], s.runtime, errors);
-  if (!errors.empty()) return errors.ToStatus();
+  if (!errors.empty()) return failed();
   if (s.training.global_batch == 0) {
     s.training.global_batch = s.training.micro_batch * s.dp();
   }
   CheckConsistency(r, s, errors);
-  if (!errors.empty()) return errors.ToStatus();
+  if (!errors.empty()) return failed();
   return s;
 }
 
@@ -471,6 +476,7 @@ struct ScenarioLoader::Impl {
   DataRoot data;
   std::string path;
   std::string text;
+  std::vector<Override> base;  // applied before the caller's overrides
   Catalogs catalogs;
 };
 
@@ -481,7 +487,7 @@ absl::StatusOr<ScenarioLoader> ScenarioLoader::Open(const DataRoot& data, const 
   text << in.rdbuf();
   auto catalogs = LoadCatalogs(data);
   if (!catalogs.ok()) return catalogs.status();
-  auto impl = std::make_shared<Impl>(Impl{data, path, text.str(), *std::move(catalogs)});
+  auto impl = std::make_shared<Impl>(Impl{data, path, text.str(), {}, *std::move(catalogs)});
   return ScenarioLoader(std::move(impl));
 }
 
@@ -489,11 +495,22 @@ absl::StatusOr<ScenarioLoader> ScenarioLoader::FromText(const DataRoot& data, st
                                                         const std::string& origin) {
   auto catalogs = LoadCatalogs(data);
   if (!catalogs.ok()) return catalogs.status();
-  auto impl = std::make_shared<Impl>(Impl{data, origin, std::move(text), *std::move(catalogs)});
+  auto impl = std::make_shared<Impl>(Impl{data, origin, std::move(text), {}, *std::move(catalogs)});
   return ScenarioLoader(std::move(impl));
 }
 
-absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overrides) const {
+absl::StatusOr<ScenarioLoader> ScenarioLoader::FromOverrides(const DataRoot& data,
+                                                             std::vector<Override> base,
+                                                             const std::string& origin) {
+  auto catalogs = LoadCatalogs(data);
+  if (!catalogs.ok()) return catalogs.status();
+  auto impl =
+      std::make_shared<Impl>(Impl{data, origin, "{}", std::move(base), *std::move(catalogs)});
+  return ScenarioLoader(std::move(impl));
+}
+
+absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overrides,
+                                              std::vector<ConfigProblem>* problems) const {
   YAML::Node root;
   try {
     root = YAML::Load(impl_->text);
@@ -501,10 +518,13 @@ absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overr
     return absl::InvalidArgumentError(absl::StrCat(impl_->path, ":", e.mark.line + 1, ":",
                                                    e.mark.column + 1, ": YAML syntax: ", e.msg));
   }
-  for (const Override& o : overrides) {
-    if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
+  for (const auto* list : {&impl_->base, &overrides}) {
+    for (const Override& o : *list) {
+      if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
+    }
   }
-  return BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false);
+  return BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false,
+                       problems);
 }
 
 const std::string& ScenarioLoader::path() const { return impl_->path; }

@@ -21,24 +21,31 @@ void YamlErrors::Add(const YAML::Node& at, absl::string_view key_path, absl::str
   const YAML::Mark mark = at.Mark();
   if (mark.is_null() || mark.line < 0) {
     // Nodes created by --set overrides carry no position.
-    messages_.push_back(absl::StrCat("--set ", key_path, ": ", message));
+    problems_.push_back({"--set", std::string(key_path), std::string(message)});
     return;
   }
-  messages_.push_back(absl::StrCat(file_, ":", mark.line + 1, ":", mark.column + 1, ": ",
-                                   key_path.empty() ? "(top level)" : key_path, ": ", message));
+  problems_.push_back({absl::StrCat(file_, ":", mark.line + 1, ":", mark.column + 1),
+                       key_path.empty() ? "(top level)" : std::string(key_path),
+                       std::string(message)});
 }
 
 void YamlErrors::AddUnlocated(absl::string_view key_path, absl::string_view message) {
-  messages_.push_back(absl::StrCat(file_, ": ", key_path, ": ", message));
+  problems_.push_back({file_, std::string(key_path), std::string(message)});
 }
 
 void YamlErrors::Append(const YamlErrors& other) {
-  messages_.insert(messages_.end(), other.messages_.begin(), other.messages_.end());
+  problems_.insert(problems_.end(), other.problems_.begin(), other.problems_.end());
 }
 
 absl::Status YamlErrors::ToStatus() const {
-  if (messages_.empty()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrJoin(messages_, "\n"));
+  if (problems_.empty()) return absl::OkStatus();
+  std::vector<std::string> lines;
+  for (const ConfigProblem& p : problems_) {
+    // "--set KEY: message" has no colon after --set (the key names the place).
+    lines.push_back(p.where == "--set" ? absl::StrCat("--set ", p.key_path, ": ", p.message)
+                                       : absl::StrCat(p.where, ": ", p.key_path, ": ", p.message));
+  }
+  return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
 }
 
 YAML::Node Child(const YAML::Node& node, absl::string_view key) {

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "sim/base/units.h"
+#include "sim/config/catalog.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sim::config {
@@ -31,14 +32,15 @@ class YamlErrors {
   void AddUnlocated(absl::string_view key_path, absl::string_view message);
   void Append(const YamlErrors& other);
 
-  bool empty() const { return messages_.empty(); }
+  bool empty() const { return problems_.empty(); }
   const std::string& file() const { return file_; }
+  const std::vector<ConfigProblem>& problems() const { return problems_; }
   // InvalidArgument with one located line per problem; OK when there were none.
   absl::Status ToStatus() const;
 
  private:
   std::string file_;
-  std::vector<std::string> messages_;
+  std::vector<ConfigProblem> problems_;
 };
 
 // map[key] when `node` is a mapping that has it, else an undefined node (never throws).

@@ -9,7 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sim/report/table.h"
+#include "absl/strings/str_join.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
 #include "sim/workload/params.h"
@@ -18,29 +18,13 @@ namespace sim::explore {
 
 namespace {
 
-constexpr double kGiB = 1073741824.0;
-
+// A candidate of the Pareto search: a layout and the overrides that make it a scenario.
 struct Candidate {
   std::string gpu;
   int64_t gpus = 0;
-  int zero = 3;
-  int64_t micro = 1;
-  std::string recompute = "full";
+  PlanConfig config;
   std::vector<config::Override> overrides;
-  int64_t tp = 1, pp = 1;  // > 1: the Megatron layout family (distributed optimizer, SP)
 };
-
-nlohmann::ordered_json ConfigJson(const Candidate& c) {
-  nlohmann::ordered_json j = {
-      {"zero", c.zero}, {"micro_batch", c.micro}, {"recompute", c.recompute}, {"prefetch", 1}};
-  if (c.tp * c.pp > 1) {
-    j["framework"] = "megatron";
-    j["tp"] = c.tp;
-    j["pp"] = c.pp;
-    j["sequence_parallel"] = c.tp > 1;
-  }
-  return j;
-}
 
 // The model-parallel family searched beside ZeRO: Megatron-LM layouts with TP inside a node
 // (1, 2, 4, 8 up to its GPUs) and PP 1, 2, 4, 8 (1F1B), the distributed optimizer, sequence
@@ -50,15 +34,15 @@ std::vector<Candidate> ModelParallelCandidates(const std::string& gpu, int64_t n
   for (int64_t tp : {1, 2, 4, 8}) {
     for (int64_t pp : {1, 2, 4, 8}) {
       if (tp * pp == 1 || tp > gpn || tp * pp > n || n % (tp * pp) != 0) continue;
-      for (const char* recompute : {"selective", "full"}) {
-        Candidate c{gpu, n, 1, 1, recompute, {}, tp, pp};
-        c.overrides = {{"parallel.framework", "megatron"},
+      for (Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
+        Candidate c{gpu, n, PlanConfig{1, 1, recompute, 1, tp, pp}, {}};
+        c.overrides = {{"parallel.framework", std::string(Name(Framework::kMegatron))},
                        {"parallel.zero", "1"},
                        {"parallel.tp", absl::StrCat(tp)},
                        {"parallel.pp", absl::StrCat(pp)},
                        {"parallel.sequence_parallel", tp > 1 ? "true" : "false"},
                        {"training.micro_batch", "1"},
-                       {"training.recompute", recompute}};
+                       {"training.recompute", std::string(Name(recompute))}};
         out.push_back(std::move(c));
       }
     }
@@ -83,66 +67,69 @@ Bytes StaticFloor(const Scenario& s) {
   return PersistentStates(s).total() + per_layer * s.model.layers + s.runtime.reserved;
 }
 
-// Rejections in a canonical order (GPU, GPU count, configuration), whatever the sharding.
-void SortRejected(nlohmann::ordered_json& rejected) {
-  std::vector<nlohmann::ordered_json> v(rejected.begin(), rejected.end());
-  auto key = [](const nlohmann::ordered_json& r) {
-    return std::make_tuple(r["gpu"].get<std::string>(), r["gpus"].get<int64_t>(),
-                           r["config"].dump());
-  };
-  std::stable_sort(v.begin(), v.end(),
-                   [&](const auto& a, const auto& b) { return key(a) < key(b); });
-  rejected = nlohmann::ordered_json(v);
+// "memory category (N.NN GiB of the peak)" for the category that holds the most at the peak.
+std::string Largest(const memory::Breakdown& breakdown) {
+  int best = 0;
+  for (int c = 1; c < kNumMemCategories; ++c) {
+    if (breakdown[c] > breakdown[best]) best = c;
+  }
+  return absl::StrFormat("%s (%.2f GiB of the peak)", kMemCategoryNames[best],
+                         breakdown[best].gib());
 }
 
-std::string Largest(const nlohmann::ordered_json& breakdown) {
-  std::string best;
-  int64_t most = -1;
-  for (auto it = breakdown.begin(); it != breakdown.end(); ++it) {
-    if (it.value().get<int64_t>() > most) {
-      most = it.value().get<int64_t>();
-      best = it.key();
+// Replaces the entry of the same GPU, or appends.
+void SetMinGpus(std::vector<MinGpus>& all, MinGpus m) {
+  for (MinGpus& e : all) {
+    if (e.gpu == m.gpu) {
+      e = std::move(m);
+      return;
     }
   }
-  return absl::StrFormat("%s (%.2f GiB of the peak)", best, static_cast<double>(most) / kGiB);
+  all.push_back(std::move(m));
 }
 
-// "ZeRO-3 mb1 full", or "megatron tp8 pp2 sp mb1 selective".
-std::string ConfigLabel(const nlohmann::ordered_json& c) {
-  if (c.contains("tp")) {
-    return absl::StrFormat("megatron tp%d pp%d%s mb%d %s", c["tp"].get<int>(), c["pp"].get<int>(),
-                           c["sequence_parallel"].get<bool>() ? " sp" : "",
-                           c["micro_batch"].get<int>(), c["recompute"].get<std::string>());
-  }
-  return absl::StrFormat("ZeRO-%d mb%d %s", c["zero"].get<int>(), c["micro_batch"].get<int>(),
-                         c["recompute"].get<std::string>());
+// "key.path: message; ..." of a layout the model does not admit.
+std::string ProblemsText(const std::vector<config::ConfigProblem>& problems,
+                         const absl::Status& status) {
+  if (problems.empty()) return std::string(status.message());
+  std::vector<std::string> lines;
+  for (const auto& p : problems) lines.push_back(absl::StrCat(p.key_path, ": ", p.message));
+  return absl::StrJoin(lines, "; ");
 }
 
 }  // namespace
 
-absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const PlanRequest& req,
-                                            const Progress& progress) {
+absl::string_view Name(RejectionKind k) {
+  switch (k) {
+    case RejectionKind::kBatch:
+      return "batch";
+    case RejectionKind::kLayout:
+      return "layout";
+    case RejectionKind::kStatic:
+      return "static";
+    case RejectionKind::kReplay:
+      return "replay";
+    case RejectionKind::kInvalid:
+      return "invalid";
+  }
+  return "invalid";
+}
+
+absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest& req,
+                                const Progress& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   auto catalogs = config::LoadCatalogs(root);
   if (!catalogs.ok()) return catalogs.status();
   auto model = config::LoadModel(root, req.model);
   if (!model.ok()) return model.status();
-  const int64_t params = CountParameters(*model).total;
-  const int64_t global_batch =
+  PlanResult out;
+  out.model = model->name;
+  out.params = CountParameters(*model).total;
+  out.seq_len = req.seq_len;
+  out.tokens = req.tokens;
+  out.global_batch =
       std::max<int64_t>(1, (req.global_batch_tokens + req.seq_len / 2) / req.seq_len);
-
-  nlohmann::ordered_json out;
-  out["schema_version"] = 1;
-  out["model"] = model->name;
-  out["params"] = params;
-  out["seq_len"] = req.seq_len;
-  out["tokens"] = req.tokens;
-  out["global_batch"] = global_batch;
-  out["min_gpus"] = nlohmann::ordered_json::object();
-  out["pareto"] = nlohmann::ordered_json::array();
-  out["rejected"] = nlohmann::ordered_json::array();
-  int64_t considered = 0, pruned = 0, replayed = 0;
-  nlohmann::ordered_json fits = nlohmann::ordered_json::array();
+  const int64_t global_batch = out.global_batch;
 
   // Work units in a fixed order: per GPU type, the smallest-count search, then one unit per
   // whole-node cluster size. A shard runs a contiguous slice of them.
@@ -159,18 +146,16 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
       units.push_back({gpu->name, nodes});
     }
   }
-  const size_t total_units = units.size();
-  const size_t begin =
-      total_units * static_cast<size_t>(req.shard_k - 1) / static_cast<size_t>(req.shard_n);
-  const size_t end =
-      total_units * static_cast<size_t>(req.shard_k) / static_cast<size_t>(req.shard_n);
+  const int64_t total_units = static_cast<int64_t>(units.size());
+  const int64_t begin = total_units * (req.shard_k - 1) / req.shard_n;
+  const int64_t end = total_units * req.shard_k / req.shard_n;
   auto mine = [&](const std::string& gpu, int64_t nodes) {
-    for (size_t i = begin; i < end; ++i) {
+    for (int64_t i = begin; i < end; ++i) {
       if (units[i].first == gpu && units[i].second == nodes) return true;
     }
     return false;
   };
-  out["shard"] = {{"begin", begin}, {"end", end}, {"total", total_units}};
+  out.shard = {begin, end, total_units};
 
   for (const std::string& gpu_name : req.gpus) {
     auto gpu = config::FindGpu(catalogs->gpus, gpu_name);
@@ -187,29 +172,43 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
     std::optional<double> price = gpu->price_per_hour_usd;
     if (auto it = req.prices.find(gpu->name); it != req.prices.end()) price = it->second;
 
-    const std::string text = absl::StrFormat(
-        "schema_version: 1\nname: plan-%s-%s\nmodel: %s\ncluster: {node: %s, nodes: 1}\n"
-        "training: {seq_len: %d, micro_batch: 1, global_batch: %d, recompute: full}\n"
-        "parallel: {framework: %s, zero: 3, prefetch: 1}\n",
-        model->name, gpu->name, req.model, node->name, req.seq_len, global_batch, req.framework);
-    auto loader = config::ScenarioLoader::FromText(root, text, absl::StrCat("plan:", gpu->name));
+    // The frugal base every candidate starts from, as data.
+    auto loader = config::ScenarioLoader::FromOverrides(
+        root,
+        {{"schema_version", "1"},
+         {"name", absl::StrCat("plan-", model->name, "-", gpu->name)},
+         {"model", req.model},
+         {"cluster.node", node->name},
+         {"cluster.nodes", "1"},
+         {"training.seq_len", absl::StrCat(req.seq_len)},
+         {"training.micro_batch", "1"},
+         {"training.global_batch", absl::StrCat(global_batch)},
+         {"training.recompute", std::string(Name(Recompute::kFull))},
+         {"parallel.framework", std::string(Name(req.framework))},
+         {"parallel.zero", "3"},
+         {"parallel.prefetch", "1"}},
+        absl::StrCat("plan:", gpu->name));
     if (!loader.ok()) return loader.status();
     const int64_t gpn = node->gpus_per_node;
 
     // ---- Pareto search over whole-node clusters --------------------------------------------
     std::vector<Candidate> candidates;
-    std::vector<nlohmann::ordered_json> rejected;
+    std::vector<PlanRejection> rejected;
+    auto reject = [&](const Candidate& c, RejectionKind kind, std::string reason,
+                      std::optional<Bytes> floor = std::nullopt) {
+      rejected.push_back({gpu->name, c.gpus, c.config, kind, std::move(reason), floor});
+    };
     for (int64_t nodes = 1; nodes * gpn <= req.max_gpus; nodes *= 2) {
       if (!mine(gpu->name, nodes)) continue;
       const int64_t n = nodes * gpn;
       std::vector<Candidate> family;
       for (int zero = 0; zero <= 3; ++zero) {
         for (int64_t micro : {1, 2, 4}) {
-          for (const char* recompute : {"none", "selective", "full"}) {
-            Candidate c{gpu->name, n, zero, micro, recompute, {}};
+          for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+            Candidate c{gpu->name, n, PlanConfig{zero, micro, recompute, 1, 1, 1}, {}};
             c.overrides = {{"parallel.zero", absl::StrCat(zero)},
                            {"training.micro_batch", absl::StrCat(micro)},
-                           {"training.recompute", recompute}};
+                           {"training.recompute", std::string(Name(recompute))}};
             family.push_back(std::move(c));
           }
         }
@@ -217,44 +216,33 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
       for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn))
         family.push_back(std::move(c));
       for (Candidate& c : family) {
-        ++considered;
+        ++out.considered;
         c.overrides.insert(c.overrides.begin(), {"cluster.nodes", absl::StrCat(nodes)});
-        const int64_t replicas = n / (c.tp * c.pp);
-        if (global_batch % (c.micro * replicas) != 0) {
-          ++pruned;
-          rejected.push_back({{"gpu", gpu->name},
-                              {"gpus", n},
-                              {"config", ConfigJson(c)},
-                              {"kind", "batch"},
-                              {"reason", absl::StrFormat("global batch %d is not a multiple of "
-                                                         "micro-batch x data-parallel ranks = %d",
-                                                         global_batch, c.micro * replicas)}});
+        const int64_t replicas = n / (c.config.tp * c.config.pp);
+        if (global_batch % (c.config.micro_batch * replicas) != 0) {
+          ++out.pruned;
+          reject(c, RejectionKind::kBatch,
+                 absl::StrFormat("global batch %d is not a multiple of "
+                                 "micro-batch x data-parallel ranks = %d",
+                                 global_batch, c.config.micro_batch * replicas));
           continue;
         }
-        auto s = loader->Load(c.overrides);
+        std::vector<config::ConfigProblem> problems;
+        auto s = loader->Load(c.overrides, &problems);
         if (!s.ok()) {
           // A layout the model does not admit (TP not dividing the heads, PP the layers).
-          ++pruned;
-          const std::string why(s.status().message());
-          rejected.push_back({{"gpu", gpu->name},
-                              {"gpus", n},
-                              {"config", ConfigJson(c)},
-                              {"kind", "layout"},
-                              {"reason", why.substr(why.find(": ") + 2)}});
+          ++out.pruned;
+          reject(c, RejectionKind::kLayout, ProblemsText(problems, s.status()));
           continue;
         }
         const Bytes floor = StaticFloor(*s);
         if (floor > s->cluster.gpu.hbm) {
-          ++pruned;
-          rejected.push_back(
-              {{"gpu", gpu->name},
-               {"gpus", n},
-               {"config", ConfigJson(c)},
-               {"kind", "static"},
-               {"reason", absl::StrFormat("static ledger: states + kept activations + reserve "
-                                          "= %.1f GiB > %.0f GiB",
-                                          floor.gib(), s->cluster.gpu.hbm.gib())},
-               {"floor_bytes", floor.count()}});
+          ++out.pruned;
+          reject(c, RejectionKind::kStatic,
+                 absl::StrFormat("static ledger: states + kept activations + reserve "
+                                 "= %.1f GiB > %.0f GiB",
+                                 floor.gib(), s->cluster.gpu.hbm.gib()),
+                 floor);
           continue;
         }
         candidates.push_back(c);
@@ -263,56 +251,46 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
     std::vector<std::vector<config::Override>> configs;
     for (const Candidate& c : candidates) configs.push_back(c.overrides);
     const auto results = RunConfigs(*loader, configs, req.jobs, progress);
-    replayed += static_cast<int64_t>(results.size());
+    out.replayed += static_cast<int64_t>(results.size());
     for (size_t i = 0; i < results.size(); ++i) {
       const Candidate& c = candidates[i];
-      const auto& r = results[i];
+      const ConfigResult& r = results[i];
       if (!r.status.ok()) {
-        rejected.push_back({{"gpu", gpu->name},
-                            {"gpus", c.gpus},
-                            {"config", ConfigJson(c)},
-                            {"kind", "invalid"},
-                            {"reason", std::string(r.status.message())}});
+        reject(c, RejectionKind::kInvalid, std::string(r.status.message()));
         continue;
       }
-      const auto& mem = r.report["memory"];
-      if (!mem["fits"].get<bool>()) {
-        const auto& o = mem["first_overflow"];
-        rejected.push_back(
-            {{"gpu", gpu->name},
-             {"gpus", c.gpus},
-             {"config", ConfigJson(c)},
-             {"kind", "replay"},
-             {"reason",
-              absl::StrFormat("replay: out of memory at %s by %.2f GiB (peak %.1f GiB)",
-                              o["op"].get<std::string>(), o["excess_bytes"].get<double>() / kGiB,
-                              mem["peak_bytes"].get<double>() / kGiB)}});
+      const report::RunSummary& run = *r.summary;
+      if (!run.fits) {
+        reject(c, RejectionKind::kReplay,
+               absl::StrFormat("replay: out of memory at %s by %.2f GiB (peak %.1f GiB)",
+                               run.first_overflow->op, run.first_overflow->excess.gib(),
+                               run.peak.gib()));
         continue;
       }
-      const double step = r.report["time"]["step_s"].get<double>();
-      const double tps = r.report["throughput"]["tokens_per_s"].get<double>();
-      const double days = req.tokens / tps / 86400.0;
-      nlohmann::ordered_json fit = {{"gpu", gpu->name}, {"gpus", c.gpus}, {"config", ConfigJson(c)},
-                                    {"step_s", step},   {"days", days},   {"cost", nullptr}};
-      if (price) fit["cost"] = days * 24.0 * static_cast<double>(c.gpus) * *price;
-      fits.push_back(fit);
+      PlanFit fit{gpu->name,
+                  c.gpus,
+                  c.config,
+                  run.step.seconds(),
+                  req.tokens / run.tokens_per_s / 86400.0,
+                  std::nullopt};
+      if (price) fit.cost = fit.days * 24.0 * static_cast<double>(c.gpus) * *price;
+      out.fits.push_back(fit);
     }
-    for (auto& j : rejected) out["rejected"].push_back(j);
+    for (PlanRejection& j : rejected) out.rejected.push_back(std::move(j));
     if (!mine(gpu->name, 0)) continue;
 
     // ---- smallest GPU count that fits -------------------------------------------------------
     // Static lower bound: 16 B/param sharded over N (ZeRO-3) plus the layer inputs of full
     // recompute plus the reserve must fit.
-    const Candidate frugal{gpu->name, 0, 3, 1, "full", {}};
-    auto fits_at = [&](int64_t n) -> absl::StatusOr<nlohmann::ordered_json> {
+    auto fits_at = [&](int64_t n) -> std::optional<report::RunSummary> {
       const int64_t per_node = PerNode(n, gpn);
       std::vector<config::Override> o = {{"cluster.nodes", absl::StrCat(n / per_node)},
                                          {"cluster.gpus_per_node", absl::StrCat(per_node)},
                                          {"training.global_batch", absl::StrCat(2 * n)}};
-      const auto r = RunConfigs(*loader, {o}, 1, nullptr);
-      ++replayed;
-      if (!r[0].status.ok()) return r[0].status;
-      return r[0].report;
+      auto r = RunConfigs(*loader, {o}, 1, nullptr);
+      ++out.replayed;
+      if (!r[0].status.ok() || !r[0].summary->fits) return std::nullopt;
+      return std::move(r[0].summary);
     };
     int64_t lo = 1;  // largest N known not to fit (or 1 as the floor), hi = smallest that fits
     {
@@ -326,201 +304,106 @@ absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const 
                             : req.max_gpus;
     }
     std::optional<int64_t> hi;
-    nlohmann::ordered_json hi_report;
+    std::optional<report::RunSummary> hi_run;
     for (int64_t n = std::max<int64_t>(lo, 1); n <= req.max_gpus;
          n = n < gpn ? n + 1 : (n / gpn + 1) * gpn) {
-      auto r = fits_at(n);
-      if (r.ok() && (*r)["memory"]["fits"].get<bool>()) {
+      if (auto r = fits_at(n)) {
         hi = n;
-        hi_report = *r;
+        hi_run = std::move(r);
         break;
       }
       lo = n;
     }
     if (!hi) {
-      out["min_gpus"][gpu->name] = {
-          {"gpus", nullptr},
-          {"reason", absl::StrFormat("nothing fits up to %d GPUs", req.max_gpus)}};
+      MinGpus none;
+      none.gpu = gpu->name;
+      none.reason = absl::StrFormat("nothing fits up to %d GPUs", req.max_gpus);
+      SetMinGpus(out.min_gpus, std::move(none));
       continue;
     }
     while (*hi - lo > 1) {
       const int64_t mid = lo + (*hi - lo) / 2;
-      auto r = fits_at(mid);
-      if (r.ok() && (*r)["memory"]["fits"].get<bool>()) {
+      if (auto r = fits_at(mid)) {
         hi = mid;
-        hi_report = *r;
+        hi_run = std::move(r);
       } else {
         lo = mid;
       }
     }
-    const auto& mem = hi_report["memory"];
-    out["min_gpus"][gpu->name] = {{"gpus", *hi},
-                                  {"config", ConfigJson(frugal)},
-                                  {"peak_bytes", mem["peak_bytes"]},
-                                  {"capacity_bytes", mem["capacity_bytes"]},
-                                  {"binding", Largest(mem["peak_breakdown_bytes"])},
-                                  {"peak_breakdown_bytes", mem["peak_breakdown_bytes"]},
-                                  {"one_fewer", absl::StrFormat("%d GPUs do not fit", *hi - 1)}};
+    SetMinGpus(out.min_gpus,
+               MinGpus{gpu->name, *hi, "", PlanConfig{}, hi_run->peak, hi_run->capacity,
+                       Largest(hi_run->peak_breakdown), hi_run->peak_breakdown});
   }
 
-  SortRejected(out["rejected"]);
-  out["pareto"] = ParetoFrontier(fits);
-  out["fitting"] = static_cast<int64_t>(fits.size());
-  out["fits"] = fits;
-  out["considered"] = considered;
-  out["pruned"] = pruned;
-  out["replayed"] = replayed;
-  out["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  SortRejected(out.rejected);
+  out.pareto = ParetoFrontier(out.fits);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }
 
-nlohmann::ordered_json ParetoFrontier(const nlohmann::ordered_json& fits) {
-  std::vector<const nlohmann::ordered_json*> sorted;
-  for (const auto& f : fits) {
-    if (!f["cost"].is_null()) sorted.push_back(&f);
+std::vector<PlanFit> ParetoFrontier(const std::vector<PlanFit>& fits) {
+  std::vector<const PlanFit*> sorted;
+  for (const PlanFit& f : fits) {
+    if (f.cost) sorted.push_back(&f);
   }
-  using Json = nlohmann::ordered_json;
-  std::stable_sort(sorted.begin(), sorted.end(), [](const Json* a, const Json* b) {
-    const double da = (*a)["days"].get<double>(), db = (*b)["days"].get<double>();
-    if (da != db) return da < db;
-    return (*a)["cost"].get<double>() < (*b)["cost"].get<double>();
+  std::stable_sort(sorted.begin(), sorted.end(), [](const PlanFit* a, const PlanFit* b) {
+    if (a->days != b->days) return a->days < b->days;
+    return *a->cost < *b->cost;
   });
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  std::vector<PlanFit> out;
   double best_cost = 1e300;
-  for (const auto* f : sorted) {
-    const double cost = (*f)["cost"].get<double>();
-    if (cost >= best_cost) continue;
-    best_cost = cost;
+  for (const PlanFit* f : sorted) {
+    if (*f->cost >= best_cost) continue;
+    best_cost = *f->cost;
     out.push_back(*f);
   }
   return out;
 }
 
-absl::StatusOr<nlohmann::ordered_json> MergePlans(std::vector<nlohmann::ordered_json> shards) {
+absl::StatusOr<PlanResult> MergePlans(std::vector<PlanResult> shards) {
   if (shards.empty()) return absl::InvalidArgumentError("no plan shards to merge");
-  using Json = nlohmann::ordered_json;
-  std::sort(shards.begin(), shards.end(), [](const Json& a, const Json& b) {
-    return a["shard"]["begin"].get<size_t>() < b["shard"]["begin"].get<size_t>();
+  std::stable_sort(shards.begin(), shards.end(), [](const PlanResult& a, const PlanResult& b) {
+    return a.shard.begin < b.shard.begin;
   });
-  nlohmann::ordered_json merged = shards.front();
-  const size_t total = merged["shard"]["total"].get<size_t>();
-  size_t expect = 0;
-  merged["rejected"] = nlohmann::ordered_json::array();
-  merged["fits"] = nlohmann::ordered_json::array();
-  merged["min_gpus"] = nlohmann::ordered_json::object();
-  int64_t considered = 0, pruned = 0, replayed = 0;
-  double seconds = 0;
-  for (const auto& s : shards) {
-    for (const char* k : {"model", "tokens", "seq_len", "global_batch"}) {
-      if (s[k] != merged[k]) {
-        return absl::InvalidArgumentError(absl::StrCat("plan shards disagree on ", k));
-      }
+  PlanResult merged = shards.front();
+  const int64_t total = merged.shard.total;
+  int64_t expect = 0;
+  merged.rejected.clear();
+  merged.fits.clear();
+  merged.min_gpus.clear();
+  merged.considered = merged.pruned = merged.replayed = 0;
+  merged.seconds = 0;
+  for (const PlanResult& s : shards) {
+    const char* differs = s.model != merged.model                 ? "model"
+                          : s.tokens != merged.tokens             ? "tokens"
+                          : s.seq_len != merged.seq_len           ? "seq_len"
+                          : s.global_batch != merged.global_batch ? "global_batch"
+                                                                  : nullptr;
+    if (differs != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("plan shards disagree on ", differs));
     }
-    if (s["shard"]["total"].get<size_t>() != total || s["shard"]["begin"].get<size_t>() != expect) {
+    if (s.shard.total != total || s.shard.begin != expect) {
       return absl::InvalidArgumentError(
           absl::StrCat("plan shards do not tile one plan: expected a shard starting at unit ",
                        expect, " of ", total));
     }
-    expect = s["shard"]["end"].get<size_t>();
-    for (const auto& r : s["rejected"]) merged["rejected"].push_back(r);
-    for (const auto& f : s["fits"]) merged["fits"].push_back(f);
-    for (auto it = s["min_gpus"].begin(); it != s["min_gpus"].end(); ++it) {
-      merged["min_gpus"][it.key()] = it.value();
-    }
-    considered += s["considered"].get<int64_t>();
-    pruned += s["pruned"].get<int64_t>();
-    replayed += s["replayed"].get<int64_t>();
-    seconds += s["seconds"].get<double>();
+    expect = s.shard.end;
+    merged.rejected.insert(merged.rejected.end(), s.rejected.begin(), s.rejected.end());
+    merged.fits.insert(merged.fits.end(), s.fits.begin(), s.fits.end());
+    for (const MinGpus& m : s.min_gpus) SetMinGpus(merged.min_gpus, m);
+    merged.considered += s.considered;
+    merged.pruned += s.pruned;
+    merged.replayed += s.replayed;
+    merged.seconds += s.seconds;
   }
   if (expect != total) {
     return absl::InvalidArgumentError(
         absl::StrCat("plan shards cover ", expect, " of ", total, " work units"));
   }
-  merged["shard"] = {{"begin", 0}, {"end", total}, {"total", total}};
-  SortRejected(merged["rejected"]);
-  merged["pareto"] = ParetoFrontier(merged["fits"]);
-  merged["fitting"] = merged["fits"].size();
-  merged["considered"] = considered;
-  merged["pruned"] = pruned;
-  merged["replayed"] = replayed;
-  merged["seconds"] = seconds;
+  merged.shard = {0, total, total};
+  SortRejected(merged.rejected);
+  merged.pareto = ParetoFrontier(merged.fits);
   return merged;
-}
-
-std::string PlanText(const nlohmann::ordered_json& p) {
-  std::string out = absl::StrFormat(
-      "Plan for %s (%s parameters), seq_len %d, %.3g tokens, global batch %d sequences\n\n",
-      p["model"].get<std::string>(), report::FormatCount(p["params"].get<double>()),
-      p["seq_len"].get<int64_t>(), p["tokens"].get<double>(), p["global_batch"].get<int64_t>());
-  report::Table min({"GPU", "min GPUs", "peak", "binding term"});
-  for (auto it = p["min_gpus"].begin(); it != p["min_gpus"].end(); ++it) {
-    const auto& v = it.value();
-    if (v["gpus"].is_null()) {
-      min.AddRow({it.key(), "-", "-", v["reason"].get<std::string>()});
-      continue;
-    }
-    min.AddRow({it.key(), absl::StrCat(v["gpus"].get<int64_t>()),
-                absl::StrFormat("%.1f of %.0f GiB", v["peak_bytes"].get<double>() / kGiB,
-                                v["capacity_bytes"].get<double>() / kGiB),
-                v["binding"].get<std::string>()});
-  }
-  absl::StrAppend(&out, "Smallest GPU count that fits (ZeRO-3, full recompute, micro-batch 1):\n",
-                  min.Render(), "\n");
-  report::Table par({"GPU", "GPUs", "config", "step s", "days", "cost USD"});
-  for (const auto& f : p["pareto"]) {
-    const auto& c = f["config"];
-    par.AddRow({f["gpu"].get<std::string>(), absl::StrCat(f["gpus"].get<int64_t>()), ConfigLabel(c),
-                absl::StrFormat("%.2f", f["step_s"].get<double>()),
-                absl::StrFormat("%.1f", f["days"].get<double>()),
-                absl::StrFormat("%.0f", f["cost"].get<double>())});
-  }
-  absl::StrAppend(&out, "Pareto set of time-to-train against cost (", p["fitting"].get<int64_t>(),
-                  " fitting configurations):\n", par.Render(), "\n");
-  // Rejections by kind, with the closest miss of the replayed ones.
-  std::map<std::string, int> kinds;
-  for (const auto& r : p["rejected"]) kinds[r["kind"].get<std::string>()]++;
-  const std::map<std::string, std::string> what = {
-      {"batch", "the global batch does not divide"},
-      {"static", "the static ledger exceeds the HBM"},
-      {"replay", "the replayed peak exceeds the HBM"},
-      {"layout", "the model does not admit the layout"},
-      {"invalid", "the configuration is invalid"}};
-  absl::StrAppend(&out, "Rejected (each with its reason in --json):\n");
-  for (const auto& [k, n] : kinds) {
-    absl::StrAppendFormat(&out, "  %4d because %s\n", n, what.count(k) ? what.at(k) : k);
-  }
-  for (const auto& r : p["rejected"]) {
-    if (r["kind"] == "replay") {
-      absl::StrAppendFormat(&out, "  e.g. %d x %s %s: %s\n", r["gpus"].get<int64_t>(),
-                            r["gpu"].get<std::string>(), ConfigLabel(r["config"]),
-                            r["reason"].get<std::string>());
-      break;
-    }
-  }
-  // The closest miss of each family (ZeRO, model-parallel) by the static ledger: what would
-  // have to shrink for the largest cluster searched.
-  for (bool model_parallel : {false, true}) {
-    const nlohmann::ordered_json* best = nullptr;
-    for (const auto& r : p["rejected"]) {
-      if (r["kind"] != "static" || r["config"].contains("tp") != model_parallel) continue;
-      if (best == nullptr ||
-          r["floor_bytes"].get<int64_t>() < (*best)["floor_bytes"].get<int64_t>()) {
-        best = &r;
-      }
-    }
-    if (best != nullptr) {
-      absl::StrAppendFormat(&out, "  closest %s: %d x %s %s: %s\n",
-                            model_parallel ? "TP/PP layout" : "ZeRO layout",
-                            (*best)["gpus"].get<int64_t>(), (*best)["gpu"].get<std::string>(),
-                            ConfigLabel((*best)["config"]), (*best)["reason"].get<std::string>());
-    }
-  }
-  absl::StrAppendFormat(&out,
-                        "Considered %d configurations, "
-                        "pruned %d by the static ledger or the batch, replayed %d, in %.1f s.\n",
-                        p["considered"].get<int64_t>(), p["pruned"].get<int64_t>(),
-                        p["replayed"].get<int64_t>(), p["seconds"].get<double>());
-  return out;
 }
 
 }  // namespace sim::explore

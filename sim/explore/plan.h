@@ -15,13 +15,15 @@
 //    before replay; every rejected family is reported with its reason.
 
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 #include "sim/config/catalog.h"
 #include "sim/explore/runner.h"
+#include "sim/memory/ledger.h"
 
 namespace sim::explore {
 
@@ -32,26 +34,93 @@ struct PlanRequest {
   double tokens = 1e12;                     // training budget
   int64_t global_batch_tokens = 4'194'304;  // ~4M tokens per step (Llama 2's batch)
   int64_t max_gpus = 1024;
-  std::map<std::string, double> prices;  // GPU name -> USD per GPU-hour (overrides catalog)
-  std::string framework = "deepspeed";
+  std::map<std::string, double> prices;         // GPU name -> USD per GPU-hour (overrides catalog)
+  Framework framework = Framework::kDeepSpeed;  // deepspeed or fsdp for the ZeRO family
   int jobs = 1;
   // Run only the K-th (1-based) of N contiguous slices of the work: per GPU type, one unit for
   // the smallest-count search and one per whole-node cluster size. `stepsim merge` joins them.
   int shard_k = 1, shard_n = 1;
 };
 
-absl::StatusOr<nlohmann::ordered_json> Plan(const config::DataRoot& root, const PlanRequest& req,
-                                            const Progress& progress);
+// One layout the plan tries. tp × pp > 1 is the Megatron-LM family (distributed optimizer,
+// sequence parallelism with TP); otherwise the ZeRO family of the request's framework.
+struct PlanConfig {
+  int zero = 3;
+  int64_t micro_batch = 1;
+  Recompute recompute = Recompute::kFull;
+  int64_t prefetch = 1;
+  int64_t tp = 1, pp = 1;
+  bool ModelParallel() const { return tp * pp > 1; }
+  bool SequenceParallel() const { return tp > 1; }
+};
 
-// The human rendering of Plan()'s JSON.
-std::string PlanText(const nlohmann::ordered_json& plan);
+// A configuration that fits, with its time to train and (given a price) its cost.
+struct PlanFit {
+  std::string gpu;
+  int64_t gpus = 0;
+  PlanConfig config;
+  double step_s = 0, days = 0;
+  std::optional<double> cost;  // USD; none without a price for the GPU
+};
 
-// The Pareto set of a list of fitting configurations ({gpu, gpus, config, step_s, days, cost}):
-// those no other is both faster and cheaper than; configurations without a price are left out.
-nlohmann::ordered_json ParetoFrontier(const nlohmann::ordered_json& fits);
+// Why a configuration was left out, in the order the search applies the filters.
+enum class RejectionKind { kBatch, kLayout, kStatic, kReplay, kInvalid };
 
-// Joins the JSON of `plan --shard K/N` runs (any order) into one plan, checking that they are
-// slices of the same plan and tile it exactly.
-absl::StatusOr<nlohmann::ordered_json> MergePlans(std::vector<nlohmann::ordered_json> shards);
+struct PlanRejection {
+  std::string gpu;
+  int64_t gpus = 0;
+  PlanConfig config;
+  RejectionKind kind = RejectionKind::kInvalid;
+  std::string reason;
+  std::optional<Bytes> floor;  // kStatic: the static floor that exceeded the HBM
+};
+
+// The smallest GPU count of one GPU type that fits (ZeRO-3, full recompute, micro-batch 1).
+struct MinGpus {
+  std::string gpu;
+  std::optional<int64_t> gpus;  // none: nothing fits up to the request's max_gpus
+  std::string reason;           // why none fits
+  PlanConfig config;
+  Bytes peak, capacity;
+  std::string binding;  // the largest category at the peak
+  memory::Breakdown peak_breakdown{};
+};
+
+// The slice of the plan's work units a result covers: [begin, end) of total.
+struct PlanShard {
+  int64_t begin = 0, end = 0, total = 0;
+};
+
+struct PlanResult {
+  std::string model;
+  int64_t params = 0;
+  int64_t seq_len = 0;
+  double tokens = 0;
+  int64_t global_batch = 0;             // sequences per step
+  std::vector<MinGpus> min_gpus;        // in the request's GPU order
+  std::vector<PlanFit> pareto;          // time against cost, fastest first
+  std::vector<PlanRejection> rejected;  // canonical order (GPU, count, configuration)
+  PlanShard shard;
+  std::vector<PlanFit> fits;  // every fitting configuration
+  int64_t considered = 0, pruned = 0, replayed = 0;
+  double seconds = 0;  // wall time of the search
+};
+
+absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest& req,
+                                const Progress& progress);
+
+// The Pareto set of fitting configurations: those no other is both faster and cheaper than;
+// configurations without a price are left out.
+std::vector<PlanFit> ParetoFrontier(const std::vector<PlanFit>& fits);
+
+// Sorts rejections into the canonical order (GPU, GPU count, configuration), whatever the
+// sharding.
+void SortRejected(std::vector<PlanRejection>& rejected);
+
+// Joins `plan --shard K/N` results (any order) into one plan, checking that they are slices of
+// the same plan and tile it exactly; the Pareto set is recomputed from every shard's fits.
+absl::StatusOr<PlanResult> MergePlans(std::vector<PlanResult> shards);
+
+absl::string_view Name(RejectionKind k);
 
 }  // namespace sim::explore

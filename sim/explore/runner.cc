@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "sim/base/parallel.h"
-#include "sim/report/run_report.h"
+#include "sim/report/run_summary.h"
 
 namespace sim::explore {
 
@@ -25,7 +25,7 @@ std::vector<ConfigResult> RunConfigs(const config::ScenarioLoader& loader,
     } else if (auto r = replay::Replay(*scenario, {}); !r.ok()) {
       out.status = r.status();
     } else {
-      out.report = report::RunJson(*scenario, *r);
+      out.summary = report::Summarize(*scenario, *r);
     }
     const size_t d = ++done;
     if (progress) progress(d, configs.size());

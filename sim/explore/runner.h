@@ -3,20 +3,21 @@
 // (byte-identical whatever the thread count: each result lands in its own slot).
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "nlohmann/json.hpp"
 #include "sim/config/catalog.h"
 #include "sim/replay/replay.h"
+#include "sim/report/run_summary.h"
 
 namespace sim::explore {
 
 struct ConfigResult {
   std::vector<config::Override> overrides;
-  absl::Status status;            // why the configuration could not run (bad combination)
-  nlohmann::ordered_json report;  // SPEC §5 run report when status is OK
+  absl::Status status;                        // why the configuration could not run
+  std::optional<report::RunSummary> summary;  // the run's result when status is OK
 };
 
 // Called from worker threads with (done, total); must be thread-safe.

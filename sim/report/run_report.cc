@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sim/cost/compute_cost.h"
 #include "sim/report/table.h"
 #include "sim/workload/lowering.h"
 
@@ -12,65 +11,32 @@ namespace sim::report {
 
 namespace {
 
-struct Derived {
-  double step_s = 0;
-  double model_flops_total = 0, hardware_flops_total = 0, recompute_flops_total = 0;
-  double tokens_per_s = 0, mfu = 0, hfu = 0;
-  Bytes static_total;
-  Bytes reserved_estimate;
-  bool fits = false;
-};
-
-Derived Derive(const Scenario& s, const replay::ReplayResult& r) {
-  Derived d;
-  d.step_s = r.step.seconds();
-  const double gpus = static_cast<double>(s.cluster.gpus());
-  // Per-GPU work (averaged over stages; TP and CP ranks each do their share) times the GPUs.
-  d.model_flops_total = r.model_flops.count() * gpus;
-  d.hardware_flops_total = r.hardware_flops.count() * gpus;
-  d.recompute_flops_total = r.recompute_flops.count() * gpus;
-  const double peak = cost::PeakRate(s.cluster.gpu, s.training.precision).per_second();
-  if (d.step_s > 0) {
-    d.tokens_per_s = static_cast<double>(s.training.global_batch * s.training.seq_len) / d.step_s;
-    d.mfu = d.model_flops_total / (d.step_s * gpus * peak);
-    d.hfu = d.hardware_flops_total / (d.step_s * gpus * peak);
-  }
-  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
-  d.static_total = PersistentStates(s, r.StageOf(r.peak_rank)).total();
-  const Bytes over_reserve = ledger.peak() - s.runtime.reserved;
-  d.reserved_estimate = ledger.peak() + Bytes::Round(static_cast<double>(over_reserve.count()) *
-                                                     s.runtime.fragmentation);
-  d.fits = ledger.peak() <= s.cluster.gpu.hbm;
-  return d;
+nlohmann::ordered_json BreakdownJson(const memory::Breakdown& b) {
+  nlohmann::ordered_json j;
+  for (int c = 0; c < kNumMemCategories; ++c) j[std::string(kMemCategoryNames[c])] = b[c].count();
+  return j;
 }
 
-std::string PeakOpLabel(const replay::ReplayResult& r, std::optional<int32_t> op) {
-  return op ? OpLabel(r.program.ops[*op], r.program.layers) : "persistent states";
+nlohmann::ordered_json StaticJson(const StateSplit& st) {
+  return {{"weights", st.weights.count()},
+          {"gradients", st.gradients.count()},
+          {"optimizer", st.optimizer.count()}};
 }
 
 // SPEC §5's memory and time keys for every pipeline stage (one entry without pp).
-nlohmann::ordered_json StagesJson(const Scenario& s, const replay::ReplayResult& r) {
+nlohmann::ordered_json StagesJson(const RunSummary& r) {
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
-  for (int32_t stage = 0; stage < r.program.stages; ++stage) {
-    const memory::MemoryLedger& ledger = r.ledgers[stage];
-    const StateSplit st = PersistentStates(s, stage);
-    const replay::StageTimes& t = r.stages[stage];
-    nlohmann::ordered_json breakdown;
-    for (int c = 0; c < kNumMemCategories; ++c) {
-      breakdown[std::string(kMemCategoryNames[c])] = ledger.peak_breakdown()[c].count();
-    }
-    stages.push_back({{"stage", stage},
-                      {"gpu", r.program.stage_gpu[stage]},
+  for (const StageSummary& st : r.stages) {
+    const replay::StageTimes& t = st.times;
+    stages.push_back({{"stage", st.stage},
+                      {"gpu", st.gpu},
                       {"memory",
-                       {{"peak_bytes", ledger.peak().count()},
-                        {"peak_at_s", ledger.peak_time().seconds()},
-                        {"peak_op", PeakOpLabel(r, ledger.peak_op())},
-                        {"fits", ledger.peak() <= s.cluster.gpu.hbm},
-                        {"peak_breakdown_bytes", breakdown},
-                        {"static_bytes",
-                         {{"weights", st.weights.count()},
-                          {"gradients", st.gradients.count()},
-                          {"optimizer", st.optimizer.count()}}}}},
+                       {{"peak_bytes", st.peak.count()},
+                        {"peak_at_s", st.peak_at.seconds()},
+                        {"peak_op", st.peak_op},
+                        {"fits", st.fits},
+                        {"peak_breakdown_bytes", BreakdownJson(st.peak_breakdown)},
+                        {"static_bytes", StaticJson(st.static_states)}}},
                       {"time",
                        {{"compute_s", t.compute.seconds()},
                         {"recompute_s", t.recompute.seconds()},
@@ -84,63 +50,46 @@ nlohmann::ordered_json StagesJson(const Scenario& s, const replay::ReplayResult&
 
 }  // namespace
 
-nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r) {
-  const Derived d = Derive(s, r);
-  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
-  const StateSplit st = PersistentStates(s, r.StageOf(r.peak_rank));
-  const ShardingPlan plan = PlanSharding(s);
+nlohmann::ordered_json RunJson(const RunSummary& r) {
   nlohmann::ordered_json j;
   j["schema_version"] = 1;
-  j["scenario"] = s.name;
-  j["cluster"] = {{"gpu", s.cluster.gpu.name},
-                  {"gpus", s.cluster.gpus()},
-                  {"nodes", s.cluster.nodes},
-                  {"node", s.cluster.node.name},
-                  {"gpus_per_node", s.cluster.node.gpus_per_node}};
-  j["parallel"] = {{"dp", s.dp()},
-                   {"tp", s.parallel.tp},
-                   {"pp", s.parallel.pp},
-                   {"cp", s.parallel.cp},
-                   {"sequence_parallel", s.parallel.sequence_parallel},
-                   {"pp_schedule", Name(s.parallel.pp_schedule)},
-                   {"pp_chunks", s.parallel.pp_chunks},
-                   {"zero", s.parallel.zero},
-                   {"micro_batches", s.micro_batches()},
-                   {"framework", Name(s.parallel.framework)},
-                   {"replayed_stage", plan.stage},
-                   {"shard_degree", plan.shard_degree},
-                   {"prefetch", s.parallel.prefetch}};
-  nlohmann::ordered_json breakdown;
-  for (int c = 0; c < kNumMemCategories; ++c) {
-    breakdown[std::string(kMemCategoryNames[c])] = ledger.peak_breakdown()[c].count();
-  }
-  nlohmann::ordered_json highs;
-  for (int c = 0; c < kNumMemCategories; ++c) {
-    highs[std::string(kMemCategoryNames[c])] = ledger.category_peaks()[c].count();
-  }
+  j["scenario"] = r.scenario;
+  j["cluster"] = {{"gpu", r.gpu},
+                  {"gpus", r.gpus},
+                  {"nodes", r.nodes},
+                  {"node", r.node},
+                  {"gpus_per_node", r.gpus_per_node}};
+  j["parallel"] = {{"dp", r.dp},
+                   {"tp", r.tp},
+                   {"pp", r.pp},
+                   {"cp", r.cp},
+                   {"sequence_parallel", r.sequence_parallel},
+                   {"pp_schedule", Name(r.pp_schedule)},
+                   {"pp_chunks", r.pp_chunks},
+                   {"zero", r.zero},
+                   {"micro_batches", r.micro_batches},
+                   {"framework", Name(r.framework)},
+                   {"replayed_stage", r.replayed_stage},
+                   {"shard_degree", r.shard_degree},
+                   {"prefetch", r.prefetch}};
   nlohmann::ordered_json overflow = nullptr;
-  if (const auto& o = ledger.first_overflow()) {
-    overflow = {{"op", PeakOpLabel(r, o->op)},
-                {"at_s", o->time.seconds()},
-                {"excess_bytes", o->excess.count()}};
+  if (const auto& o = r.first_overflow) {
+    overflow = {{"op", o->op}, {"at_s", o->at.seconds()}, {"excess_bytes", o->excess.count()}};
   }
-  j["memory"] = {{"capacity_bytes", s.cluster.gpu.hbm.count()},
-                 {"peak_bytes", ledger.peak().count()},
-                 {"peak_gpu", r.GpuOf(r.peak_rank)},
-                 {"peak_stage", r.StageOf(r.peak_rank)},
-                 {"peak_at_s", ledger.peak_time().seconds()},
-                 {"peak_op", PeakOpLabel(r, ledger.peak_op())},
-                 {"fits", d.fits},
-                 {"peak_breakdown_bytes", breakdown},
-                 {"static_bytes",
-                  {{"weights", st.weights.count()},
-                   {"gradients", st.gradients.count()},
-                   {"optimizer", st.optimizer.count()}}},
-                 {"category_peak_bytes", highs},
+  j["memory"] = {{"capacity_bytes", r.capacity.count()},
+                 {"peak_bytes", r.peak.count()},
+                 {"peak_gpu", r.peak_gpu},
+                 {"peak_stage", r.peak_stage},
+                 {"peak_at_s", r.peak_at.seconds()},
+                 {"peak_op", r.peak_op},
+                 {"fits", r.fits},
+                 {"peak_breakdown_bytes", BreakdownJson(r.peak_breakdown)},
+                 {"static_bytes", StaticJson(r.static_states)},
+                 {"category_peak_bytes", BreakdownJson(r.category_peaks)},
                  {"first_overflow", overflow},
-                 {"fragmentation", s.runtime.fragmentation},
-                 {"reserved_estimate_bytes", d.reserved_estimate.count()}};
-  j["time"] = {{"step_s", d.step_s},
+                 {"fragmentation", r.fragmentation},
+                 {"reserved_estimate_bytes", r.reserved_estimate.count()}};
+  j["time"] = {{"step_s", r.step.seconds()},
                {"compute_s", r.compute.seconds()},
                {"recompute_s", r.recompute.seconds()},
                {"comm_s", r.comm.seconds()},
@@ -149,115 +98,92 @@ nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r)
                {"bubble_s", r.bubble.seconds()},
                {"overlap_stretch_s", r.overlap_stretch.seconds()},
                {"stage", r.time_stage}};
-  j["flops"] = {{"model_per_step", d.model_flops_total},
-                {"hardware_per_step", d.hardware_flops_total},
-                {"recompute_per_step", d.recompute_flops_total},
-                {"peak_per_gpu", cost::PeakRate(s.cluster.gpu, s.training.precision).per_second()}};
-  j["throughput"] = {
-      {"tokens_per_s", d.tokens_per_s},
-      {"tokens_per_s_per_gpu", d.tokens_per_s / static_cast<double>(s.cluster.gpus())},
-      {"mfu", d.mfu},
-      {"hfu", d.hfu}};
-  auto sent = [&](CollectiveKind k) { return r.comm_bytes_sent[static_cast<int>(k)].count(); };
-  j["comm_bytes_per_gpu"] = {{"all_gather", sent(CollectiveKind::kAllGather)},
-                             {"reduce_scatter", sent(CollectiveKind::kReduceScatter)},
-                             {"all_reduce", sent(CollectiveKind::kAllReduce)},
-                             {"send_recv", sent(CollectiveKind::kSendRecv)}};
+  j["flops"] = {{"model_per_step", r.model_flops_total},
+                {"hardware_per_step", r.hardware_flops_total},
+                {"recompute_per_step", r.recompute_flops_total},
+                {"peak_per_gpu", r.peak_rate.per_second()}};
+  j["throughput"] = {{"tokens_per_s", r.tokens_per_s},
+                     {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+                     {"mfu", r.mfu},
+                     {"hfu", r.hfu}};
+  j["comm_bytes_per_gpu"] = {{"all_gather", r.Sent(CollectiveKind::kAllGather).count()},
+                             {"reduce_scatter", r.Sent(CollectiveKind::kReduceScatter).count()},
+                             {"all_reduce", r.Sent(CollectiveKind::kAllReduce).count()},
+                             {"send_recv", r.Sent(CollectiveKind::kSendRecv).count()}};
   nlohmann::ordered_json coll = nlohmann::ordered_json::object();
-  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
-                           CollectiveKind::kAllReduce, CollectiveKind::kSendRecv}) {
-    const auto& st = r.collectives[static_cast<int>(k)];
-    if (st.count == 0) continue;
+  for (const CollectiveSummary& c : r.collectives) {
+    if (c.count == 0) continue;
     nlohmann::ordered_json algos = nlohmann::ordered_json::object();
-    for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
-                                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls,
-                                  CollectiveAlgorithm::kNvlsTree}) {
-      if (st.by_algorithm[static_cast<int>(a)] > 0) {
-        algos[std::string(Name(a))] = st.by_algorithm[static_cast<int>(a)];
-      }
-    }
-    const double bytes = static_cast<double>(r.comm_bytes_sent[static_cast<int>(k)].count());
-    coll[std::string(Name(k))] = {
-        {"count", st.count},
-        {"algorithms", algos},
-        {"time_s", st.time.seconds()},
-        // nccl-tests conventions: busbw = bytes each GPU sends / time.
-        {"bus_bandwidth_bytes_per_s", st.time.seconds() > 0 ? bytes / st.time.seconds() : 0.0},
-        {"busiest_link", st.busiest_link},
-        {"busiest_link_transfers", st.busiest_load}};
+    for (const auto& [a, n] : c.algorithms) algos[std::string(Name(a))] = n;
+    coll[std::string(Name(c.kind))] = {{"count", c.count},
+                                       {"algorithms", algos},
+                                       {"time_s", c.time.seconds()},
+                                       {"bus_bandwidth_bytes_per_s", c.bus_bandwidth_bytes_per_s},
+                                       {"busiest_link", c.busiest_link},
+                                       {"busiest_link_transfers", c.busiest_load}};
   }
   j["collectives"] = coll;
-  j["stages"] = StagesJson(s, r);
-  j["replay"] = {
-      {"ops", r.program.ops.size()}, {"events", r.events}, {"simulated_ranks", r.simulated_ranks}};
+  j["stages"] = StagesJson(r);
+  j["replay"] = {{"ops", r.ops}, {"events", r.events}, {"simulated_ranks", r.simulated_ranks}};
   return j;
 }
 
-std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
-  const Derived d = Derive(s, r);
-  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
-  const Bytes cap = s.cluster.gpu.hbm;
+std::string RunText(const RunSummary& r) {
+  const Bytes cap = r.capacity;
+  const bool pipelined = r.stages.size() > 1;
   std::string out;
-  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", s.name, s.model.name,
-                        s.cluster.gpus(), s.cluster.gpu.name, s.cluster.node.name,
-                        Name(s.parallel.framework), PlanSharding(s).stage, s.dp());
-  if (s.parallel.tp > 1) {
-    absl::StrAppendFormat(&out, " tp %d%s", s.parallel.tp,
-                          s.parallel.sequence_parallel ? "+sp" : "");
-  }
-  if (s.parallel.cp > 1) absl::StrAppendFormat(&out, " cp %d", s.parallel.cp);
-  if (s.parallel.pp > 1) {
-    absl::StrAppendFormat(&out, " pp %d (%s", s.parallel.pp, Name(s.parallel.pp_schedule));
-    if (s.parallel.pp_chunks > 1) absl::StrAppendFormat(&out, ", %d chunks", s.parallel.pp_chunks);
+  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", r.scenario, r.model,
+                        r.gpus, r.gpu, r.node, Name(r.framework), r.replayed_stage, r.dp);
+  if (r.tp > 1) absl::StrAppendFormat(&out, " tp %d%s", r.tp, r.sequence_parallel ? "+sp" : "");
+  if (r.cp > 1) absl::StrAppendFormat(&out, " cp %d", r.cp);
+  if (r.pp > 1) {
+    absl::StrAppendFormat(&out, " pp %d (%s", r.pp, Name(r.pp_schedule));
+    if (r.pp_chunks > 1) absl::StrAppendFormat(&out, ", %d chunks", r.pp_chunks);
     out += ")";
   }
-  absl::StrAppendFormat(&out, ", %d micro-batches\n", s.micro_batches());
-  if (s.parallel.framework == Framework::kMegatron && s.parallel.zero >= 2) {
+  absl::StrAppendFormat(&out, ", %d micro-batches\n", r.micro_batches);
+  if (r.framework == Framework::kMegatron && r.zero >= 2) {
     absl::StrAppendFormat(&out,
                           "note: megatron has no ZeRO-%d; parallel.zero %d is read as its "
                           "distributed optimizer (ZeRO-1-like)\n",
-                          s.parallel.zero, s.parallel.zero);
+                          r.zero, r.zero);
   }
   out += "\n";
-  if (d.fits) {
-    absl::StrAppendFormat(&out, "FITS: peak %s of %s per GPU (%s free)",
-                          FormatGiB(ledger.peak().count()), FormatGiB(cap.count(), 0),
-                          FormatGiB((cap - ledger.peak()).count()));
-    if (d.reserved_estimate > cap) {
+  if (r.fits) {
+    absl::StrAppendFormat(&out, "FITS: peak %s of %s per GPU (%s free)", FormatGiB(r.peak.count()),
+                          FormatGiB(cap.count(), 0), FormatGiB((cap - r.peak).count()));
+    if (r.reserved_estimate > cap) {
       absl::StrAppendFormat(&out,
                             "\n  but with allocator overhead (%.0f%%) about %s would be reserved: "
                             "expect fragmentation OOMs",
-                            100 * s.runtime.fragmentation, FormatGiB(d.reserved_estimate.count()));
+                            100 * r.fragmentation, FormatGiB(r.reserved_estimate.count()));
     }
     out += "\n";
   } else {
-    const auto& o = *ledger.first_overflow();
+    const OverflowSummary& o = *r.first_overflow;
     absl::StrAppendFormat(&out,
                           "DOES NOT FIT: peak %s of %s per GPU; capacity first exceeded at %s, "
                           "t = %s, by %s\n",
-                          FormatGiB(ledger.peak().count()), FormatGiB(cap.count(), 0),
-                          PeakOpLabel(r, o.op), FormatSeconds(o.time.seconds()),
-                          FormatGiB(o.excess.count()));
+                          FormatGiB(r.peak.count()), FormatGiB(cap.count(), 0), o.op,
+                          FormatSeconds(o.at.seconds()), FormatGiB(o.excess.count()));
   }
   absl::StrAppendFormat(
-      &out, "Peak at t = %s in %s (GPU %d%s)\n\n", FormatSeconds(ledger.peak_time().seconds()),
-      PeakOpLabel(r, ledger.peak_op()), r.GpuOf(r.peak_rank),
-      r.program.stages > 1 ? absl::StrCat(", pipeline stage ", r.StageOf(r.peak_rank))
-                           : std::string());
+      &out, "Peak at t = %s in %s (GPU %d%s)\n\n", FormatSeconds(r.peak_at.seconds()), r.peak_op,
+      r.peak_gpu, pipelined ? absl::StrCat(", pipeline stage ", r.peak_stage) : std::string());
 
-  const StateSplit st = PersistentStates(s, r.StageOf(r.peak_rank));
+  const StateSplit& st = r.static_states;
   Table mem({"memory per GPU", "at peak", "at peak", "static ledger"});
   for (int c = 0; c < kNumMemCategories; ++c) {
-    const double b = static_cast<double>(ledger.peak_breakdown()[c].count());
+    const double b = static_cast<double>(r.peak_breakdown[c].count());
     std::string stat;
     if (c == static_cast<int>(MemCategory::kWeights)) stat = FormatGB(st.weights.count());
     if (c == static_cast<int>(MemCategory::kGradients)) stat = FormatGB(st.gradients.count());
     if (c == static_cast<int>(MemCategory::kOptimizer)) stat = FormatGB(st.optimizer.count());
-    if (c == static_cast<int>(MemCategory::kReserved)) stat = FormatGB(s.runtime.reserved.count());
+    if (c == static_cast<int>(MemCategory::kReserved)) stat = FormatGB(r.runtime_reserved.count());
     mem.AddRow({std::string(kMemCategoryNames[c]), FormatGB(b), FormatGiB(b), stat});
   }
-  const double peak = static_cast<double>(ledger.peak().count());
-  const double stat_sum = static_cast<double>((d.static_total + s.runtime.reserved).count());
+  const double peak = static_cast<double>(r.peak.count());
+  const double stat_sum = static_cast<double>((st.total() + r.runtime_reserved).count());
   mem.AddRow({"total", FormatGB(peak), FormatGiB(peak), FormatGB(stat_sum)});
   absl::StrAppend(&out, mem.Render());
   absl::StrAppendFormat(&out,
@@ -265,26 +191,26 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
                         "that moment.\n\n",
                         FormatGB(peak - stat_sum));
 
+  const double step_s = r.step.seconds();
   Table time({"time per step", "seconds", "share"});
   auto row = [&](const char* name, double v) {
     time.AddRow({name, absl::StrFormat("%.4f", v),
-                 d.step_s > 0 ? absl::StrFormat("%.1f%%", 100 * v / d.step_s) : "-"});
+                 step_s > 0 ? absl::StrFormat("%.1f%%", 100 * v / step_s) : "-"});
   };
   row("compute (fwd+bwd)", r.compute.seconds());
   row("recompute", r.recompute.seconds());
   row("exposed communication", r.exposed_comm.seconds());
   row("optimizer", r.optimizer.seconds());
-  if (r.program.stages > 1) row("pipeline bubble", r.bubble.seconds());
-  row("step", d.step_s);
+  if (pipelined) row("pipeline bubble", r.bubble.seconds());
+  row("step", step_s);
   absl::StrAppend(&out, time.Render());
-  if (r.program.stages > 1) {
+  if (pipelined) {
     absl::StrAppendFormat(&out, "  (times of stage %d, the busiest)\n\n", r.time_stage);
     Table stages(
         {"stage", "GPU", "peak GiB", "compute s", "recompute s", "exposed comm s", "bubble s"});
-    for (int32_t i = 0; i < r.program.stages; ++i) {
-      const replay::StageTimes& t = r.stages[i];
-      stages.AddRow({absl::StrCat(i), absl::StrCat(r.program.stage_gpu[i]),
-                     FormatGiB(r.ledgers[i].peak().count()),
+    for (const StageSummary& sg : r.stages) {
+      const replay::StageTimes& t = sg.times;
+      stages.AddRow({absl::StrCat(sg.stage), absl::StrCat(sg.gpu), FormatGiB(sg.peak.count()),
                      absl::StrFormat("%.4f", t.compute.seconds()),
                      absl::StrFormat("%.4f", t.recompute.seconds()),
                      absl::StrFormat("%.4f", t.exposed_comm.seconds()),
@@ -301,39 +227,30 @@ std::string RunText(const Scenario& s, const replay::ReplayResult& r) {
   absl::StrAppendFormat(&out,
                         "Throughput: %.0f tokens/s (%.1f per GPU), MFU %.1f%%, HFU %.1f%% of %.1f "
                         "TFLOP/s dense %s\n\n",
-                        d.tokens_per_s, d.tokens_per_s / static_cast<double>(s.cluster.gpus()),
-                        100 * d.mfu, 100 * d.hfu,
-                        cost::PeakRate(s.cluster.gpu, s.training.precision).tflops(),
-                        Name(s.training.precision));
+                        r.tokens_per_s, r.tokens_per_s_per_gpu, 100 * r.mfu, 100 * r.hfu,
+                        r.peak_rate.tflops(), Name(r.precision));
   Table comm({"per GPU per step", "sent GB", "time s", "bus GB/s", "algorithm",
               "busiest link (transfers)"});
-  for (CollectiveKind k : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
-                           CollectiveKind::kAllReduce, CollectiveKind::kSendRecv}) {
-    const auto& st = r.collectives[static_cast<int>(k)];
-    if (k == CollectiveKind::kSendRecv && st.count == 0) continue;
-    const double sent = r.comm_bytes_sent[static_cast<int>(k)].gb();
+  for (const CollectiveSummary& c : r.collectives) {
+    if (c.kind == CollectiveKind::kSendRecv && c.count == 0) continue;
+    const double sent = c.sent.gb();
     std::string algo;
-    for (CollectiveAlgorithm a : {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
-                                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls,
-                                  CollectiveAlgorithm::kNvlsTree}) {
-      if (st.by_algorithm[static_cast<int>(a)] > 0) {
-        absl::StrAppend(&algo, algo.empty() ? "" : "+", Name(a));
-      }
-    }
-    comm.AddRow({std::string(Name(k)), absl::StrFormat("%.3f", sent),
-                 absl::StrFormat("%.3f", st.time.seconds()),
-                 st.time.seconds() > 0 ? absl::StrFormat("%.1f", sent / st.time.seconds()) : "-",
-                 algo.empty() ? "-" : algo,
-                 st.busiest_link.empty()
-                     ? "-"
-                     : absl::StrCat(st.busiest_link, " (", st.busiest_load, ")")});
+    for (const auto& [a, n] : c.algorithms)
+      absl::StrAppend(&algo, algo.empty() ? "" : "+", Name(a));
+    comm.AddRow(
+        {std::string(Name(c.kind)), absl::StrFormat("%.3f", sent),
+         absl::StrFormat("%.3f", c.time.seconds()),
+         c.time.seconds() > 0 ? absl::StrFormat("%.1f", sent / c.time.seconds()) : "-",
+         algo.empty() ? "-" : algo,
+         c.busiest_link.empty() ? "-" : absl::StrCat(c.busiest_link, " (", c.busiest_load, ")")});
   }
   absl::StrAppend(&out, comm.Render());
-  absl::StrAppendFormat(&out, "\nReplayed %d ops as %d events (%d simulated GPU%s).\n",
-                        r.program.ops.size(), r.events, r.simulated_ranks,
-                        r.simulated_ranks == 1                  ? ", standing for every rank"
-                        : r.simulated_ranks == r.program.stages ? "s, one per pipeline stage"
-                                                                : "s");
+  absl::StrAppendFormat(&out, "\nReplayed %d ops as %d events (%d simulated GPU%s).\n", r.ops,
+                        r.events, r.simulated_ranks,
+                        r.simulated_ranks == 1 ? ", standing for every rank"
+                        : r.simulated_ranks == static_cast<int32_t>(r.stages.size())
+                            ? "s, one per pipeline stage"
+                            : "s");
   return out;
 }
 

@@ -7,12 +7,14 @@
 
 #include "nlohmann/json.hpp"
 #include "sim/replay/replay.h"
+#include "sim/report/run_summary.h"
 #include "sim/spec/scenario.h"
 
 namespace sim::report {
 
-nlohmann::ordered_json RunJson(const Scenario& s, const replay::ReplayResult& r);
-std::string RunText(const Scenario& s, const replay::ReplayResult& r);
+// Renderers of a run's summary: the SPEC §5 JSON report and the text report.
+nlohmann::ordered_json RunJson(const RunSummary& r);
+std::string RunText(const RunSummary& r);
 
 // Chrome trace-event JSON: one process per simulated GPU, a thread per stream, a complete ("X")
 // event per op with FLOPs and bytes in args, and a counter ("C") track of allocated GiB by

@@ -19,14 +19,6 @@ namespace sim::report {
 
 namespace {
 
-double Num(const nlohmann::ordered_json& j, std::initializer_list<const char*> path) {
-  const nlohmann::ordered_json* cur = &j;
-  for (const char* k : path) cur = &(*cur)[k];
-  return cur->get<double>();
-}
-
-constexpr double kGiB = 1073741824.0;
-
 std::string Render(const std::vector<std::string>& header,
                    const std::vector<std::vector<std::string>>& rows, TableFormat format) {
   if (format == TableFormat::kCsv) {
@@ -79,15 +71,13 @@ std::string SweepTable(const std::vector<std::string>& label_names, const std::v
       for (int i = 0; i < 7; ++i) row.push_back("-");
       row.push_back(text ? r.error.substr(0, 60) : r.error);
     } else {
-      const auto& j = r.report;
-      row.push_back(j["memory"]["fits"].get<bool>() ? "yes" : "no");
-      row.push_back(absl::StrFormat("%.2f", Num(j, {"memory", "peak_bytes"}) / kGiB));
-      row.push_back(absl::StrFormat(
-          "%.2f", Num(j, {"memory", "peak_breakdown_bytes", "activations"}) / kGiB));
-      row.push_back(absl::StrFormat("%.4f", Num(j, {"time", "step_s"})));
-      row.push_back(absl::StrFormat("%.4f", Num(j, {"throughput", "mfu"})));
-      row.push_back(absl::StrFormat("%.1f", Num(j, {"throughput", "tokens_per_s_per_gpu"})));
-      row.push_back(absl::StrFormat("%.4f", Num(j, {"time", "exposed_comm_s"})));
+      row.push_back(r.summary->fits ? "yes" : "no");
+      row.push_back(absl::StrFormat("%.2f", r.summary->peak.gib()));
+      row.push_back(absl::StrFormat("%.2f", r.summary->PeakOf(MemCategory::kActivations).gib()));
+      row.push_back(absl::StrFormat("%.4f", r.summary->step.seconds()));
+      row.push_back(absl::StrFormat("%.4f", r.summary->mfu));
+      row.push_back(absl::StrFormat("%.1f", r.summary->tokens_per_s_per_gpu));
+      row.push_back(absl::StrFormat("%.4f", r.summary->exposed_comm.seconds()));
       row.push_back("");
     }
     table.push_back(row);
@@ -112,20 +102,19 @@ std::string CompareTable(const std::vector<std::string>& label_names, const std:
       table.push_back(row);
       continue;
     }
-    const auto& j = r.report;
-    const double ag = Num(j, {"comm_bytes_per_gpu", "all_gather"});
-    const double rs = Num(j, {"comm_bytes_per_gpu", "reduce_scatter"});
-    const double ar = Num(j, {"comm_bytes_per_gpu", "all_reduce"});
+    const double ag = static_cast<double>(r.summary->Sent(CollectiveKind::kAllGather).count());
+    const double rs = static_cast<double>(r.summary->Sent(CollectiveKind::kReduceScatter).count());
+    const double ar = static_cast<double>(r.summary->Sent(CollectiveKind::kAllReduce).count());
     const double sent = ag + rs + ar;
     if (base == 0) base = sent;
-    row.push_back(j["memory"]["fits"].get<bool>() ? "yes" : "no");
-    row.push_back(absl::StrFormat("%.2f", Num(j, {"memory", "peak_bytes"}) / kGiB));
+    row.push_back(r.summary->fits ? "yes" : "no");
+    row.push_back(absl::StrFormat("%.2f", r.summary->peak.gib()));
     for (double v : {ag, rs, ar, sent}) row.push_back(absl::StrFormat("%.2f", v / 1e9));
     row.push_back(base > 0 ? absl::StrFormat("%.2f", sent / base) : "-");
-    row.push_back(absl::StrFormat("%.3f", Num(j, {"time", "comm_s"})));
-    row.push_back(absl::StrFormat("%.3f", Num(j, {"time", "exposed_comm_s"})));
-    row.push_back(absl::StrFormat("%.3f", Num(j, {"time", "step_s"})));
-    row.push_back(absl::StrFormat("%.4f", Num(j, {"throughput", "mfu"})));
+    row.push_back(absl::StrFormat("%.3f", r.summary->comm.seconds()));
+    row.push_back(absl::StrFormat("%.3f", r.summary->exposed_comm.seconds()));
+    row.push_back(absl::StrFormat("%.3f", r.summary->step.seconds()));
+    row.push_back(absl::StrFormat("%.4f", r.summary->mfu));
     row.push_back("");
     table.push_back(row);
   }
@@ -137,31 +126,17 @@ absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
                        const std::vector<std::string>& metrics) {
   struct Metric {
     std::string label;
-    std::function<double(const nlohmann::ordered_json&)> value;
+    std::function<double(const RunSummary&)> value;
   };
   const std::map<std::string, Metric> known = {
-      {"peak",
-       {"peak memory per GPU (GiB)",
-        [](const auto& j) {
-          return Num(j, {"memory", "peak_bytes"}) / kGiB;
-        }}},
+      {"peak", {"peak memory per GPU (GiB)", [](const RunSummary& j) { return j.peak.gib(); }}},
       {"activations",
        {"activations at the peak (GiB)",
-        [](const auto& j) {
-          return Num(j, {"memory", "peak_breakdown_bytes", "activations"}) / kGiB;
-        }}},
-      {"step",
-       {"step time (s)",
-        [](const auto& j) {
-          return Num(j, {"time", "step_s"});
-        }}},
-      {"mfu",
-       {"MFU",
-        [](const auto& j) {
-          return Num(j, {"throughput", "mfu"});
-        }}},
-      {"exposed_comm", {"exposed communication (s)", [](const auto& j) {
-                          return Num(j, {"time", "exposed_comm_s"});
+        [](const RunSummary& j) { return j.PeakOf(MemCategory::kActivations).gib(); }}},
+      {"step", {"step time (s)", [](const RunSummary& j) { return j.step.seconds(); }}},
+      {"mfu", {"MFU", [](const RunSummary& j) { return j.mfu; }}},
+      {"exposed_comm", {"exposed communication (s)", [](const RunSummary& j) {
+                          return j.exposed_comm.seconds();
                         }}}};
   for (const std::string& m : metrics) {
     if (!known.count(m)) {
@@ -218,7 +193,7 @@ absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
       std::ofstream out(file);
       size_t index = 0;
       for (const Row* r : series[series_names[si]]) {
-        out << (numeric_x ? r->labels[0] : absl::StrCat(index)) << " " << metric.value(r->report)
+        out << (numeric_x ? r->labels[0] : absl::StrCat(index)) << " " << metric.value(*r->summary)
             << " \"" << r->labels[0] << "\"\n";
         ++index;
       }
@@ -226,10 +201,7 @@ absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
                                       numeric_x ? "" : ":xtic(3)", series_names[si]));
     }
     if (m == "peak") {
-      const double cap =
-          Num(rows.front().error.empty() ? rows.front().report : series[series_names[0]][0]->report,
-              {"memory", "capacity_bytes"}) /
-          kGiB;
+      const double cap = series[series_names[0]][0]->summary->capacity.gib();
       plots.push_back(absl::StrFormat(
           "%.3f with lines dt 2 lw 2 lc rgb 'red' title 'GPU capacity (%.0f GiB)'", cap, cap));
     }

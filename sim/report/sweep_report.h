@@ -2,11 +2,12 @@
 // Renderings of many run reports: the sweep and compare tables (text, CSV, Markdown) and the
 // sweep plot (SVG through gnuplot, Debian's gnuplot-nox).
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "nlohmann/json.hpp"
+#include "sim/report/run_summary.h"
 
 namespace sim::report {
 
@@ -14,7 +15,7 @@ namespace sim::report {
 // reason it could not run.
 struct Row {
   std::vector<std::string> labels;
-  nlohmann::ordered_json report;  // null when `error` is set
+  std::optional<RunSummary> summary;  // the run's result; empty when `error` is set
   std::string error;
 };
 

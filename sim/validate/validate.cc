@@ -11,7 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/base/parallel.h"
 #include "sim/cost/compute_cost.h"
-#include "sim/report/run_report.h"
+#include "sim/report/run_summary.h"
 #include "sim/report/table.h"
 #include "sim/workload/params.h"
 #include "sim/workload/static_ledger.h"
@@ -24,7 +24,7 @@ struct Shape {
   double B, s, L, h, V, N, gpus, peak, step;
 };
 
-Shape ShapeOf(const ValidationCase& c, const replay::ReplayResult& r) {
+Shape ShapeOf(const ValidationCase& c, const report::RunSummary& r) {
   const Scenario& sc = c.scenario;
   return Shape{static_cast<double>(sc.training.global_batch),
                static_cast<double>(sc.training.seq_len),
@@ -68,20 +68,18 @@ std::optional<double> ConventionFlops(const ValidationCase& c, const Shape& x, b
 }  // namespace
 
 std::optional<double> Predict(const std::string& metric, const ValidationCase& c,
-                              const replay::ReplayResult& r) {
+                              const report::RunSummary& r) {
   const Shape x = ShapeOf(c, r);
   if (metric == "step_s") return x.step;
   if (metric == "tokens_per_s_per_gpu") return x.B * x.s / x.step / x.gpus;
   if (metric == "peak_memory") {
-    const auto j = report::RunJson(c.scenario, r);
-    return c.memory == MemoryConvention::kReserved
-               ? j["memory"]["reserved_estimate_bytes"].get<double>()
-               : j["memory"]["peak_bytes"].get<double>();
+    return static_cast<double>(
+        (c.memory == MemoryConvention::kReserved ? r.reserved_estimate : r.peak).count());
   }
   if (metric == "mfu" || metric == "hfu") {
     const bool hw = metric == "hfu";
     if (c.flops == FlopConvention::kStepsim) {
-      const double per_rank = hw ? r.hardware_flops.count() : r.model_flops.count();
+      const double per_rank = hw ? r.hardware_flops_per_gpu.count() : r.model_flops_per_gpu.count();
       return per_rank / (x.step * x.peak);
     }
     auto flops = ConventionFlops(c, x, hw);
@@ -118,8 +116,9 @@ std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int j
       res.skipped = std::string(r.status().message());
       return;
     }
+    const report::RunSummary summary = report::Summarize(c.scenario, *r);
     for (const auto& [metric, measured] : c.measured) {
-      auto predicted = Predict(metric, c, *r);
+      auto predicted = Predict(metric, c, summary);
       if (!predicted) continue;
       res.metrics.push_back(
           {metric, measured, *predicted, 100.0 * (*predicted - measured) / measured});

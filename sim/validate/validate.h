@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
-#include "sim/replay/replay.h"
+#include "sim/report/run_summary.h"
 #include "sim/spec/validation_case.h"
 
 namespace sim::validate {
@@ -37,7 +37,7 @@ struct CaseResult {
 // The prediction of `metric` for a case in its source's convention; nullopt if the convention
 // does not define it (e.g. HFU in torchtitan's).
 std::optional<double> Predict(const std::string& metric, const ValidationCase& c,
-                              const replay::ReplayResult& r);
+                              const report::RunSummary& r);
 
 // Replays every case (in parallel, results in input order). Cases marked `skip`, and cases
 // whose layout the replay does not build yet, are reported as skipped with the reason.

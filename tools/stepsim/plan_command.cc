@@ -7,6 +7,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/base/quantity.h"
 #include "sim/explore/plan.h"
+#include "sim/explore/plan_report.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
 
@@ -84,7 +85,7 @@ int PlanCommand(const std::vector<std::string>& args) {
     if (*f != "deepspeed" && *f != "fsdp") {
       return Fail("plan", absl::InvalidArgumentError("--framework is deepspeed or fsdp"));
     }
-    req.framework = *f;
+    req.framework = *f == "fsdp" ? sim::Framework::kFsdp : sim::Framework::kDeepSpeed;
   }
   if (auto sh = flags.Get("shard")) {
     std::vector<std::string> kn = absl::StrSplit(*sh, '/');
@@ -98,7 +99,9 @@ int PlanCommand(const std::vector<std::string>& args) {
   auto plan = sim::explore::Plan(root, req, nullptr);
   if (!plan.ok()) return Fail("plan", plan.status());
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, plan->dump(2) + "\n"); !st.ok()) return Fail("plan", st);
+    if (absl::Status st = WriteOutput(*p, sim::explore::PlanJson(*plan).dump(2) + "\n"); !st.ok()) {
+      return Fail("plan", st);
+    }
     if (*p == "-") return kExitOk;
   }
   std::cout << sim::explore::PlanText(*plan);

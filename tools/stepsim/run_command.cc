@@ -122,10 +122,11 @@ int RunCommand(const std::vector<std::string>& args) {
   options.record_memory = flags.Has("trace") || flags.Has("timeline");
   auto result = sim::replay::Replay(*scenario, options);
   if (!result.ok()) return Fail("run", result.status());
+  const sim::report::RunSummary summary = sim::report::Summarize(*scenario, *result);
   // Render everything before writing anything, so a failure leaves no partial output.
   std::vector<std::pair<std::string, std::string>> outputs;
   if (auto p = flags.Get("json")) {
-    outputs.push_back({*p, sim::report::RunJson(*scenario, *result).dump(2) + "\n"});
+    outputs.push_back({*p, sim::report::RunJson(summary).dump(2) + "\n"});
   }
   if (auto p = flags.Get("trace"))
     outputs.push_back({*p, sim::report::TraceJson(*scenario, *result)});
@@ -135,7 +136,7 @@ int RunCommand(const std::vector<std::string>& args) {
     if (absl::Status st = WriteOutput(file, text); !st.ok()) return Fail("run", st);
     stdout_used = stdout_used || file == "-";
   }
-  if (!stdout_used) std::cout << sim::report::RunText(*scenario, *result);
+  if (!stdout_used) std::cout << sim::report::RunText(summary);
   return kExitOk;
 }
 

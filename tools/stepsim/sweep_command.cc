@@ -14,7 +14,9 @@
 #include "sim/config/catalog.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
+#include "sim/explore/plan_report.h"
 #include "sim/explore/runner.h"
+#include "sim/report/run_report.h"
 #include "sim/report/sweep_report.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
@@ -88,7 +90,7 @@ std::vector<report::Row> Rows(const std::vector<explore::ConfigResult>& results,
     for (size_t i = labels_from; i < r.overrides.size(); ++i)
       row.labels.push_back(r.overrides[i].value);
     if (r.status.ok()) {
-      row.report = r.report;
+      row.summary = r.summary;
     } else {
       row.error = std::string(r.status.message());
     }
@@ -170,7 +172,7 @@ int SweepCommand(const std::vector<std::string>& args) {
     }
     item["vary"] = vary;
     if (r.status.ok()) {
-      item["report"] = r.report;
+      item["report"] = report::RunJson(*r.summary);
     } else {
       item["error"] = std::string(r.status.message());
     }
@@ -270,8 +272,8 @@ int CompareCommand(const std::vector<std::string>& args) {
     row.labels = {absl::StrCat("ZeRO-", stages[i].zero), stages[i].mode};
     nlohmann::ordered_json item = {{"zero", stages[i].zero}, {"mode", stages[i].mode}};
     if (results[i].status.ok()) {
-      row.report = results[i].report;
-      item["report"] = results[i].report;
+      row.summary = results[i].summary;
+      item["report"] = report::RunJson(*results[i].summary);
     } else {
       row.error = std::string(results[i].status.message());
       item["error"] = row.error;
@@ -333,9 +335,16 @@ int MergeCommand(const std::vector<std::string>& args) {
     }
   }
   if (shards.front().contains("pareto")) {
-    auto merged = explore::MergePlans(shards);
+    std::vector<explore::PlanResult> plans;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      auto plan = explore::PlanFromJson(shards[i], flags.positional()[i]);
+      if (!plan.ok()) return Fail("merge", plan.status());
+      plans.push_back(*std::move(plan));
+    }
+    auto merged = explore::MergePlans(std::move(plans));
     if (!merged.ok()) return Fail("merge", merged.status());
-    if (absl::Status st = WriteOutput(flags.Get("json").value_or("-"), merged->dump(2) + "\n");
+    if (absl::Status st =
+            WriteOutput(flags.Get("json").value_or("-"), explore::PlanJson(*merged).dump(2) + "\n");
         !st.ok()) {
       return Fail("merge", st);
     }

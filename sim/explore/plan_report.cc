@@ -1,0 +1,397 @@
+#include "sim/explore/plan_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/report/table.h"
+
+namespace sim::explore {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json ConfigJson(const PlanConfig& c) {
+  Json j = {{"zero", c.zero},
+            {"micro_batch", c.micro_batch},
+            {"recompute", Name(c.recompute)},
+            {"prefetch", c.prefetch}};
+  if (c.ModelParallel()) {
+    j["framework"] = Name(Framework::kMegatron);
+    j["tp"] = c.tp;
+    j["pp"] = c.pp;
+    j["sequence_parallel"] = c.SequenceParallel();
+  }
+  return j;
+}
+
+Json BreakdownJson(const memory::Breakdown& b) {
+  Json j;
+  for (int c = 0; c < kNumMemCategories; ++c) j[std::string(kMemCategoryNames[c])] = b[c].count();
+  return j;
+}
+
+Json FitJson(const PlanFit& f) {
+  Json j = {{"gpu", f.gpu},       {"gpus", f.gpus}, {"config", ConfigJson(f.config)},
+            {"step_s", f.step_s}, {"days", f.days}, {"cost", nullptr}};
+  if (f.cost) j["cost"] = *f.cost;
+  return j;
+}
+
+// "ZeRO-3 mb1 full", or "megatron tp8 pp2 sp mb1 selective".
+std::string ConfigLabel(const PlanConfig& c) {
+  if (c.ModelParallel()) {
+    return absl::StrFormat("megatron tp%d pp%d%s mb%d %s", c.tp, c.pp,
+                           c.SequenceParallel() ? " sp" : "", c.micro_batch, Name(c.recompute));
+  }
+  return absl::StrFormat("ZeRO-%d mb%d %s", c.zero, c.micro_batch, Name(c.recompute));
+}
+
+// ---- reading a plan back ------------------------------------------------------------------
+
+// Reads typed values out of one JSON document, recording the first problem with its key path.
+class Reader {
+ public:
+  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+
+  const Json* At(const Json& j, const std::string& path, const char* key, Json::value_t want) {
+    const std::string where = path.empty() ? key : absl::StrCat(path, ".", key);
+    if (!j.is_object() || !j.contains(key)) return Fail(where, "missing");
+    const Json& v = j.at(key);
+    const bool number = want == Json::value_t::number_float;
+    const bool ok = number                                  ? v.is_number()
+                    : want == Json::value_t::number_integer ? v.is_number_integer()
+                                                            : v.type() == want;
+    if (!ok) return Fail(where, absl::StrCat("expected ", Expected(want), ", got ", v.type_name()));
+    return &v;
+  }
+  std::optional<int64_t> Int(const Json& j, const std::string& path, const char* key,
+                             int64_t min = 0) {
+    const Json* v = At(j, path, key, Json::value_t::number_integer);
+    if (v == nullptr) return std::nullopt;
+    const int64_t n = v->get<int64_t>();
+    if (n < min) {
+      Fail(path.empty() ? key : absl::StrCat(path, ".", key),
+           absl::StrCat("expected a count >= ", min, ", got ", n));
+      return std::nullopt;
+    }
+    return n;
+  }
+  std::optional<double> Real(const Json& j, const std::string& path, const char* key) {
+    const Json* v = At(j, path, key, Json::value_t::number_float);
+    if (v == nullptr) return std::nullopt;
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < 0) {
+      Fail(path.empty() ? key : absl::StrCat(path, ".", key),
+           absl::StrCat("expected a finite number >= 0, got ", v->dump()));
+      return std::nullopt;
+    }
+    return x;
+  }
+  std::optional<std::string> String(const Json& j, const std::string& path, const char* key) {
+    const Json* v = At(j, path, key, Json::value_t::string);
+    if (v == nullptr) return std::nullopt;
+    return v->get<std::string>();
+  }
+  std::optional<bool> Bool(const Json& j, const std::string& path, const char* key) {
+    const Json* v = At(j, path, key, Json::value_t::boolean);
+    if (v == nullptr) return std::nullopt;
+    return v->get<bool>();
+  }
+  std::nullptr_t Fail(const std::string& where, const std::string& what) {
+    if (error_.empty()) error_ = absl::StrCat(origin_, ": ", where, ": ", what);
+    return nullptr;
+  }
+  bool ok() const { return error_.empty(); }
+  absl::Status status() const { return absl::InvalidArgumentError(error_); }
+
+ private:
+  static const char* Expected(Json::value_t t) {
+    switch (t) {
+      case Json::value_t::object:
+        return "an object";
+      case Json::value_t::array:
+        return "an array";
+      case Json::value_t::string:
+        return "a string";
+      case Json::value_t::boolean:
+        return "true or false";
+      case Json::value_t::number_integer:
+        return "an integer";
+      default:
+        return "a number";
+    }
+  }
+  std::string origin_;
+  std::string error_;
+};
+
+template <class Enum>
+std::optional<Enum> ByName(const std::string& name, std::initializer_list<Enum> values) {
+  for (Enum e : values) {
+    if (Name(e) == name) return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<PlanConfig> ReadConfig(Reader& in, const Json& j, const std::string& path) {
+  const Json* c = in.At(j, path, "config", Json::value_t::object);
+  if (c == nullptr) return std::nullopt;
+  const std::string p = absl::StrCat(path, ".config");
+  PlanConfig out;
+  if (auto v = in.Int(*c, p, "zero")) out.zero = static_cast<int>(*v);
+  if (auto v = in.Int(*c, p, "micro_batch", 1)) out.micro_batch = *v;
+  if (auto v = in.Int(*c, p, "prefetch")) out.prefetch = *v;
+  if (auto v = in.String(*c, p, "recompute")) {
+    auto r = ByName(*v, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+    if (!r)
+      return in.Fail(p + ".recompute", absl::StrCat("unknown policy '", *v, "'")), std::nullopt;
+    out.recompute = *r;
+  }
+  if (c->contains("tp")) {
+    if (auto v = in.Int(*c, p, "tp", 1)) out.tp = *v;
+    if (auto v = in.Int(*c, p, "pp", 1)) out.pp = *v;
+  }
+  if (!in.ok()) return std::nullopt;
+  return out;
+}
+
+std::optional<PlanFit> ReadFit(Reader& in, const Json& j, const std::string& path) {
+  if (!j.is_object()) {
+    in.Fail(path, absl::StrCat("expected an object, got ", j.type_name()));
+    return std::nullopt;
+  }
+  PlanFit f;
+  if (auto v = in.String(j, path, "gpu")) f.gpu = *v;
+  if (auto v = in.Int(j, path, "gpus", 1)) f.gpus = *v;
+  if (auto c = ReadConfig(in, j, path)) f.config = *c;
+  if (auto v = in.Real(j, path, "step_s")) f.step_s = *v;
+  if (auto v = in.Real(j, path, "days")) f.days = *v;
+  if (j.is_object() && j.contains("cost") && !j.at("cost").is_null()) {
+    if (auto v = in.Real(j, path, "cost")) f.cost = *v;
+  } else if (!j.is_object() || !j.contains("cost")) {
+    in.Fail(path + ".cost", "missing");
+  }
+  if (!in.ok()) return std::nullopt;
+  return f;
+}
+
+}  // namespace
+
+void SortRejected(std::vector<PlanRejection>& rejected) {
+  auto key = [](const PlanRejection& r) {
+    return std::make_tuple(r.gpu, r.gpus, ConfigJson(r.config).dump());
+  };
+  std::stable_sort(rejected.begin(), rejected.end(),
+                   [&](const PlanRejection& a, const PlanRejection& b) { return key(a) < key(b); });
+}
+
+Json PlanJson(const PlanResult& p) {
+  Json out;
+  out["schema_version"] = 1;
+  out["model"] = p.model;
+  out["params"] = p.params;
+  out["seq_len"] = p.seq_len;
+  out["tokens"] = p.tokens;
+  out["global_batch"] = p.global_batch;
+  out["min_gpus"] = Json::object();
+  for (const MinGpus& m : p.min_gpus) {
+    if (!m.gpus) {
+      out["min_gpus"][m.gpu] = {{"gpus", nullptr}, {"reason", m.reason}};
+      continue;
+    }
+    out["min_gpus"][m.gpu] = {{"gpus", *m.gpus},
+                              {"config", ConfigJson(m.config)},
+                              {"peak_bytes", m.peak.count()},
+                              {"capacity_bytes", m.capacity.count()},
+                              {"binding", m.binding},
+                              {"peak_breakdown_bytes", BreakdownJson(m.peak_breakdown)},
+                              {"one_fewer", absl::StrFormat("%d GPUs do not fit", *m.gpus - 1)}};
+  }
+  out["pareto"] = Json::array();
+  for (const PlanFit& f : p.pareto) out["pareto"].push_back(FitJson(f));
+  out["rejected"] = Json::array();
+  for (const PlanRejection& r : p.rejected) {
+    Json j = {{"gpu", r.gpu},
+              {"gpus", r.gpus},
+              {"config", ConfigJson(r.config)},
+              {"kind", Name(r.kind)},
+              {"reason", r.reason}};
+    if (r.floor) j["floor_bytes"] = r.floor->count();
+    out["rejected"].push_back(j);
+  }
+  out["shard"] = {{"begin", p.shard.begin}, {"end", p.shard.end}, {"total", p.shard.total}};
+  out["fitting"] = p.fits.size();
+  out["fits"] = Json::array();
+  for (const PlanFit& f : p.fits) out["fits"].push_back(FitJson(f));
+  out["considered"] = p.considered;
+  out["pruned"] = p.pruned;
+  out["replayed"] = p.replayed;
+  out["seconds"] = p.seconds;
+  return out;
+}
+
+absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin) {
+  Reader in(origin);
+  PlanResult p;
+  if (!j.is_object()) {
+    in.Fail("(top level)", absl::StrCat("expected an object, got ", j.type_name()));
+    return in.status();
+  }
+  if (auto v = in.Int(j, "", "schema_version", 1); v && *v != 1) {
+    in.Fail("schema_version", absl::StrCat("expected 1, got ", *v));
+  }
+  if (auto v = in.String(j, "", "model")) p.model = *v;
+  if (auto v = in.Int(j, "", "params", 1)) p.params = *v;
+  if (auto v = in.Int(j, "", "seq_len", 1)) p.seq_len = *v;
+  if (auto v = in.Real(j, "", "tokens")) p.tokens = *v;
+  if (auto v = in.Int(j, "", "global_batch", 1)) p.global_batch = *v;
+  if (const Json* s = in.At(j, "", "shard", Json::value_t::object)) {
+    if (auto v = in.Int(*s, "shard", "begin")) p.shard.begin = *v;
+    if (auto v = in.Int(*s, "shard", "end")) p.shard.end = *v;
+    if (auto v = in.Int(*s, "shard", "total")) p.shard.total = *v;
+    if (in.ok() && !(p.shard.begin <= p.shard.end && p.shard.end <= p.shard.total)) {
+      in.Fail("shard", "expected begin <= end <= total");
+    }
+  }
+  if (const Json* m = in.At(j, "", "min_gpus", Json::value_t::object)) {
+    for (auto it = m->begin(); in.ok() && it != m->end(); ++it) {
+      const std::string path = absl::StrCat("min_gpus.", it.key());
+      const Json& e = it.value();
+      MinGpus g;
+      g.gpu = it.key();
+      if (!e.is_object() || !e.contains("gpus")) {
+        in.Fail(path + ".gpus", "missing");
+        break;
+      }
+      if (e.at("gpus").is_null()) {
+        if (auto v = in.String(e, path, "reason")) g.reason = *v;
+      } else {
+        g.gpus = in.Int(e, path, "gpus", 1);
+        if (auto c = ReadConfig(in, e, path)) g.config = *c;
+        if (auto v = in.Int(e, path, "peak_bytes")) g.peak = Bytes::Count(*v);
+        if (auto v = in.Int(e, path, "capacity_bytes")) g.capacity = Bytes::Count(*v);
+        if (auto v = in.String(e, path, "binding")) g.binding = *v;
+        if (const Json* b = in.At(e, path, "peak_breakdown_bytes", Json::value_t::object)) {
+          for (int c = 0; c < kNumMemCategories; ++c) {
+            if (auto v = in.Int(*b, path + ".peak_breakdown_bytes", kMemCategoryNames[c].data())) {
+              g.peak_breakdown[c] = Bytes::Count(*v);
+            }
+          }
+        }
+      }
+      p.min_gpus.push_back(std::move(g));
+    }
+  }
+  if (const Json* fits = in.At(j, "", "fits", Json::value_t::array)) {
+    for (size_t i = 0; in.ok() && i < fits->size(); ++i) {
+      if (auto f = ReadFit(in, (*fits)[i], absl::StrCat("fits[", i, "]"))) p.fits.push_back(*f);
+    }
+  }
+  if (const Json* rej = in.At(j, "", "rejected", Json::value_t::array)) {
+    for (size_t i = 0; in.ok() && i < rej->size(); ++i) {
+      const Json& e = (*rej)[i];
+      const std::string path = absl::StrCat("rejected[", i, "]");
+      if (!e.is_object()) {
+        in.Fail(path, absl::StrCat("expected an object, got ", e.type_name()));
+        break;
+      }
+      PlanRejection r;
+      if (auto v = in.String(e, path, "gpu")) r.gpu = *v;
+      if (auto v = in.Int(e, path, "gpus", 1)) r.gpus = *v;
+      if (auto c = ReadConfig(in, e, path)) r.config = *c;
+      if (auto v = in.String(e, path, "kind")) {
+        auto k = ByName(*v, {RejectionKind::kBatch, RejectionKind::kLayout, RejectionKind::kStatic,
+                             RejectionKind::kReplay, RejectionKind::kInvalid});
+        if (k) {
+          r.kind = *k;
+        } else {
+          in.Fail(path + ".kind", absl::StrCat("unknown kind '", *v, "'"));
+        }
+      }
+      if (auto v = in.String(e, path, "reason")) r.reason = *v;
+      if (r.kind == RejectionKind::kStatic) {
+        if (auto v = in.Int(e, path, "floor_bytes")) r.floor = Bytes::Count(*v);
+      }
+      p.rejected.push_back(std::move(r));
+    }
+  }
+  if (auto v = in.Int(j, "", "considered")) p.considered = *v;
+  if (auto v = in.Int(j, "", "pruned")) p.pruned = *v;
+  if (auto v = in.Int(j, "", "replayed")) p.replayed = *v;
+  if (auto v = in.Real(j, "", "seconds")) p.seconds = *v;
+  if (!in.ok()) return in.status();
+  p.pareto = ParetoFrontier(p.fits);
+  return p;
+}
+
+std::string PlanText(const PlanResult& p) {
+  std::string out = absl::StrFormat(
+      "Plan for %s (%s parameters), seq_len %d, %.3g tokens, global batch %d sequences\n\n",
+      p.model, report::FormatCount(static_cast<double>(p.params)), p.seq_len, p.tokens,
+      p.global_batch);
+  report::Table min({"GPU", "min GPUs", "peak", "binding term"});
+  for (const MinGpus& m : p.min_gpus) {
+    if (!m.gpus) {
+      min.AddRow({m.gpu, "-", "-", m.reason});
+      continue;
+    }
+    min.AddRow({m.gpu, absl::StrCat(*m.gpus),
+                absl::StrFormat("%.1f of %.0f GiB", m.peak.gib(), m.capacity.gib()), m.binding});
+  }
+  absl::StrAppend(&out, "Smallest GPU count that fits (ZeRO-3, full recompute, micro-batch 1):\n",
+                  min.Render(), "\n");
+  report::Table par({"GPU", "GPUs", "config", "step s", "days", "cost USD"});
+  for (const PlanFit& f : p.pareto) {
+    par.AddRow({f.gpu, absl::StrCat(f.gpus), ConfigLabel(f.config),
+                absl::StrFormat("%.2f", f.step_s), absl::StrFormat("%.1f", f.days),
+                absl::StrFormat("%.0f", *f.cost)});
+  }
+  absl::StrAppend(&out, "Pareto set of time-to-train against cost (", p.fits.size(),
+                  " fitting configurations):\n", par.Render(), "\n");
+  // Rejections by kind, with the closest miss of the replayed ones.
+  std::map<std::string, int> kinds;
+  for (const PlanRejection& r : p.rejected) kinds[std::string(Name(r.kind))]++;
+  const std::map<std::string, std::string> what = {
+      {"batch", "the global batch does not divide"},
+      {"static", "the static ledger exceeds the HBM"},
+      {"replay", "the replayed peak exceeds the HBM"},
+      {"layout", "the model does not admit the layout"},
+      {"invalid", "the configuration is invalid"}};
+  absl::StrAppend(&out, "Rejected (each with its reason in --json):\n");
+  for (const auto& [k, n] : kinds) {
+    absl::StrAppendFormat(&out, "  %4d because %s\n", n, what.count(k) ? what.at(k) : k);
+  }
+  for (const PlanRejection& r : p.rejected) {
+    if (r.kind == RejectionKind::kReplay) {
+      absl::StrAppendFormat(&out, "  e.g. %d x %s %s: %s\n", r.gpus, r.gpu, ConfigLabel(r.config),
+                            r.reason);
+      break;
+    }
+  }
+  // The closest miss of each family (ZeRO, model-parallel) by the static ledger: what would
+  // have to shrink for the largest cluster searched.
+  for (bool model_parallel : {false, true}) {
+    const PlanRejection* best = nullptr;
+    for (const PlanRejection& r : p.rejected) {
+      if (r.kind != RejectionKind::kStatic || r.config.ModelParallel() != model_parallel) continue;
+      if (best == nullptr || *r.floor < *best->floor) best = &r;
+    }
+    if (best != nullptr) {
+      absl::StrAppendFormat(&out, "  closest %s: %d x %s %s: %s\n",
+                            model_parallel ? "TP/PP layout" : "ZeRO layout", best->gpus, best->gpu,
+                            ConfigLabel(best->config), best->reason);
+    }
+  }
+  absl::StrAppendFormat(&out,
+                        "Considered %d configurations, "
+                        "pruned %d by the static ledger or the batch, replayed %d, in %.1f s.\n",
+                        p.considered, p.pruned, p.replayed, p.seconds);
+  return out;
+}
+
+}  // namespace sim::explore

@@ -1,0 +1,20 @@
+#pragma once
+// Renderings of a plan (PlanResult): its JSON report, its text, and the reader that turns a
+// `stepsim plan --json` file back into a PlanResult (for `stepsim merge`), checking every key's
+// presence, type and range so that a damaged shard is refused with the key that is wrong.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "sim/explore/plan.h"
+
+namespace sim::explore {
+
+nlohmann::ordered_json PlanJson(const PlanResult& plan);
+std::string PlanText(const PlanResult& plan);
+
+// `origin` (the file name) prefixes every error: "FILE: key.path: what was expected".
+absl::StatusOr<PlanResult> PlanFromJson(const nlohmann::ordered_json& j, const std::string& origin);
+
+}  // namespace sim::explore

@@ -1,0 +1,130 @@
+#include "sim/report/run_summary.h"
+
+#include "sim/cost/compute_cost.h"
+#include "sim/workload/sharding.h"
+
+namespace sim::report {
+
+namespace {
+
+std::string OpLabelOr(const replay::ReplayResult& r, std::optional<int32_t> op) {
+  return op ? OpLabel(r.program.ops[*op], r.program.layers) : "persistent states";
+}
+
+constexpr CollectiveKind kReportedKinds[] = {CollectiveKind::kAllGather,
+                                             CollectiveKind::kReduceScatter,
+                                             CollectiveKind::kAllReduce, CollectiveKind::kSendRecv};
+constexpr CollectiveAlgorithm kAlgorithms[] = {
+    CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree, CollectiveAlgorithm::kHierarchical,
+    CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kNvlsTree};
+
+}  // namespace
+
+RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
+  RunSummary o;
+  const ShardingPlan plan = PlanSharding(s);
+  o.scenario = s.name;
+  o.model = s.model.name;
+  o.gpu = s.cluster.gpu.name;
+  o.node = s.cluster.node.name;
+  o.gpus = s.cluster.gpus();
+  o.nodes = s.cluster.nodes;
+  o.gpus_per_node = s.cluster.node.gpus_per_node;
+  o.dp = s.dp();
+  o.tp = s.parallel.tp;
+  o.pp = s.parallel.pp;
+  o.cp = s.parallel.cp;
+  o.sequence_parallel = s.parallel.sequence_parallel;
+  o.pp_schedule = s.parallel.pp_schedule;
+  o.pp_chunks = s.parallel.pp_chunks;
+  o.zero = s.parallel.zero;
+  o.replayed_stage = plan.stage;
+  o.shard_degree = plan.shard_degree;
+  o.prefetch = s.parallel.prefetch;
+  o.micro_batches = s.micro_batches();
+  o.framework = s.parallel.framework;
+  o.precision = s.training.precision;
+
+  // Memory of the GPU with the highest peak.
+  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
+  o.capacity = s.cluster.gpu.hbm;
+  o.peak = ledger.peak();
+  o.peak_gpu = r.GpuOf(r.peak_rank);
+  o.peak_stage = r.StageOf(r.peak_rank);
+  o.peak_at = ledger.peak_time();
+  o.peak_op = OpLabelOr(r, ledger.peak_op());
+  o.fits = ledger.peak() <= s.cluster.gpu.hbm;
+  o.peak_breakdown = ledger.peak_breakdown();
+  o.category_peaks = ledger.category_peaks();
+  o.static_states = PersistentStates(s, o.peak_stage);
+  o.runtime_reserved = s.runtime.reserved;
+  if (const auto& f = ledger.first_overflow()) {
+    o.first_overflow = OverflowSummary{OpLabelOr(r, f->op), f->time, f->excess};
+  }
+  o.fragmentation = s.runtime.fragmentation;
+  o.reserved_estimate =
+      ledger.peak() + (ledger.peak() - s.runtime.reserved) * s.runtime.fragmentation;
+
+  // Time of the busiest stage.
+  o.step = r.step;
+  o.compute = r.compute;
+  o.recompute = r.recompute;
+  o.comm = r.comm;
+  o.exposed_comm = r.exposed_comm;
+  o.optimizer = r.optimizer;
+  o.bubble = r.bubble;
+  o.overlap_stretch = r.overlap_stretch;
+  o.time_stage = r.time_stage;
+
+  // Work: per-GPU averages times the GPUs.
+  const double gpus = static_cast<double>(o.gpus);
+  o.model_flops_per_gpu = r.model_flops;
+  o.hardware_flops_per_gpu = r.hardware_flops;
+  o.model_flops_total = r.model_flops.count() * gpus;
+  o.hardware_flops_total = r.hardware_flops.count() * gpus;
+  o.recompute_flops_total = r.recompute_flops.count() * gpus;
+  o.peak_rate = cost::PeakRate(s.cluster.gpu, s.training.precision);
+  const double step_s = r.step.seconds();
+  if (step_s > 0) {
+    const double peak = o.peak_rate.per_second();
+    o.tokens_per_s = static_cast<double>(s.training.global_batch * s.training.seq_len) / step_s;
+    o.mfu = o.model_flops_total / (step_s * gpus * peak);
+    o.hfu = o.hardware_flops_total / (step_s * gpus * peak);
+  }
+  o.tokens_per_s_per_gpu = o.tokens_per_s / gpus;
+
+  o.comm_bytes_sent = r.comm_bytes_sent;
+  for (CollectiveKind k : kReportedKinds) {
+    const auto& st = r.collectives[static_cast<int>(k)];
+    CollectiveSummary c;
+    c.kind = k;
+    c.count = st.count;
+    for (CollectiveAlgorithm a : kAlgorithms) {
+      if (st.by_algorithm[static_cast<int>(a)] > 0) {
+        c.algorithms.push_back({a, st.by_algorithm[static_cast<int>(a)]});
+      }
+    }
+    c.time = st.time;
+    c.sent = r.comm_bytes_sent[static_cast<int>(k)];
+    const double seconds = st.time.seconds();
+    c.bus_bandwidth_bytes_per_s = seconds > 0 ? static_cast<double>(c.sent.count()) / seconds : 0;
+    c.busiest_link = st.busiest_link;
+    c.busiest_load = st.busiest_load;
+    o.collectives.push_back(std::move(c));
+  }
+
+  for (int32_t stage = 0; stage < r.program.stages; ++stage) {
+    const memory::MemoryLedger& l = r.ledgers[stage];
+    o.stages.push_back(StageSummary{stage, r.program.stage_gpu[stage], l.peak(), l.peak_time(),
+                                    OpLabelOr(r, l.peak_op()), l.peak() <= s.cluster.gpu.hbm,
+                                    l.peak_breakdown(), PersistentStates(s, stage),
+                                    r.stages[stage]});
+  }
+
+  o.ops = static_cast<int64_t>(r.program.ops.size());
+  o.events = r.events;
+  o.simulated_ranks = r.simulated_ranks;
+  return o;
+}
+
+}  // namespace sim::report

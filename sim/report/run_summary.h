@@ -1,0 +1,120 @@
+#pragma once
+// The typed result of one run: everything the run report (SPEC §5) says, computed once from the
+// scenario and its replay. Text, JSON, sweep rows, compare tables, plan and validate all read
+// these fields; none of them parses a rendered report back.
+//
+// Conventions (SPEC §2): FLOPs in `*_flops_total` are totals over the cluster per step (per-GPU
+// work × GPUs; TP/CP ranks each do their share); MFU and HFU divide by step × GPUs × the dense
+// peak of the compute dtype. Memory is per GPU, of the simulated GPU with the highest peak
+// (`peak_gpu`, on pipeline stage `peak_stage`); time keys are the busiest stage's
+// (`time_stage`).
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/base/units.h"
+#include "sim/memory/ledger.h"
+#include "sim/replay/replay.h"
+#include "sim/spec/scenario.h"
+#include "sim/workload/static_ledger.h"
+
+namespace sim::report {
+
+// The first moment a GPU's allocated memory exceeded its capacity.
+struct OverflowSummary {
+  std::string op;  // label of the op ("mb0 L12 bwd qkv") or "persistent states"
+  Duration at;
+  Bytes excess;
+};
+
+// Memory and time of one pipeline stage's GPU (one entry without pp).
+struct StageSummary {
+  int32_t stage = 0;
+  int64_t gpu = 0;
+  Bytes peak;
+  Duration peak_at;
+  std::string peak_op;
+  bool fits = false;
+  memory::Breakdown peak_breakdown{};
+  StateSplit static_states;
+  replay::StageTimes times;
+};
+
+// How the collectives of one kind ran over the step, per GPU.
+struct CollectiveSummary {
+  CollectiveKind kind = CollectiveKind::kNone;
+  int64_t count = 0;
+  // (algorithm, collectives priced with it), in CollectiveAlgorithm order, only those used.
+  std::vector<std::pair<CollectiveAlgorithm, int64_t>> algorithms;
+  Duration time;
+  Bytes sent;
+  // nccl-tests conventions: bytes each GPU sends / time (0 when the time is 0).
+  double bus_bandwidth_bytes_per_s = 0;
+  std::string busiest_link;  // of the slowest collective of this kind
+  int32_t busiest_load = 0;  // transfers sharing it
+};
+
+struct RunSummary {
+  // ---- what ran -------------------------------------------------------------------------
+  std::string scenario, model, gpu, node;
+  int64_t gpus = 0, nodes = 0, gpus_per_node = 0;
+  int64_t dp = 1, tp = 1, pp = 1, cp = 1;
+  bool sequence_parallel = false;
+  PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
+  int64_t pp_chunks = 1;
+  int zero = 0;            // as written in the scenario
+  int replayed_stage = 0;  // the ZeRO stage the replay used (sim/workload/sharding.h)
+  int64_t shard_degree = 1;
+  int64_t prefetch = 1;
+  int64_t micro_batches = 1;
+  Framework framework = Framework::kDeepSpeed;
+  Precision precision = Precision::kBf16;
+
+  // ---- memory (per GPU) -----------------------------------------------------------------
+  Bytes capacity;
+  Bytes peak;
+  int64_t peak_gpu = 0;
+  int32_t peak_stage = 0;
+  Duration peak_at;
+  std::string peak_op;
+  bool fits = false;                   // peak <= capacity
+  memory::Breakdown peak_breakdown{};  // sums to `peak`
+  memory::Breakdown category_peaks{};  // each category's own high-water mark
+  StateSplit static_states;            // persistent states of the peak's stage
+  Bytes runtime_reserved;
+  std::optional<OverflowSummary> first_overflow;
+  double fragmentation = 0;
+  // peak + fragmentation × (peak − runtime reserve), rounded once.
+  Bytes reserved_estimate;
+
+  // ---- time -----------------------------------------------------------------------------
+  Duration step, compute, recompute, comm, exposed_comm, optimizer, bubble, overlap_stretch;
+  int32_t time_stage = 0;
+
+  // ---- work and throughput ----------------------------------------------------------------
+  Flops model_flops_per_gpu, hardware_flops_per_gpu;  // averaged over pipeline stages
+  double model_flops_total = 0, hardware_flops_total = 0, recompute_flops_total = 0;
+  FlopRate peak_rate;  // dense peak per GPU of the compute dtype
+  double tokens_per_s = 0, tokens_per_s_per_gpu = 0, mfu = 0, hfu = 0;
+
+  // ---- communication ----------------------------------------------------------------------
+  std::array<Bytes, kNumCollectiveKinds> comm_bytes_sent{};  // per GPU, by CollectiveKind
+  std::vector<CollectiveSummary> collectives;                // kinds that ran, in kind order
+
+  std::vector<StageSummary> stages;
+
+  // ---- the replay itself ------------------------------------------------------------------
+  int64_t ops = 0;
+  uint64_t events = 0;
+  int32_t simulated_ranks = 1;
+
+  Bytes Sent(CollectiveKind k) const { return comm_bytes_sent[static_cast<int>(k)]; }
+  Bytes PeakOf(MemCategory c) const { return peak_breakdown[static_cast<int>(c)]; }
+};
+
+RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r);
+
+}  // namespace sim::report
