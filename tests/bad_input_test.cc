@@ -85,7 +85,6 @@ TEST_CASE("the default scenario resolves its catalog names", "[config]") {
   CHECK(s->micro_batches() == 32);
   CHECK(s->cluster.gpu.hbm == Bytes::GiB(80));
   CHECK(s->parallel.bucket == Bytes::MB(25));  // written in the file
-  CHECK(s->GradientBucket(2) == Bytes::MB(25));
 }
 
 TEST_CASE("an inline cluster needs its node description", "[config]") {

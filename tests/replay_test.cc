@@ -156,7 +156,9 @@ TEST_CASE("replayed layer activations equal the op-level accounting", "[replay][
       REQUIRE(program.ok());
       Bytes net;
       for (const Op& op : program->ops) {
-        if (op.group != 1 || op.phase != OpPhase::kForward || op.micro_batch != 0) continue;
+        if (op.group != 1 || op.kind != OpKind::kCompute || op.pass != OpPass::kForward ||
+            op.micro_batch != 0)
+          continue;
         for (int32_t i = op.mem_begin; i < op.mem_end; ++i) {
           if (program->mem[i].category == MemCategory::kActivations) net += program->mem[i].bytes;
         }

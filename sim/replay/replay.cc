@@ -78,7 +78,7 @@ class ReplayListener {
     const double slowdown = s.cluster.gpu.calibration.overlap_slowdown;
     for (const Op& op : p_.ops) {
       Duration d;
-      if (op.phase == OpPhase::kComm) {
+      if (op.kind == OpKind::kCollective) {
         const CollectiveSpec& c = p_.CollectiveOf(op);
         const cost::PricedCollective priced = comm.Price(c.kind, c.tensor, c.group, c.buckets);
         d = priced.time;
@@ -95,7 +95,7 @@ class ReplayListener {
         d = cost::ComputeDuration(op, s.cluster.gpu, s.training.precision);
       }
       base_.push_back(d);
-      link_class_.push_back(op.phase == OpPhase::kComm && p_.CollectiveOf(op).group.nodes > 1
+      link_class_.push_back(op.kind == OpKind::kCollective && p_.CollectiveOf(op).group.nodes > 1
                                 ? LinkClass::kFabric
                                 : LinkClass::kNvlink);
       // Communication kernels take SMs and HBM bandwidth from the compute beside them.
@@ -124,7 +124,7 @@ class ReplayListener {
     ApplyMemory(task, MemWhen::kStart, now);
     Duration d = base_[o];
     const bool compute_stream = op.stream == StreamKind::kCompute;
-    const bool collective = op.phase == OpPhase::kComm;
+    const bool collective = op.kind == OpKind::kCollective;
     if (!compute_stream) {
       comm_running_[gpu]++;
     } else if (comm_running_[gpu] > 0 && !collective) {
@@ -147,12 +147,12 @@ class ReplayListener {
     const Op& op = p_.ops[o];
     const int32_t gpu = replica * p_.stages + op.stage;
     if (op.stream != StreamKind::kCompute) comm_running_[gpu]--;
-    if (op.phase == OpPhase::kComm && base_[o] > Duration::Zero()) {
+    if (op.kind == OpKind::kCollective && base_[o] > Duration::Zero()) {
       sharing_.Finish(gpu, link_class_[o], task, now, reschedule_);
     }
     finish_[task] = now;
     if (replica == 0) {
-      if (op.phase == OpPhase::kComm) Account(op, now - start_[task]);
+      if (op.kind == OpKind::kCollective) Account(op, now - start_[task]);
       if (op.stream == StreamKind::kCompute) compute_free_[op.stage] = now;
       last_end_[op.stage] = std::max(last_end_[op.stage], now);
     }
@@ -207,19 +207,20 @@ class ReplayListener {
 
   void Account(const Op& op, Duration d) {
     StageTimes& t = r_.stages[op.stage];
-    switch (op.phase) {
-      case OpPhase::kForward:
-      case OpPhase::kBackward:
+    if (op.kind == OpKind::kCollective) {
+      t.comm += d;
+      return;
+    }
+    switch (op.pass) {
+      case OpPass::kForward:
+      case OpPass::kBackward:
         t.compute += d;
         break;
-      case OpPhase::kRecompute:
+      case OpPass::kRecompute:
         t.recompute += d;
         break;
-      case OpPhase::kOptimizer:
+      case OpPass::kStep:
         t.optimizer += d;
-        break;
-      case OpPhase::kComm:
-        t.comm += d;
         break;
     }
   }
@@ -242,23 +243,23 @@ class ReplayListener {
 // Work per GPU per step, averaged over the pipeline stages (every stage is a GPU).
 void CountWork(ReplayResult& r) {
   for (const Op& op : r.program.ops) {
-    switch (op.phase) {
-      case OpPhase::kForward:
-      case OpPhase::kBackward:
+    if (op.kind == OpKind::kCollective) {
+      const CollectiveSpec& c = r.program.CollectiveOf(op);
+      r.comm_bytes_sent[static_cast<int>(c.kind)] +=
+          BytesSentPerGpu(c.kind, c.tensor, c.group.size);
+      continue;
+    }
+    switch (op.pass) {
+      case OpPass::kForward:
+      case OpPass::kBackward:
         r.model_flops += op.flops;
         r.hardware_flops += op.flops;
         break;
-      case OpPhase::kRecompute:
+      case OpPass::kRecompute:
         r.recompute_flops += op.flops;
         r.hardware_flops += op.flops;
         break;
-      case OpPhase::kComm: {
-        const CollectiveSpec& c = r.program.CollectiveOf(op);
-        r.comm_bytes_sent[static_cast<int>(c.kind)] +=
-            BytesSentPerGpu(c.kind, c.tensor, c.group.size);
-        break;
-      }
-      case OpPhase::kOptimizer:
+      case OpPass::kStep:
         break;  // neither model nor hardware FLOPs by convention
     }
   }

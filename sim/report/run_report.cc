@@ -288,7 +288,7 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
   for (const replay::OpTiming& t : r.timings) {
     const Op& op = r.program.ops[t.op];
     nlohmann::ordered_json args;
-    if (op.phase == OpPhase::kComm) {
+    if (op.kind == OpKind::kCollective) {
       const CollectiveSpec& c = r.program.CollectiveOf(op);
       args = {{"collective", Name(c.kind)},
               {"tensor_bytes", c.tensor.count()},
@@ -300,7 +300,7 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
     }
     emit({{"ph", "X"},
           {"name", OpLabel(op, r.program.layers)},
-          {"cat", Name(op.phase)},
+          {"cat", op.kind == OpKind::kCollective ? "comm" : Name(op.pass)},
           {"pid", t.rank},
           {"tid", static_cast<int>(op.stream)},
           {"ts", static_cast<double>(t.start.picoseconds()) / us},
@@ -351,7 +351,7 @@ std::string DumpOps(const OpProgram& p) {
     absl::StrAppendFormat(&out, "%d %s %s", i, streams[static_cast<int>(op.stream)],
                           OpLabel(op, p.layers));
     if (p.stages > 1) absl::StrAppendFormat(&out, " stage%d", op.stage);
-    if (op.phase == OpPhase::kComm) {
+    if (op.kind == OpKind::kCollective) {
       const CollectiveSpec& c = p.CollectiveOf(op);
       absl::StrAppendFormat(&out, " | %s %d B over %d GPUs (%d nodes) in %d buckets", Name(c.kind),
                             c.tensor.count(), c.group.size, c.group.nodes, c.buckets);

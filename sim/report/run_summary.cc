@@ -1,7 +1,6 @@
 #include "sim/report/run_summary.h"
 
 #include "sim/cost/compute_cost.h"
-#include "sim/workload/sharding.h"
 
 namespace sim::report {
 
@@ -22,7 +21,7 @@ constexpr CollectiveAlgorithm kAlgorithms[] = {
 
 RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   RunSummary o;
-  const ShardingPlan plan = PlanSharding(s);
+  const ShardingPlan& plan = r.program.sharding;
   o.scenario = s.name;
   o.model = s.model.name;
   o.gpu = s.cluster.gpu.name;
@@ -56,7 +55,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.fits = ledger.peak() <= s.cluster.gpu.hbm;
   o.peak_breakdown = ledger.peak_breakdown();
   o.category_peaks = ledger.category_peaks();
-  o.static_states = PersistentStates(s, o.peak_stage);
+  o.static_states = r.program.stage_states[o.peak_stage];
   o.runtime_reserved = s.runtime.reserved;
   if (const auto& f = ledger.first_overflow()) {
     o.first_overflow = OverflowSummary{OpLabelOr(r, f->op), f->time, f->excess};
@@ -117,7 +116,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
     const memory::MemoryLedger& l = r.ledgers[stage];
     o.stages.push_back(StageSummary{stage, r.program.stage_gpu[stage], l.peak(), l.peak_time(),
                                     OpLabelOr(r, l.peak_op()), l.peak() <= s.cluster.gpu.hbm,
-                                    l.peak_breakdown(), PersistentStates(s, stage),
+                                    l.peak_breakdown(), r.program.stage_states[stage],
                                     r.stages[stage]});
   }
 

@@ -90,7 +90,7 @@ struct ParallelSpec {
   // ZeRO-3 / FULL_SHARD layers gathered ahead of the one computing (DeepSpeed
   // stage3_prefetch_bucket_size, FSDP forward_prefetch/backward_prefetch).
   int64_t prefetch = 1;
-  // Gradient reduction bucket; absent = the framework's (GradientBucket below).
+  // Gradient reduction bucket; absent = the framework's (its policy in sim/workload/policy/).
   std::optional<Bytes> bucket;
   // FSDP only: the sharding strategy; when absent it follows `zero` (0 NO_SHARD, 2 SHARD_GRAD_OP,
   // 3 FULL_SHARD).
@@ -120,17 +120,6 @@ struct Scenario {
 
   int64_t dp() const { return cluster.gpus() / (parallel.tp * parallel.pp * parallel.cp); }
   int64_t micro_batches() const { return training.global_batch / (training.micro_batch * dp()); }
-  // The gradient reduction bucket for elements of `element_bytes`: parallel.bucket, else
-  // 25 MB for DeepSpeed and FSDP (PyTorch DDP's bucket_cap_mb), and for Megatron-LM
-  // max(40M, 1M x DP) elements (megatron/training/training.py's ddp_bucket_size default) when
-  // the reduction overlaps the backward, or the whole gradient buffer in one collective when it
-  // does not.
-  Bytes GradientBucket(int64_t element_bytes) const {
-    if (parallel.bucket) return *parallel.bucket;
-    if (parallel.framework != Framework::kMegatron) return Bytes::MB(25);
-    if (!parallel.overlap_grad_reduce.value_or(false)) return Bytes::Count(INT64_C(1) << 60);
-    return Bytes::Count(std::max<int64_t>(40'000'000, 1'000'000 * dp()) * element_bytes);
-  }
 };
 
 absl::string_view Name(Precision p);

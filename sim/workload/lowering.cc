@@ -10,26 +10,14 @@
 #include "sim/workload/params.h"
 #include "sim/workload/pipeline_schedule.h"
 #include "sim/workload/placement.h"
+#include "sim/workload/policy/policy.h"
+#include "sim/workload/program_builder.h"
 
 namespace sim {
 
 namespace {
 
 constexpr int64_t kCompute = 2;  // bytes per compute-dtype (bf16/fp16) element
-
-int64_t DtypeBytes(Dtype d) {
-  switch (d) {
-    case Dtype::kFp32:
-    case Dtype::kTf32:
-      return 4;
-    case Dtype::kBf16:
-    case Dtype::kFp16:
-      return 2;
-    case Dtype::kFp8:
-      return 1;
-  }
-  return 2;
-}
 
 // Bytes one optimizer step reads and writes per parameter of the local shard (memory-bound):
 // AdamW reads grad 2, master 4, m 4, v 4 and writes master, m, v and the bf16 weight copy 2.
@@ -45,16 +33,12 @@ int64_t OptimizerTrafficPerParam(OptimizerKind o) {
   return 0;
 }
 
-int32_t CeilDiv(int64_t a, int64_t b) { return static_cast<int32_t>((a + b - 1) / b); }
-
-// An op's memory actions: a handful, kept inline so that lowering allocates nothing per op.
-using MemList = absl::InlinedVector<MemAction, 8>;
-
 class Lowerer {
  public:
-  explicit Lowerer(const Scenario& s)
+  Lowerer(const Scenario& s, DataParallelPolicy& policy)
       : s_(s),
-        plan_(PlanSharding(s)),
+        policy_(policy),
+        plan_(policy.sharding()),
         place_(s),
         shape_{s.training.seq_len,           s.training.micro_batch, s.parallel.tp,
                s.parallel.sequence_parallel, s.training.attention,   s.parallel.cp},
@@ -63,12 +47,8 @@ class Lowerer {
         tokens_(s.training.seq_len / s.parallel.cp * s.training.micro_batch),
         rep_(s.parallel.sequence_parallel ? s.parallel.tp : 1),
         act_bytes_(Bytes::Count(kCompute * tokens_ * s.model.hidden)),
-        overlap_reduce_(
-            s.parallel.overlap_grad_reduce.value_or(s.parallel.framework != Framework::kMegatron)) {
+        b_(p_, static_cast<int32_t>(s.parallel.pp)) {
     group_params_ = GroupParameters(s);
-    reduce_bytes_ = s.parallel.reduce_dtype ? DtypeBytes(*s.parallel.reduce_dtype)
-                    : s.parallel.framework == Framework::kMegatron ? 4  // fp32 main_grad
-                                                                   : kCompute;
     grad_group_ = place_.GradientGroup();
     // Hybrid: one shard group per node, all nodes at once.
     shard_group_ = plan_.hybrid
@@ -102,8 +82,9 @@ class Lowerer {
     p_.ops.reserve(per_mb * static_cast<size_t>(s_.micro_batches()) + 4 * p);
     p_.deps.reserve(p_.ops.capacity());
     p_.mem.reserve(3 * p_.ops.capacity());
-    st_.assign(p, StageState{});
+    p_.sharding = plan_;
     for (int32_t stage = 0; stage < p; ++stage) {
+      p_.stage_states.push_back(PersistentStates(s_, stage));
       p_.persistent.push_back(PersistentActions(stage));
       p_.stage_gpu.push_back(place_.GpuOfStage(stage));
     }
@@ -123,72 +104,20 @@ class Lowerer {
   }
 
  private:
-  // What lowering remembers per pipeline stage (each stage is its own GPU and streams).
-  struct StageState {
-    std::optional<int32_t> last_compute;
-    std::vector<int32_t> reduces;     // the step's last gradient reductions
-    std::vector<int32_t> deferred;    // groups reduced after the whole backward
-    std::vector<int32_t> overlapped;  // TP/CP ops beside the next compute op
-    std::vector<int32_t> wait;        // ... which the compute op after it waits for
-  };
-
-  bool Zero3() const { return plan_.stage == 3; }
-  bool Megatron() const { return s_.parallel.framework == Framework::kMegatron; }
   int32_t NumGroups() const { return static_cast<int32_t>(group_params_.size()); }
   Bytes ComputeBytes(int64_t params) const { return Bytes::Count(kCompute * params); }
-  StageState& St() { return st_[stage_]; }
-  void SetMicroBatch(int32_t mb) {
-    mb_ = mb;
-    last_micro_batch_ = mb == s_.micro_batches() - 1;
-  }
-
+  void SetMicroBatch(int32_t mb) { b_.SetMicroBatch(mb, mb == s_.micro_batches() - 1); }
+  void SetStage(int32_t stage) { b_.SetStage(stage); }
   int32_t Add(Op op, absl::Span<const int32_t> deps, absl::Span<const MemAction> mem) {
-    op.micro_batch = mb_;
-    op.stage = static_cast<int16_t>(stage_);
-    op.deps_begin = static_cast<int32_t>(p_.deps.size());
-    for (int32_t d : deps) p_.deps.push_back(d);
-    const bool compute = op.stream == StreamKind::kCompute && op.phase != OpPhase::kComm;
-    if (compute) {
-      // A compute op waits for the overlapped TP/CP collectives of the op before it, and hands
-      // on those that run beside it.
-      StageState& st = St();
-      for (int32_t d : st.wait) p_.deps.push_back(d);
-      st.wait.swap(st.overlapped);
-      st.overlapped.clear();
-    }
-    op.deps_end = static_cast<int32_t>(p_.deps.size());
-    op.mem_begin = static_cast<int32_t>(p_.mem.size());
-    for (MemWhen when : {MemWhen::kIssue, MemWhen::kStart, MemWhen::kEnd}) {
-      if (when == MemWhen::kStart) op.mem_start = static_cast<int32_t>(p_.mem.size());
-      if (when == MemWhen::kEnd) op.mem_finish = static_cast<int32_t>(p_.mem.size());
-      for (const MemAction& a : mem) {
-        if (a.when == when && a.bytes.count() != 0) p_.mem.push_back(a);
-      }
-    }
-    op.mem_end = static_cast<int32_t>(p_.mem.size());
-    p_.ops.push_back(op);
-    const int32_t id = static_cast<int32_t>(p_.ops.size()) - 1;
-    if (op.stream == StreamKind::kCompute) St().last_compute = id;
-    return id;
+    return b_.Add(op, deps, mem);
   }
-
-  // Appends an end-of-op free to the newest op (frees decided after it was emitted, e.g. the
-  // last op of a layer releasing the layer's buffers). End actions come last in an op's range,
-  // so appending keeps the range ordered.
-  void AddMemToLast(MemAction a) {
-    SIM_CHECK(!p_.ops.empty() && p_.ops.back().mem_end == static_cast<int32_t>(p_.mem.size()) &&
-                  a.when == MemWhen::kEnd,
-              "only end-of-op actions may be appended, and only to the newest op");
-    if (a.bytes.count() == 0) return;
-    p_.mem.push_back(a);
-    p_.ops.back().mem_end++;
+  void AddMemToLast(MemAction a) { b_.AddMemToLast(a); }
+  std::vector<int32_t> AnchorDeps() const { return b_.AnchorDeps(); }
+  Op Collective(absl::string_view name, CollectiveKind kind, Bytes tensor, CommGroup group,
+                std::optional<int32_t> g) {
+    return b_.Collective(name, kind, tensor, group, g);
   }
-
-  std::vector<int32_t> AnchorDeps() const {
-    std::vector<int32_t> deps;
-    if (const auto& last = st_[stage_].last_compute) deps.push_back(*last);
-    return deps;
-  }
+  DpEnv Env() { return DpEnv{b_, group_params_, grad_group_, shard_group_}; }
 
   std::vector<MemAction> PersistentActions(int32_t stage) const {
     const StateSplit st = PersistentStates(s_, stage);
@@ -199,21 +128,6 @@ class Lowerer {
   }
 
   // ---- collectives ------------------------------------------------------------------------
-
-  // A communication op and its collective (recorded now; `buckets` may be set through
-  // Spec(op) before the op is added).
-  Op Collective(absl::string_view name, CollectiveKind kind, Bytes tensor, CommGroup group,
-                int32_t g) {
-    Op op;
-    op.name = name;
-    op.phase = OpPhase::kComm;
-    op.stream = StreamKind::kComm;
-    op.group = g;
-    op.collective = static_cast<int32_t>(p_.collectives.size());
-    p_.collectives.push_back({kind, tensor, group, 1});
-    return op;
-  }
-  CollectiveSpec& Spec(const Op& op) { return p_.collectives[op.collective]; }
 
   // A TP or CP collective around one compute op. `buffer`: its output is a transient buffer
   // (an all-gathered activation) that the compute op frees when it ends.
@@ -238,6 +152,7 @@ class Lowerer {
     auto emit = [&](const ModelParallelComm& c) {
       if (c.group->size <= 1) return;
       Op op = Collective(c.name, c.kind, c.tensor, *c.group, x.group);
+      op.pass = x.pass;
       op.stream = overlap ? StreamKind::kTpComm : StreamKind::kCompute;
       std::vector<int32_t> d;
       if (overlap) d = AnchorDeps();
@@ -250,7 +165,7 @@ class Lowerer {
       const int32_t id =
           Add(op, d,
               {{overlap ? MemWhen::kIssue : MemWhen::kStart, MemCategory::kCommBuffers, buffer}});
-      if (overlap) St().overlapped.push_back(id);
+      if (overlap) b_.AddOverlapped(id);
       if (c.buffer) mem.push_back({MemWhen::kEnd, MemCategory::kCommBuffers, -buffer});
     };
     for (const auto& c : pre) emit(c);
@@ -292,8 +207,8 @@ class Lowerer {
         // Backward: the input again for the weight gradient (SP), the input gradient reduced.
         // Megatron-LM launches both asynchronously beside the input- and weight-gradient GEMMs
         // (LinearWithGradAccumulationAndAsyncCommunication, on by default since 2021).
-        return sp ? WithComms(x, deps, mem, {gather_in}, {reduce_out}, Megatron())
-                  : WithComms(x, deps, mem, {}, {reduce_out}, Megatron());
+        return sp ? WithComms(x, deps, mem, {gather_in}, {reduce_out}, policy_.AsyncTpBackward())
+                  : WithComms(x, deps, mem, {}, {reduce_out}, policy_.AsyncTpBackward());
       case ParallelRole::kRow:
         if (!backward) return WithComms(x, deps, mem, {}, {reduce_out});
         return sp ? WithComms(x, deps, mem, {gather_in}, {}) : WithComms(x, deps, mem, {}, {});
@@ -326,30 +241,13 @@ class Lowerer {
     return deps;
   }
 
-  // Megatron distributed optimizer with --overlap-param-gather: the updated parameters of a
-  // group are all-gathered while the step's first forward runs, each group's forward waiting
-  // for its own (in the steady state, the previous step's update).
-  void ParamGatherBeforeForward(int32_t g, std::vector<int32_t>& deps) {
-    if (!Megatron() || !s_.parallel.overlap_param_gather || plan_.stage < 1 || mb_ != 0) return;
-    Op ag = Collective("param_all_gather", CollectiveKind::kAllGather,
-                       ComputeBytes(group_params_[g]), grad_group_, g);
-    Spec(ag).buckets = Buckets(ComputeBytes(group_params_[g]));
-    deps.push_back(Add(ag, {}, {}));
-  }
-
-  // Collectives a gradient tensor of `b` bytes is reduced in.
-  int32_t Buckets(Bytes b) const {
-    return CeilDiv(std::max<int64_t>(b.count(), 1), std::max<int64_t>(Bucket().count(), 1));
-  }
-  Bytes Bucket() const { return s_.GradientBucket(reduce_bytes_); }
-
   // ---- compute ops ------------------------------------------------------------------------
 
-  Op Compute(absl::string_view name, OpPhase phase, OpClass cls, Flops flops, Bytes moved,
-             int32_t g) const {
+  Op Compute(absl::string_view name, OpPass pass, OpClass cls, Flops flops, Bytes moved,
+             std::optional<int32_t> g) const {
     Op op;
     op.name = name;
-    op.phase = phase;
+    op.pass = pass;
     op.op_class = cls;
     op.flops = flops;
     op.bytes_moved = moved;
@@ -357,16 +255,15 @@ class Lowerer {
     return op;
   }
 
-  Op FromLayerOp(const LayerOp& lo, OpPhase phase, int32_t g) const {
+  Op FromLayerOp(const LayerOp& lo, OpPass pass, int32_t g) const {
     // Backward: a GEMM's input and weight gradients are two GEMMs of the forward's size; other
     // kernels read and write about twice the forward traffic. FlashAttention's backward runs
     // five matmuls to the forward's two (it recomputes QK^T and the softmax): 2.5x (Dao 2023,
     // FlashAttention-2, arXiv 2307.08691, section 3.1.2).
-    const bool flash_backward = phase == OpPhase::kBackward && lo.op_class == OpClass::kAttention &&
+    const bool flash_backward = pass == OpPass::kBackward && lo.op_class == OpClass::kAttention &&
                                 s_.training.attention == AttentionKernel::kFlash;
-    const double k = flash_backward ? 2.5 : phase == OpPhase::kBackward ? 2.0 : 1.0;
-    return Compute(lo.name, phase, lo.op_class, lo.flops * k,
-                   Bytes::Round(static_cast<double>(lo.bytes_moved.count()) * k), g);
+    const double k = flash_backward ? 2.5 : pass == OpPass::kBackward ? 2.0 : 1.0;
+    return Compute(lo.name, pass, lo.op_class, lo.flops * k, lo.bytes_moved * k, g);
   }
 
   bool Kept(const LayerOp& lo, const SavedTensor& t) const {
@@ -389,9 +286,10 @@ class Lowerer {
 
   // Layer gradients that live until their reduce-scatter (stages 2 and 3); persistent
   // accumulation buffers otherwise.
-  MemList TransientGradients(int32_t g) const {
-    if (plan_.stage < 2) return {};
-    return {{MemWhen::kStart, MemCategory::kGradients, ComputeBytes(group_params_[g])}};
+  MemList TransientGradients(int32_t g) {
+    const Bytes grads = policy_.TransientGradients(Env(), g);
+    if (grads == Bytes()) return {};
+    return {{MemWhen::kStart, MemCategory::kGradients, grads}};
   }
 
   void LayerForward(int32_t g, std::vector<int32_t> first_deps, bool free_gather_at_end) {
@@ -403,7 +301,7 @@ class Lowerer {
         mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
         if (!Kept(lo, t)) transient += t.bytes;
       }
-      LayerOpWithComms(lo, FromLayerOp(lo, OpPhase::kForward, g),
+      LayerOpWithComms(lo, FromLayerOp(lo, OpPass::kForward, g),
                        i == 0 ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>(),
                        std::move(mem), /*backward=*/false);
     }
@@ -438,7 +336,7 @@ class Lowerer {
           mem.insert(mem.end(), grads.begin(), grads.end());
           grads_allocated = true;
         }
-        LayerOpWithComms(lo, FromLayerOp(lo, OpPhase::kRecompute, g), deps(), std::move(mem),
+        LayerOpWithComms(lo, FromLayerOp(lo, OpPass::kRecompute, g), deps(), std::move(mem),
                          /*backward=*/false);
       }
     }
@@ -451,7 +349,7 @@ class Lowerer {
         mem.insert(mem.end(), grads.begin(), grads.end());
         grads_allocated = true;
       }
-      LayerOpWithComms(*it, FromLayerOp(*it, OpPhase::kBackward, g), deps(), std::move(mem),
+      LayerOpWithComms(*it, FromLayerOp(*it, OpPass::kBackward, g), deps(), std::move(mem),
                        /*backward=*/true);
     }
     if (free_at_end.count() != 0) {
@@ -478,7 +376,7 @@ class Lowerer {
   void EmbeddingForward(std::vector<int32_t> deps, bool free_gather) {
     const int64_t h = s_.model.hidden;
     const Bytes mask = Bytes::Count(s_.model.dropout > 0 ? tokens_ / rep_ * h : 0);
-    WithComms(Compute("embedding", OpPhase::kForward, OpClass::kMemoryBound, Flops(),
+    WithComms(Compute("embedding", OpPass::kForward, OpClass::kMemoryBound, Flops(),
                       Bytes::Count(2 * kCompute * tokens_ * h), 0),
               deps,
               {{MemWhen::kStart, MemCategory::kActivations, mask},
@@ -493,11 +391,11 @@ class Lowerer {
     const Bytes hidden = Bytes::Count(kCompute * tokens_ / rep_ * h);
     const Bytes logits16 = Bytes::Count(kCompute * tokens_ * v);
     const Bytes logits32 = Bytes::Count(4 * tokens_ * v);
-    Add(Compute("final_norm", OpPhase::kForward, OpClass::kMemoryBound,
+    Add(Compute("final_norm", OpPass::kForward, OpClass::kMemoryBound,
                 Flops::Count(5.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 2, g),
         deps, {{MemWhen::kStart, MemCategory::kActivations, hidden}});
     const ModelParallelComm gather = TpGather();
-    const Op head = Compute("lm_head", OpPhase::kForward, OpClass::kGemm,
+    const Op head = Compute("lm_head", OpPass::kForward, OpClass::kGemm,
                             Flops::Count(2.0 * static_cast<double>(tokens_) *
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
@@ -511,7 +409,7 @@ class Lowerer {
       Add(head, {}, head_mem);
     }
     // The loss upcasts the logits to fp32 and keeps them (softmax) for backward.
-    WithComms(Compute("cross_entropy", OpPhase::kForward, OpClass::kMemoryBound,
+    WithComms(Compute("cross_entropy", OpPass::kForward, OpClass::kMemoryBound,
                       Flops::Count(5.0 * static_cast<double>(tokens_ * v)), logits16 + logits32, g),
               {},
               {{MemWhen::kStart, MemCategory::kLogits, logits32},
@@ -530,10 +428,10 @@ class Lowerer {
     MemList ce = {{MemWhen::kStart, MemCategory::kLogits, logits32},
                   {MemWhen::kEnd, MemCategory::kLogits, -logits32}};
     for (const MemAction& a : TransientGradients(g)) ce.push_back(a);
-    Add(Compute("cross_entropy", OpPhase::kBackward, OpClass::kMemoryBound,
+    Add(Compute("cross_entropy", OpPass::kBackward, OpClass::kMemoryBound,
                 Flops::Count(3.0 * static_cast<double>(tokens_ * v)), logits32 * 2, g),
         deps, ce);
-    const Op head = Compute("lm_head", OpPhase::kBackward, OpClass::kGemm,
+    const Op head = Compute("lm_head", OpPass::kBackward, OpClass::kGemm,
                             Flops::Count(4.0 * static_cast<double>(tokens_) *
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(2 * kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
@@ -545,7 +443,7 @@ class Lowerer {
     } else {
       WithComms(head, {}, head_mem, {}, {TpReduce()});
     }
-    Add(Compute("final_norm", OpPhase::kBackward, OpClass::kMemoryBound,
+    Add(Compute("final_norm", OpPass::kBackward, OpClass::kMemoryBound,
                 Flops::Count(10.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 4, g),
         {},
         {{MemWhen::kStart, MemCategory::kActivations, hidden},
@@ -559,7 +457,7 @@ class Lowerer {
     MemList mem = {{MemWhen::kEnd, MemCategory::kActivations, -mask},
                    {MemWhen::kEnd, MemCategory::kGatheredParams, -free_gather}};
     for (const MemAction& a : TransientGradients(0)) mem.push_back(a);
-    const Op emb = Compute("embedding", OpPhase::kBackward, OpClass::kMemoryBound, Flops(),
+    const Op emb = Compute("embedding", OpPass::kBackward, OpClass::kMemoryBound, Flops(),
                            Bytes::Count(3 * kCompute * tokens_ * h), 0);
     // With SP the output gradient arrives reduce-scattered: gathered again for the lookup.
     if (s_.parallel.sequence_parallel) {
@@ -574,16 +472,18 @@ class Lowerer {
   // The forward of groups [first, last] for the current micro-batch; `entry` are the
   // dependencies of its first op (the received activations of the previous stage).
   void Forward(int32_t first, int32_t last, std::vector<int32_t> entry) {
+    b_.SetPass(OpPass::kForward);
     const int32_t pf = static_cast<int32_t>(s_.parallel.prefetch);
-    const bool free_after_forward = Zero3() && !plan_.keep_params_to_backward;
+    const bool free_after_forward = policy_.RegathersForBackward();
     for (int32_t g = first; g <= last; ++g) {
       std::vector<int32_t> deps;
       if (g == first) deps.swap(entry);
-      if (Zero3()) {
+      if (policy_.GathersParameters()) {
         LaunchGathers(g, g + pf, +1);
         for (int32_t d : TakeGather(g)) deps.push_back(d);
       }
-      ParamGatherBeforeForward(g, deps);
+      DpEnv env = Env();
+      policy_.BeforeForward(env, g, deps);
       if (g == 0) {
         EmbeddingForward(deps, free_after_forward);
       } else if (g == NumGroups() - 1) {
@@ -594,69 +494,11 @@ class Lowerer {
     }
   }
 
-  // Emits the step's reduction of the accumulated gradients of `groups` as one bucketed
-  // collective (ZeRO-0/1 and Megatron: once per step). `g` labels it. DeepSpeed and DDP copy
-  // each bucket into a staging buffer; Megatron reduces its contiguous main_grad buffer in place.
-  void StepReduce(const std::vector<int32_t>& groups, int32_t g) {
-    if (grad_group_.size <= 1) return;  // nothing to reduce with one replica
-    int64_t params = 0;
-    for (int32_t group : groups) params += group_params_[group];
-    const Bytes grads = Bytes::Count(reduce_bytes_ * params);
-    Op op =
-        plan_.stage == 0
-            ? Collective("all_reduce", CollectiveKind::kAllReduce, grads, grad_group_, g)
-            : Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, grad_group_, g);
-    Spec(op).buckets = Buckets(grads);
-    const Bytes staging = Megatron() ? Bytes() : std::min(grads, Bucket());
-    St().reduces.push_back(Add(op, AnchorDeps(),
-                               {{MemWhen::kStart, MemCategory::kCommBuffers, staging},
-                                {MemWhen::kEnd, MemCategory::kCommBuffers, -staging}}));
-  }
-
-  // Emits the gradient reduction of group g after its backward, per the stage's semantics.
-  void Reduce(int32_t g) {
-    if (plan_.stage <= 1) {
-      if (!last_micro_batch_) return;  // accumulate locally; reduce once per step
-      if (overlap_reduce_) {
-        StepReduce({g}, g);
-      } else {
-        St().deferred.push_back(g);
-      }
-      return;
-    }
-    const Bytes grads = Bytes::Count(reduce_bytes_ * group_params_[g]);
-    const Bytes staging = std::min(grads, Bucket());
-    const std::vector<int32_t> deps = AnchorDeps();
-    // Frees the layer's full gradients when it ends (stages 2 and 3).
-    const Bytes layer_grads = ComputeBytes(group_params_[g]);
-    Op rs = Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, shard_group_, g);
-    Spec(rs).buckets = s_.parallel.framework == Framework::kFsdp ? 1 : Buckets(grads);
-    const Bytes buffer = s_.parallel.framework == Framework::kFsdp
-                             ? (reduce_bytes_ != kCompute ? grads : Bytes())
-                             : staging;
-    const int32_t id = Add(rs, deps,
-                           {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
-                            {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
-                            {MemWhen::kEnd, MemCategory::kGradients, -layer_grads}});
-    if (!plan_.hybrid) {
-      if (last_micro_batch_) St().reduces.push_back(id);
-      return;
-    }
-    // Hybrid: the shard is all-reduced across the node replicas.
-    const Bytes shard = Bytes::Count((grads.count() + plan_.shard_degree - 1) / plan_.shard_degree);
-    const int32_t ar = Add(Collective("all_reduce", CollectiveKind::kAllReduce, shard,
-                                      // One group per local rank, across the nodes.
-                                      CommGroup{s_.cluster.nodes, s_.cluster.nodes,
-                                                plan_.shard_degree, plan_.shard_degree, 1},
-                                      g),
-                           {id}, {});
-    if (last_micro_batch_) St().reduces.push_back(ar);
-  }
-
   // The backward of groups [last, first] (descending) for the current micro-batch.
   void Backward(int32_t last, int32_t first, std::vector<int32_t> entry) {
+    b_.SetPass(OpPass::kBackward);
     const int32_t pf = static_cast<int32_t>(s_.parallel.prefetch);
-    const bool gather = Zero3() && !plan_.keep_params_to_backward;
+    const bool gather = policy_.RegathersForBackward();
     for (int32_t g = last; g >= first; --g) {
       std::vector<int32_t> deps;
       if (g == last) deps.swap(entry);
@@ -664,7 +506,8 @@ class Lowerer {
         LaunchGathers(g, g - pf, -1);
         for (int32_t d : TakeGather(g)) deps.push_back(d);
       }
-      const Bytes free_gather = Zero3() ? ComputeBytes(group_params_[g]) : Bytes();
+      const Bytes free_gather =
+          policy_.GathersParameters() ? ComputeBytes(group_params_[g]) : Bytes();
       if (g == NumGroups() - 1) {
         HeadBackward(deps, free_gather);
       } else if (g == 0) {
@@ -672,7 +515,8 @@ class Lowerer {
       } else {
         LayerBackward(g, deps, free_gather);
       }
-      Reduce(g);
+      DpEnv env = Env();
+      policy_.AfterBackward(env, g);
     }
   }
 
@@ -683,9 +527,8 @@ class Lowerer {
   // (Megatron-LM's scatter-gather across the TP group, or the SP shard). Returns the op.
   int32_t Send(int32_t g) {
     std::vector<int32_t> deps = AnchorDeps();
-    StageState& st = St();
-    deps.insert(deps.end(), st.wait.begin(), st.wait.end());
-    deps.insert(deps.end(), st.overlapped.begin(), st.overlapped.end());
+    deps.insert(deps.end(), b_.waits().begin(), b_.waits().end());
+    deps.insert(deps.end(), b_.overlapped().begin(), b_.overlapped().end());
     Op op =
         Collective("send_recv", CollectiveKind::kSendRecv,
                    Bytes::Count(act_bytes_.count() / s_.parallel.tp), place_.StageNeighbours(), g);
@@ -700,30 +543,31 @@ class Lowerer {
     const int32_t vstages = static_cast<int32_t>(vstage_groups_.size());
     const int32_t m = static_cast<int32_t>(s_.micro_batches());
     const auto order = PipelineOrder(s_.parallel.pp_schedule, p, s_.parallel.pp_chunks, m);
-    // sent[forward][virtual stage][micro-batch]: the send op that unit produced.
-    std::vector<std::vector<int32_t>> sent_fwd(vstages, std::vector<int32_t>(m, -1));
-    std::vector<std::vector<int32_t>> sent_bwd(vstages, std::vector<int32_t>(m, -1));
+    // sent_*[virtual stage][micro-batch]: the send op that unit produced, once emitted.
+    using Sent = std::vector<std::vector<std::optional<int32_t>>>;
+    Sent sent_fwd(vstages, std::vector<std::optional<int32_t>>(m));
+    Sent sent_bwd(vstages, std::vector<std::optional<int32_t>>(m));
     std::vector<size_t> next(p, 0);
     size_t remaining = 0;
     for (const auto& units : order) remaining += units.size();
     while (remaining > 0) {
       bool progress = false;
       for (int32_t stage = 0; stage < p; ++stage) {
-        stage_ = stage;
+        SetStage(stage);
         while (next[stage] < order[stage].size()) {
           const PipelineUnit& u = order[stage][next[stage]];
           const int32_t vs = u.chunk * p + stage;
-          int32_t recv = -1;
+          std::optional<int32_t> recv;
           if (u.forward && vs > 0) {
             recv = sent_fwd[vs - 1][u.micro_batch];
-            if (recv < 0) break;
+            if (!recv) break;
           } else if (!u.forward && vs < vstages - 1) {
             recv = sent_bwd[vs + 1][u.micro_batch];
-            if (recv < 0) break;
+            if (!recv) break;
           }
           SetMicroBatch(u.micro_batch);
           std::vector<int32_t> entry;
-          if (recv >= 0) entry.push_back(recv);
+          if (recv) entry.push_back(*recv);
           const auto [first, last] = vstage_groups_[vs];
           if (u.forward) {
             Forward(first, last, std::move(entry));
@@ -747,43 +591,29 @@ class Lowerer {
 
   // ---- end of the step --------------------------------------------------------------------
 
-  // Deferred gradient reductions, the optimizer and the parameter all-gather of the current
-  // stage.
+  // The stage's end: the reductions its policy left for after the backward, the optimizer over
+  // its shard, and what the policy does after it (the parameter all-gather of ZeRO-1/2).
   void FinishStage() {
     SetMicroBatch(static_cast<int32_t>(s_.micro_batches()) - 1);
-    StageState& st = St();
-    const std::vector<int32_t> deferred = st.deferred;
-    if (Megatron() && !deferred.empty()) {
-      StepReduce(deferred, kStepWide);  // the whole main_grad buffer at once
-    } else {
-      for (int32_t g : deferred) StepReduce({g}, g);
-    }
-    const int64_t total = StageParameters(s_)[stage_];
-    const int64_t local =
-        plan_.stage >= 1 ? (total + plan_.shard_degree - 1) / plan_.shard_degree : total;
-    std::vector<int32_t> deps = St().reduces;
-    if (St().last_compute) deps.push_back(*St().last_compute);
-    deps.insert(deps.end(), St().wait.begin(), St().wait.end());
-    St().wait.clear();
-    Op opt =
-        Compute("optimizer", OpPhase::kOptimizer, OpClass::kMemoryBound,
-                Flops::Count(12.0 * static_cast<double>(local)),
-                Bytes::Count(OptimizerTrafficPerParam(s_.training.optimizer) * local), kStepWide);
+    b_.SetPass(OpPass::kStep);
+    DpEnv env = Env();
+    policy_.BeforeOptimizer(env);
+    const int64_t total = StageParameters(s_)[b_.stage()];
+    const int64_t local = policy_.OptimizerShard(total);
+    std::vector<int32_t> deps = policy_.TakeStepReductions(b_.stage());
+    if (b_.last_compute()) deps.push_back(*b_.last_compute());
+    deps.insert(deps.end(), b_.waits().begin(), b_.waits().end());
+    b_.ClearWaits();
+    Op opt = Compute("optimizer", OpPass::kStep, OpClass::kMemoryBound,
+                     Flops::Count(12.0 * static_cast<double>(local)),
+                     Bytes::Count(OptimizerTrafficPerParam(s_.training.optimizer) * local),
+                     std::nullopt);
     const int32_t id = Add(opt, deps, {});
-    // ZeRO-1/2 (DeepSpeed) and Megatron's distributed optimizer: every rank gathers the updated
-    // compute-dtype parameters.
-    const bool deepspeed =
-        (plan_.stage == 1 || plan_.stage == 2) && s_.parallel.framework == Framework::kDeepSpeed;
-    const bool megatron = Megatron() && plan_.stage == 1 && !s_.parallel.overlap_param_gather;
-    if ((deepspeed || megatron) && grad_group_.size > 1) {
-      Op ag = Collective("all_gather", CollectiveKind::kAllGather, ComputeBytes(total), grad_group_,
-                         kStepWide);
-      Spec(ag).buckets = Buckets(Spec(ag).tensor);
-      Add(ag, {id}, {});
-    }
+    policy_.AfterOptimizer(env, id, total);
   }
 
   const Scenario& s_;
+  DataParallelPolicy& policy_;
   const ShardingPlan plan_;
   const Placement place_;
   const ActivationShape shape_;
@@ -792,29 +622,21 @@ class Lowerer {
   const int64_t tokens_;   // per GPU per micro-batch (s/cp · b)
   const int64_t rep_;      // t with sequence parallelism (replicated tensors sharded), else 1
   const Bytes act_bytes_;  // one 16-bit activation of the GPU's tokens: 2·T·h
-  const bool overlap_reduce_;
+  OpProgram p_;
+  ProgramBuilder b_;                                        // appends to p_
   std::vector<int64_t> group_params_;                       // per GPU (TP shard)
   std::vector<std::pair<int32_t, int32_t>> vstage_groups_;  // per virtual stage: [first, last]
-  int64_t reduce_bytes_ = kCompute;
   CommGroup grad_group_, shard_group_, tp_group_, cp_group_;
-  OpProgram p_;
-  int32_t stage_ = 0;
-  std::vector<StageState> st_;
   std::vector<bool> finished_ = std::vector<bool>(static_cast<size_t>(s_.parallel.pp), false);
-  int32_t mb_ = 0;
-  bool last_micro_batch_ = false;
   std::vector<std::optional<int32_t>> gather_pending_;
 };
 
 }  // namespace
 
 absl::StatusOr<OpProgram> Lower(const Scenario& s) {
-  if (s.parallel.framework == Framework::kFsdp && s.parallel.zero == 1 && !s.parallel.sharding) {
-    return absl::FailedPreconditionError(
-        "fsdp has no ZeRO-1 mode: use parallel.zero 0 (no_shard), 2 (shard_grad_op) or 3 "
-        "(full_shard), or parallel.sharding");
-  }
-  return Lowerer(s).Run();
+  const std::unique_ptr<DataParallelPolicy> policy = MakeDataParallelPolicy(s);
+  if (absl::Status st = policy->Check(); !st.ok()) return st;
+  return Lowerer(s, *policy).Run();
 }
 
 }  // namespace sim

@@ -21,18 +21,16 @@ Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size) {
   return Bytes();
 }
 
-absl::string_view Name(OpPhase p) {
+absl::string_view Name(OpPass p) {
   switch (p) {
-    case OpPhase::kForward:
+    case OpPass::kForward:
       return "fwd";
-    case OpPhase::kRecompute:
+    case OpPass::kRecompute:
       return "recompute";
-    case OpPhase::kBackward:
+    case OpPass::kBackward:
       return "bwd";
-    case OpPhase::kOptimizer:
+    case OpPass::kStep:
       return "step";
-    case OpPhase::kComm:
-      return "comm";
   }
   return "?";
 }
@@ -55,20 +53,20 @@ absl::string_view Name(CollectiveKind k) {
 
 std::string OpLabel(const Op& op, int32_t layers) {
   std::string where;
-  if (op.group == kStepWide) {
+  if (!op.group) {
     where = "step";
-  } else if (op.group == 0) {
+  } else if (*op.group == 0) {
     where = "embedding";
-  } else if (op.group == layers + 1) {
+  } else if (*op.group == layers + 1) {
     where = "head";
   } else {
-    where = absl::StrCat("L", op.group - 1);
+    where = absl::StrCat("L", *op.group - 1);
   }
-  if (op.phase == OpPhase::kComm) {
+  if (op.kind == OpKind::kCollective) {
     return absl::StrCat("mb", op.micro_batch, " ", where, " ", op.name);
   }
-  if (op.phase == OpPhase::kOptimizer) return std::string(op.name);
-  return absl::StrCat("mb", op.micro_batch, " ", where, " ", Name(op.phase), " ", op.name);
+  if (op.pass == OpPass::kStep) return std::string(op.name);
+  return absl::StrCat("mb", op.micro_batch, " ", where, " ", Name(op.pass), " ", op.name);
 }
 
 }  // namespace sim

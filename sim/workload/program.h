@@ -15,6 +15,7 @@
 // Positive bytes allocate, negative bytes free.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "sim/spec/memory_category.h"
 #include "sim/spec/scenario.h"
 #include "sim/workload/layer_ops.h"
+#include "sim/workload/sharding.h"
 
 namespace sim {
 
@@ -32,7 +34,10 @@ namespace sim {
 enum class StreamKind : uint8_t { kCompute = 0, kComm = 1, kTpComm = 2, kP2p = 3 };
 inline constexpr int kNumStreams = 4;
 
-enum class OpPhase : uint8_t { kForward, kRecompute, kBackward, kOptimizer, kComm };
+// What an op is (a kernel on the GPU's cores, or a collective / send on its links) and which pass
+// of the step it belongs to; the two are independent (a ZeRO-3 gather serves the forward).
+enum class OpKind : uint8_t { kCompute, kCollective };
+enum class OpPass : uint8_t { kForward, kRecompute, kBackward, kStep };
 enum class CollectiveKind : uint8_t { kNone, kAllGather, kReduceScatter, kAllReduce, kSendRecv };
 inline constexpr int kNumCollectiveKinds = 5;
 
@@ -58,28 +63,27 @@ struct MemAction {
 
 struct Op {
   absl::string_view name;  // static text: "qkv", "all_gather", "optimizer", ...
-  OpPhase phase = OpPhase::kForward;
+  OpKind kind = OpKind::kCompute;
+  OpPass pass = OpPass::kForward;
   StreamKind stream = StreamKind::kCompute;
   int32_t micro_batch = 0;
   int16_t stage = 0;  // pipeline stage (the simulated GPU) that runs it
   // Parameter group: 0 = embedding, 1..L = decoder layers, L + 1 = final norm and LM head;
-  // kStepWide for ops that concern the whole model (optimizer, step-wide collectives).
-  int32_t group = 0;
+  // none for ops that concern the whole model (optimizer, step-wide collectives).
+  std::optional<int32_t> group = 0;
   // Compute ops.
   OpClass op_class = OpClass::kMemoryBound;
   Flops flops;
   Bytes bytes_moved;
-  // Communication ops: index into OpProgram::collectives (kept apart so that the ops the
-  // replay walks stay small).
-  int32_t collective = 0;
+  // Collectives: index into OpProgram::collectives (kept apart so that the ops the replay walks
+  // stay small); none for compute ops.
+  std::optional<int32_t> collective;
   // Index ranges into OpProgram::deps and OpProgram::mem. An op's memory actions are ordered
   // by MemWhen: [mem_begin, mem_start) at issue, [mem_start, mem_finish) at start,
   // [mem_finish, mem_end) at end.
   int32_t deps_begin = 0, deps_end = 0;
   int32_t mem_begin = 0, mem_start = 0, mem_finish = 0, mem_end = 0;
 };
-
-inline constexpr int32_t kStepWide = -1;
 
 // A collective: the full tensor M (SPEC §2: ring all-gather/reduce-scatter send M(n-1)/n per
 // GPU, all-reduce 2M(n-1)/n) over `group`, launched as `buckets` collectives of equal size.
@@ -94,7 +98,7 @@ struct CollectiveSpec {
 struct OpProgram {
   std::vector<Op> ops;
   std::vector<CollectiveSpec> collectives;  // of the communication ops
-  const CollectiveSpec& CollectiveOf(const Op& op) const { return collectives[op.collective]; }
+  const CollectiveSpec& CollectiveOf(const Op& op) const { return collectives[*op.collective]; }
   std::vector<int32_t> deps;  // predecessors, by op index (always lower than the op's own)
   std::vector<MemAction> mem;
   // Memory held for the whole step (weights, gradient buffers, optimizer state, the runtime
@@ -103,8 +107,12 @@ struct OpProgram {
   int32_t stages = 1;              // pipeline stages (each a distinct simulated GPU)
   std::vector<int64_t> stage_gpu;  // the GPU that stands for each stage
   int64_t dp_stride = 1;           // GPUs between DP replicas (placement)
-  int32_t layers = 0;              // decoder layers (groups 1..layers)
-  int64_t dp = 1;                  // data-parallel ranks the program stands for
+  // What each GPU holds of the model (the framework policy's sharding) and the persistent states
+  // of each stage's GPU, so that reports need not derive them again.
+  ShardingPlan sharding;
+  std::vector<StateSplit> stage_states;
+  int32_t layers = 0;  // decoder layers (groups 1..layers)
+  int64_t dp = 1;      // data-parallel ranks the program stands for
   int64_t tokens_per_micro_batch = 0;
 };
 
@@ -113,7 +121,7 @@ Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size);
 
 // "mb3 L12 bwd qkv" — for summaries, traces and timelines.
 std::string OpLabel(const Op& op, int32_t layers);
-absl::string_view Name(OpPhase p);
+absl::string_view Name(OpPass p);
 absl::string_view Name(CollectiveKind k);
 
 }  // namespace sim

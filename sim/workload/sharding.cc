@@ -7,41 +7,6 @@
 
 namespace sim {
 
-ShardingPlan PlanSharding(const Scenario& s) {
-  ShardingPlan plan;
-  plan.stage = static_cast<int>(s.parallel.zero);
-  // CP ranks hold the same parameters as their DP peers: states shard over DP × CP.
-  plan.shard_degree = Placement(s).GradientGroup().size;
-  if (s.parallel.framework == Framework::kMegatron) {
-    // The distributed optimizer is Megatron's only sharding (ZeRO-1-like).
-    plan.stage = s.parallel.zero >= 1 ? 1 : 0;
-  }
-  if (s.parallel.framework == Framework::kFsdp) {
-    const FsdpSharding mode =
-        s.parallel.sharding.value_or(s.parallel.zero == 3   ? FsdpSharding::kFullShard
-                                     : s.parallel.zero == 0 ? FsdpSharding::kNoShard
-                                                            : FsdpSharding::kShardGradOp);
-    switch (mode) {
-      case FsdpSharding::kNoShard:
-        plan.stage = 0;
-        break;
-      case FsdpSharding::kShardGradOp:
-        plan.stage = 3;
-        plan.keep_params_to_backward = true;
-        break;
-      case FsdpSharding::kFullShard:
-        plan.stage = 3;
-        break;
-      case FsdpSharding::kHybridShard:
-        plan.stage = 3;
-        plan.hybrid = s.cluster.nodes > 1;
-        if (plan.hybrid) plan.shard_degree = s.cluster.node.gpus_per_node;
-        break;
-    }
-  }
-  return plan;
-}
-
 std::vector<int64_t> GroupParameters(const Scenario& s) {
   const ParameterCount c = CountParameters(s.model);
   const int64_t t = s.parallel.tp;

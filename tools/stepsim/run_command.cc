@@ -11,6 +11,7 @@
 #include "sim/report/table.h"
 #include "sim/workload/lowering.h"
 #include "sim/workload/params.h"
+#include "sim/workload/policy/policy.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
 
@@ -77,7 +78,7 @@ std::string ResolvedJob(const sim::Scenario& s) {
       p.bucket ? sim::report::FormatGB(p.bucket->count(), 3) : std::string("framework default"));
   absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
                         p.tp_comm_overlap ? ", TP collectives overlapped" : "",
-                        p.overlap_grad_reduce.value_or(p.framework != sim::Framework::kMegatron)
+                        sim::MakeDataParallelPolicy(s)->OverlapGradReduce()
                             ? ", gradient reduction overlapped"
                             : ", gradient reduction after the backward");
   absl::StrAppendFormat(&out, "  runtime    reserved %s per GPU\n",

@@ -1,0 +1,83 @@
+// Megatron-LM / Megatron-Core (megatron/core/distributed/distributed_data_parallel.py,
+// param_and_grad_buffer.py, optimizer/distrib_optimizer.py):
+//   - gradients accumulate in a persistent fp32 main_grad buffer and are reduced once per step
+//     in fp32: all-reduce, or reduce-scatter with the distributed optimizer (parallel.zero >= 1;
+//     Megatron has no ZeRO-2/3, so 2 and 3 are read as 1);
+//   - without --overlap-grad-reduce the whole buffer is reduced in one collective after the
+//     backward; with it, per layer as the last micro-batch's backward finishes it, in buckets of
+//     max(40M, 1M x DP) elements (megatron/training/training.py's ddp_bucket_size default);
+//     the buffer is reduced in place (no staging copy);
+//   - the distributed optimizer all-gathers the updated bf16 parameters after the optimizer, or
+//     with --overlap-param-gather beside the next forward, each layer's forward waiting for its
+//     own;
+//   - the backward's TP all-reduce / all-gather run asynchronously beside the weight-gradient
+//     GEMM (LinearWithGradAccumulationAndAsyncCommunication, on by default since 2021).
+
+#include "sim/workload/placement.h"
+#include "sim/workload/policy/policy.h"
+
+namespace sim {
+
+namespace {
+
+class MegatronPolicy : public DataParallelPolicy {
+ public:
+  using DataParallelPolicy::DataParallelPolicy;
+
+  int64_t ReduceBytes() const override {
+    return s_.parallel.reduce_dtype ? DataParallelPolicy::ReduceBytes() : 4;  // fp32 main_grad
+  }
+  bool OverlapGradReduce() const override {
+    return s_.parallel.overlap_grad_reduce.value_or(false);
+  }
+  Bytes Bucket() const override {
+    if (s_.parallel.bucket) return *s_.parallel.bucket;
+    if (!OverlapGradReduce()) return Bytes::Count(INT64_C(1) << 60);  // the whole buffer
+    return Bytes::Count(std::max<int64_t>(40'000'000, 1'000'000 * s_.dp()) * ReduceBytes());
+  }
+  bool AsyncTpBackward() const override { return true; }
+
+  void BeforeForward(DpEnv& env, int32_t g, std::vector<int32_t>& deps) override {
+    if (!DistributedOptimizer() || !s_.parallel.overlap_param_gather || env.b.micro_batch() != 0) {
+      return;
+    }
+    const Bytes params = Bytes::Count(2 * env.group_params[g]);
+    Op ag =
+        env.b.Collective("param_all_gather", CollectiveKind::kAllGather, params, env.grad_group, g);
+    env.b.Spec(ag).buckets = Buckets(params);
+    deps.push_back(env.b.Add(ag, {}, {}));
+  }
+
+  void BeforeOptimizer(DpEnv& env) override {
+    const std::vector<int32_t> deferred = deferred_[env.b.stage()];
+    if (!deferred.empty()) StepReduce(env, deferred, std::nullopt);  // the whole main_grad
+  }
+
+  void AfterOptimizer(DpEnv& env, int32_t optimizer, int64_t total) override {
+    if (DistributedOptimizer() && !s_.parallel.overlap_param_gather) {
+      GatherUpdatedParameters(env, optimizer, total);
+    }
+  }
+
+ protected:
+  Bytes StepStaging(Bytes) const override { return Bytes(); }
+
+ private:
+  bool DistributedOptimizer() const { return plan_.stage >= 1; }
+};
+
+}  // namespace
+
+static ShardingPlan ShardingOf(const Scenario& s) {
+  ShardingPlan plan;
+  // The distributed optimizer is Megatron's only sharding (ZeRO-1-like), over DP × CP.
+  plan.stage = s.parallel.zero >= 1 ? 1 : 0;
+  plan.shard_degree = Placement(s).GradientGroup().size;
+  return plan;
+}
+
+std::unique_ptr<DataParallelPolicy> MakeMegatronPolicy(const Scenario& s) {
+  return std::make_unique<MegatronPolicy>(s, ShardingOf(s));
+}
+
+}  // namespace sim

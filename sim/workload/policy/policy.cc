@@ -1,0 +1,146 @@
+#include "sim/workload/policy/policy.h"
+
+#include <algorithm>
+
+namespace sim {
+
+namespace {
+
+constexpr int64_t kCompute = 2;  // bytes per compute-dtype (bf16/fp16) element
+
+int64_t DtypeBytes(Dtype d) {
+  switch (d) {
+    case Dtype::kFp32:
+    case Dtype::kTf32:
+      return 4;
+    case Dtype::kBf16:
+    case Dtype::kFp16:
+      return 2;
+    case Dtype::kFp8:
+      return 1;
+  }
+  return 2;
+}
+
+Bytes ComputeBytes(int64_t params) { return Bytes::Count(kCompute * params); }
+
+}  // namespace
+
+DataParallelPolicy::DataParallelPolicy(const Scenario& s, ShardingPlan plan)
+    : s_(s),
+      plan_(plan),
+      step_reductions_(static_cast<size_t>(s.parallel.pp)),
+      deferred_(static_cast<size_t>(s.parallel.pp)) {}
+
+int64_t DataParallelPolicy::ReduceBytes() const {
+  return s_.parallel.reduce_dtype ? DtypeBytes(*s_.parallel.reduce_dtype) : kCompute;
+}
+
+int32_t DataParallelPolicy::Buckets(Bytes b) const {
+  const int64_t bytes = std::max<int64_t>(b.count(), 1);
+  const int64_t bucket = std::max<int64_t>(Bucket().count(), 1);
+  return static_cast<int32_t>((bytes + bucket - 1) / bucket);
+}
+
+Bytes DataParallelPolicy::TransientGradients(const DpEnv& env, int32_t g) const {
+  return plan_.stage >= 2 ? ComputeBytes(env.group_params[g]) : Bytes();
+}
+
+int64_t DataParallelPolicy::OptimizerShard(int64_t total) const {
+  return plan_.stage >= 1 ? (total + plan_.shard_degree - 1) / plan_.shard_degree : total;
+}
+
+void DataParallelPolicy::BeforeForward(DpEnv&, int32_t, std::vector<int32_t>&) {}
+
+void DataParallelPolicy::StepReduce(DpEnv& env, const std::vector<int32_t>& groups,
+                                    std::optional<int32_t> g) {
+  if (env.grad_group.size <= 1) return;  // nothing to reduce with one replica
+  int64_t params = 0;
+  for (int32_t group : groups) params += env.group_params[group];
+  const Bytes grads = Bytes::Count(ReduceBytes() * params);
+  Op op = plan_.stage == 0
+              ? env.b.Collective("all_reduce", CollectiveKind::kAllReduce, grads, env.grad_group, g)
+              : env.b.Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads,
+                                 env.grad_group, g);
+  env.b.Spec(op).buckets = Buckets(grads);
+  const Bytes staging = StepStaging(grads);
+  step_reductions_[env.b.stage()].push_back(
+      env.b.Add(op, env.b.AnchorDeps(),
+                {{MemWhen::kStart, MemCategory::kCommBuffers, staging},
+                 {MemWhen::kEnd, MemCategory::kCommBuffers, -staging}}));
+}
+
+void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
+  if (plan_.stage <= 1) {
+    if (!env.b.last_micro_batch()) return;  // accumulate locally; reduce once per step
+    if (OverlapGradReduce()) {
+      StepReduce(env, {g}, g);
+    } else {
+      deferred_[env.b.stage()].push_back(g);
+    }
+    return;
+  }
+  // Stages 2 and 3: reduce-scatter the layer's gradients in every micro-batch; its full
+  // gradients are freed when the reduce-scatter ends.
+  const Bytes grads = Bytes::Count(ReduceBytes() * env.group_params[g]);
+  const std::vector<int32_t> deps = env.b.AnchorDeps();
+  const Bytes layer_grads = ComputeBytes(env.group_params[g]);
+  Op rs =
+      env.b.Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, env.shard_group, g);
+  env.b.Spec(rs).buckets = LayerReduceBuckets(grads);
+  const Bytes buffer = LayerReduceBuffer(grads);
+  const int32_t id = env.b.Add(rs, deps,
+                               {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
+                                {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
+                                {MemWhen::kEnd, MemCategory::kGradients, -layer_grads}});
+  if (!plan_.hybrid) {
+    if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(id);
+    return;
+  }
+  // Hybrid: the shard is all-reduced across the node replicas, one group per local rank.
+  const Bytes shard = grads.CeilDiv(plan_.shard_degree);
+  const int32_t ar = env.b.Add(
+      env.b.Collective(
+          "all_reduce", CollectiveKind::kAllReduce, shard,
+          CommGroup{s_.cluster.nodes, s_.cluster.nodes, plan_.shard_degree, plan_.shard_degree, 1},
+          g),
+      {id}, {});
+  if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(ar);
+}
+
+void DataParallelPolicy::BeforeOptimizer(DpEnv& env) {
+  const std::vector<int32_t> deferred = deferred_[env.b.stage()];
+  for (int32_t g : deferred) StepReduce(env, {g}, g);
+}
+
+std::vector<int32_t> DataParallelPolicy::TakeStepReductions(int32_t stage) {
+  std::vector<int32_t> out;
+  out.swap(step_reductions_[stage]);
+  return out;
+}
+
+void DataParallelPolicy::AfterOptimizer(DpEnv&, int32_t, int64_t) {}
+
+void DataParallelPolicy::GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total) {
+  if (env.grad_group.size <= 1) return;
+  Op ag = env.b.Collective("all_gather", CollectiveKind::kAllGather, ComputeBytes(total),
+                           env.grad_group, std::nullopt);
+  env.b.Spec(ag).buckets = Buckets(env.b.Spec(ag).tensor);
+  env.b.Add(ag, {optimizer}, {});
+}
+
+ShardingPlan PlanSharding(const Scenario& s) { return MakeDataParallelPolicy(s)->sharding(); }
+
+std::unique_ptr<DataParallelPolicy> MakeDataParallelPolicy(const Scenario& s) {
+  switch (s.parallel.framework) {
+    case Framework::kFsdp:
+      return MakeFsdpPolicy(s);
+    case Framework::kMegatron:
+      return MakeMegatronPolicy(s);
+    case Framework::kDeepSpeed:
+      break;
+  }
+  return MakeDeepSpeedPolicy(s);
+}
+
+}  // namespace sim

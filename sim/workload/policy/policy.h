@@ -1,0 +1,116 @@
+#pragma once
+// Data-parallel policies: what a framework gathers before a layer, reduces after it and does at
+// the end of the step. Lowering (sim/workload/lowering.cc) asks its policy these questions and
+// never branches on the framework itself; each framework is one file beside this one:
+//
+//   deepspeed.cc  ZeRO 0-3 (DDP at 0): bucketed reductions through a staging buffer, the
+//                 post-optimizer all-gather of ZeRO-1/2.
+//   fsdp.cc       FSDP strategies mapped onto ZeRO stages (no_shard, shard_grad_op, full_shard,
+//                 hybrid_shard): one reduce-scatter per layer, fp32 reduce buffers.
+//   megatron.cc   fp32 main_grad, one reduction per step (after the backward unless
+//                 overlap_grad_reduce), the distributed optimizer's parameter all-gather (after
+//                 the optimizer, or beside the next forward), asynchronous backward TP
+//                 collectives.
+//
+// The ZeRO mechanics shared by all three (accumulate and reduce once per step at stages 0/1,
+// reduce-scatter every micro-batch at 2/3, gathers at 3) live in the base class; a framework
+// overrides the hooks where it differs. A new framework or offload mode is a new policy.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/spec/scenario.h"
+#include "sim/workload/program_builder.h"
+#include "sim/workload/sharding.h"
+
+namespace sim {
+
+// What lowering hands a policy when it asks it to emit ops: the builder (positioned on the
+// stage and micro-batch being lowered), the parameters per group and the groups that reduce
+// and shard them.
+struct DpEnv {
+  ProgramBuilder& b;
+  const std::vector<int64_t>& group_params;  // per GPU (after TP sharding), by group
+  CommGroup grad_group;                      // ranks holding the same parameters (DP × CP)
+  CommGroup shard_group;                     // ranks sharing the shards (hybrid: one node)
+};
+
+class DataParallelPolicy {
+ public:
+  DataParallelPolicy(const Scenario& s, ShardingPlan plan);
+  virtual ~DataParallelPolicy() = default;
+
+  const ShardingPlan& sharding() const { return plan_; }
+  // FailedPrecondition for a mode the framework does not have (checked before lowering).
+  virtual absl::Status Check() const { return absl::OkStatus(); }
+
+  // ---- facts lowering asks ----------------------------------------------------------------
+
+  // Bytes per gradient element in reductions (parallel.reduce_dtype, or the framework's).
+  virtual int64_t ReduceBytes() const;
+  // Whether gradient reductions overlap the backward (parallel.overlap_grad_reduce, or the
+  // framework's default).
+  virtual bool OverlapGradReduce() const { return s_.parallel.overlap_grad_reduce.value_or(true); }
+  // The gradient bucket: parallel.bucket, or the framework's (PyTorch DDP bucket_cap_mb 25 MB).
+  virtual Bytes Bucket() const { return s_.parallel.bucket.value_or(Bytes::MB(25)); }
+  // Collectives a gradient tensor of `b` bytes is reduced in.
+  int32_t Buckets(Bytes b) const;
+
+  // ZeRO-3: each group's parameters are all-gathered before its forward ...
+  bool GathersParameters() const { return plan_.stage == 3; }
+  // ... and again before its backward, unless they were kept from the forward.
+  bool RegathersForBackward() const {
+    return GathersParameters() && !plan_.keep_params_to_backward;
+  }
+  // Bytes of a group's full gradients that live from its backward until its reduction ends
+  // (stages 2 and 3); zero where gradients accumulate in a persistent buffer.
+  Bytes TransientGradients(const DpEnv& env, int32_t g) const;
+  // Backward TP collectives run beside the GEMMs they feed (Megatron-LM's asynchronous
+  // all-reduce / all-gather), not on the compute stream.
+  virtual bool AsyncTpBackward() const { return false; }
+  // Parameters the optimizer updates on this GPU out of a stage's `total`.
+  int64_t OptimizerShard(int64_t total) const;
+
+  // ---- hooks that emit ops ----------------------------------------------------------------
+
+  // Before group g's forward: collectives its first op waits for (appended to `deps`).
+  virtual void BeforeForward(DpEnv& env, int32_t g, std::vector<int32_t>& deps);
+  // After group g's backward in the current micro-batch: its gradient reduction.
+  virtual void AfterBackward(DpEnv& env, int32_t g);
+  // At the stage's end, before its optimizer: the reductions left for after the backward.
+  virtual void BeforeOptimizer(DpEnv& env);
+  // The reductions the stage's optimizer waits for (consumed).
+  std::vector<int32_t> TakeStepReductions(int32_t stage);
+  // After the stage's optimizer (op `optimizer`, over `total` parameters of the stage).
+  virtual void AfterOptimizer(DpEnv& env, int32_t optimizer, int64_t total);
+
+ protected:
+  // One bucketed reduction of the accumulated gradients of `groups` (`g` labels it; none:
+  // step-wide): all-reduce at stage 0, reduce-scatter at stage 1.
+  void StepReduce(DpEnv& env, const std::vector<int32_t>& groups, std::optional<int32_t> g);
+  // Buffer a step reduction stages its bucket through (DeepSpeed and DDP copy each bucket).
+  virtual Bytes StepStaging(Bytes grads) const { return std::min(grads, Bucket()); }
+  // Per-layer reduce-scatter at stages 2/3: how many collectives, through what buffer.
+  virtual int32_t LayerReduceBuckets(Bytes grads) const { return Buckets(grads); }
+  virtual Bytes LayerReduceBuffer(Bytes grads) const { return std::min(grads, Bucket()); }
+  // The post-optimizer all-gather of the updated compute-dtype parameters.
+  void GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total);
+
+  const Scenario& s_;
+  const ShardingPlan plan_;
+  std::vector<std::vector<int32_t>> step_reductions_;  // per stage
+  std::vector<std::vector<int32_t>> deferred_;         // per stage: groups reduced at the end
+};
+
+// The policy of the scenario's framework (the one place that switches on it).
+std::unique_ptr<DataParallelPolicy> MakeDataParallelPolicy(const Scenario& s);
+
+// The frameworks' policies (one file each).
+std::unique_ptr<DataParallelPolicy> MakeDeepSpeedPolicy(const Scenario& s);
+std::unique_ptr<DataParallelPolicy> MakeFsdpPolicy(const Scenario& s);
+std::unique_ptr<DataParallelPolicy> MakeMegatronPolicy(const Scenario& s);
+
+}  // namespace sim

@@ -1,0 +1,71 @@
+#include "sim/workload/program_builder.h"
+
+#include "sim/base/check.h"
+
+namespace sim {
+
+ProgramBuilder::ProgramBuilder(OpProgram& program, int32_t stages)
+    : program_(program), st_(static_cast<size_t>(stages)) {}
+
+int32_t ProgramBuilder::Add(Op op, absl::Span<const int32_t> deps,
+                            absl::Span<const MemAction> mem) {
+  OpProgram& p = program_;
+  op.micro_batch = mb_;
+  op.stage = static_cast<int16_t>(stage_);
+  op.deps_begin = static_cast<int32_t>(p.deps.size());
+  for (int32_t d : deps) p.deps.push_back(d);
+  if (op.stream == StreamKind::kCompute && op.kind == OpKind::kCompute) {
+    // A compute op waits for the overlapped TP/CP collectives of the op before it, and hands
+    // on those that run beside it.
+    StageState& st = st_[stage_];
+    for (int32_t d : st.wait) p.deps.push_back(d);
+    st.wait.swap(st.overlapped);
+    st.overlapped.clear();
+  }
+  op.deps_end = static_cast<int32_t>(p.deps.size());
+  op.mem_begin = static_cast<int32_t>(p.mem.size());
+  for (MemWhen when : {MemWhen::kIssue, MemWhen::kStart, MemWhen::kEnd}) {
+    if (when == MemWhen::kStart) op.mem_start = static_cast<int32_t>(p.mem.size());
+    if (when == MemWhen::kEnd) op.mem_finish = static_cast<int32_t>(p.mem.size());
+    for (const MemAction& a : mem) {
+      if (a.when == when && a.bytes != Bytes()) p.mem.push_back(a);
+    }
+  }
+  op.mem_end = static_cast<int32_t>(p.mem.size());
+  p.ops.push_back(op);
+  const int32_t id = static_cast<int32_t>(p.ops.size()) - 1;
+  if (op.stream == StreamKind::kCompute) st_[stage_].last_compute = id;
+  return id;
+}
+
+void ProgramBuilder::AddMemToLast(MemAction a) {
+  OpProgram& p = program_;
+  // End actions come last in an op's range, so appending keeps the range ordered.
+  SIM_CHECK(!p.ops.empty() && p.ops.back().mem_end == static_cast<int32_t>(p.mem.size()) &&
+                a.when == MemWhen::kEnd,
+            "only end-of-op actions may be appended, and only to the newest op");
+  if (a.bytes == Bytes()) return;
+  p.mem.push_back(a);
+  p.ops.back().mem_end++;
+}
+
+Op ProgramBuilder::Collective(absl::string_view name, CollectiveKind kind, Bytes tensor,
+                              CommGroup group, std::optional<int32_t> g) {
+  Op op;
+  op.name = name;
+  op.kind = OpKind::kCollective;
+  op.pass = pass_;
+  op.stream = StreamKind::kComm;
+  op.group = g;
+  op.collective = static_cast<int32_t>(program_.collectives.size());
+  program_.collectives.push_back({kind, tensor, group, 1});
+  return op;
+}
+
+std::vector<int32_t> ProgramBuilder::AnchorDeps() const {
+  std::vector<int32_t> deps;
+  if (const auto& last = st_[stage_].last_compute) deps.push_back(*last);
+  return deps;
+}
+
+}  // namespace sim
