@@ -132,20 +132,9 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
     const std::string cp = JoinPath(p, "conventions");
     if (const YAML::Node conv = c["conventions"];
         conv && CheckMapping(conv, cp, {"flops", "memory"}, errors)) {
-      if (auto v =
-              ReadChoice({conv, "flops", cp, false}, errors,
-                         {"stepsim", "megatron-hw", "korthikanti", "mosaicml", "torchtitan"})) {
-        vc.flops = *v == "stepsim"       ? FlopConvention::kStepsim
-                   : *v == "megatron-hw" ? FlopConvention::kMegatronHw
-                   : *v == "korthikanti" ? FlopConvention::kKorthikanti
-                   : *v == "mosaicml"    ? FlopConvention::kMosaicml
-                                         : FlopConvention::kTorchtitan;
-      }
-      if (auto v = ReadChoice({conv, "memory", cp, false}, errors,
-                              {"allocated", "reserved", "active"})) {
-        vc.memory = *v == "allocated"  ? MemoryConvention::kAllocated
-                    : *v == "reserved" ? MemoryConvention::kReserved
-                                       : MemoryConvention::kActive;
+      if (auto v = ReadEnum<FlopConvention>({conv, "flops", cp, false}, errors)) vc.flops = *v;
+      if (auto v = ReadEnum<MemoryConvention>({conv, "memory", cp, false}, errors)) {
+        vc.memory = *v;
       }
     }
     if (const YAML::Node est = c["deepspeed_estimator"]) {

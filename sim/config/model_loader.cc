@@ -36,17 +36,9 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
   if (auto v = ReadInt(opt("kv_heads"), errors, 1, kMaxDim)) m.kv_heads = *v;
   if (auto v = ReadInt(req("ffn_hidden"), errors, 1, kMaxDim)) m.ffn_hidden = *v;
   if (auto v = ReadInt(req("vocab"), errors, 1, kMaxDim)) m.vocab = *v;
-  if (auto v = ReadChoice(req("mlp"), errors, {"gelu", "swiglu"})) {
-    m.mlp = *v == "gelu" ? MlpKind::kGelu : MlpKind::kSwiglu;
-  }
-  if (auto v = ReadChoice(req("norm"), errors, {"layernorm", "rmsnorm"})) {
-    m.norm = *v == "layernorm" ? NormKind::kLayerNorm : NormKind::kRmsNorm;
-  }
-  if (auto v = ReadChoice(req("position"), errors, {"learned", "rope", "alibi"})) {
-    m.position = *v == "learned" ? PositionKind::kLearned
-                 : *v == "rope"  ? PositionKind::kRope
-                                 : PositionKind::kAlibi;
-  }
+  if (auto v = ReadEnum<MlpKind>(req("mlp"), errors)) m.mlp = *v;
+  if (auto v = ReadEnum<NormKind>(req("norm"), errors)) m.norm = *v;
+  if (auto v = ReadEnum<PositionKind>(req("position"), errors)) m.position = *v;
   if (auto v = ReadInt(opt("max_seq_len"), errors, 1, kMaxDim)) m.max_seq_len = *v;
   if (auto v = ReadBool(req("tied_embeddings"), errors)) m.tied_embeddings = *v;
   if (auto v = ReadBool(opt("bias"), errors)) m.bias = *v;

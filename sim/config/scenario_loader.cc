@@ -176,24 +176,10 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadInt(k("seq_len"), errors, 1, kMaxCount)) t.seq_len = *v;
   if (auto v = ReadInt(k("micro_batch"), errors, 1, kMaxCount)) t.micro_batch = *v;
   if (auto v = ReadInt(k("global_batch"), errors, 1, kMaxCount)) t.global_batch = *v;
-  if (auto v = ReadChoice(k("precision"), errors, {"bf16", "fp16", "fp8"})) {
-    t.precision = *v == "bf16"   ? Precision::kBf16
-                  : *v == "fp16" ? Precision::kFp16
-                                 : Precision::kFp8;
-  }
-  if (auto v = ReadChoice(k("optimizer"), errors, {"adamw", "sgd", "adam8bit"})) {
-    t.optimizer = *v == "adamw" ? OptimizerKind::kAdamW
-                  : *v == "sgd" ? OptimizerKind::kSgd
-                                : OptimizerKind::kAdam8bit;
-  }
-  if (auto v = ReadChoice(k("recompute"), errors, {"none", "selective", "full"})) {
-    t.recompute = *v == "none"        ? Recompute::kNone
-                  : *v == "selective" ? Recompute::kSelective
-                                      : Recompute::kFull;
-  }
-  if (auto v = ReadChoice(k("attention"), errors, {"flash", "eager"})) {
-    t.attention = *v == "flash" ? AttentionKernel::kFlash : AttentionKernel::kEager;
-  }
+  if (auto v = ReadEnum<Precision>(k("precision"), errors)) t.precision = *v;
+  if (auto v = ReadEnum<OptimizerKind>(k("optimizer"), errors)) t.optimizer = *v;
+  if (auto v = ReadEnum<Recompute>(k("recompute"), errors)) t.recompute = *v;
+  if (auto v = ReadEnum<AttentionKernel>(k("attention"), errors)) t.attention = *v;
 }
 
 // "tp-cp-dp-pp" -> the dimensions innermost first; each of the four exactly once.
@@ -203,15 +189,10 @@ std::optional<std::array<ParallelDim, 4>> ParseRankOrder(absl::string_view text)
   std::array<ParallelDim, 4> order{};
   std::array<bool, 4> seen{};
   for (size_t i = 0; i < 4; ++i) {
-    const ParallelDim d = parts[i] == "tp"   ? ParallelDim::kTp
-                          : parts[i] == "cp" ? ParallelDim::kCp
-                          : parts[i] == "dp" ? ParallelDim::kDp
-                          : parts[i] == "pp" ? ParallelDim::kPp
-                                             : static_cast<ParallelDim>(-1);
-    const int idx = static_cast<int>(d);
-    if (idx < 0 || idx > 3 || seen[idx]) return std::nullopt;
-    seen[idx] = true;
-    order[i] = d;
+    const std::optional<ParallelDim> d = EnumFromName<ParallelDim>(parts[i]);
+    if (!d || seen[static_cast<int>(*d)]) return std::nullopt;
+    seen[static_cast<int>(*d)] = true;
+    order[i] = *d;
   }
   return order;
 }
@@ -228,20 +209,12 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
     return;
   }
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
-  if (auto v = ReadChoice(k("framework"), errors, {"deepspeed", "fsdp", "megatron"})) {
-    par.framework = *v == "deepspeed" ? Framework::kDeepSpeed
-                    : *v == "fsdp"    ? Framework::kFsdp
-                                      : Framework::kMegatron;
-  }
+  if (auto v = ReadEnum<Framework>(k("framework"), errors)) par.framework = *v;
   if (auto v = ReadInt(k("zero"), errors, 0, 3)) par.zero = *v;
   if (auto v = ReadInt(k("tp"), errors, 1, 1024)) par.tp = *v;
   if (auto v = ReadInt(k("pp"), errors, 1, 1024)) par.pp = *v;
   if (auto v = ReadInt(k("cp"), errors, 1, 1024)) par.cp = *v;
-  if (auto v = ReadChoice(k("pp_schedule"), errors, {"gpipe", "1f1b", "interleaved"})) {
-    par.pp_schedule = *v == "gpipe"  ? PipelineSchedule::kGpipe
-                      : *v == "1f1b" ? PipelineSchedule::k1F1B
-                                     : PipelineSchedule::kInterleaved;
-  }
+  if (auto v = ReadEnum<PipelineSchedule>(k("pp_schedule"), errors)) par.pp_schedule = *v;
   if (auto v = ReadInt(k("pp_chunks"), errors, 1, 64)) par.pp_chunks = *v;
   if (auto v = ReadInt(k("first_stage_layers"), errors, 0, 100000)) par.first_stage_layers = *v;
   if (auto v = ReadInt(k("last_stage_layers"), errors, 0, 100000)) par.last_stage_layers = *v;
@@ -261,25 +234,12 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   if (auto v = ReadBool(k("sequence_parallel"), errors)) par.sequence_parallel = *v;
   if (auto v = ReadInt(k("prefetch"), errors, 0, 64)) par.prefetch = *v;
   if (auto v = ReadBytes(k("bucket"), errors)) par.bucket = *v;
-  if (auto v = ReadChoice(k("sharding"), errors,
-                          {"no_shard", "shard_grad_op", "full_shard", "hybrid_shard"})) {
-    par.sharding = *v == "no_shard"        ? FsdpSharding::kNoShard
-                   : *v == "shard_grad_op" ? FsdpSharding::kShardGradOp
-                   : *v == "full_shard"    ? FsdpSharding::kFullShard
-                                           : FsdpSharding::kHybridShard;
+  if (auto v = ReadEnum<FsdpSharding>(k("sharding"), errors)) par.sharding = *v;
+  if (auto v =
+          ReadEnum<Dtype>(k("reduce_dtype"), errors, {Dtype::kBf16, Dtype::kFp16, Dtype::kFp32})) {
+    par.reduce_dtype = *v;
   }
-  if (auto v = ReadChoice(k("reduce_dtype"), errors, {"bf16", "fp16", "fp32"})) {
-    par.reduce_dtype = *v == "bf16" ? Dtype::kBf16 : *v == "fp16" ? Dtype::kFp16 : Dtype::kFp32;
-  }
-  if (auto v = ReadChoice(k("collective"), errors,
-                          {"ring", "tree", "hierarchical", "nvls", "nvls_tree", "auto"})) {
-    par.collective = *v == "ring"           ? CollectiveAlgorithm::kRing
-                     : *v == "tree"         ? CollectiveAlgorithm::kTree
-                     : *v == "hierarchical" ? CollectiveAlgorithm::kHierarchical
-                     : *v == "nvls"         ? CollectiveAlgorithm::kNvls
-                     : *v == "nvls_tree"    ? CollectiveAlgorithm::kNvlsTree
-                                            : CollectiveAlgorithm::kAuto;
-  }
+  if (auto v = ReadEnum<CollectiveAlgorithm>(k("collective"), errors)) par.collective = *v;
 }
 
 void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {

@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "sim/base/units.h"
 #include "sim/config/catalog.h"
+#include "sim/spec/enum_names.h"
 #include "yaml-cpp/yaml.h"
 
 namespace sim::config {
@@ -68,6 +69,20 @@ std::optional<double> ReadDouble(const Key& key, YamlErrors& errors, double min,
 std::optional<bool> ReadBool(const Key& key, YamlErrors& errors);
 std::optional<std::string> ReadChoice(const Key& key, YamlErrors& errors,
                                       const std::vector<std::string>& choices);
+// A value named in its enum's table (sim/spec/enum_names.h); `only` narrows the valid values
+// (in the order errors list them), else every value of the table.
+template <class E>
+std::optional<E> ReadEnum(const Key& key, YamlErrors& errors, std::vector<E> only = {}) {
+  std::vector<std::string> names;
+  if (only.empty()) {
+    names = EnumNameList<E>();
+  } else {
+    for (E e : only) names.emplace_back(EnumName(e));
+  }
+  auto v = ReadChoice(key, errors, names);
+  if (!v) return std::nullopt;
+  return EnumFromName<E>(*v);
+}
 std::optional<Bytes> ReadBytes(const Key& key, YamlErrors& errors);
 std::optional<Bandwidth> ReadBandwidth(const Key& key, YamlErrors& errors);
 std::optional<FlopRate> ReadFlopRate(const Key& key, YamlErrors& errors);

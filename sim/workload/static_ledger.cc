@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/workload/params.h"
+
 namespace sim {
 
 BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
@@ -95,6 +97,11 @@ DeepSpeedEstimate EstimateDeepSpeed(const DeepSpeedEstimatorInput& in) {
   const double cpu = in.zero_init ? ll * 4 * gpn * f : p * 4 * gpn * f;
   return {trunc(largest + static_cast<double>(static_cast<int64_t>(18 * p / total_gpus))),
           trunc(cpu)};
+}
+
+int64_t LargestModuleParams(const ModelSpec& m) {
+  const int64_t mlp_matrix = m.hidden * m.ffn_hidden + (m.bias ? m.ffn_hidden : 0);
+  return std::max(CountParameters(m).embedding, mlp_matrix);
 }
 
 }  // namespace sim

@@ -86,4 +86,8 @@ struct DeepSpeedEstimate {
 };
 DeepSpeedEstimate EstimateDeepSpeed(const DeepSpeedEstimatorInput& in);
 
+// LL for a model: DeepSpeed counts parameters per module, non-recursively, so the largest is
+// the embedding or one MLP projection (weight and bias).
+int64_t LargestModuleParams(const ModelSpec& m);
+
 }  // namespace sim

@@ -11,7 +11,9 @@
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/report/ledger_report.h"
+#include "sim/spec/enum_names.h"
 #include "sim/workload/params.h"
+#include "sim/workload/static_ledger.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
 
@@ -30,16 +32,13 @@ absl::StatusOr<int64_t> PositiveInt(const FlagSet& f, const std::string& name, i
   return n;
 }
 
+// The value of flag --NAME, named in its enum's table (sim/spec/enum_names.h).
 template <typename Enum>
-absl::StatusOr<Enum> Choice(const FlagSet& f, const std::string& name, Enum fallback,
-                            std::vector<std::pair<std::string, Enum>> choices) {
+absl::StatusOr<Enum> Choice(const FlagSet& f, const std::string& name, Enum fallback) {
   auto v = f.Get(name);
   if (!v) return fallback;
-  std::vector<std::string> names;
-  for (const auto& [n, e] : choices) {
-    if (n == *v) return e;
-    names.push_back(n);
-  }
+  if (auto e = sim::EnumFromName<Enum>(*v)) return *e;
+  const std::vector<std::string> names = sim::EnumNameList<Enum>();
   return absl::InvalidArgumentError(absl::StrCat("--", name, " '", *v, "' is not one of ",
                                                  absl::StrJoin(names, ", "),
                                                  sim::DidYouMean(*v, names)));
@@ -93,10 +92,7 @@ int LedgerCommand(const std::vector<std::string>& args) {
     in.model = *m;
     const auto count = sim::CountParameters(*m);
     in.params = count.total;
-    // DeepSpeed counts parameters per module (non-recursive): the largest is the embedding or
-    // one MLP projection (weight and bias).
-    const int64_t mlp_matrix = m->hidden * m->ffn_hidden + (m->bias ? m->ffn_hidden : 0);
-    in.largest_layer_params = std::max(count.embedding, mlp_matrix);
+    in.largest_layer_params = sim::LargestModuleParams(*m);
   }
   if (auto p = flags.Get("params")) {
     auto n = sim::ParseCount(*p);
@@ -117,21 +113,10 @@ int LedgerCommand(const std::vector<std::string>& args) {
     if (!n.ok()) return Fail("ledger", n.status());
     in.largest_layer_params = static_cast<int64_t>(*n);
   }
-  auto fw = Choice<sim::Framework>(flags, "framework", sim::Framework::kDeepSpeed,
-                                   {{"deepspeed", sim::Framework::kDeepSpeed},
-                                    {"fsdp", sim::Framework::kFsdp},
-                                    {"megatron", sim::Framework::kMegatron}});
-  auto opt = Choice<sim::OptimizerKind>(flags, "optimizer", sim::OptimizerKind::kAdamW,
-                                        {{"adamw", sim::OptimizerKind::kAdamW},
-                                         {"sgd", sim::OptimizerKind::kSgd},
-                                         {"adam8bit", sim::OptimizerKind::kAdam8bit}});
-  auto prec = Choice<sim::Precision>(flags, "precision", sim::Precision::kBf16,
-                                     {{"bf16", sim::Precision::kBf16},
-                                      {"fp16", sim::Precision::kFp16},
-                                      {"fp8", sim::Precision::kFp8}});
-  auto attn = Choice<sim::AttentionKernel>(
-      flags, "attention", sim::AttentionKernel::kEager,
-      {{"eager", sim::AttentionKernel::kEager}, {"flash", sim::AttentionKernel::kFlash}});
+  auto fw = Choice<sim::Framework>(flags, "framework", sim::Framework::kDeepSpeed);
+  auto opt = Choice<sim::OptimizerKind>(flags, "optimizer", sim::OptimizerKind::kAdamW);
+  auto prec = Choice<sim::Precision>(flags, "precision", sim::Precision::kBf16);
+  auto attn = Choice<sim::AttentionKernel>(flags, "attention", sim::AttentionKernel::kEager);
   auto seq = PositiveInt(flags, "seq-len", 0);
   auto mb = PositiveInt(flags, "micro-batch", 1);
   auto tp = PositiveInt(flags, "tp", 1);
