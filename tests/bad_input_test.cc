@@ -4,11 +4,13 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "sim/config/catalog.h"
+#include "sim/config/scenario_keys.h"
 
 namespace sim {
 namespace {
@@ -95,6 +97,29 @@ TEST_CASE("an inline cluster needs its node description", "[config]") {
   REQUIRE(s.ok());
   CHECK(s->cluster.gpu.name == "A100-SXM4-40GB");  // inline key overrides the node's GPU
   CHECK(s->cluster.node.nic_bandwidth.bytes_per_s() == 200e9 / 8);
+}
+
+TEST_CASE("the README's table of scenario keys is the key registry", "[config]") {
+  std::ifstream in(STEPSIM_SOURCE_DIR "/README.md");
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  // Regenerate with: stepsim run --list-keys --markdown
+  CHECK(text.str().find(config::ScenarioKeysMarkdown()) != std::string::npos);
+}
+
+TEST_CASE("every registered scenario key is read by the loader", "[config]") {
+  // Each section's keys come from the registry: a key the loader does not know would be
+  // accepted silently, so each one is set to a malformed value and must be rejected by name.
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  const std::string file = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";
+  for (const config::ScenarioKey& k : config::ScenarioKeys()) {
+    if (k.path.find('.') == std::string::npos) continue;  // sections and top-level names
+    INFO(k.path);
+    auto s = config::LoadScenario(root, file, {{k.path, "[1, 2]"}});
+    REQUIRE_FALSE(s.ok());
+    CHECK(std::string(s.status().message()).find(k.path) != std::string::npos);
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/config/loaders.h"
+#include "sim/config/scenario_keys.h"
 #include "sim/config/yaml_fields.h"
 
 namespace sim::config {
@@ -89,11 +90,7 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
     errors.AddUnlocated(p, "missing required key");
     return;
   }
-  if (!CheckMapping(
-          node, p,
-          {"node", "nodes", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
-           "nic_bandwidth", "intra_node_latency", "inter_node_latency", "fabric"},
-          errors)) {
+  if (!CheckMapping(node, p, SectionKeys(p), errors)) {
     return;
   }
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
@@ -166,10 +163,7 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
 void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   const std::string p = "training";
   if (!node) return;
-  if (!CheckMapping(node, p,
-                    {"seq_len", "micro_batch", "global_batch", "precision", "optimizer",
-                     "recompute", "attention"},
-                    errors)) {
+  if (!CheckMapping(node, p, SectionKeys(p), errors)) {
     return;
   }
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
@@ -200,12 +194,7 @@ std::optional<std::array<ParallelDim, 4>> ParseRankOrder(absl::string_view text)
 void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors) {
   const std::string p = "parallel";
   if (!node) return;
-  if (!CheckMapping(node, p,
-                    {"framework", "zero", "tp", "pp", "cp", "sequence_parallel", "prefetch",
-                     "bucket", "sharding", "reduce_dtype", "collective", "rank_order",
-                     "pp_schedule", "pp_chunks", "first_stage_layers", "last_stage_layers",
-                     "tp_comm_overlap", "overlap_grad_reduce", "overlap_param_gather"},
-                    errors)) {
+  if (!CheckMapping(node, p, SectionKeys(p), errors)) {
     return;
   }
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
@@ -244,7 +233,7 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
 
 void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
   if (!node) return;
-  if (!CheckMapping(node, "runtime", {"reserved", "fragmentation"}, errors)) return;
+  if (!CheckMapping(node, "runtime", SectionKeys("runtime"), errors)) return;
   if (auto v = ReadBytes({node, "reserved", "runtime", false}, errors)) r.reserved = *v;
   if (auto v = ReadDouble({node, "fragmentation", "runtime", false}, errors, 0.0, 1.0)) {
     r.fragmentation = *v;
@@ -397,10 +386,7 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
     return errors.ToStatus();
   };
   if (!embedded) CheckSchemaVersion(r, errors);
-  if (!CheckMapping(
-          r, embedded ? "scenario" : "",
-          {"schema_version", "name", "model", "cluster", "training", "parallel", "runtime"},
-          errors)) {
+  if (!CheckMapping(r, embedded ? "scenario" : "", SectionKeys(""), errors)) {
     return failed();
   }
   Scenario s;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/config/catalog.h"
+#include "sim/config/scenario_keys.h"
 #include "sim/replay/replay.h"
 #include "sim/report/run_report.h"
 #include "sim/report/table.h"
@@ -40,7 +41,9 @@ FlagSet RunFlags() {
         "simulate every data-parallel replica (of every stage) instead of one "
         "standing for all"},
        {"dump-ops", "", "print the lowered op program (one line per op) instead of replaying"},
-       {"resolved", "", "print the resolved scenario instead of replaying"}});
+       {"resolved", "", "print the resolved scenario instead of replaying"},
+       {"list-keys", "", "print every scenario key with its type, default and meaning"},
+       {"markdown", "", "with --list-keys: as the Markdown table of the README"}});
 }
 
 std::string RankOrder(const std::array<sim::ParallelDim, 4>& order) {
@@ -93,6 +96,18 @@ int RunCommand(const std::vector<std::string>& args) {
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("run", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
+    return kExitOk;
+  }
+  if (flags.Has("list-keys")) {
+    if (flags.Has("markdown")) {
+      std::cout << sim::config::ScenarioKeysMarkdown();
+      return kExitOk;
+    }
+    // One key a line: key, type, default, meaning (left-aligned; meanings may be long).
+    for (const sim::config::ScenarioKey& k : sim::config::ScenarioKeys()) {
+      std::cout << absl::StrFormat("%-30s %-36s default %-22s %s\n", k.path, k.type, k.default_text,
+                                   k.meaning);
+    }
     return kExitOk;
   }
   if (flags.positional().size() != 1) {

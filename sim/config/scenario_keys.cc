@@ -1,0 +1,142 @@
+#include "sim/config/scenario_keys.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "sim/spec/enum_names.h"
+#include "sim/spec/scenario.h"
+
+namespace sim::config {
+
+namespace {
+
+template <class E>
+std::string OneOf() {
+  return absl::StrJoin(EnumNameList<E>(), " | ");
+}
+
+// "1 GiB", "25 MB", or the byte count: the unit a default is written in.
+std::string BytesText(Bytes b) {
+  const int64_t n = b.count();
+  if (n != 0 && n % (int64_t{1} << 30) == 0) return absl::StrCat(n >> 30, " GiB");
+  if (n != 0 && n % 1'000'000 == 0) return absl::StrCat(n / 1'000'000, " MB");
+  return absl::StrCat(n, " B");
+}
+
+std::string Bool(bool b) { return b ? "true" : "false"; }
+
+std::vector<ScenarioKey> Build() {
+  const Scenario d;  // the defaults
+  const ParallelSpec& p = d.parallel;
+  const TrainingSpec& t = d.training;
+  std::string rank_order;
+  for (ParallelDim dim : p.rank_order)
+    absl::StrAppend(&rank_order, rank_order.empty() ? "" : "-", Name(dim));
+  return {
+      {"schema_version", "1", "required", "the file format's version"},
+      {"name", "text", "file name", "the scenario's name in reports"},
+      {"model", "name | path | mapping", "required",
+       "a name in `models/`, a path, or an inline mapping"},
+      {"cluster", "mapping", "required", "the cluster: a node type and a count, or a node inline"},
+      {"cluster.node", "name", "—",
+       "a node type of `topologies/nodes.yaml`; or describe it inline"},
+      {"cluster.nodes", "integer >= 1", absl::StrCat(d.cluster.nodes), "nodes in the cluster"},
+      {"cluster.gpu", "name", "the node type's", "a GPU of `topologies/gpus.yaml`"},
+      {"cluster.gpus_per_node", "integer >= 1", "the node type's", "GPUs per node"},
+      {"cluster.intra_node_bandwidth", "bandwidth", "the node type's",
+       "NVLink bandwidth per GPU, one direction"},
+      {"cluster.nics_per_node", "integer >= 0", "the node type's", "NICs per node"},
+      {"cluster.nic_bandwidth", "bandwidth", "the node type's", "bandwidth of each NIC"},
+      {"cluster.intra_node_latency", "duration", "the node type's", "latency of one NVLink hop"},
+      {"cluster.inter_node_latency", "duration", "the node type's", "latency of one fabric hop"},
+      {"cluster.fabric", "name | path | mapping", "non-blocking rail-optimised fat tree",
+       "a fabric in `topologies/fabrics/`, a path, or an inline mapping"},
+      {"training", "mapping", "all defaults", "the job"},
+      {"training.seq_len", "integer >= 1", absl::StrCat(t.seq_len), "tokens per sequence"},
+      {"training.micro_batch", "integer >= 1", absl::StrCat(t.micro_batch),
+       "sequences per micro-batch per data-parallel rank"},
+      {"training.global_batch", "integer >= 1", "micro_batch × dp",
+       "sequences per optimizer step; m = global / (micro × dp)"},
+      {"training.precision", OneOf<Precision>(), std::string(Name(t.precision)),
+       "compute dtype of the GEMMs"},
+      {"training.optimizer", OneOf<OptimizerKind>(), std::string(Name(t.optimizer)),
+       "optimizer whose states are held"},
+      {"training.recompute", OneOf<Recompute>(), std::string(Name(t.recompute)),
+       "activation recomputation policy"},
+      {"training.attention", OneOf<AttentionKernel>(), std::string(Name(t.attention)),
+       "attention kernel"},
+      {"parallel", "mapping", "all defaults", "the parallel layout and framework"},
+      {"parallel.framework", OneOf<Framework>(), std::string(Name(p.framework)),
+       "the framework preset (sim/workload/policy/)"},
+      {"parallel.zero", "0 | 1 | 2 | 3", absl::StrCat(p.zero), "ZeRO stage"},
+      {"parallel.tp", "integer >= 1", absl::StrCat(p.tp), "tensor-parallel degree"},
+      {"parallel.pp", "integer >= 1", absl::StrCat(p.pp), "pipeline-parallel degree"},
+      {"parallel.cp", "integer >= 1", absl::StrCat(p.cp),
+       "context-parallel degree; dp = GPUs / (tp × pp × cp)"},
+      {"parallel.sequence_parallel", "true | false", Bool(p.sequence_parallel),
+       "sequence parallelism; needs tp > 1"},
+      {"parallel.rank_order", "tp, cp, dp, pp joined by -", rank_order,
+       "placement, innermost first"},
+      {"parallel.pp_schedule", OneOf<PipelineSchedule>(), std::string(Name(p.pp_schedule)),
+       "pipeline schedule"},
+      {"parallel.pp_chunks", "integer >= 1", absl::StrCat(p.pp_chunks),
+       "model chunks per stage (interleaved needs ≥ 2 and m a multiple of pp)"},
+      {"parallel.first_stage_layers", "integer >= 0", "even split",
+       "decoder layers of the first stage (or first model chunk); pp × pp_chunks ≥ 3"},
+      {"parallel.last_stage_layers", "integer >= 0", "even split",
+       "decoder layers of the last stage (or last model chunk); pp × pp_chunks ≥ 3"},
+      {"parallel.tp_comm_overlap", "true | false", Bool(p.tp_comm_overlap),
+       "TP/CP collectives beside the GEMMs they feed (Megatron-LM `--tp-comm-overlap`)"},
+      {"parallel.overlap_grad_reduce", "true | false", "framework's",
+       "DeepSpeed/FSDP: true; megatron: false (`--overlap-grad-reduce`)"},
+      {"parallel.overlap_param_gather", "true | false", Bool(p.overlap_param_gather),
+       "megatron distributed optimizer: all-gather beside the next forward"},
+      {"parallel.prefetch", "integer 0..64", absl::StrCat(p.prefetch),
+       "ZeRO-3 layers gathered ahead"},
+      {"parallel.bucket", "bytes", "framework's",
+       "gradient reduction bucket (DeepSpeed/FSDP: 25 MB, PyTorch DDP `bucket_cap_mb`)"},
+      {"parallel.sharding", OneOf<FsdpSharding>(), "from `zero`", "fsdp only: the strategy"},
+      {"parallel.reduce_dtype", "bf16 | fp16 | fp32", "framework's",
+       "gradient reduction dtype (the compute dtype; megatron: fp32)"},
+      {"parallel.collective", OneOf<CollectiveAlgorithm>(), std::string(Name(p.collective)),
+       "collective algorithm (auto: the fastest per collective)"},
+      {"runtime", "mapping", "all defaults", "what the process holds besides the model"},
+      {"runtime.reserved", "bytes", BytesText(d.runtime.reserved),
+       "CUDA context and library workspaces per GPU"},
+      {"runtime.fragmentation", "number 0..1", absl::StrFormat("%g", d.runtime.fragmentation),
+       "caching-allocator overhead over the allocated peak (first model)"},
+  };
+}
+
+}  // namespace
+
+const std::vector<ScenarioKey>& ScenarioKeys() {
+  static const std::vector<ScenarioKey>* const keys = new std::vector<ScenarioKey>(Build());
+  return *keys;
+}
+
+std::vector<std::string> SectionKeys(absl::string_view section) {
+  std::vector<std::string> out;
+  const std::string prefix = section.empty() ? "" : absl::StrCat(section, ".");
+  for (const ScenarioKey& k : ScenarioKeys()) {
+    if (!absl::StartsWith(k.path, prefix)) continue;
+    const absl::string_view rest = absl::string_view(k.path).substr(prefix.size());
+    if (!absl::StrContains(rest, '.')) out.emplace_back(rest);
+  }
+  return out;
+}
+
+std::string ScenarioKeysMarkdown() {
+  std::string out = "| key | type | default | meaning |\n| --- | --- | --- | --- |\n";
+  // A '|' inside a cell is escaped, as Markdown tables need.
+  auto cell = [](const std::string& s) { return absl::StrReplaceAll(s, {{"|", "\\|"}}); };
+  for (const ScenarioKey& k : ScenarioKeys()) {
+    absl::StrAppend(&out, "| `", k.path, "` | ", cell(k.type), " | ", cell(k.default_text), " | ",
+                    cell(k.meaning), " |\n");
+  }
+  return out;
+}
+
+}  // namespace sim::config

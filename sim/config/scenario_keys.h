@@ -1,0 +1,31 @@
+#pragma once
+// The registry of scenario keys (SPEC §4, §7): every key a scenario file may hold, with its
+// type, its default and what it means. The loader takes each section's allowed keys from it
+// (unknown keys and "did you mean" use it), `stepsim run --list-keys` prints it, and the README's
+// table of scenario keys is its Markdown rendering (a test compares them). Defaults are read off
+// a default-constructed Scenario (sim/spec/scenario.h), so each is still written once.
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace sim::config {
+
+struct ScenarioKey {
+  std::string path;          // dotted: "training.seq_len"
+  std::string type;          // what a value must be: "integer >= 1", "bf16 | fp16 | fp8", ...
+  std::string default_text;  // the default, or "required", or whose default it is
+  std::string meaning;
+};
+
+// Every key, sections in file order (top level, cluster, training, parallel, runtime).
+const std::vector<ScenarioKey>& ScenarioKeys();
+
+// The keys allowed directly under `section` ("" for the top level): the last path component.
+std::vector<std::string> SectionKeys(absl::string_view section);
+
+// The README table: "| key | type | default | meaning |" and one row per key.
+std::string ScenarioKeysMarkdown();
+
+}  // namespace sim::config
