@@ -5,20 +5,19 @@
 
 #include "sim/engine/event_queue.h"
 #include "sim/engine/executor.h"
-#include "sim/replay/link_sharing.h"
 
 namespace sim::engine {
 namespace {
 
-TEST_CASE("events pop by time, then phase, then scheduling order", "[engine]") {
+TEST_CASE("events pop by time, then scheduling order", "[engine]") {
   EventQueue q;
-  q.Schedule(Duration::Picoseconds(10), Phase::kDispatch, 1);
-  q.Schedule(Duration::Picoseconds(10), Phase::kFinish, 2);
-  q.Schedule(Duration::Picoseconds(5), Phase::kDispatch, 3);
-  q.Schedule(Duration::Picoseconds(10), Phase::kFinish, 4);
+  q.Schedule(Duration::Picoseconds(10), 1);
+  q.Schedule(Duration::Picoseconds(10), 2);
+  q.Schedule(Duration::Picoseconds(5), 3);
+  q.Schedule(Duration::Picoseconds(10), 4);
   std::vector<int64_t> order;
   while (!q.empty()) order.push_back(q.Pop().payload);
-  CHECK(order == std::vector<int64_t>{3, 2, 4, 1});
+  CHECK(order == std::vector<int64_t>{3, 1, 2, 4});
 }
 
 // Records what the executor asked, with fixed durations per task.
@@ -26,11 +25,11 @@ struct Recorder {
   std::vector<Duration> durations;
   std::vector<std::string> log;
   void OnIssue(int32_t t, Duration now) { log.push_back(Line("issue", t, now)); }
-  Duration OnStart(int32_t t, Duration now) {
+  Duration OnStart(int32_t t, Duration now, Rescheduler&) {
     log.push_back(Line("start", t, now));
     return durations[t];
   }
-  void OnFinish(int32_t t, Duration now) { log.push_back(Line("finish", t, now)); }
+  void OnFinish(int32_t t, Duration now, Rescheduler&) { log.push_back(Line("finish", t, now)); }
   static std::string Line(const char* what, int32_t t, Duration now) {
     return std::string(what) + " " + std::to_string(t) + " @" + std::to_string(now.picoseconds());
   }
@@ -110,17 +109,16 @@ TEST_CASE("a join group starts together when all members can", "[engine]") {
 // task 0 is pulled earlier again when task 1 ends: the executor finishes each once, at its
 // latest time, skipping the left-behind events.
 struct Sharer {
-  Executor<Sharer>* ex = nullptr;
   std::vector<std::string> log;
   void OnIssue(int32_t, Duration) {}
-  Duration OnStart(int32_t t, Duration now) {
+  Duration OnStart(int32_t t, Duration now, Rescheduler& r) {
     log.push_back(Recorder::Line("start", t, now));
-    if (t == 1) ex->Reschedule(0, Ps(50));  // task 0: 10 -> 50
+    if (t == 1) r.Reschedule(0, Ps(50));  // task 0: 10 -> 50
     return t == 0 ? Ps(10) : Ps(5);
   }
-  void OnFinish(int32_t t, Duration now) {
+  void OnFinish(int32_t t, Duration now, Rescheduler& r) {
     log.push_back(Recorder::Line("finish", t, now));
-    if (t == 1) ex->Reschedule(0, Ps(20));  // task 0: 50 -> 20
+    if (t == 1) r.Reschedule(0, Ps(20));  // task 0: 50 -> 20
   }
 };
 
@@ -128,36 +126,10 @@ TEST_CASE("a running task can be rescheduled later and earlier", "[engine]") {
   TaskGraph g = Graph(2, {0, 1}, {{}, {}});
   Sharer sharer;
   Executor<Sharer> ex(g, sharer);
-  sharer.ex = &ex;
   const ExecutionStats st = ex.Run();
   CHECK(st.makespan == Ps(20));
   CHECK(sharer.log ==
         std::vector<std::string>{"start 0 @0", "start 1 @0", "finish 1 @5", "finish 0 @20"});
-}
-
-TEST_CASE("link sharing: collectives in one link class progress at 1/k each", "[engine]") {
-  using replay::LinkClass;
-  replay::LinkSharing sharing(1);
-  std::vector<std::pair<int32_t, double>> moved;
-  auto record = [&](int32_t task, Duration finish) { moved.push_back({task, finish.seconds()}); };
-  // A (10 s alone) starts at 0; B (4 s alone) at 2: A has 8 s left, both now at half rate.
-  CHECK(sharing.Start(0, LinkClass::kFabric, 0, Duration::FromSeconds(10), Duration::Zero(),
-                      record) == Duration::FromSeconds(10));
-  CHECK(sharing.Start(0, LinkClass::kFabric, 1, Duration::FromSeconds(4), Duration::FromSeconds(2),
-                      record) == Duration::FromSeconds(8));
-  REQUIRE(moved.size() == 1);
-  CHECK(moved[0].first == 0);
-  CHECK(moved[0].second == Approx(2 + 2 * 8));
-  // An NVLink collective on the same GPU shares nothing with them.
-  CHECK(sharing.Start(0, LinkClass::kNvlink, 2, Duration::FromSeconds(1), Duration::FromSeconds(3),
-                      record) == Duration::FromSeconds(1));
-  CHECK(moved.size() == 1);
-  // B ends at 10; A did 4 s of its work meanwhile and finishes its last 4 s alone, at 14:
-  // 14 s of work in 14 s, as processor sharing conserves.
-  sharing.Finish(0, LinkClass::kFabric, 1, Duration::FromSeconds(10), record);
-  REQUIRE(moved.size() == 2);
-  CHECK(moved[1].first == 0);
-  CHECK(moved[1].second == Approx(14));
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ Scenario Pipeline(int64_t tp, int64_t pp, int64_t m, absl::string_view schedule,
 }
 
 replay::ReplayResult Run(const Scenario& s) {
-  auto r = replay::Replay(s, {});
+  auto r = replay::Simulate(s, {});
   INFO(r.status().message());
   REQUIRE(r.ok());
   return std::move(*r);
@@ -156,7 +156,7 @@ TEST_CASE("simulating every DP replica of every stage gives the same answer", "[
   const Scenario s = Pipeline(/*tp=*/2, /*pp=*/2, /*m=*/4, "1f1b");
   REQUIRE(s.dp() == 2);
   const replay::ReplayResult one = Run(s);
-  auto r = replay::Replay(s, {.explicit_ranks = true});
+  auto r = replay::Simulate(s, {.explicit_ranks = true});
   REQUIRE(r.ok());
   CHECK(r->simulated_ranks == 4);
   CHECK(r->step == one.step);

@@ -21,7 +21,7 @@ Scenario Load(std::vector<config::Override> overrides,
 }
 
 replay::ReplayResult Run(const Scenario& s, replay::ReplayOptions o = {}) {
-  auto r = replay::Replay(s, o);
+  auto r = replay::Simulate(s, o);
   REQUIRE(r.ok());
   return std::move(*r);
 }

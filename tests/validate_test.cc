@@ -60,7 +60,7 @@ TEST_CASE("MFU in the MosaicML and torchtitan conventions", "[validate]") {
   auto cases = config::LoadCases(kRoot, STEPSIM_SOURCE_DIR "/scenarios/validation/mpt-a100.yaml");
   REQUIRE(cases.ok());
   const ValidationCase& c = cases->front();
-  auto replayed = replay::Replay(c.scenario, {});
+  auto replayed = replay::Simulate(c.scenario, {});
   REQUIRE(replayed.ok());
   const auto r = std::make_optional(report::Summarize(c.scenario, *replayed));
   const Scenario& s = c.scenario;

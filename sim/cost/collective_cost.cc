@@ -5,7 +5,7 @@
 
 namespace sim::cost {
 
-absl::StatusOr<std::unique_ptr<GraphCostModel>> MakeCollectiveCostModel(const Scenario& s) {
+absl::StatusOr<std::unique_ptr<CollectiveCostModel>> MakeCollectiveCostModel(const Scenario& s) {
   auto topology = cluster::Topology::Build(s.cluster);
   if (!topology.ok()) return topology.status();
   return std::make_unique<GraphCostModel>(*std::move(topology), s.cluster, s.parallel.collective);

@@ -3,6 +3,7 @@
 // builds prices every collective on the cluster graph (graph_collective.h).
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
@@ -11,18 +12,28 @@
 
 namespace sim::cost {
 
+// A collective's price: its time, the algorithm it ran with and the link that bounded it.
+struct PricedCollective {
+  Duration time;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  std::string busiest_link;  // the bottleneck of its slowest phase: least bandwidth per transfer
+  int32_t busiest_load = 0;  // transfers sharing it in one step
+};
+
+// What the replay asks of a collective model (a test can hand it a model of its own).
 class CollectiveCostModel {
  public:
   virtual ~CollectiveCostModel() = default;
-  // Time for one collective of `kind` over `group` moving a full tensor of `tensor` bytes,
-  // launched as `buckets` separate collectives of equal size.
-  virtual Duration Cost(CollectiveKind kind, Bytes tensor, CommGroup group,
-                        int32_t buckets) const = 0;
+  // One collective of `kind` over `group` moving a full tensor of `tensor` bytes, launched as
+  // `buckets` separate collectives of equal size.
+  virtual PricedCollective Price(CollectiveKind kind, Bytes tensor, CommGroup group,
+                                 int32_t buckets) const = 0;
+  Duration Cost(CollectiveKind kind, Bytes tensor, CommGroup group, int32_t buckets) const {
+    return Price(kind, tensor, group, buckets).time;
+  }
 };
 
-class GraphCostModel;
-
 // The scenario's cluster graph and its collective algorithm (parallel.collective).
-absl::StatusOr<std::unique_ptr<GraphCostModel>> MakeCollectiveCostModel(const Scenario& s);
+absl::StatusOr<std::unique_ptr<CollectiveCostModel>> MakeCollectiveCostModel(const Scenario& s);
 
 }  // namespace sim::cost

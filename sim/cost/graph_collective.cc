@@ -378,9 +378,4 @@ PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGr
   return best;
 }
 
-Duration GraphCostModel::Cost(CollectiveKind kind, Bytes tensor, CommGroup group,
-                              int32_t buckets) const {
-  return Price(kind, tensor, group, buckets).time;
-}
-
 }  // namespace sim::cost

@@ -40,22 +40,14 @@
 
 namespace sim::cost {
 
-struct PricedCollective {
-  Duration time;
-  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
-  std::string busiest_link;  // the bottleneck of its slowest phase: least bandwidth per transfer
-  int32_t busiest_load = 0;  // transfers sharing it in one step
-};
-
 class GraphCostModel final : public CollectiveCostModel {
  public:
   GraphCostModel(cluster::Topology topology, const ClusterSpec& cluster,
                  CollectiveAlgorithm algorithm);
-  Duration Cost(CollectiveKind kind, Bytes tensor, CommGroup group, int32_t buckets) const override;
   PricedCollective Price(CollectiveKind kind, Bytes tensor, CommGroup group, int32_t buckets,
                          CollectiveAlgorithm algorithm) const;
   PricedCollective Price(CollectiveKind kind, Bytes tensor, CommGroup group,
-                         int32_t buckets) const {
+                         int32_t buckets) const override {
     return Price(kind, tensor, group, buckets, algorithm_);
   }
   const cluster::Topology& topology() const { return topology_; }

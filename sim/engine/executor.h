@@ -8,18 +8,19 @@
 // simulated ranks) start together, when all of them could start. The listener decides how long
 // a task runs and observes issue/start/finish; the executor knows nothing about GPUs.
 //
-// Listener interface:
-//   void     OnIssue(int32_t task, Duration now);
-//   Duration OnStart(int32_t task, Duration now);   // returns the task's duration (>= 0)
-//   void     OnFinish(int32_t task, Duration now);
-// A listener may call Reschedule(task, finish) on a running task (from OnStart or OnFinish of
-// any task) to move its finish.
+// The listener (the ExecutorListener concept below) decides how long a task runs and observes
+// issue, start and finish. OnStart and OnFinish receive a Rescheduler through which the listener
+// may move the finish of any running task (link sharing: a collective that starts slows those
+// already running).
 //
-// Events follow the phase ladder of event_queue.h: all finishes at time t, then one dispatch
-// that issues and starts what became ready. Only finishes are queued (the dispatch of time t
-// runs when the last finish at t has been popped). Cost: O(tasks · log streams) — the heap
+// The phase ladder at equal times: all finishes at time t (their frees apply), then one
+// dispatch that issues and starts what became ready (their allocations apply), so everything
+// that ends at t releases memory before anything starting at t allocates: the peak is never
+// overstated by a free and an allocation that coincide. Only finishes are queued (the dispatch of
+// time t runs when the last finish at t has been popped). Cost: O(tasks · log streams) — the heap
 // holds at most one finish per stream.
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -50,8 +51,26 @@ struct ExecutionStats {
   uint64_t events = 0;
 };
 
-template <class Listener>
-class Executor {
+// What a listener may do to the tasks that are running: move a finish to `finish` (>= now).
+// The earlier finish event is left in the queue and skipped.
+class Rescheduler {
+ public:
+  virtual void Reschedule(int32_t task, Duration finish) = 0;
+
+ protected:
+  ~Rescheduler() = default;
+};
+
+// OnStart returns the task's duration (>= 0).
+template <class L>
+concept ExecutorListener = requires(L& l, int32_t task, Duration now, Rescheduler& r) {
+  { l.OnIssue(task, now) } -> std::same_as<void>;
+  { l.OnStart(task, now, r) } -> std::same_as<Duration>;
+  { l.OnFinish(task, now, r) } -> std::same_as<void>;
+};
+
+template <ExecutorListener Listener>
+class Executor final : private Rescheduler {
  public:
   Executor(const TaskGraph& graph, Listener& listener) : g_(graph), l_(listener) {
     const int32_t n = g_.num_tasks();
@@ -119,7 +138,7 @@ class Executor {
     busy_[s] = 0;
     head_[s]++;
     MarkDirty(s);
-    l_.OnFinish(t, now);
+    l_.OnFinish(t, now, *this);
     for (int32_t i = g_.succ_begin[t]; i < g_.succ_begin[t + 1]; ++i) {
       const int32_t next = g_.succ[i];
       if (--remaining_[next] == 0) ready_.push_back(next);
@@ -160,21 +179,17 @@ class Executor {
 
   void Start(int32_t t, Duration now) {
     busy_[g_.stream[t]] = 1;
-    const Duration d = l_.OnStart(t, now);
+    const Duration d = l_.OnStart(t, now, *this);
     SIM_CHECK(d >= Duration::Zero(), "negative task duration");
     finish_at_[t] = now + d;
-    q_.Schedule(now + d, Phase::kFinish, t);
+    q_.Schedule(now + d, t);
   }
 
- public:
-  // Moves the finish of running task t to `finish` (>= the current time): the listener's way to
-  // stretch or shorten work whose rate changes while it runs (links shared by collectives that
-  // start or end meanwhile). The earlier finish event is left in the queue and skipped.
-  void Reschedule(int32_t t, Duration finish) {
+  void Reschedule(int32_t t, Duration finish) override {
     SIM_CHECK(busy_[g_.stream[t]] && !finished_[t], "only a running task can be rescheduled");
     if (finish == finish_at_[t]) return;
     finish_at_[t] = finish;
-    q_.Schedule(finish, Phase::kFinish, t);
+    q_.Schedule(finish, t);
   }
 
  private:

@@ -22,7 +22,7 @@ std::vector<ConfigResult> RunConfigs(const config::ScenarioLoader& loader,
     auto scenario = loader.Load(configs[i]);
     if (!scenario.ok()) {
       out.status = scenario.status();
-    } else if (auto r = replay::Replay(*scenario, {}); !r.ok()) {
+    } else if (auto r = replay::Simulate(*scenario, {}); !r.ok()) {
       out.status = r.status();
     } else {
       out.summary = report::Summarize(*scenario, *r);

@@ -7,11 +7,13 @@
 #include "sim/cost/collective_cost.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/cost/graph_collective.h"
+#include "sim/cost/link_sharing.h"
 #include "sim/engine/executor.h"
-#include "sim/replay/link_sharing.h"
 #include "sim/workload/lowering.h"
 
 namespace sim::replay {
+
+using cost::LinkClass;
 
 namespace {
 
@@ -67,15 +69,20 @@ engine::TaskGraph BuildGraph(const OpProgram& p, int32_t replicas) {
   return g;
 }
 
+// Link sharing moves running collectives' finishes through the executor.
+auto Moves(engine::Rescheduler& r) {
+  return [&r](int32_t task, Duration finish) { r.Reschedule(task, finish); };
+}
+
 class ReplayListener {
  public:
-  ReplayListener(const Scenario& s, const cost::GraphCostModel& comm, const ReplayOptions& options,
-                 ReplayResult& result)
+  ReplayListener(const cost::ComputeCostModel& compute, const cost::CollectiveCostModel& comm,
+                 const ReplayOptions& options, ReplayResult& result)
       : options_(options), r_(result), p_(result.program), sharing_(result.simulated_ranks) {
     base_.reserve(p_.ops.size());
     stretched_.reserve(p_.ops.size());
     link_class_.reserve(p_.ops.size());
-    const double slowdown = s.cluster.gpu.calibration.overlap_slowdown;
+    const double slowdown = compute.OverlapSlowdown();
     for (const Op& op : p_.ops) {
       Duration d;
       if (op.kind == OpKind::kCollective) {
@@ -92,7 +99,7 @@ class ReplayListener {
           st.busiest_load = priced.busiest_load;
         }
       } else {
-        d = cost::ComputeDuration(op, s.cluster.gpu, s.training.precision);
+        d = compute.Time(op);
       }
       base_.push_back(d);
       link_class_.push_back(op.kind == OpKind::kCollective && p_.CollectiveOf(op).group.nodes > 1
@@ -110,14 +117,9 @@ class ReplayListener {
     r_.stages.assign(p_.stages, StageTimes{});
   }
 
-  // How the listener moves the finish of a running collective (the executor's Reschedule).
-  void SetReschedule(std::function<void(int32_t, Duration)> reschedule) {
-    reschedule_ = std::move(reschedule);
-  }
-
   void OnIssue(int32_t task, Duration now) { ApplyMemory(task, MemWhen::kIssue, now); }
 
-  Duration OnStart(int32_t task, Duration now) {
+  Duration OnStart(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
     const int32_t replica = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
     const int32_t gpu = replica * p_.stages + op.stage;
@@ -132,7 +134,7 @@ class ReplayListener {
       d = stretched_[o];
     }
     if (collective && d > Duration::Zero()) {
-      d = sharing_.Start(gpu, link_class_[o], task, d, now, reschedule_);
+      d = sharing_.Start(gpu, link_class_[o], task, d, now, Moves(rescheduler));
     }
     if (replica == 0) {
       if (compute_stream) AttributeWait(op, now);
@@ -142,13 +144,13 @@ class ReplayListener {
     return d;
   }
 
-  void OnFinish(int32_t task, Duration now) {
+  void OnFinish(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
     const int32_t replica = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
     const int32_t gpu = replica * p_.stages + op.stage;
     if (op.stream != StreamKind::kCompute) comm_running_[gpu]--;
     if (op.kind == OpKind::kCollective && base_[o] > Duration::Zero()) {
-      sharing_.Finish(gpu, link_class_[o], task, now, reschedule_);
+      sharing_.Finish(gpu, link_class_[o], task, now, Moves(rescheduler));
     }
     finish_[task] = now;
     if (replica == 0) {
@@ -236,8 +238,7 @@ class ReplayListener {
   std::vector<Duration> finish_;        // per task
   std::vector<Duration> start_;         // per task
   std::vector<LinkClass> link_class_;   // per op: the links its collective shares
-  LinkSharing sharing_;
-  std::function<void(int32_t, Duration)> reschedule_;
+  cost::LinkSharing sharing_;
 };
 
 // Work per GPU per step, averaged over the pipeline stages (every stage is a GPU).
@@ -296,29 +297,26 @@ int64_t ReplayResult::GpuOf(int32_t rank) const {
   return program.stage_gpu[StageOf(rank)] + (rank / program.stages) * program.dp_stride;
 }
 
-absl::StatusOr<ReplayResult> Replay(const Scenario& s, const ReplayOptions& options) {
-  auto program = Lower(s);
-  if (!program.ok()) return program.status();
+ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
+                    const cost::CollectiveCostModel& comm, Bytes capacity,
+                    const ReplayOptions& options) {
   ReplayResult r;
-  r.program = std::move(*program);
-  const int32_t replicas = options.explicit_ranks ? static_cast<int32_t>(s.dp()) : 1;
+  r.program = std::move(program);
+  const int32_t replicas = options.replicas;
+  SIM_CHECK(replicas >= 1, "at least one data-parallel replica is simulated");
   const int32_t stages = r.program.stages;
   r.simulated_ranks = replicas * stages;
   for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
-    r.ledgers.emplace_back(s.cluster.gpu.hbm, options.record_memory);
+    r.ledgers.emplace_back(capacity, options.record_memory);
     for (const MemAction& a : r.program.persistent[gpu % stages]) {
       r.ledgers.back().Apply(a.category, a.bytes, Duration::Zero(), std::nullopt);
     }
     r.ledgers.back().MarkPersistent();
   }
   const engine::TaskGraph graph = BuildGraph(r.program, replicas);
-  auto comm = cost::MakeCollectiveCostModel(s);
-  if (!comm.ok()) return comm.status();
-  ReplayListener listener(s, **comm, options, r);
+  ReplayListener listener(compute, comm, options, r);
   CountWork(r);
   engine::Executor<ReplayListener> executor(graph, listener);
-  listener.SetReschedule(
-      [&executor](int32_t task, Duration finish) { executor.Reschedule(task, finish); });
   const engine::ExecutionStats stats = executor.Run();
   r.step = stats.makespan;
   r.events = stats.events;
@@ -330,6 +328,16 @@ absl::StatusOr<ReplayResult> Replay(const Scenario& s, const ReplayOptions& opti
     if (r.ledgers[gpu].peak() > r.ledgers[r.peak_rank].peak()) r.peak_rank = gpu;
   }
   return r;
+}
+
+absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) {
+  auto program = Lower(s);
+  if (!program.ok()) return program.status();
+  auto comm = cost::MakeCollectiveCostModel(s);
+  if (!comm.ok()) return comm.status();
+  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision);
+  if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
+  return Replay(*std::move(program), compute, **comm, s.cluster.gpu.hbm, options);
 }
 
 }  // namespace sim::replay

@@ -16,6 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
+#include "sim/cost/collective_cost.h"
+#include "sim/cost/compute_cost.h"
 #include "sim/memory/ledger.h"
 #include "sim/spec/scenario.h"
 #include "sim/workload/program.h"
@@ -23,7 +25,10 @@
 namespace sim::replay {
 
 struct ReplayOptions {
+  // Simulate: every DP replica (sets `replicas` to the scenario's dp).
   bool explicit_ranks = false;
+  // Replay: DP replicas simulated, each with every pipeline stage (1 = one stands for all).
+  int32_t replicas = 1;
   bool record_ops = false;     // per-op start/end times (for --trace)
   bool record_memory = false;  // every ledger change (for --trace and --timeline)
 };
@@ -84,6 +89,15 @@ struct ReplayResult {
   int64_t GpuOf(int32_t rank) const;
 };
 
-absl::StatusOr<ReplayResult> Replay(const Scenario& s, const ReplayOptions& options);
+// Replays `program` (sim/workload/program.h) on GPUs of `capacity` HBM, timing compute ops with
+// `compute` and collectives with `comm`: the seam between lowering and replay, usable with a
+// program and models written by hand.
+ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
+                    const cost::CollectiveCostModel& comm, Bytes capacity,
+                    const ReplayOptions& options);
+
+// Lowers the scenario, builds its cost models (the roofline of its GPU, its cluster graph) and
+// replays: what every command runs.
+absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options);
 
 }  // namespace sim::replay

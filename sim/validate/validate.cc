@@ -111,7 +111,7 @@ std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int j
       }
       return;
     }
-    auto r = replay::Replay(c.scenario, {});
+    auto r = replay::Simulate(c.scenario, {});
     if (!r.ok()) {
       res.skipped = std::string(r.status().message());
       return;

@@ -18,10 +18,10 @@ namespace {
 // A listener that only returns fixed durations: measures the kernel alone.
 struct FixedDurations {
   void OnIssue(int32_t, sim::Duration) {}
-  sim::Duration OnStart(int32_t t, sim::Duration) {
+  sim::Duration OnStart(int32_t t, sim::Duration, sim::engine::Rescheduler&) {
     return sim::Duration::Picoseconds(1000 + (t % 7) * 100);
   }
-  void OnFinish(int32_t, sim::Duration) {}
+  void OnFinish(int32_t, sim::Duration, sim::engine::Rescheduler&) {}
 };
 
 // Two streams like a replay: a compute chain, and every third task a collective on the comm
@@ -71,7 +71,7 @@ sim::Scenario DefaultScenario(std::vector<sim::config::Override> overrides) {
 void ReplayLoop(benchmark::State& state, const sim::Scenario& s) {
   uint64_t events = 0;
   for (auto _ : state) {
-    auto r = sim::replay::Replay(s, {});
+    auto r = sim::replay::Simulate(s, {});
     if (!r.ok()) std::abort();
     events += r->events;
     benchmark::DoNotOptimize(r->step);

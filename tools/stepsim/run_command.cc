@@ -136,7 +136,7 @@ int RunCommand(const std::vector<std::string>& args) {
   options.explicit_ranks = flags.Has("explicit-ranks");
   options.record_ops = flags.Has("trace");
   options.record_memory = flags.Has("trace") || flags.Has("timeline");
-  auto result = sim::replay::Replay(*scenario, options);
+  auto result = sim::replay::Simulate(*scenario, options);
   if (!result.ok()) return Fail("run", result.status());
   const sim::report::RunSummary summary = sim::report::Summarize(*scenario, *result);
   // Render everything before writing anything, so a failure leaves no partial output.

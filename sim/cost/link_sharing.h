@@ -15,7 +15,7 @@
 #include "sim/base/check.h"
 #include "sim/base/units.h"
 
-namespace sim::replay {
+namespace sim::cost {
 
 enum class LinkClass : uint8_t { kNvlink = 0, kFabric = 1 };
 
@@ -75,4 +75,4 @@ class LinkSharing {
   std::vector<std::array<Group, 2>> gpus_;
 };
 
-}  // namespace sim::replay
+}  // namespace sim::cost
