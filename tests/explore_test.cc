@@ -43,14 +43,16 @@ TEST_CASE("the product runs first key outermost, shards tile it", "[explore]") {
   CHECK(p[3][0].value == "2");
   size_t covered = 0;
   for (int k = 1; k <= 4; ++k) {
-    auto s = ParseShard(absl::StrCat(k, "/4"), 6);
-    REQUIRE(s.ok());
-    CHECK(s->begin == covered);
-    covered = s->end;
+    auto shard = ParseShard(absl::StrCat(k, "/4"));
+    REQUIRE(shard.ok());
+    const Slice s = SliceOf(*shard, 6);
+    CHECK(s.begin == covered);
+    covered = s.end;
   }
   CHECK(covered == 6);
-  CHECK_FALSE(ParseShard("5/4", 6).ok());
-  CHECK_FALSE(ParseShard("0/4", 6).ok());
+  CHECK_FALSE(ParseShard("5/4").ok());
+  CHECK_FALSE(ParseShard("0/4").ok());
+  CHECK_FALSE(ParseShard("1/x").ok());
 }
 
 TEST_CASE("parallel runs give identical results in product order", "[explore]") {

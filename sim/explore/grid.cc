@@ -87,16 +87,20 @@ std::vector<std::vector<config::Override>> Product(const std::vector<Vary>& vari
   return out;
 }
 
-absl::StatusOr<Slice> ParseShard(absl::string_view k_slash_n, size_t total) {
+absl::StatusOr<Shard> ParseShard(absl::string_view k_slash_n) {
   std::vector<std::string> parts = absl::StrSplit(k_slash_n, '/');
-  int64_t k = 0, n = 0;
-  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &k) || !absl::SimpleAtoi(parts[1], &n) ||
-      n < 1 || k < 1 || k > n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--shard expects K/N with 1 <= K <= N (e.g. 3/16), got '", k_slash_n, "'"));
+  Shard s;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &s.k) || !absl::SimpleAtoi(parts[1], &s.n) ||
+      s.n < 1 || s.k < 1 || s.k > s.n || s.n > 1'000'000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shard expects K/N with 1 <= K <= N <= 1000000 (e.g. 3/16), got '", k_slash_n, "'"));
   }
-  const size_t uk = static_cast<size_t>(k), un = static_cast<size_t>(n);
-  return Slice{total * (uk - 1) / un, total * uk / un};
+  return s;
+}
+
+Slice SliceOf(const Shard& s, size_t total) {
+  const size_t k = static_cast<size_t>(s.k), n = static_cast<size_t>(s.n);
+  return Slice{total * (k - 1) / n, total * k / n};
 }
 
 }  // namespace sim::explore

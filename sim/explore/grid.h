@@ -27,10 +27,16 @@ absl::StatusOr<Vary> ParseVary(absl::string_view key_equals_values);
 // Every combination, each as the overrides that make it, in product order.
 std::vector<std::vector<config::Override>> Product(const std::vector<Vary>& varies);
 
-// The K-th (1-based) of N contiguous slices of [0, total): the half-open index range.
+// `--shard K/N` (sweep, plan): the K-th (1-based) of N contiguous slices of the work.
+struct Shard {
+  int64_t k = 1, n = 1;
+};
+absl::StatusOr<Shard> ParseShard(absl::string_view k_slash_n);
+
+// The half-open index range of shard `s` of [0, total).
 struct Slice {
   size_t begin = 0, end = 0;
 };
-absl::StatusOr<Slice> ParseShard(absl::string_view k_slash_n, size_t total);
+Slice SliceOf(const Shard& s, size_t total);
 
 }  // namespace sim::explore

@@ -147,8 +147,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     }
   }
   const int64_t total_units = static_cast<int64_t>(units.size());
-  const int64_t begin = total_units * (req.shard_k - 1) / req.shard_n;
-  const int64_t end = total_units * req.shard_k / req.shard_n;
+  const Slice slice = SliceOf(req.shard, units.size());
+  const auto begin = static_cast<int64_t>(slice.begin), end = static_cast<int64_t>(slice.end);
   auto mine = [&](const std::string& gpu, int64_t nodes) {
     for (int64_t i = begin; i < end; ++i) {
       if (units[i].first == gpu && units[i].second == nodes) return true;

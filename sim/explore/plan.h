@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/config/catalog.h"
+#include "sim/explore/grid.h"
 #include "sim/explore/runner.h"
 #include "sim/memory/ledger.h"
 
@@ -37,9 +38,9 @@ struct PlanRequest {
   std::map<std::string, double> prices;         // GPU name -> USD per GPU-hour (overrides catalog)
   Framework framework = Framework::kDeepSpeed;  // deepspeed or fsdp for the ZeRO family
   int jobs = 1;
-  // Run only the K-th (1-based) of N contiguous slices of the work: per GPU type, one unit for
-  // the smallest-count search and one per whole-node cluster size. `stepsim merge` joins them.
-  int shard_k = 1, shard_n = 1;
+  // Run only one of N contiguous slices of the work: per GPU type, one unit for the
+  // smallest-count search and one per whole-node cluster size. `stepsim merge` joins them.
+  Shard shard;
 };
 
 // One layout the plan tries. tp × pp > 1 is the Megatron-LM family (distributed optimizer,

@@ -1,12 +1,10 @@
 #include "sim/report/sweep_report.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -121,9 +119,10 @@ std::string CompareTable(const std::vector<std::string>& label_names, const std:
   return Render(header, table, format);
 }
 
-absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
-                       const std::vector<std::string>& label_names, const std::vector<Row>& rows,
-                       const std::vector<std::string>& metrics) {
+absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::string& title,
+                                     const std::vector<std::string>& label_names,
+                                     const std::vector<Row>& rows,
+                                     const std::vector<std::string>& metrics) {
   struct Metric {
     std::string label;
     std::function<double(const RunSummary&)> value;
@@ -162,10 +161,7 @@ absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
     numeric_x = numeric_x && absl::SimpleAtod(r.labels[0], &x);
   }
   if (series.empty()) return absl::FailedPreconditionError("--plot: no configuration ran");
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() /
-      absl::StrCat("stepsim-plot-", std::hash<std::string>()(svg_path), "-", ::getpid());
-  std::filesystem::create_directories(dir);
+  GnuplotJob job;
   std::string script = absl::StrFormat(
       "set terminal svg size 900,%d dynamic enhanced font 'sans,11' background rgb 'white'\n"
       "set output '%s'\nset multiplot layout %d,1 title \"%s\" noenhanced\n"
@@ -189,14 +185,15 @@ absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
     const Metric& metric = known.at(m);
     std::vector<std::string> plots;
     for (size_t si = 0; si < series_names.size(); ++si) {
-      const std::string file = (dir / absl::StrCat(m, "-", si, ".dat")).string();
-      std::ofstream out(file);
+      const std::string file = absl::StrCat(m, "-", si, ".dat");
+      std::ostringstream out;
       size_t index = 0;
       for (const Row* r : series[series_names[si]]) {
         out << (numeric_x ? r->labels[0] : absl::StrCat(index)) << " " << metric.value(*r->summary)
             << " \"" << r->labels[0] << "\"\n";
         ++index;
       }
+      job.data.push_back({file, out.str()});
       plots.push_back(absl::StrFormat("'%s' using 1:2%s with linespoints lw 2 title \"%s\"", file,
                                       numeric_x ? "" : ":xtic(3)", series_names[si]));
     }
@@ -209,24 +206,8 @@ absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
                           absl::StrJoin(plots, ", \\\n     "));
   }
   script += "unset multiplot\n";
-  const std::string script_file = (dir / "plot.gp").string();
-  std::ofstream(script_file) << script;
-  const std::string cmd = absl::StrCat("gnuplot '", script_file, "' 2>&1");
-  std::string output;
-  if (FILE* pipe = popen(cmd.c_str(), "r")) {
-    char buf[512];
-    while (size_t n = fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
-    const int rc = pclose(pipe);
-    std::filesystem::remove_all(dir);
-    if (rc != 0) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "--plot: gnuplot failed (install Debian's gnuplot-nox; tools/install-deps.sh does): ",
-          output.substr(0, 300)));
-    }
-    return absl::OkStatus();
-  }
-  std::filesystem::remove_all(dir);
-  return absl::FailedPreconditionError("--plot: cannot run gnuplot (install gnuplot-nox)");
+  job.script = std::move(script);
+  return job;
 }
 
 }  // namespace sim::report

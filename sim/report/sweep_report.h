@@ -4,9 +4,11 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "sim/report/run_summary.h"
 
 namespace sim::report {
@@ -31,10 +33,19 @@ std::string SweepTable(const std::vector<std::string>& label_names, const std::v
 std::string CompareTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
                          TableFormat format);
 
+// A gnuplot run: its script and the data files it reads, by bare name (the caller writes them
+// beside the script and runs gnuplot there; the library runs nothing).
+struct GnuplotJob {
+  std::string script;
+  std::vector<std::pair<std::string, std::string>> data;  // (file name, contents)
+};
+
 // Plots `metrics` (any of: peak, step, activations, mfu, exposed_comm) against the first label,
-// one line per combination of the other labels; peak plots carry the GPU capacity as a line.
-absl::Status PlotSweep(const std::string& svg_path, const std::string& title,
-                       const std::vector<std::string>& label_names, const std::vector<Row>& rows,
-                       const std::vector<std::string>& metrics);
+// one line per combination of the other labels, into the SVG `svg_path` (absolute); peak plots
+// carry the GPU capacity as a line.
+absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::string& title,
+                                     const std::vector<std::string>& label_names,
+                                     const std::vector<Row>& rows,
+                                     const std::vector<std::string>& metrics);
 
 }  // namespace sim::report

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "sim/base/quantity.h"
+#include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
 #include "sim/explore/plan_report.h"
 #include "tools/stepsim/cli.h"
@@ -88,13 +89,9 @@ int PlanCommand(const std::vector<std::string>& args) {
     req.framework = *f == "fsdp" ? sim::Framework::kFsdp : sim::Framework::kDeepSpeed;
   }
   if (auto sh = flags.Get("shard")) {
-    std::vector<std::string> kn = absl::StrSplit(*sh, '/');
-    if (kn.size() != 2 || !absl::SimpleAtoi(kn[0], &req.shard_k) ||
-        !absl::SimpleAtoi(kn[1], &req.shard_n) || req.shard_n < 1 || req.shard_k < 1 ||
-        req.shard_k > req.shard_n) {
-      return Fail("plan", absl::InvalidArgumentError(absl::StrCat(
-                              "--shard expects K/N with 1 <= K <= N, got '", *sh, "'")));
-    }
+    auto shard = sim::explore::ParseShard(*sh);
+    if (!shard.ok()) return Fail("plan", shard.status());
+    req.shard = *shard;
   }
   auto plan = sim::explore::Plan(root, req, nullptr);
   if (!plan.ok()) return Fail("plan", plan.status());

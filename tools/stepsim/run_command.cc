@@ -8,6 +8,7 @@
 #include "sim/config/catalog.h"
 #include "sim/config/scenario_keys.h"
 #include "sim/replay/replay.h"
+#include "sim/report/resolved.h"
 #include "sim/report/run_report.h"
 #include "sim/report/table.h"
 #include "sim/workload/lowering.h"
@@ -46,49 +47,6 @@ FlagSet RunFlags() {
        {"markdown", "", "with --list-keys: as the Markdown table of the README"}});
 }
 
-std::string RankOrder(const std::array<sim::ParallelDim, 4>& order) {
-  std::string out;
-  for (sim::ParallelDim d : order) absl::StrAppend(&out, out.empty() ? "" : "-", sim::Name(d));
-  return absl::StrCat("rank order ", out, " (innermost first)");
-}
-
-std::string ResolvedJob(const sim::Scenario& s) {
-  const auto params = sim::CountParameters(s.model);
-  std::string out = absl::StrCat("Scenario ", s.name, " (", s.file, ")\n");
-  absl::StrAppendFormat(
-      &out,
-      "  model      %s: %d layers, hidden %d, %d heads (%d KV), FFN %d, vocab %d, %s params\n",
-      s.model.name, s.model.layers, s.model.hidden, s.model.heads, s.model.kv_heads,
-      s.model.ffn_hidden, s.model.vocab, sim::report::FormatCount(params.total));
-  absl::StrAppendFormat(&out, "  cluster    %d x %s (%d x %s, %s HBM each) = %d GPUs\n",
-                        s.cluster.nodes, s.cluster.node.name, s.cluster.node.gpus_per_node,
-                        s.cluster.gpu.name, sim::report::FormatGiB(s.cluster.gpu.hbm.count(), 0),
-                        s.cluster.gpus());
-  absl::StrAppendFormat(&out,
-                        "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "
-                        "recompute %s, %s attention\n",
-                        s.training.seq_len, s.training.micro_batch, s.training.global_batch,
-                        sim::Name(s.training.precision), sim::Name(s.training.optimizer),
-                        sim::Name(s.training.recompute), sim::Name(s.training.attention));
-  const sim::ParallelSpec& p = s.parallel;
-  absl::StrAppendFormat(
-      &out,
-      "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
-      "%d micro-batches per step, prefetch %d, bucket %s\n",
-      sim::Name(p.framework), p.zero, s.dp(), p.tp, p.sequence_parallel ? " + sp" : "", p.cp, p.pp,
-      sim::Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s", s.micro_batches(),
-      p.prefetch,
-      p.bucket ? sim::report::FormatGB(p.bucket->count(), 3) : std::string("framework default"));
-  absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
-                        p.tp_comm_overlap ? ", TP collectives overlapped" : "",
-                        sim::MakeDataParallelPolicy(s)->OverlapGradReduce()
-                            ? ", gradient reduction overlapped"
-                            : ", gradient reduction after the backward");
-  absl::StrAppendFormat(&out, "  runtime    reserved %s per GPU\n",
-                        sim::report::FormatGiB(s.runtime.reserved.count(), 2));
-  return out;
-}
-
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
@@ -123,7 +81,7 @@ int RunCommand(const std::vector<std::string>& args) {
                                             ResolveScenarioPath(flags.positional()[0]), overrides);
   if (!scenario.ok()) return Fail("run", scenario.status());
   if (flags.Has("resolved")) {
-    std::cout << ResolvedJob(*scenario);
+    std::cout << sim::report::ResolvedScenarioText(*scenario);
     return kExitOk;
   }
   if (flags.Has("dump-ops")) {

@@ -1,7 +1,10 @@
 // stepsim sweep / compare / merge: many replays of one scenario.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -16,6 +19,7 @@
 #include "sim/explore/plan.h"
 #include "sim/explore/plan_report.h"
 #include "sim/explore/runner.h"
+#include "sim/explore/sweep.h"
 #include "sim/report/run_report.h"
 #include "sim/report/sweep_report.h"
 #include "tools/stepsim/cli.h"
@@ -67,6 +71,34 @@ absl::StatusOr<std::vector<config::Override>> Sets(const FlagSet& f) {
 
 absl::StatusOr<config::ScenarioLoader> Open(const std::string& path) {
   return config::ScenarioLoader::Open(config::DataRoot::Default(), ResolveScenarioPath(path));
+}
+
+// Runs a gnuplot job in a fresh temporary folder (its data files beside its script).
+absl::Status RunGnuplot(const report::GnuplotJob& job) {
+  std::error_code ec;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path(ec) / absl::StrCat("stepsim-plot-", ::getpid());
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::FailedPreconditionError(absl::StrCat("--plot: ", ec.message()));
+  for (const auto& [name, contents] : job.data) std::ofstream(dir / name) << contents;
+  std::ofstream(dir / "plot.gp") << job.script;
+  const std::string cmd = absl::StrCat("cd '", dir.string(), "' && gnuplot plot.gp 2>&1");
+  std::string output;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    std::filesystem::remove_all(dir, ec);
+    return absl::FailedPreconditionError("--plot: cannot run gnuplot (install gnuplot-nox)");
+  }
+  char buf[512];
+  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
+  const int rc = pclose(pipe);
+  std::filesystem::remove_all(dir, ec);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--plot: gnuplot failed (install Debian's gnuplot-nox; tools/install-deps.sh does): ",
+        output.substr(0, 300)));
+  }
+  return absl::OkStatus();
 }
 
 // Every configuration failing means the sweep itself is wrong (a bad key or value): exit 2
@@ -142,9 +174,9 @@ int SweepCommand(const std::vector<std::string>& args) {
   const size_t total = configs.size();
   explore::Slice slice{0, total};
   if (auto shard = flags.Get("shard")) {
-    auto s = explore::ParseShard(*shard, total);
+    auto s = explore::ParseShard(*shard);
     if (!s.ok()) return Fail("sweep", s.status());
-    slice = *s;
+    slice = explore::SliceOf(*s, total);
   }
   std::vector<std::vector<config::Override>> mine;
   for (size_t i = slice.begin; i < slice.end; ++i) {
@@ -158,26 +190,8 @@ int SweepCommand(const std::vector<std::string>& args) {
   std::vector<std::string> keys;
   for (const auto& v : varies) keys.push_back(v.key);
   const auto rows = Rows(results, sets->size());
-  nlohmann::ordered_json j;
-  j["schema_version"] = 1;
-  j["scenario"] = loader->path();
-  j["vary"] = keys;
-  j["shard"] = {{"begin", slice.begin}, {"end", slice.end}, {"total", total}};
-  j["results"] = nlohmann::ordered_json::array();
-  for (const auto& r : results) {
-    nlohmann::ordered_json item;
-    nlohmann::ordered_json vary;
-    for (size_t i = sets->size(); i < r.overrides.size(); ++i) {
-      vary[r.overrides[i].key] = r.overrides[i].value;
-    }
-    item["vary"] = vary;
-    if (r.status.ok()) {
-      item["report"] = report::RunJson(*r.summary);
-    } else {
-      item["error"] = std::string(r.status.message());
-    }
-    j["results"].push_back(item);
-  }
+  const nlohmann::ordered_json j =
+      explore::SweepJson(loader->path(), keys, slice, total, results, sets->size());
   bool stdout_used = false;
   if (auto p = flags.Get("json")) {
     if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("sweep", st);
@@ -196,9 +210,10 @@ int SweepCommand(const std::vector<std::string>& args) {
     if (auto m = flags.Get("metrics")) metrics = absl::StrSplit(*m, ',');
     const std::string title = absl::StrCat(
         "stepsim sweep of ", std::filesystem::path(loader->path()).filename().string());
-    if (absl::Status st = report::PlotSweep(*p, title, keys, rows, metrics); !st.ok()) {
-      return Fail("sweep", st);
-    }
+    const std::string svg = std::filesystem::absolute(*p).string();
+    auto job = report::PlotSweep(svg, title, keys, rows, metrics);
+    if (!job.ok()) return Fail("sweep", job.status());
+    if (absl::Status st = RunGnuplot(*job); !st.ok()) return Fail("sweep", st);
   }
   if (!stdout_used) std::cout << report::SweepTable(keys, rows, FormatOf(flags));
   return kExitOk;
@@ -233,29 +248,9 @@ int CompareCommand(const std::vector<std::string>& args) {
   }
   auto base = loader->Load(*sets);
   if (!base.ok()) return Fail("compare", base.status());
-  struct Stage {
-    int zero;
-    std::string mode;
-    std::vector<config::Override> overrides;
-  };
-  std::vector<Stage> stages;
-  if (base->parallel.framework == Framework::kFsdp) {
-    for (auto [zero, mode] : std::vector<std::pair<int, std::string>>{
-             {0, "no_shard"}, {2, "shard_grad_op"}, {3, "full_shard"}, {3, "hybrid_shard"}}) {
-      stages.push_back(
-          {zero, mode, {{"parallel.zero", absl::StrCat(zero)}, {"parallel.sharding", mode}}});
-    }
-  } else if (base->parallel.framework == Framework::kMegatron) {
-    // Megatron-LM shards only the optimizer (its distributed optimizer, ZeRO-1-like).
-    stages.push_back({0, "megatron", {{"parallel.zero", "0"}}});
-    stages.push_back({1, "megatron distributed optimizer", {{"parallel.zero", "1"}}});
-  } else {
-    for (int zero = 0; zero <= 3; ++zero) {
-      stages.push_back({zero, "deepspeed", {{"parallel.zero", absl::StrCat(zero)}}});
-    }
-  }
+  const std::vector<explore::CompareStage> stages = explore::CompareStages(*base);
   std::vector<std::vector<config::Override>> configs;
-  for (const Stage& st : stages) {
+  for (const explore::CompareStage& st : stages) {
     auto c = *sets;
     c.insert(c.end(), st.overrides.begin(), st.overrides.end());
     configs.push_back(c);
@@ -263,24 +258,17 @@ int CompareCommand(const std::vector<std::string>& args) {
   const auto results = explore::RunConfigs(*loader, configs, *jobs, ProgressLine("compare"));
   if (absl::Status st = AllFailed(results); !st.ok()) return Fail("compare", st);
   std::vector<report::Row> rows;
-  nlohmann::ordered_json j;
-  j["schema_version"] = 1;
-  j["scenario"] = loader->path();
-  j["stages"] = nlohmann::ordered_json::array();
   for (size_t i = 0; i < stages.size(); ++i) {
     report::Row row;
     row.labels = {absl::StrCat("ZeRO-", stages[i].zero), stages[i].mode};
-    nlohmann::ordered_json item = {{"zero", stages[i].zero}, {"mode", stages[i].mode}};
     if (results[i].status.ok()) {
       row.summary = results[i].summary;
-      item["report"] = report::RunJson(*results[i].summary);
     } else {
       row.error = std::string(results[i].status.message());
-      item["error"] = row.error;
     }
     rows.push_back(row);
-    j["stages"].push_back(item);
   }
+  const nlohmann::ordered_json j = explore::CompareJson(loader->path(), stages, results);
   bool stdout_used = false;
   if (auto p = flags.Get("json")) {
     if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("compare", st);
@@ -350,29 +338,9 @@ int MergeCommand(const std::vector<std::string>& args) {
     }
     return kExitOk;
   }
-  std::sort(shards.begin(), shards.end(), [](const auto& a, const auto& b) {
-    return a["shard"]["begin"].template get<size_t>() < b["shard"]["begin"].template get<size_t>();
-  });
-  const size_t total = shards.front()["shard"]["total"].get<size_t>();
-  size_t expect = 0;
-  nlohmann::ordered_json merged = shards.front();
-  merged["results"] = nlohmann::ordered_json::array();
-  for (const auto& s : shards) {
-    if (s["shard"]["total"].get<size_t>() != total || s["vary"] != merged["vary"] ||
-        s["shard"]["begin"].get<size_t>() != expect) {
-      return Fail("merge", absl::InvalidArgumentError(absl::StrCat(
-                               "shards do not tile one sweep: expected a shard starting at ",
-                               expect, " of ", total)));
-    }
-    for (const auto& r : s["results"]) merged["results"].push_back(r);
-    expect = s["shard"]["end"].get<size_t>();
-  }
-  if (expect != total) {
-    return Fail("merge", absl::InvalidArgumentError(absl::StrCat("shards cover ", expect, " of ",
-                                                                 total, " configurations")));
-  }
-  merged["shard"] = {{"begin", 0}, {"end", total}, {"total", total}};
-  if (absl::Status st = WriteOutput(flags.Get("json").value_or("-"), merged.dump(2) + "\n");
+  auto merged = explore::MergeSweeps(std::move(shards), flags.positional());
+  if (!merged.ok()) return Fail("merge", merged.status());
+  if (absl::Status st = WriteOutput(flags.Get("json").value_or("-"), merged->dump(2) + "\n");
       !st.ok()) {
     return Fail("merge", st);
   }

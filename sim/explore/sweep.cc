@@ -1,0 +1,158 @@
+#include "sim/explore/sweep.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "sim/report/run_report.h"
+
+namespace sim::explore {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The shard range of a sweep report, checked: "FILE: key: what was expected" otherwise.
+absl::StatusOr<Slice> ShardOf(const Json& j, const std::string& file, size_t& total) {
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": ", what));
+  };
+  if (!j.is_object()) return bad("expected a JSON object");
+  if (!j.contains("shard") || !j.at("shard").is_object()) return bad("shard: expected an object");
+  const Json& s = j.at("shard");
+  for (const char* k : {"begin", "end", "total"}) {
+    if (!s.contains(k) || !s.at(k).is_number_unsigned()) {
+      return bad(absl::StrCat("shard.", k, ": expected a count >= 0"));
+    }
+  }
+  const Slice slice{s.at("begin").get<size_t>(), s.at("end").get<size_t>()};
+  total = s.at("total").get<size_t>();
+  if (slice.begin > slice.end || slice.end > total) {
+    return bad("shard: expected begin <= end <= total");
+  }
+  if (!j.contains("vary") || !j.at("vary").is_array()) return bad("vary: expected an array");
+  if (!j.contains("results") || !j.at("results").is_array()) {
+    return bad("results: expected an array");
+  }
+  if (j.at("results").size() != slice.end - slice.begin) {
+    return bad(absl::StrCat("results: expected ", slice.end - slice.begin,
+                            " configurations (shard ", slice.begin, "..", slice.end, "), got ",
+                            j.at("results").size()));
+  }
+  return slice;
+}
+
+}  // namespace
+
+std::vector<CompareStage> CompareStages(const Scenario& base) {
+  std::vector<CompareStage> stages;
+  switch (base.parallel.framework) {
+    case Framework::kFsdp:
+      for (FsdpSharding mode : {FsdpSharding::kNoShard, FsdpSharding::kShardGradOp,
+                                FsdpSharding::kFullShard, FsdpSharding::kHybridShard}) {
+        const int zero = mode == FsdpSharding::kNoShard       ? 0
+                         : mode == FsdpSharding::kShardGradOp ? 2
+                                                              : 3;
+        stages.push_back({zero,
+                          std::string(Name(mode)),
+                          {{"parallel.zero", absl::StrCat(zero)},
+                           {"parallel.sharding", std::string(Name(mode))}}});
+      }
+      break;
+    case Framework::kMegatron:
+      // Megatron-LM shards only the optimizer (its distributed optimizer, ZeRO-1-like).
+      stages.push_back({0, "megatron", {{"parallel.zero", "0"}}});
+      stages.push_back({1, "megatron distributed optimizer", {{"parallel.zero", "1"}}});
+      break;
+    case Framework::kDeepSpeed:
+      for (int zero = 0; zero <= 3; ++zero) {
+        stages.push_back({zero, "deepspeed", {{"parallel.zero", absl::StrCat(zero)}}});
+      }
+      break;
+  }
+  return stages;
+}
+
+Json SweepJson(const std::string& scenario, const std::vector<std::string>& keys,
+               const Slice& slice, size_t total, const std::vector<ConfigResult>& results,
+               size_t labels_from) {
+  Json j;
+  j["schema_version"] = 1;
+  j["scenario"] = scenario;
+  j["vary"] = keys;
+  j["shard"] = {{"begin", slice.begin}, {"end", slice.end}, {"total", total}};
+  j["results"] = Json::array();
+  for (const ConfigResult& r : results) {
+    Json item;
+    Json vary;
+    for (size_t i = labels_from; i < r.overrides.size(); ++i) {
+      vary[r.overrides[i].key] = r.overrides[i].value;
+    }
+    item["vary"] = vary;
+    if (r.status.ok()) {
+      item["report"] = report::RunJson(*r.summary);
+    } else {
+      item["error"] = std::string(r.status.message());
+    }
+    j["results"].push_back(item);
+  }
+  return j;
+}
+
+Json CompareJson(const std::string& scenario, const std::vector<CompareStage>& stages,
+                 const std::vector<ConfigResult>& results) {
+  Json j;
+  j["schema_version"] = 1;
+  j["scenario"] = scenario;
+  j["stages"] = Json::array();
+  for (size_t i = 0; i < stages.size(); ++i) {
+    Json item = {{"zero", stages[i].zero}, {"mode", stages[i].mode}};
+    if (results[i].status.ok()) {
+      item["report"] = report::RunJson(*results[i].summary);
+    } else {
+      item["error"] = std::string(results[i].status.message());
+    }
+    j["stages"].push_back(item);
+  }
+  return j;
+}
+
+absl::StatusOr<Json> MergeSweeps(std::vector<Json> shards, const std::vector<std::string>& files) {
+  if (shards.empty()) return absl::InvalidArgumentError("no sweep shards to merge");
+  struct Part {
+    Slice slice;
+    size_t total;
+    size_t index;
+  };
+  std::vector<Part> parts;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    size_t total = 0;
+    auto slice = ShardOf(shards[i], files[i], total);
+    if (!slice.ok()) return slice.status();
+    parts.push_back({*slice, total, i});
+  }
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const Part& a, const Part& b) { return a.slice.begin < b.slice.begin; });
+  const Json& first = shards[parts.front().index];
+  const size_t total = parts.front().total;
+  size_t expect = 0;
+  Json merged = first;
+  merged["results"] = Json::array();
+  for (const Part& p : parts) {
+    const Json& s = shards[p.index];
+    if (p.total != total || s.at("vary") != first.at("vary") || p.slice.begin != expect) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          files[p.index], ": shards do not tile one sweep: expected a shard starting at ", expect,
+          " of ", total));
+    }
+    for (const Json& r : s.at("results")) merged["results"].push_back(r);
+    expect = p.slice.end;
+  }
+  if (expect != total) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shards cover ", expect, " of ", total, " configurations"));
+  }
+  merged["shard"] = {{"begin", 0}, {"end", total}, {"total", total}};
+  return merged;
+}
+
+}  // namespace sim::explore

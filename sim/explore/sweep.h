@@ -1,0 +1,45 @@
+#pragma once
+// What `stepsim sweep`, `compare` and `merge` produce besides tables: the compare rows of each
+// framework, the JSON of a sweep or comparison, and the merge of sweep shards. The command line
+// only parses flags and writes files.
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "sim/explore/grid.h"
+#include "sim/explore/runner.h"
+#include "sim/spec/scenario.h"
+
+namespace sim::explore {
+
+// One row of `stepsim compare`: a ZeRO stage (or FSDP strategy, or Megatron optimizer) and the
+// overrides that make it.
+struct CompareStage {
+  int zero = 0;
+  std::string mode;  // "deepspeed", an FSDP strategy, "megatron", "megatron distributed optimizer"
+  std::vector<config::Override> overrides;
+};
+// The rows for the scenario's framework: ZeRO 0-3 (deepspeed), the FSDP strategies (fsdp),
+// without and with the distributed optimizer (megatron, whose only sharding it is).
+std::vector<CompareStage> CompareStages(const Scenario& base);
+
+// {schema_version, scenario, vary, shard {begin, end, total}, results: [{vary, report | error}]}.
+// Each result's overrides after the first `labels_from` (the common --set ones) are its vary.
+nlohmann::ordered_json SweepJson(const std::string& scenario, const std::vector<std::string>& keys,
+                                 const Slice& slice, size_t total,
+                                 const std::vector<ConfigResult>& results, size_t labels_from);
+
+// {schema_version, scenario, stages: [{zero, mode, report | error}]}.
+nlohmann::ordered_json CompareJson(const std::string& scenario,
+                                   const std::vector<CompareStage>& stages,
+                                   const std::vector<ConfigResult>& results);
+
+// Joins `sweep --shard K/N` JSON reports (any order; `files` name them in errors) into the
+// report of the whole sweep, checking that each has the shape SweepJson writes and that they
+// tile one sweep exactly.
+absl::StatusOr<nlohmann::ordered_json> MergeSweeps(std::vector<nlohmann::ordered_json> shards,
+                                                   const std::vector<std::string>& files);
+
+}  // namespace sim::explore

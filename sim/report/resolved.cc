@@ -1,0 +1,57 @@
+#include "sim/report/resolved.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/report/table.h"
+#include "sim/workload/params.h"
+#include "sim/workload/policy/policy.h"
+
+namespace sim::report {
+
+namespace {
+
+std::string RankOrder(const std::array<ParallelDim, 4>& order) {
+  std::string out;
+  for (ParallelDim d : order) absl::StrAppend(&out, out.empty() ? "" : "-", Name(d));
+  return absl::StrCat("rank order ", out, " (innermost first)");
+}
+
+}  // namespace
+
+std::string ResolvedScenarioText(const Scenario& s) {
+  const auto params = CountParameters(s.model);
+  std::string out = absl::StrCat("Scenario ", s.name, " (", s.file, ")\n");
+  absl::StrAppendFormat(
+      &out,
+      "  model      %s: %d layers, hidden %d, %d heads (%d KV), FFN %d, vocab %d, %s params\n",
+      s.model.name, s.model.layers, s.model.hidden, s.model.heads, s.model.kv_heads,
+      s.model.ffn_hidden, s.model.vocab, FormatCount(params.total));
+  absl::StrAppendFormat(&out, "  cluster    %d x %s (%d x %s, %s HBM each) = %d GPUs\n",
+                        s.cluster.nodes, s.cluster.node.name, s.cluster.node.gpus_per_node,
+                        s.cluster.gpu.name, FormatGiB(s.cluster.gpu.hbm.count(), 0),
+                        s.cluster.gpus());
+  absl::StrAppendFormat(&out,
+                        "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "
+                        "recompute %s, %s attention\n",
+                        s.training.seq_len, s.training.micro_batch, s.training.global_batch,
+                        Name(s.training.precision), Name(s.training.optimizer),
+                        Name(s.training.recompute), Name(s.training.attention));
+  const ParallelSpec& p = s.parallel;
+  absl::StrAppendFormat(
+      &out,
+      "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
+      "%d micro-batches per step, prefetch %d, bucket %s\n",
+      Name(p.framework), p.zero, s.dp(), p.tp, p.sequence_parallel ? " + sp" : "", p.cp, p.pp,
+      Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s", s.micro_batches(), p.prefetch,
+      p.bucket ? FormatGB(p.bucket->count(), 3) : std::string("framework default"));
+  absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
+                        p.tp_comm_overlap ? ", TP collectives overlapped" : "",
+                        MakeDataParallelPolicy(s)->OverlapGradReduce()
+                            ? ", gradient reduction overlapped"
+                            : ", gradient reduction after the backward");
+  absl::StrAppendFormat(&out, "  runtime    reserved %s per GPU\n",
+                        FormatGiB(s.runtime.reserved.count(), 2));
+  return out;
+}
+
+}  // namespace sim::report
