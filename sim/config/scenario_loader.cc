@@ -14,6 +14,7 @@
 #include "sim/config/loaders.h"
 #include "sim/config/scenario_keys.h"
 #include "sim/config/yaml_fields.h"
+#include "sim/spec/stage_split.h"
 
 namespace sim::config {
 
@@ -259,23 +260,13 @@ void CheckStageLayers(const At& at, const Scenario& s, YamlErrors& errors) {
                "parallel", "uneven first/last stages need pp >= 2 and pp x pp_chunks >= 3");
     return;
   }
-  const int64_t first = par.first_stage_layers.value_or(-1);
-  const int64_t last = par.last_stage_layers.value_or(-1);
-  if (first >= 0 || last >= 0) {
-    const int64_t middle_stages = pp * v - (first >= 0) - (last >= 0);
-    const int64_t rest = layers - std::max<int64_t>(first, 0) - std::max<int64_t>(last, 0);
-    if (rest <= 0 || rest % middle_stages != 0) {
-      errors.Add(at("parallel", first >= 0 ? "first_stage_layers" : "last_stage_layers"),
-                 "parallel",
-                 absl::StrCat("the ", layers, " layers less the first/last stages' leave ", rest,
-                              " for ", middle_stages, " model chunks: not an equal split"));
-    }
-    return;
-  }
-  if (layers % (pp * v) != 0) {
-    errors.Add(at("parallel", "pp"), "parallel.pp",
-               absl::StrCat("pp x pp_chunks = ", pp * v, " must divide the model's ", layers,
-                            " layers (or set first_stage_layers / last_stage_layers)"));
+  const auto split = SplitLayers(layers, pp, v, par.first_stage_layers, par.last_stage_layers);
+  if (split.ok()) return;
+  if (par.first_stage_layers || par.last_stage_layers) {
+    errors.Add(at("parallel", par.first_stage_layers ? "first_stage_layers" : "last_stage_layers"),
+               "parallel", split.status().message());
+  } else {
+    errors.Add(at("parallel", "pp"), "parallel.pp", split.status().message());
   }
 }
 

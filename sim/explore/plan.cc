@@ -35,7 +35,7 @@ std::vector<Candidate> ModelParallelCandidates(const std::string& gpu, int64_t n
     for (int64_t pp : {1, 2, 4, 8}) {
       if (tp * pp == 1 || tp > gpn || tp * pp > n || n % (tp * pp) != 0) continue;
       for (Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
-        Candidate c{gpu, n, PlanConfig{1, 1, recompute, 1, tp, pp}, {}};
+        Candidate c{gpu, n, PlanConfig{.zero = 1, .recompute = recompute, .tp = tp, .pp = pp}, {}};
         c.overrides = {{"parallel.framework", std::string(Name(Framework::kMegatron))},
                        {"parallel.zero", "1"},
                        {"parallel.tp", absl::StrCat(tp)},
@@ -185,8 +185,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
          {"training.global_batch", absl::StrCat(global_batch)},
          {"training.recompute", std::string(Name(Recompute::kFull))},
          {"parallel.framework", std::string(Name(req.framework))},
-         {"parallel.zero", "3"},
-         {"parallel.prefetch", "1"}},
+         {"parallel.zero", "3"}},
         absl::StrCat("plan:", gpu->name));
     if (!loader.ok()) return loader.status();
     const int64_t gpn = node->gpus_per_node;
@@ -205,7 +204,10 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       for (int zero = 0; zero <= 3; ++zero) {
         for (int64_t micro : {1, 2, 4}) {
           for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-            Candidate c{gpu->name, n, PlanConfig{zero, micro, recompute, 1, 1, 1}, {}};
+            Candidate c{gpu->name,
+                        n,
+                        PlanConfig{.zero = zero, .micro_batch = micro, .recompute = recompute},
+                        {}};
             c.overrides = {{"parallel.zero", absl::StrCat(zero)},
                            {"training.micro_batch", absl::StrCat(micro)},
                            {"training.recompute", std::string(Name(recompute))}};

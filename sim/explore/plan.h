@@ -49,7 +49,7 @@ struct PlanConfig {
   int zero = 3;
   int64_t micro_batch = 1;
   Recompute recompute = Recompute::kFull;
-  int64_t prefetch = 1;
+  int64_t prefetch = ParallelSpec{}.prefetch;  // the scenario default; the plan does not vary it
   int64_t tp = 1, pp = 1;
   bool ModelParallel() const { return tp * pp > 1; }
   bool SequenceParallel() const { return tp > 1; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim/base/check.h"
+#include "sim/spec/stage_split.h"
 
 namespace sim {
 
@@ -70,22 +71,10 @@ std::vector<std::vector<PipelineUnit>> PipelineOrder(PipelineSchedule schedule, 
 }
 
 std::vector<int64_t> LayersPerVirtualStage(const Scenario& s) {
-  const int64_t p = s.parallel.pp, v = s.parallel.pp_chunks, layers = s.model.layers;
-  std::vector<int64_t> out(p * v, layers / (p * v));
-  const auto& first = s.parallel.first_stage_layers;
-  const auto& last = s.parallel.last_stage_layers;
-  if (p > 1 && (first || last)) {
-    // The first and last model chunks (virtual stages) as given, the others equal.
-    const int64_t middle = p * v - (first ? 1 : 0) - (last ? 1 : 0);
-    const int64_t each = (layers - first.value_or(0) - last.value_or(0)) / middle;
-    std::fill(out.begin(), out.end(), each);
-    if (first) out.front() = *first;
-    if (last) out.back() = *last;
-  }
-  int64_t sum = 0;
-  for (int64_t n : out) sum += n;
-  SIM_CHECK(sum == layers, "pipeline stages do not hold every layer exactly once");
-  return out;
+  auto split = SplitLayers(s.model.layers, s.parallel.pp, s.parallel.pp_chunks,
+                           s.parallel.first_stage_layers, s.parallel.last_stage_layers);
+  SIM_CHECK(split.ok(), "the scenario loader let through a pipeline split that does not work out");
+  return *std::move(split);
 }
 
 }  // namespace sim
