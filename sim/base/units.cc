@@ -27,6 +27,11 @@ Duration operator/(Bytes bytes, Bandwidth bw) {
   return Duration::FromSeconds(static_cast<double>(bytes.count()) / bw.bytes_per_s());
 }
 
+Bandwidth operator/(Bytes bytes, Duration d) {
+  SIM_CHECK(d > Duration::Zero(), "duration must be positive");
+  return Bandwidth::BytesPerSecond(static_cast<double>(bytes.count()) / d.seconds());
+}
+
 Duration operator/(Flops work, FlopRate rate) {
   SIM_CHECK(rate.per_second() > 0, "FLOP rate must be positive");
   return Duration::FromSeconds(work.count() / rate.per_second());

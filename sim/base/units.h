@@ -161,6 +161,8 @@ class Bandwidth {
   double b_ = 0;
 };
 
+// The rate of moving `bytes` in `d` (nccl-tests' bus bandwidth). d must be positive.
+Bandwidth operator/(Bytes bytes, Duration d);
 // Time to move `bytes` at `bw` (rounded to the nearest picosecond). bw must be positive.
 Duration operator/(Bytes bytes, Bandwidth bw);
 // Time to execute `work` at `rate` (rounded to the nearest picosecond). rate must be positive.

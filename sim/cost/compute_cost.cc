@@ -24,11 +24,11 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) 
                      : op.op_class == OpClass::kAttention ? c.attention_efficiency
                                                           : 1.0;
   Duration math;
-  if (op.flops.count() > 0 && op.op_class != OpClass::kMemoryBound) {
+  if (op.flops > Flops() && op.op_class != OpClass::kMemoryBound) {
     math = op.flops / (PeakRate(gpu, p) * eff);
   }
   Duration memory;
-  if (op.bytes_moved.count() > 0) {
+  if (op.bytes_moved > Bytes()) {
     memory = op.bytes_moved / (gpu.hbm_bandwidth * c.memory_efficiency);
   }
   const Duration overlap_loss =

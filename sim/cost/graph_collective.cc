@@ -341,8 +341,7 @@ PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGr
   }
   bool found = false;
   // The bandwidth ramp of a bucket of this size (per-rank bytes, as nccl-tests counts them).
-  const double ramp = size_efficiency_.CommSizeEfficiency(
-      Bytes::Count(tensor.count() / std::max<int32_t>(buckets, 1)));
+  const double ramp = size_efficiency_.CommSizeEfficiency(tensor / std::max<int32_t>(buckets, 1));
   for (CollectiveAlgorithm a : candidates) {
     const Pattern* p = CachedPattern(kind, group, a);
     if (p == nullptr) continue;

@@ -270,7 +270,7 @@ void CountWork(ReplayResult& r) {
     r.model_flops = average(r.model_flops);
     r.hardware_flops = average(r.hardware_flops);
     r.recompute_flops = average(r.recompute_flops);
-    for (Bytes& b : r.comm_bytes_sent) b = Bytes::Count(b.count() / stages);
+    for (Bytes& b : r.comm_bytes_sent) b = b / stages;
     for (auto& c : r.collectives) c.time = Duration::FromSeconds(c.time.seconds() / stages);
   }
 }

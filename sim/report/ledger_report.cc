@@ -165,8 +165,7 @@ std::string LedgerText(const LedgerInput& in) {
   Table est({"configuration", "per GPU", "per CPU node"});
   for (const auto& row : EstimatorRows(in)) {
     const DeepSpeedEstimate e = EstimateDeepSpeed(row.input);
-    est.AddRow({row.name, FormatGiB(static_cast<double>(e.gpu.count())),
-                FormatGiB(static_cast<double>(e.cpu.count()))});
+    est.AddRow({row.name, FormatGiB(e.gpu), FormatGiB(e.cpu)});
   }
   absl::StrAppend(&out, est.Render());
   if (auto rows = ActivationRows(in); !rows.empty()) {

@@ -28,8 +28,7 @@ std::string ResolvedScenarioText(const Scenario& s) {
       s.model.ffn_hidden, s.model.vocab, FormatCount(params.total));
   absl::StrAppendFormat(&out, "  cluster    %d x %s (%d x %s, %s HBM each) = %d GPUs\n",
                         s.cluster.nodes, s.cluster.node.name, s.cluster.node.gpus_per_node,
-                        s.cluster.gpu.name, FormatGiB(s.cluster.gpu.hbm.count(), 0),
-                        s.cluster.gpus());
+                        s.cluster.gpu.name, FormatGiB(s.cluster.gpu.hbm, 0), s.cluster.gpus());
   absl::StrAppendFormat(&out,
                         "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "
                         "recompute %s, %s attention\n",
@@ -50,7 +49,7 @@ std::string ResolvedScenarioText(const Scenario& s) {
                             ? ", gradient reduction overlapped"
                             : ", gradient reduction after the backward");
   absl::StrAppendFormat(&out, "  runtime    reserved %s per GPU\n",
-                        FormatGiB(s.runtime.reserved.count(), 2));
+                        FormatGiB(s.runtime.reserved, 2));
   return out;
 }
 

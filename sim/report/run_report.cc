@@ -150,13 +150,13 @@ std::string RunText(const RunSummary& r) {
   }
   out += "\n";
   if (r.fits) {
-    absl::StrAppendFormat(&out, "FITS: peak %s of %s per GPU (%s free)", FormatGiB(r.peak.count()),
-                          FormatGiB(cap.count(), 0), FormatGiB((cap - r.peak).count()));
+    absl::StrAppendFormat(&out, "FITS: peak %s of %s per GPU (%s free)", FormatGiB(r.peak),
+                          FormatGiB(cap, 0), FormatGiB((cap - r.peak)));
     if (r.reserved_estimate > cap) {
       absl::StrAppendFormat(&out,
                             "\n  but with allocator overhead (%.0f%%) about %s would be reserved: "
                             "expect fragmentation OOMs",
-                            100 * r.fragmentation, FormatGiB(r.reserved_estimate.count()));
+                            100 * r.fragmentation, FormatGiB(r.reserved_estimate));
     }
     out += "\n";
   } else {
@@ -164,8 +164,8 @@ std::string RunText(const RunSummary& r) {
     absl::StrAppendFormat(&out,
                           "DOES NOT FIT: peak %s of %s per GPU; capacity first exceeded at %s, "
                           "t = %s, by %s\n",
-                          FormatGiB(r.peak.count()), FormatGiB(cap.count(), 0), o.op,
-                          FormatSeconds(o.at.seconds()), FormatGiB(o.excess.count()));
+                          FormatGiB(r.peak), FormatGiB(cap, 0), o.op, FormatSeconds(o.at.seconds()),
+                          FormatGiB(o.excess));
   }
   absl::StrAppendFormat(
       &out, "Peak at t = %s in %s (GPU %d%s)\n\n", FormatSeconds(r.peak_at.seconds()), r.peak_op,
@@ -176,10 +176,10 @@ std::string RunText(const RunSummary& r) {
   for (int c = 0; c < kNumMemCategories; ++c) {
     const double b = static_cast<double>(r.peak_breakdown[c].count());
     std::string stat;
-    if (c == static_cast<int>(MemCategory::kWeights)) stat = FormatGB(st.weights.count());
-    if (c == static_cast<int>(MemCategory::kGradients)) stat = FormatGB(st.gradients.count());
-    if (c == static_cast<int>(MemCategory::kOptimizer)) stat = FormatGB(st.optimizer.count());
-    if (c == static_cast<int>(MemCategory::kReserved)) stat = FormatGB(r.runtime_reserved.count());
+    if (c == static_cast<int>(MemCategory::kWeights)) stat = FormatGB(st.weights);
+    if (c == static_cast<int>(MemCategory::kGradients)) stat = FormatGB(st.gradients);
+    if (c == static_cast<int>(MemCategory::kOptimizer)) stat = FormatGB(st.optimizer);
+    if (c == static_cast<int>(MemCategory::kReserved)) stat = FormatGB(r.runtime_reserved);
     mem.AddRow({std::string(kMemCategoryNames[c]), FormatGB(b), FormatGiB(b), stat});
   }
   const double peak = static_cast<double>(r.peak.count());
@@ -210,7 +210,7 @@ std::string RunText(const RunSummary& r) {
         {"stage", "GPU", "peak GiB", "compute s", "recompute s", "exposed comm s", "bubble s"});
     for (const StageSummary& sg : r.stages) {
       const replay::StageTimes& t = sg.times;
-      stages.AddRow({absl::StrCat(sg.stage), absl::StrCat(sg.gpu), FormatGiB(sg.peak.count()),
+      stages.AddRow({absl::StrCat(sg.stage), absl::StrCat(sg.gpu), FormatGiB(sg.peak),
                      absl::StrFormat("%.4f", t.compute.seconds()),
                      absl::StrFormat("%.4f", t.recompute.seconds()),
                      absl::StrFormat("%.4f", t.exposed_comm.seconds()),

@@ -106,7 +106,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
     c.time = st.time;
     c.sent = r.comm_bytes_sent[static_cast<int>(k)];
     const double seconds = st.time.seconds();
-    c.bus_bandwidth_bytes_per_s = seconds > 0 ? static_cast<double>(c.sent.count()) / seconds : 0;
+    c.bus_bandwidth_bytes_per_s = seconds > 0 ? (c.sent / st.time).bytes_per_s() : 0;
     c.busiest_link = st.busiest_link;
     c.busiest_load = st.busiest_load;
     o.collectives.push_back(std::move(c));

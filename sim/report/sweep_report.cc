@@ -90,7 +90,7 @@ std::string CompareTable(const std::vector<std::string>& label_names, const std:
                         "sent GB", "x first", "comm s", "exposed s", "step s", "mfu", "error"}) {
     header.push_back(h);
   }
-  double base = 0;
+  Bytes base;
   std::vector<std::vector<std::string>> table;
   for (const Row& r : rows) {
     std::vector<std::string> row = r.labels;
@@ -100,15 +100,15 @@ std::string CompareTable(const std::vector<std::string>& label_names, const std:
       table.push_back(row);
       continue;
     }
-    const double ag = static_cast<double>(r.summary->Sent(CollectiveKind::kAllGather).count());
-    const double rs = static_cast<double>(r.summary->Sent(CollectiveKind::kReduceScatter).count());
-    const double ar = static_cast<double>(r.summary->Sent(CollectiveKind::kAllReduce).count());
-    const double sent = ag + rs + ar;
-    if (base == 0) base = sent;
+    const Bytes ag = r.summary->Sent(CollectiveKind::kAllGather);
+    const Bytes rs = r.summary->Sent(CollectiveKind::kReduceScatter);
+    const Bytes ar = r.summary->Sent(CollectiveKind::kAllReduce);
+    const Bytes sent = ag + rs + ar;
+    if (base == Bytes()) base = sent;
     row.push_back(r.summary->fits ? "yes" : "no");
     row.push_back(absl::StrFormat("%.2f", r.summary->peak.gib()));
-    for (double v : {ag, rs, ar, sent}) row.push_back(absl::StrFormat("%.2f", v / 1e9));
-    row.push_back(base > 0 ? absl::StrFormat("%.2f", sent / base) : "-");
+    for (Bytes v : {ag, rs, ar, sent}) row.push_back(absl::StrFormat("%.2f", v.gb()));
+    row.push_back(base > Bytes() ? absl::StrFormat("%.2f", sent / base) : "-");
     row.push_back(absl::StrFormat("%.3f", r.summary->comm.seconds()));
     row.push_back(absl::StrFormat("%.3f", r.summary->exposed_comm.seconds()));
     row.push_back(absl::StrFormat("%.3f", r.summary->step.seconds()));

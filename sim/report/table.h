@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/base/units.h"
+
 namespace sim::report {
 
 class Table {
@@ -22,6 +24,12 @@ class Table {
 // "1120.00 GB" style helpers with fixed decimals.
 std::string FormatGB(double bytes, int decimals = 2);
 std::string FormatGiB(double bytes, int decimals = 2);
+inline std::string FormatGB(Bytes b, int decimals = 2) {
+  return FormatGB(static_cast<double>(b.count()), decimals);
+}
+inline std::string FormatGiB(Bytes b, int decimals = 2) {
+  return FormatGiB(static_cast<double>(b.count()), decimals);
+}
 std::string FormatSeconds(double s);
 std::string FormatCount(double n);  // 68.98e9 -> "68.98 B", 1.2e6 -> "1.20 M"
 

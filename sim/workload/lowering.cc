@@ -352,7 +352,7 @@ class Lowerer {
       LayerOpWithComms(*it, FromLayerOp(*it, OpPass::kBackward, g), deps(), std::move(mem),
                        /*backward=*/true);
     }
-    if (free_at_end.count() != 0) {
+    if (free_at_end != Bytes()) {
       AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -free_at_end});
     }
   }
@@ -529,9 +529,8 @@ class Lowerer {
     std::vector<int32_t> deps = AnchorDeps();
     deps.insert(deps.end(), b_.waits().begin(), b_.waits().end());
     deps.insert(deps.end(), b_.overlapped().begin(), b_.overlapped().end());
-    Op op =
-        Collective("send_recv", CollectiveKind::kSendRecv,
-                   Bytes::Count(act_bytes_.count() / s_.parallel.tp), place_.StageNeighbours(), g);
+    Op op = Collective("send_recv", CollectiveKind::kSendRecv, act_bytes_ / s_.parallel.tp,
+                       place_.StageNeighbours(), g);
     op.stream = StreamKind::kP2p;
     return Add(op, deps, {});
   }

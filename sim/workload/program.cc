@@ -10,9 +10,9 @@ Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size) {
   switch (kind) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
-      return Bytes::Count(tensor.count() * (n - 1) / n);
+      return tensor * (n - 1) / n;
     case CollectiveKind::kAllReduce:
-      return Bytes::Count(2 * tensor.count() * (n - 1) / n);
+      return tensor * (2 * (n - 1)) / n;
     case CollectiveKind::kSendRecv:
       return tensor;  // the sender's; SPEC §5 send_recv
     case CollectiveKind::kNone:
