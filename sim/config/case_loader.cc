@@ -14,6 +14,30 @@ namespace sim::config {
 
 namespace {
 
+// `set:` as overrides: dotted keys (`training.seq_len: 2048`) or nested mappings
+// (`training: {seq_len: 2048}`), which come to the same; a list value is passed on as flow YAML
+// and judged by the scenario's own checks.
+bool FlattenSet(const YAML::Node& node, const std::string& prefix, const std::string& path,
+                std::vector<Override>& out, YamlErrors& errors) {
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) {
+      errors.Add(kv.first, path, "expected a key name, got a list or mapping as a key");
+      return false;
+    }
+    const std::string key = prefix.empty() ? kv.first.Scalar() : prefix + "." + kv.first.Scalar();
+    if (kv.second.IsMap()) {
+      if (!FlattenSet(kv.second, key, path, out, errors)) return false;
+    } else if (kv.second.IsScalar()) {
+      out.push_back({key, kv.second.Scalar()});
+    } else {
+      YAML::Emitter flow;
+      flow << YAML::Flow << kv.second;
+      out.push_back({key, flow.c_str()});
+    }
+  }
+  return true;
+}
+
 std::optional<Scenario> ReadCaseScenario(const DataRoot& data, const std::string& file,
                                          const YAML::Node& node, const std::string& path,
                                          const Catalogs& catalogs, YamlErrors& errors) {
@@ -39,9 +63,7 @@ std::optional<Scenario> ReadCaseScenario(const DataRoot& data, const std::string
         errors.Add(set, JoinPath(path, "set"), "expected a mapping of dotted keys to values");
         return std::nullopt;
       }
-      for (const auto& kv : set) {
-        overrides.push_back({kv.first.as<std::string>(), kv.second.as<std::string>()});
-      }
+      if (!FlattenSet(set, "", JoinPath(path, "set"), overrides, errors)) return std::nullopt;
     }
     s = loader->Load(overrides);
   } else {

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/input_file.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/config/loaders.h"
@@ -132,7 +133,7 @@ absl::StatusOr<FabricSpec> LoadFabric(const DataRoot& root, absl::string_view na
   std::string file(name_or_path);
   if (!absl::StrContains(file, '/') && !absl::EndsWith(file, ".yaml")) {
     file = root.FabricsDir() + "/" + file + ".yaml";
-    if (!std::filesystem::exists(file)) {
+    if (!PathExists(file)) {
       const auto names = CatalogFabricNames(root);
       return absl::NotFoundError(
           absl::StrCat("unknown fabric '", name_or_path, "'", DidYouMean(name_or_path, names),

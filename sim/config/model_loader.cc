@@ -4,6 +4,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "sim/base/input_file.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/config/loaders.h"
@@ -12,7 +13,13 @@
 namespace sim::config {
 
 namespace {
-constexpr int64_t kMaxDim = int64_t{1} << 40;
+// Shapes far above any published model (Llama 3 405B: 126 layers, hidden 16384, vocab 128256;
+// GPT 1T: 128 layers, hidden 25600), low enough that parameter and byte counts of a whole model
+// stay well inside int64 (layers x 12 x hidden^2 x 20 B < 2^62).
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, heads, FFN width
+constexpr int64_t kMaxVocab = int64_t{1} << 26;
+constexpr int64_t kMaxSeq = int64_t{1} << 24;
 }  // namespace
 
 std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view path,
@@ -29,17 +36,17 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
   auto opt = [&](absl::string_view k) { return Key{node, k, path, false}; };
   if (auto v = ReadString(req("name"), errors)) m.name = *v;
   if (auto v = ReadString(opt("family"), errors)) m.family = *v;
-  if (auto v = ReadInt(req("layers"), errors, 1, kMaxDim)) m.layers = *v;
-  if (auto v = ReadInt(req("hidden"), errors, 1, kMaxDim)) m.hidden = *v;
-  if (auto v = ReadInt(req("heads"), errors, 1, kMaxDim)) m.heads = *v;
+  if (auto v = ReadInt(req("layers"), errors, 1, kMaxLayers)) m.layers = *v;
+  if (auto v = ReadInt(req("hidden"), errors, 1, kMaxWidth)) m.hidden = *v;
+  if (auto v = ReadInt(req("heads"), errors, 1, kMaxWidth)) m.heads = *v;
   m.kv_heads = m.heads;
-  if (auto v = ReadInt(opt("kv_heads"), errors, 1, kMaxDim)) m.kv_heads = *v;
-  if (auto v = ReadInt(req("ffn_hidden"), errors, 1, kMaxDim)) m.ffn_hidden = *v;
-  if (auto v = ReadInt(req("vocab"), errors, 1, kMaxDim)) m.vocab = *v;
+  if (auto v = ReadInt(opt("kv_heads"), errors, 1, kMaxWidth)) m.kv_heads = *v;
+  if (auto v = ReadInt(req("ffn_hidden"), errors, 1, 4 * kMaxWidth)) m.ffn_hidden = *v;
+  if (auto v = ReadInt(req("vocab"), errors, 1, kMaxVocab)) m.vocab = *v;
   if (auto v = ReadEnum<MlpKind>(req("mlp"), errors)) m.mlp = *v;
   if (auto v = ReadEnum<NormKind>(req("norm"), errors)) m.norm = *v;
   if (auto v = ReadEnum<PositionKind>(req("position"), errors)) m.position = *v;
-  if (auto v = ReadInt(opt("max_seq_len"), errors, 1, kMaxDim)) m.max_seq_len = *v;
+  if (auto v = ReadInt(opt("max_seq_len"), errors, 1, kMaxSeq)) m.max_seq_len = *v;
   if (auto v = ReadBool(req("tied_embeddings"), errors)) m.tied_embeddings = *v;
   if (auto v = ReadBool(opt("bias"), errors)) m.bias = *v;
   if (auto v = ReadDouble(opt("dropout"), errors, 0.0, 0.99)) m.dropout = *v;
@@ -93,7 +100,7 @@ absl::StatusOr<ModelSpec> LoadModel(const DataRoot& root, absl::string_view name
   if (absl::StrContains(s, '/') || absl::EndsWith(s, ".yaml")) return LoadModelFile(s);
   const std::string lower = absl::AsciiStrToLower(s);
   const std::string file = root.ModelsDir() + "/" + lower + ".yaml";
-  if (!std::filesystem::exists(file)) {
+  if (!PathExists(file)) {
     const auto names = CatalogModelNames(root);
     return absl::NotFoundError(absl::StrCat("unknown model '", s, "'", DidYouMean(s, names),
                                             "; models/ has ", names.size(),

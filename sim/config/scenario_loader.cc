@@ -6,9 +6,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "sim/base/check.h"
+#include "sim/base/input_file.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/config/loaders.h"
@@ -39,6 +41,9 @@ absl::StatusOr<Override> ParseOverride(absl::string_view key_equals_value) {
 namespace {
 
 constexpr int64_t kMaxCount = int64_t{1} << 40;
+// Micro-batches x (layers + 2) a step may replay: the op program holds about 40 ops for each
+// (some 6 KB), so this bounds it near 3 GB.
+constexpr int64_t kMaxGroupPasses = 500'000;
 
 absl::Status ApplyOverride(YAML::Node root, const Override& o) {
   std::vector<std::string> parts = absl::StrSplit(o.key, '.');
@@ -74,7 +79,7 @@ std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& no
   std::string name = node.Scalar();
   if (absl::StrContains(name, '/') || absl::EndsWith(name, ".yaml")) {
     const auto beside = std::filesystem::path(scenario_file).parent_path() / name;
-    if (std::filesystem::exists(beside)) name = beside.string();
+    if (PathExists(beside.string())) name = beside.string();
   }
   auto m = LoadModel(root, name);
   if (!m.ok()) {
@@ -168,8 +173,8 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
     return;
   }
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
-  if (auto v = ReadInt(k("seq_len"), errors, 1, kMaxCount)) t.seq_len = *v;
-  if (auto v = ReadInt(k("micro_batch"), errors, 1, kMaxCount)) t.micro_batch = *v;
+  if (auto v = ReadInt(k("seq_len"), errors, 1, int64_t{1} << 24)) t.seq_len = *v;
+  if (auto v = ReadInt(k("micro_batch"), errors, 1, int64_t{1} << 20)) t.micro_batch = *v;
   if (auto v = ReadInt(k("global_batch"), errors, 1, kMaxCount)) t.global_batch = *v;
   if (auto v = ReadEnum<Precision>(k("precision"), errors)) t.precision = *v;
   if (auto v = ReadEnum<OptimizerKind>(k("optimizer"), errors)) t.optimizer = *v;
@@ -310,12 +315,41 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     return;
   }
   const int64_t dp = gpus / (tp * pp * cp);
+  // Sizes stepsim counts in int64 bytes: the largest tensors of one micro-batch on one GPU
+  // (eager attention scores in fp32, fp32 logits, the MLP activations) and the model's states,
+  // counted here in floating point so that nothing overflows before it is refused.
+  {
+    const double tokens = static_cast<double>(s.training.seq_len) * s.training.micro_batch;
+    const double largest =
+        std::max({tokens * s.training.seq_len * static_cast<double>(m.heads) * 4,
+                  tokens * static_cast<double>(m.vocab) * 8,
+                  tokens * static_cast<double>(std::max(m.hidden, m.ffn_hidden)) * 64,
+                  static_cast<double>(m.layers) * 16 * static_cast<double>(m.hidden) *
+                      static_cast<double>(m.hidden + m.ffn_hidden) * 20});
+    if (largest > 0x1p60) {
+      errors.Add(at("training", "seq_len"), "training.seq_len",
+                 absl::StrFormat("seq_len %d x micro_batch %d on this model makes tensors of "
+                                 "%.3g bytes per GPU, beyond the 2^60 bytes stepsim counts",
+                                 s.training.seq_len, s.training.micro_batch, largest));
+      return;
+    }
+  }
   const int64_t per_step = s.training.micro_batch * dp;
   if (dp > 0 && s.training.global_batch % per_step != 0) {
     errors.Add(at("training", "global_batch"), "training.global_batch",
                absl::StrCat("global_batch ", s.training.global_batch,
                             " is not a multiple of micro_batch x dp = ", s.training.micro_batch,
                             " x ", dp, " = ", per_step));
+  } else if (const int64_t passes =
+                 dp > 0 ? s.training.global_batch / per_step * (m.layers + 2) : 0;
+             passes > kMaxGroupPasses) {
+    // The op program holds every micro-batch's ops (~40 per layer and micro-batch): bound it.
+    errors.Add(
+        at("training", "global_batch"), "training.global_batch",
+        absl::StrCat("global_batch ", s.training.global_batch, " makes ",
+                     s.training.global_batch / per_step, " micro-batches x ", m.layers + 2,
+                     " layer groups = ", passes, " to replay, above the limit of ", kMaxGroupPasses,
+                     " (global_batch counts sequences, not tokens; or raise micro_batch)"));
   } else if (dp > 0 && par.pp_schedule == PipelineSchedule::kInterleaved && pp > 1 &&
              (s.training.global_batch / per_step) % pp != 0) {
     // Megatron-LM asserts this for its interleaved schedule.
@@ -418,13 +452,14 @@ struct ScenarioLoader::Impl {
 };
 
 absl::StatusOr<ScenarioLoader> ScenarioLoader::Open(const DataRoot& data, const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream text;
-  text << in.rdbuf();
+  auto text = ReadInputFile(path);
+  if (!text.ok()) return text.status();
+  // Refuse an empty file, several documents or a top that is not a mapping now, before any
+  // override is applied to it.
+  if (auto doc = ParseYamlMapping(*text, path); !doc.ok()) return doc.status();
   auto catalogs = LoadCatalogs(data);
   if (!catalogs.ok()) return catalogs.status();
-  auto impl = std::make_shared<Impl>(Impl{data, path, text.str(), {}, *std::move(catalogs)});
+  auto impl = std::make_shared<Impl>(Impl{data, path, *std::move(text), {}, *std::move(catalogs)});
   return ScenarioLoader(std::move(impl));
 }
 
@@ -448,13 +483,9 @@ absl::StatusOr<ScenarioLoader> ScenarioLoader::FromOverrides(const DataRoot& dat
 
 absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overrides,
                                               std::vector<ConfigProblem>* problems) const {
-  YAML::Node root;
-  try {
-    root = YAML::Load(impl_->text);
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat(impl_->path, ":", e.mark.line + 1, ":",
-                                                   e.mark.column + 1, ": YAML syntax: ", e.msg));
-  }
+  auto doc = ParseYamlMapping(impl_->text, impl_->path);
+  if (!doc.ok()) return doc.status();
+  YAML::Node root = *doc;
   for (const auto* list : {&impl_->base, &overrides}) {
     for (const Override& o : *list) {
       if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;

@@ -5,9 +5,11 @@
 #include <limits>
 #include <sstream>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/input_file.h"
 #include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
 
@@ -41,6 +43,11 @@ absl::Status YamlErrors::ToStatus() const {
   if (problems_.empty()) return absl::OkStatus();
   std::vector<std::string> lines;
   for (const ConfigProblem& p : problems_) {
+    if (lines.size() == kMaxListed) {
+      lines.push_back(
+          absl::StrCat("... and ", problems_.size() - kMaxListed, " more problems in ", file_));
+      break;
+    }
     // "--set KEY: message" has no colon after --set (the key names the place).
     lines.push_back(p.where == "--set" ? absl::StrCat("--set ", p.key_path, ": ", p.message)
                                        : absl::StrCat(p.where, ": ", p.key_path, ": ", p.message));
@@ -63,18 +70,20 @@ bool CheckMapping(const YAML::Node& map, absl::string_view path,
     errors.Add(map, path, "expected a mapping of keys to values");
     return false;
   }
-  std::vector<std::string> seen;
+  absl::flat_hash_set<std::string> seen;
+  const absl::flat_hash_set<std::string> valid(allowed.begin(), allowed.end());
   for (const auto& kv : map) {
-    const std::string key = kv.first.as<std::string>();
+    if (!kv.first.IsScalar()) {
+      errors.Add(kv.first, path, "expected a key name, got a list or mapping as a key");
+      continue;
+    }
+    const std::string key = kv.first.Scalar();
     // YAML forbids repeated keys, but yaml-cpp keeps the first silently: say so.
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+    if (!seen.insert(key).second) {
       errors.Add(kv.first, JoinPath(path, key),
                  absl::StrCat("duplicate key '", key, "' (the mapping already has it)"));
     }
-    seen.push_back(key);
-    bool known = false;
-    for (const std::string& a : allowed) known = known || a == key;
-    if (!known) {
+    if (!valid.contains(key)) {
       errors.Add(kv.first, JoinPath(path, key),
                  absl::StrCat("unknown key '", key, "'", DidYouMean(key, allowed),
                               "; valid keys: ", absl::StrJoin(allowed, ", ")));
@@ -200,17 +209,37 @@ void CheckSchemaVersion(const YAML::Node& root, YamlErrors& errors) {
   }
 }
 
-absl::StatusOr<YAML::Node> LoadYamlFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
-  std::stringstream text;
-  text << in.rdbuf();
+absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::string& path) {
+  std::vector<YAML::Node> docs;
   try {
-    return YAML::Load(text.str());
+    docs = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax: ", e.msg));
   }
+  if (docs.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": holds ", docs.size(),
+                     " YAML documents (separated by ---); a stepsim file holds one"));
+  }
+  if (docs.empty() || docs.front().IsNull()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": empty: no YAML mapping in it (only comments or nothing)"));
+  }
+  const YAML::Node& doc = docs.front();
+  if (!doc.IsMap()) {
+    const YAML::Mark m = doc.Mark();
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", m.line + 1, ":", m.column + 1,
+                                                   ": expected a mapping of keys to values, got ",
+                                                   doc.IsScalar() ? "a single value" : "a list"));
+  }
+  return doc;
+}
+
+absl::StatusOr<YAML::Node> LoadYamlFile(const std::string& path) {
+  auto text = ReadInputFile(path);
+  if (!text.ok()) return text.status();
+  return ParseYamlMapping(*text, path);
 }
 
 }  // namespace sim::config

@@ -36,8 +36,10 @@ class YamlErrors {
   bool empty() const { return problems_.empty(); }
   const std::string& file() const { return file_; }
   const std::vector<ConfigProblem>& problems() const { return problems_; }
-  // InvalidArgument with one located line per problem; OK when there were none.
+  // InvalidArgument with one located line per problem (the first kMaxListed, then a count of
+  // the rest); OK when there were none.
   absl::Status ToStatus() const;
+  static constexpr size_t kMaxListed = 30;
 
  private:
   std::string file_;
@@ -91,7 +93,11 @@ std::optional<Duration> ReadDuration(const Key& key, YamlErrors& errors);
 // Reads schema_version and requires it to be 1.
 void CheckSchemaVersion(const YAML::Node& root, YamlErrors& errors);
 
-// Parses a whole file; a syntax error becomes a located InvalidArgument.
+// Parses a whole file (read through ReadInputFile: bounded, regular files only) that must hold
+// one YAML document whose top is a mapping; anything else is a located InvalidArgument: a
+// syntax error, an empty or comment-only file, several documents, a single value or a list.
 absl::StatusOr<YAML::Node> LoadYamlFile(const std::string& path);
+// The same for text already read; `path` names it in errors.
+absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::string& path);
 
 }  // namespace sim::config

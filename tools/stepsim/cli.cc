@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "sim/base/input_file.h"
 #include "sim/config/catalog.h"
 
 namespace stepsim_cli {
@@ -26,8 +27,8 @@ int Fail(const std::string& command, const absl::Status& status) {
 
 std::string ResolveScenarioPath(const std::string& path) {
   const auto root = sim::config::DataRoot::Default();
-  if (!std::filesystem::exists(path) && std::filesystem::path(path).is_relative() &&
-      std::filesystem::exists(root.path + "/" + path)) {
+  if (!sim::PathExists(path) && std::filesystem::path(path).is_relative() &&
+      sim::PathExists(root.path + "/" + path)) {
     return root.path + "/" + path;
   }
   return path;

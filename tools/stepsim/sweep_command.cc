@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "sim/base/input_file.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
@@ -308,10 +309,10 @@ int MergeCommand(const std::vector<std::string>& args) {
   }
   std::vector<nlohmann::ordered_json> shards;
   for (const std::string& path : flags.positional()) {
-    std::ifstream in(path);
-    if (!in) return Fail("merge", absl::NotFoundError(absl::StrCat(path, ": cannot open file")));
+    auto text = sim::ReadInputFile(path);
+    if (!text.ok()) return Fail("merge", text.status());
     try {
-      shards.push_back(nlohmann::ordered_json::parse(in));
+      shards.push_back(nlohmann::ordered_json::parse(*text));
     } catch (const nlohmann::json::exception& e) {
       return Fail("merge",
                   absl::InvalidArgumentError(absl::StrCat(path, ": not JSON: ", e.what())));
