@@ -1,8 +1,10 @@
 // End-to-end: the stepsim command as a user runs it (exit status, JSON keys, bad input).
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -233,3 +235,63 @@ TEST_CASE("bad input exits 2 with a located message and writes nothing", "[cli]"
 }
 
 }  // namespace
+
+// Issue 12's reproducers, each through the command as a user runs it: exit 2, the file named,
+// in bounded time.
+TEST_CASE("inputs that used to abort exit 2 and name the file", "[cli][reliability]") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / absl::StrCat("stepsim-cli-", ::getpid());
+  std::filesystem::create_directories(dir);
+  auto file = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  auto expect2 = [&](const std::string& args, const std::string& named) {
+    INFO(args);
+    const Result r = Stepsim(args);
+    CHECK(r.status == 2);
+    CHECK(absl::StrContains(r.out, named));
+  };
+  // 1. a scalar document, for every file kind a command reads
+  const std::string scalar = file("scalar.yaml", "X");
+  expect2("run " + scalar, "scalar.yaml:1:1: expected a mapping");
+  expect2("ledger " + scalar, "scalar.yaml:1:1: expected a mapping");
+  expect2("validate " + scalar, "scalar.yaml:1:1: expected a mapping");
+  expect2("topo " + scalar, "scalar.yaml:1:1: expected a mapping");
+  expect2("run scenarios/default.yaml --set cluster.fabric=" + scalar, "scalar.yaml:1:1");
+  // 2. damaged plan and sweep shards
+  expect2("merge " + file("a.json", R"({"schema_version": 1, "shard": "oops", "pareto": []})"),
+          "a.json: model: missing");
+  expect2("merge " + file("b.json", R"({"shard": {"begin": 0, "end": 1, "total": 1},
+                                        "vary": [], "results": [null, 1]})"),
+          "b.json: results: expected 1 configurations");
+  // 3. a symlink loop and a name longer than a file name may be
+  std::filesystem::create_symlink("loop.yaml", dir / "loop.yaml");
+  expect2("run " + (dir / "loop.yaml").string(), "loop.yaml: cannot open file: Too many levels");
+  expect2("run scenarios/default.yaml --set model=" + std::string(300, 'x'), "unknown model");
+  // 4. a token count typed as sequences
+  expect2("run scenarios/default.yaml --set training.global_batch=4194304",
+          "global_batch counts sequences, not tokens");
+  // 6. a nested set: mapping in a validation case is read as dotted keys
+  const std::string cases = file(
+      "case.yaml", absl::StrCat("schema_version: 1\ncases:\n  - id: a\n    source: s\n",
+                                "    measured: {step_s: 1}\n",
+                                "    conventions: {flops: stepsim, memory: allocated}\n",
+                                "    scenario: {base: ", STEPSIM_SOURCE_DIR,
+                                "/tests/golden/zero3.yaml, set: {training: {seq_len: 512}}}\n"));
+  CHECK(Stepsim("validate " + cases).status == 0);
+  // 7. devices and folders as inputs, and outputs that cannot be written
+  expect2("run scenarios/default.yaml --set model=/dev/zero", "/dev/zero: not a regular file");
+  expect2("run " + dir.string(), "is a directory");
+  expect2("run " + file("empty.yaml", "# nothing\n"), "empty.yaml: empty");
+  expect2("run tests/golden/zero3.yaml --json /dev/full", "/dev/full: write failed");
+  expect2("sweep tests/golden/zero3.yaml --vary training.seq_len=512 --csv /nonexistent/x.csv",
+          "folder /nonexistent does not exist");
+  // 8. many unknown keys: linear, and the list stops
+  std::string keys = "schema_version: 1\n";
+  for (int i = 0; i < 50000; ++i) absl::StrAppend(&keys, "k", i, ": 1\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  expect2("run " + file("keys.yaml", keys), "more problems in");
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  std::filesystem::remove_all(dir);
+}

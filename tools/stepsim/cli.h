@@ -18,7 +18,12 @@ int Fail(const std::string& command, const absl::Status& status);
 
 // Writes `text` to PATH ("-" = standard output). Files are written to a temporary beside PATH
 // and renamed, so a failed run never leaves a half-written report.
+// Writes `text` to `path` ("-" = standard output) whole or not at all: a regular file through a
+// temporary file renamed over it; a device or pipe (/dev/stdout, a FIFO) directly. Errors carry
+// the system's reason.
 absl::Status WriteOutput(const std::string& path, const std::string& text);
+// Whether `path` can be written: not a directory, its folder exists and is writable.
+absl::Status CheckOutputPath(const std::string& path);
 
 // A scenario path as given, or, when that does not exist and is relative, the same path under
 // the data root (so `stepsim` finds scenarios/default.yaml from any folder).

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/base/suggest.h"
+#include "tools/stepsim/cli.h"
 
 namespace stepsim_cli {
 
@@ -58,6 +59,15 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
       return absl::InvalidArgumentError(absl::StrCat("--", name, " given twice"));
     }
     slot.push_back(*value);
+  }
+  // Output paths are checked now, before any work, so that a long sweep does not fail at its
+  // end on a path it could never have written.
+  for (const char* output : {"json", "csv", "trace", "timeline", "plot", "dot"}) {
+    if (auto path = Get(output)) {
+      if (absl::Status st = CheckOutputPath(*path); !st.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--", output, " ", st.message()));
+      }
+    }
   }
   return absl::OkStatus();
 }
