@@ -67,10 +67,7 @@ absl::Status ApplyOverride(YAML::Node root, const Override& o) {
 // Resolves `model:` (catalog name, path relative to the scenario or the cwd, or inline mapping).
 std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& node,
                                       const std::string& scenario_file, YamlErrors& errors) {
-  if (!node) {
-    errors.AddUnlocated("model", "missing required key");
-    return std::nullopt;
-  }
+  if (!node) return std::nullopt;  // reported by BuildScenario, at the mapping
   if (node.IsMap()) return ReadModel(node, "model", errors);
   if (!node.IsScalar()) {
     errors.Add(node, "model", "expected a model name, a path, or an inline mapping");
@@ -92,10 +89,7 @@ std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& no
 void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector<GpuSpec>& gpus,
                  const std::vector<NodeSpec>& nodes, ClusterSpec& c, YamlErrors& errors) {
   const std::string p = "cluster";
-  if (!node) {
-    errors.AddUnlocated(p, "missing required key");
-    return;
-  }
+  if (!node) return;  // reported by BuildScenario, at the mapping
   if (!CheckMapping(node, p, SectionKeys(p), errors)) {
     return;
   }
@@ -417,6 +411,11 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
   Scenario s;
   s.file = path;
   s.name = std::filesystem::path(path).stem().string();
+  for (const char* required : {"model", "cluster"}) {
+    if (!Child(r, required).IsDefined()) {
+      errors.Add(r, embedded ? JoinPath("scenario", required) : required, "missing required key");
+    }
+  }
   if (auto v = ReadString({r, "name", "", false}, errors)) s.name = *v;
   if (auto m = ResolveModel(data, r["model"], path, errors)) s.model = *m;
   ReadCluster(data, r["cluster"], catalogs.gpus, catalogs.nodes, s.cluster, errors);

@@ -157,8 +157,9 @@ std::optional<double> ReadDouble(const Key& key, YamlErrors& errors, double min,
     errors.Add(At(key), path, absl::StrCat("expected a number, got '", *text, "'"));
     return std::nullopt;
   }
-  if (v < min || v > max) {
-    errors.Add(At(key), path, absl::StrCat("must be between ", min, " and ", max, ", got ", v));
+  // Written so that NaN (which SimpleAtod accepts) fails it too.
+  if (!(v >= min && v <= max)) {
+    errors.Add(At(key), path, absl::StrCat("must be between ", min, " and ", max, ", got ", *text));
     return std::nullopt;
   }
   return v;
