@@ -99,21 +99,7 @@ std::string ProblemsText(const std::vector<config::ConfigProblem>& problems,
 
 }  // namespace
 
-absl::string_view Name(RejectionKind k) {
-  switch (k) {
-    case RejectionKind::kBatch:
-      return "batch";
-    case RejectionKind::kLayout:
-      return "layout";
-    case RejectionKind::kStatic:
-      return "static";
-    case RejectionKind::kReplay:
-      return "replay";
-    case RejectionKind::kInvalid:
-      return "invalid";
-  }
-  return "invalid";
-}
+absl::string_view Name(RejectionKind k) { return EnumName(k); }
 
 absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest& req,
                                 const Progress& progress) {

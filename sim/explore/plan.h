@@ -25,6 +25,7 @@
 #include "sim/explore/grid.h"
 #include "sim/explore/runner.h"
 #include "sim/memory/ledger.h"
+#include "sim/spec/enum_names.h"
 
 namespace sim::explore {
 
@@ -125,3 +126,17 @@ absl::StatusOr<PlanResult> MergePlans(std::vector<PlanResult> shards);
 absl::string_view Name(RejectionKind k);
 
 }  // namespace sim::explore
+
+namespace sim {
+template <>
+struct EnumNames<explore::RejectionKind> {
+  using K = explore::RejectionKind;
+  static constexpr NameTable<K, 5> kNames{{{K::kBatch, "batch"},
+                                           {K::kLayout, "layout"},
+                                           {K::kStatic, "static"},
+                                           {K::kReplay, "replay"},
+                                           {K::kInvalid, "invalid"}}};
+};
+}  // namespace sim
+
+namespace sim::explore {}  // namespace sim::explore

@@ -130,14 +130,6 @@ class Reader {
   std::string error_;
 };
 
-template <class Enum>
-std::optional<Enum> ByName(const std::string& name, std::initializer_list<Enum> values) {
-  for (Enum e : values) {
-    if (Name(e) == name) return e;
-  }
-  return std::nullopt;
-}
-
 std::optional<PlanConfig> ReadConfig(Reader& in, const Json& j, const std::string& path) {
   const Json* c = in.At(j, path, "config", Json::value_t::object);
   if (c == nullptr) return std::nullopt;
@@ -147,7 +139,7 @@ std::optional<PlanConfig> ReadConfig(Reader& in, const Json& j, const std::strin
   if (auto v = in.Int(*c, p, "micro_batch", 1)) out.micro_batch = *v;
   if (auto v = in.Int(*c, p, "prefetch")) out.prefetch = *v;
   if (auto v = in.String(*c, p, "recompute")) {
-    auto r = ByName(*v, {Recompute::kNone, Recompute::kSelective, Recompute::kFull});
+    auto r = EnumFromName<Recompute>(*v);
     if (!r)
       return in.Fail(p + ".recompute", absl::StrCat("unknown policy '", *v, "'")), std::nullopt;
     out.recompute = *r;
@@ -305,8 +297,7 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
       if (auto v = in.Int(e, path, "gpus", 1)) r.gpus = *v;
       if (auto c = ReadConfig(in, e, path)) r.config = *c;
       if (auto v = in.String(e, path, "kind")) {
-        auto k = ByName(*v, {RejectionKind::kBatch, RejectionKind::kLayout, RejectionKind::kStatic,
-                             RejectionKind::kReplay, RejectionKind::kInvalid});
+        auto k = EnumFromName<RejectionKind>(*v);
         if (k) {
           r.kind = *k;
         } else {
