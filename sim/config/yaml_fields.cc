@@ -6,9 +6,12 @@
 #include <sstream>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "sim/base/input_file.h"
 #include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
@@ -229,23 +232,35 @@ absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::
       ++column;
     }
   }
-  std::vector<YAML::Node> docs;
+  // Documents are counted from their "---" lines, not with YAML::LoadAll, which loops without
+  // end on some malformed input in yaml-cpp 0.7 (jbeder/yaml-cpp#1319); YAML::Load reads the
+  // first document only and returns.
+  int64_t separators = 0;
+  bool content = false;
+  for (absl::string_view l : absl::StrSplit(text, '\n')) {
+    const bool separator = absl::StartsWith(l, "---") &&
+                           (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    if (separator && content) ++separators;
+    const absl::string_view body = absl::StripLeadingAsciiWhitespace(l);
+    if (separator || (!body.empty() && body.front() != '#')) content = true;
+  }
+  if (separators > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": holds ", separators + 1,
+                                                   " YAML documents (separated by ---); a "
+                                                   "stepsim file holds one"));
+  }
+  YAML::Node doc;
   try {
-    docs = YAML::LoadAll(text);
+    doc = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ":", e.mark.line + 1, ":", e.mark.column + 1, ": YAML syntax: ", e.msg));
   }
-  if (docs.size() > 1) {
+  if (!doc.IsDefined() || doc.IsNull()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": holds ", docs.size(),
-                     " YAML documents (separated by ---); a stepsim file holds one"));
+        content ? absl::StrCat(path, ": not a YAML mapping (no document could be read from it)")
+                : absl::StrCat(path, ": empty: no YAML mapping in it (only comments or nothing)"));
   }
-  if (docs.empty() || docs.front().IsNull()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": empty: no YAML mapping in it (only comments or nothing)"));
-  }
-  const YAML::Node& doc = docs.front();
   if (!doc.IsMap()) {
     const YAML::Mark m = doc.Mark();
     return absl::InvalidArgumentError(absl::StrCat(path, ":", m.line + 1, ":", m.column + 1,
