@@ -59,7 +59,13 @@ absl::StatusOr<double> Scale(absl::string_view text, const UnitTable& table,
   auto split = SplitNumberUnit(text, expected);
   if (!split.ok()) return split.status();
   for (const auto& [name, factor] : table) {
-    if (split->unit == name) return split->value * factor;
+    if (split->unit != name) continue;
+    // No quantity stepsim reads (a size, a bandwidth, a rate, a latency) is negative.
+    if (split->value < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("a ", what, " cannot be negative, got '",
+                                                     absl::StripAsciiWhitespace(text), "'"));
+    }
+    return split->value * factor;
   }
   return absl::InvalidArgumentError(absl::StrCat("unknown ", what, " unit '", split->unit, "' in '",
                                                  absl::StripAsciiWhitespace(text),
@@ -103,9 +109,18 @@ const UnitTable& TimeUnits() {
 
 }  // namespace
 
+// Sizes and times are held as int64 (bytes, picoseconds): a value beyond these bounds is an
+// input error, not an overflow (found by tools/fuzz.sh: "1e50 GiB").
+constexpr double kMaxBytes = 0x1p62;            // 4.6e18 B = 4 EiB
+constexpr double kMaxSeconds = 0x1p62 * 1e-12;  // about 53 days in picoseconds
+
 absl::StatusOr<Bytes> ParseBytes(absl::string_view text) {
   auto v = Scale(text, ByteUnits(), "size");
   if (!v.ok()) return v.status();
+  if (*v > kMaxBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("size '", text, "' is larger than the 2^62 bytes stepsim counts"));
+  }
   return Bytes::Round(*v);
 }
 
@@ -124,6 +139,10 @@ absl::StatusOr<FlopRate> ParseFlopRate(absl::string_view text) {
 absl::StatusOr<Duration> ParseDuration(absl::string_view text) {
   auto v = Scale(text, TimeUnits(), "time");
   if (!v.ok()) return v.status();
+  if (*v > kMaxSeconds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("time '", text, "' is longer than the 2^62 ps (53 days) stepsim counts"));
+  }
   return Duration::FromSeconds(*v);
 }
 

@@ -10,6 +10,7 @@ namespace {
 
 // Round half away from zero (as std::llround, without its libm call on the replay's hot path).
 int64_t RoundHalfAway(double x) {
+  SIM_CHECK(x > -0x1p63 && x < 0x1p63, "a quantity beyond int64 (inputs are bounded before this)");
   return x >= 0 ? static_cast<int64_t>(x + 0.5) : -static_cast<int64_t>(-x + 0.5);
 }
 

@@ -1,6 +1,5 @@
 #include "sim/replay/replay.h"
 
-#include <functional>
 #include <memory>
 
 #include "sim/base/check.h"

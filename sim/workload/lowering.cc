@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <initializer_list>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "sim/base/check.h"
