@@ -81,6 +81,7 @@ TEST_CASE("random valid layouts: memory returns, step covers compute, threads ag
     const report::RunSummary& r = *one[i].summary;
     CHECK(r.step >= r.compute + r.recompute + r.optimizer);
     CHECK(r.peak >= r.static_states.total());
+    CHECK(r.reserved_peak >= r.peak);
     for (Bytes b : r.peak_breakdown) CHECK(b >= Bytes());
     CHECK(report::RunJson(r).dump() == report::RunJson(*two[i].summary).dump());
   }

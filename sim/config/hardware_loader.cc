@@ -74,10 +74,11 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
 }  // namespace
 
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {
-  if (!CheckMapping(node, path,
-                    {"name", "hbm", "hbm_bandwidth", "dense", "nvlink_bandwidth", "calibration",
-                     "price_per_hour_usd", "price_source", "source"},
-                    errors)) {
+  if (!CheckMapping(
+          node, path,
+          {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
+           "nvlink_bandwidth", "calibration", "price_per_hour_usd", "price_source", "source"},
+          errors)) {
     return std::nullopt;
   }
   GpuSpec g;
@@ -85,6 +86,14 @@ std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, Y
   auto opt = [&](absl::string_view k) { return Key{node, k, path, false}; };
   if (auto v = ReadString(req("name"), errors)) g.name = *v;
   if (auto v = ReadBytes(req("hbm"), errors)) g.hbm = *v;
+  if (auto v = ReadBytes(opt("usable_hbm"), errors)) {
+    if (*v > g.hbm) {
+      errors.Add(node["usable_hbm"], JoinPath(path, "usable_hbm"),
+                 "exceeds hbm: a process cannot get more than the part has");
+    }
+    g.usable_hbm = *v;
+  }
+  ReadString(opt("usable_hbm_source"), errors);
   if (auto v = ReadBandwidth(req("hbm_bandwidth"), errors)) g.hbm_bandwidth = *v;
   if (auto v = ReadBandwidth(req("nvlink_bandwidth"), errors)) g.nvlink_bandwidth = *v;
   if (auto v = ReadDouble(opt("price_per_hour_usd"), errors, 0.0, 1e4)) g.price_per_hour_usd = *v;

@@ -173,7 +173,34 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<Precision>(k("precision"), errors)) t.precision = *v;
   if (auto v = ReadEnum<OptimizerKind>(k("optimizer"), errors)) t.optimizer = *v;
   if (auto v = ReadEnum<Recompute>(k("recompute"), errors)) t.recompute = *v;
+  if (auto v = ReadInt(k("recompute_every"), errors, 1, 4096)) t.recompute_every = *v;
+  if (auto v = ReadInt(k("recompute_layers"), errors, 1, 4096)) t.recompute_layers = *v;
+  if (auto v = ReadEnum<RecomputeMethod>(k("recompute_method"), errors)) t.recompute_method = *v;
   if (auto v = ReadEnum<AttentionKernel>(k("attention"), errors)) t.attention = *v;
+  if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
+  if (auto v = ReadInt(k("loss_chunks"), errors, 1, 1024)) t.loss_chunks = *v;
+  if (t.recompute == Recompute::kNone && t.recompute_every > 1) {
+    errors.Add(node["recompute_every"], "training.recompute_every",
+               "checkpoints every K-th layer with the recompute policy, but training.recompute "
+               "is none: set it to full, selective or op");
+  }
+  if (t.recompute_layers && t.recompute != Recompute::kFull) {
+    errors.Add(node["recompute_layers"], "training.recompute_layers",
+               "Megatron-LM's --recompute-num-layers applies to full recompute only; set "
+               "training.recompute: full");
+  }
+  if (node["recompute_method"] && !t.recompute_layers) {
+    errors.Add(node["recompute_method"], "training.recompute_method",
+               "needs training.recompute_layers (the N of --recompute-num-layers)");
+  }
+  if (t.recompute_layers && t.recompute_every > 1) {
+    errors.Add(node["recompute_layers"], "training.recompute_layers",
+               "give either recompute_layers (Megatron-LM) or recompute_every (torchtitan), not "
+               "both");
+  }
+  if (node["loss_chunks"] && t.loss != LossKernel::kChunked) {
+    errors.Add(node["loss_chunks"], "training.loss_chunks", "applies to training.loss: chunked");
+  }
 }
 
 // "tp-cp-dp-pp" -> the dimensions innermost first; each of the four exactly once.
@@ -235,8 +262,8 @@ void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
   if (!node) return;
   if (!CheckMapping(node, "runtime", SectionKeys("runtime"), errors)) return;
   if (auto v = ReadBytes({node, "reserved", "runtime", false}, errors)) r.reserved = *v;
-  if (auto v = ReadDouble({node, "fragmentation", "runtime", false}, errors, 0.0, 1.0)) {
-    r.fragmentation = *v;
+  if (auto v = ReadBool({node, "expandable_segments", "runtime", false}, errors)) {
+    r.expandable_segments = *v;
   }
 }
 

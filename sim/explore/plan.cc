@@ -224,12 +224,12 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
           continue;
         }
         const Bytes floor = StaticFloor(*s);
-        if (floor > s->cluster.gpu.hbm) {
+        if (floor > s->cluster.gpu.Usable()) {
           ++out.pruned;
           reject(c, RejectionKind::kStatic,
                  absl::StrFormat("static ledger: states + kept activations + reserve "
-                                 "= %.1f GiB > %.0f GiB",
-                                 floor.gib(), s->cluster.gpu.hbm.gib()),
+                                 "= %.1f GiB > %.1f GiB usable",
+                                 floor.gib(), s->cluster.gpu.Usable().gib()),
                  floor);
           continue;
         }
@@ -285,7 +285,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       auto s = loader->Load({});
       if (!s.ok()) return s.status();
       const Bytes act = StaticFloor(*s) - PersistentStates(*s).total() - s->runtime.reserved;
-      const double per_gpu_room = (s->cluster.gpu.hbm - act - s->runtime.reserved).gb();
+      const double per_gpu_room = (s->cluster.gpu.Usable() - act - s->runtime.reserved).gb();
       const double states = static_cast<double>(PersistentStates(*s).total().count()) *
                             static_cast<double>(s->dp()) / 1e9;  // ZeRO-3 states of the model
       lo = per_gpu_room > 0 ? std::max<int64_t>(1, static_cast<int64_t>(states / per_gpu_room))

@@ -5,14 +5,32 @@
 namespace sim::memory {
 
 void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time,
-                         std::optional<int32_t> op) {
+                         std::optional<int32_t> op, int32_t stream) {
+  if (delta == Bytes()) return;
   Bytes& slot = current_[static_cast<int>(category)];
   slot += delta;
   SIM_CHECK(slot >= Bytes(), "a memory category went negative");
   Bytes& high = category_peaks_[static_cast<int>(category)];
   if (slot > high) high = slot;
   allocated_ += delta;
-  if (record_) changes_.push_back({time, op, category, delta, allocated_});
+  if (category == MemCategory::kReserved) {
+    outside_ += delta;
+    allocator_.set_capacity(capacity_ - outside_);
+  } else if (delta > Bytes()) {
+    live_[{static_cast<int>(category), delta.count()}].push_back(
+        allocator_.Allocate(delta.count(), stream));
+  } else {
+    auto it = live_.find({static_cast<int>(category), -delta.count()});
+    if (it == live_.end() || it->second.empty()) {
+      ++unmatched_frees_;
+    } else {
+      allocator_.Free(it->second.back());
+      it->second.pop_back();
+    }
+  }
+  const Bytes reserved = allocator_.reserved() + outside_;
+  if (reserved > reserved_peak_) reserved_peak_ = reserved;
+  if (record_) changes_.push_back({time, op, category, delta, allocated_, reserved});
   // Strictly greater: the first moment a peak is reached is the one reported.
   if (allocated_ > peak_) {
     peak_ = allocated_;
@@ -20,8 +38,8 @@ void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time,
     peak_time_ = time;
     peak_op_ = op;
   }
-  if (!first_overflow_ && allocated_ > capacity_) {
-    first_overflow_ = Overflow{op, time, allocated_ - capacity_};
+  if (!first_overflow_ && reserved > capacity_) {
+    first_overflow_ = Overflow{op, time, reserved - capacity_};
   }
 }
 

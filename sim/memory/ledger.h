@@ -4,6 +4,12 @@
 // the peak of the total with the breakdown at that instant (which sums to the peak exactly), and
 // the first moment the total exceeds the GPU's capacity.
 //
+// Every allocation and free (except the runtime reserve, held outside PyTorch) is also replayed
+// through a model of the caching allocator (caching_allocator.h): a free releases the live
+// block of its category and size allocated last, so the program must free tensors one by one,
+// at the sizes they were allocated with. reserved() is what the allocator holds from the driver
+// plus the runtime reserve: the GPU memory the process takes.
+//
 // Invariants, checked on every change (internal errors, not input errors): no category goes
 // negative. At the end of a step, Transient() is zero: everything but the persistent states has
 // been freed.
@@ -13,7 +19,9 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "sim/base/units.h"
+#include "sim/memory/caching_allocator.h"
 #include "sim/spec/memory_category.h"
 
 namespace sim::memory {
@@ -26,20 +34,23 @@ struct MemoryChange {
   MemCategory category;
   Bytes delta;
   Bytes allocated;  // total after the change
+  Bytes reserved;   // caching allocator's segments + runtime reserve after the change
 };
 
 struct Overflow {
   std::optional<int32_t> op;
   Duration time;
-  Bytes excess;  // allocated − capacity at that moment
+  Bytes excess;  // reserved − capacity at that moment
 };
 
 class MemoryLedger {
  public:
-  MemoryLedger(Bytes capacity, bool record_changes)
-      : capacity_(capacity), record_(record_changes) {}
+  MemoryLedger(Bytes capacity, bool record_changes, AllocatorOptions allocator = {})
+      : capacity_(capacity), record_(record_changes), allocator_(capacity, allocator) {}
 
-  void Apply(MemCategory category, Bytes delta, Duration time, std::optional<int32_t> op);
+  // `stream`: the stream of the op that allocates (blocks are reused within their stream).
+  void Apply(MemCategory category, Bytes delta, Duration time, std::optional<int32_t> op,
+             int32_t stream = 0);
   // Marks the current contents as the persistent level Transient() is measured against.
   void MarkPersistent() { persistent_ = allocated_; }
 
@@ -49,7 +60,13 @@ class MemoryLedger {
   const Breakdown& peak_breakdown() const { return peak_breakdown_; }
   Duration peak_time() const { return peak_time_; }
   std::optional<int32_t> peak_op() const { return peak_op_; }
+  // The first moment the reserved memory exceeds capacity (allocations fail).
   const std::optional<Overflow>& first_overflow() const { return first_overflow_; }
+  Bytes reserved() const { return allocator_.reserved() + outside_; }
+  Bytes reserved_peak() const { return reserved_peak_; }
+  // Frees that matched no live block of their category and size (a program defect; tests
+  // require zero).
+  int64_t unmatched_frees() const { return unmatched_frees_; }
   const Breakdown& current() const { return current_; }
   // Each category's own high-water mark over the step (not simultaneous: they need not sum to
   // the peak).
@@ -67,6 +84,12 @@ class MemoryLedger {
   std::optional<int32_t> peak_op_;
   std::optional<Overflow> first_overflow_;
   std::vector<MemoryChange> changes_;
+  CachingAllocator allocator_;
+  Bytes outside_;  // the runtime reserve: not the allocator's
+  Bytes reserved_peak_;
+  int64_t unmatched_frees_ = 0;
+  // Live blocks by (category, size), the last allocated at the back.
+  absl::flat_hash_map<std::pair<int, int64_t>, std::vector<BlockHandle>> live_;
 };
 
 }  // namespace sim::memory

@@ -202,7 +202,7 @@ class ReplayListener {
                                                   : op.mem_end;
     memory::MemoryLedger& ledger = r_.ledgers[replica * p_.stages + op.stage];
     for (int32_t i = begin; i < end; ++i) {
-      ledger.Apply(p_.mem[i].category, p_.mem[i].bytes, now, o);
+      ledger.Apply(p_.mem[i].category, p_.mem[i].bytes, now, o, static_cast<int32_t>(op.stream));
     }
   }
 
@@ -306,7 +306,7 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
   const int32_t stages = r.program.stages;
   r.simulated_ranks = replicas * stages;
   for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
-    r.ledgers.emplace_back(capacity, options.record_memory);
+    r.ledgers.emplace_back(capacity, options.record_memory, options.allocator);
     for (const MemAction& a : r.program.persistent[gpu % stages]) {
       r.ledgers.back().Apply(a.category, a.bytes, Duration::Zero(), std::nullopt);
     }
@@ -324,6 +324,8 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
   for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
     SIM_CHECK(r.ledgers[gpu].Transient() == Bytes(),
               "memory did not return to the persistent level at the end of the step");
+    SIM_CHECK(r.ledgers[gpu].unmatched_frees() == 0,
+              "a free matched no live tensor of its category and size");
     if (r.ledgers[gpu].peak() > r.ledgers[r.peak_rank].peak()) r.peak_rank = gpu;
   }
   return r;
@@ -336,7 +338,8 @@ absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) 
   if (!comm.ok()) return comm.status();
   const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision);
   if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
-  return Replay(*std::move(program), compute, **comm, s.cluster.gpu.hbm, options);
+  options.allocator.expandable_segments = s.runtime.expandable_segments;
+  return Replay(*std::move(program), compute, **comm, s.cluster.gpu.Usable(), options);
 }
 
 }  // namespace sim::replay

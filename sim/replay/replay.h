@@ -31,6 +31,7 @@ struct ReplayOptions {
   int32_t replicas = 1;
   bool record_ops = false;     // per-op start/end times (for --trace)
   bool record_memory = false;  // every ledger change (for --trace and --timeline)
+  memory::AllocatorOptions allocator = {};
 };
 
 struct OpTiming {

@@ -46,23 +46,30 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
 
   // Memory of the GPU with the highest peak.
   const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
-  o.capacity = s.cluster.gpu.hbm;
+  o.capacity = s.cluster.gpu.Usable();
   o.peak = ledger.peak();
+  o.reserved_peak = ledger.reserved_peak();
   o.peak_gpu = r.GpuOf(r.peak_rank);
   o.peak_stage = r.StageOf(r.peak_rank);
   o.peak_at = ledger.peak_time();
   o.peak_op = OpLabelOr(r, ledger.peak_op());
-  o.fits = ledger.peak() <= s.cluster.gpu.hbm;
+  o.fits = true;
+  for (const memory::MemoryLedger& l : r.ledgers) o.fits = o.fits && !l.first_overflow();
   o.peak_breakdown = ledger.peak_breakdown();
   o.category_peaks = ledger.category_peaks();
   o.static_states = r.program.stage_states[o.peak_stage];
   o.runtime_reserved = s.runtime.reserved;
+  // The peak's GPU first; another stage's when only that one overflows.
   if (const auto& f = ledger.first_overflow()) {
     o.first_overflow = OverflowSummary{OpLabelOr(r, f->op), f->time, f->excess};
   }
-  o.fragmentation = s.runtime.fragmentation;
-  o.reserved_estimate =
-      ledger.peak() + (ledger.peak() - s.runtime.reserved) * s.runtime.fragmentation;
+  for (const memory::MemoryLedger& l : r.ledgers) {
+    if (const auto& f = l.first_overflow(); f && !o.first_overflow) {
+      o.first_overflow = OverflowSummary{OpLabelOr(r, f->op), f->time, f->excess};
+    }
+  }
+  const Bytes tensors = ledger.peak() - s.runtime.reserved;
+  o.fragmentation = tensors > Bytes() ? (ledger.reserved_peak() - ledger.peak()) / tensors : 0.0;
 
   // Time of the busiest stage.
   o.step = r.step;
@@ -114,8 +121,8 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
 
   for (int32_t stage = 0; stage < r.program.stages; ++stage) {
     const memory::MemoryLedger& l = r.ledgers[stage];
-    o.stages.push_back(StageSummary{stage, r.program.stage_gpu[stage], l.peak(), l.peak_time(),
-                                    OpLabelOr(r, l.peak_op()), l.peak() <= s.cluster.gpu.hbm,
+    o.stages.push_back(StageSummary{stage, r.program.stage_gpu[stage], l.peak(), l.reserved_peak(),
+                                    l.peak_time(), OpLabelOr(r, l.peak_op()), !l.first_overflow(),
                                     l.peak_breakdown(), r.program.stage_states[stage],
                                     r.stages[stage]});
   }

@@ -23,7 +23,8 @@
 
 namespace sim::report {
 
-// The first moment a GPU's allocated memory exceeded its capacity.
+// The first moment a GPU's reserved memory (the caching allocator's segments and the runtime
+// reserve) exceeded its usable capacity.
 struct OverflowSummary {
   std::string op;  // label of the op ("mb0 L12 bwd qkv") or "persistent states"
   Duration at;
@@ -35,6 +36,7 @@ struct StageSummary {
   int32_t stage = 0;
   int64_t gpu = 0;
   Bytes peak;
+  Bytes reserved_peak;
   Duration peak_at;
   std::string peak_op;
   bool fits = false;
@@ -74,21 +76,23 @@ struct RunSummary {
   Precision precision = Precision::kBf16;
 
   // ---- memory (per GPU) -----------------------------------------------------------------
-  Bytes capacity;
-  Bytes peak;
+  Bytes capacity;  // usable HBM: what one process gets (GpuSpec::Usable)
+  Bytes peak;      // allocated tensors + the runtime reserve
   int64_t peak_gpu = 0;
   int32_t peak_stage = 0;
   Duration peak_at;
   std::string peak_op;
-  bool fits = false;                   // peak <= capacity
+  // The caching allocator's reserved peak + the runtime reserve (sim/memory/caching_allocator.h):
+  // what the process takes from the GPU; >= peak.
+  Bytes reserved_peak;
+  bool fits = false;                   // every GPU's reserved_peak <= capacity
   memory::Breakdown peak_breakdown{};  // sums to `peak`
   memory::Breakdown category_peaks{};  // each category's own high-water mark
   StateSplit static_states;            // persistent states of the peak's stage
   Bytes runtime_reserved;
   std::optional<OverflowSummary> first_overflow;
+  // The allocator's overhead at its peak: (reserved_peak − peak) / (peak − runtime reserve).
   double fragmentation = 0;
-  // peak + fragmentation × (peak − runtime reserve), rounded once.
-  Bytes reserved_estimate;
 
   // ---- time -----------------------------------------------------------------------------
   Duration step, compute, recompute, comm, exposed_comm, optimizer, bubble, overlap_stretch;

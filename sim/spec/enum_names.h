@@ -36,9 +36,22 @@ struct EnumNames<OptimizerKind> {
 };
 template <>
 struct EnumNames<Recompute> {
-  static constexpr NameTable<Recompute, 3> kNames{{{Recompute::kNone, "none"},
+  static constexpr NameTable<Recompute, 4> kNames{{{Recompute::kNone, "none"},
                                                    {Recompute::kSelective, "selective"},
-                                                   {Recompute::kFull, "full"}}};
+                                                   {Recompute::kFull, "full"},
+                                                   {Recompute::kOp, "op"}}};
+};
+template <>
+struct EnumNames<RecomputeMethod> {
+  static constexpr NameTable<RecomputeMethod, 2> kNames{
+      {{RecomputeMethod::kUniform, "uniform"}, {RecomputeMethod::kBlock, "block"}}};
+};
+template <>
+struct EnumNames<LossKernel> {
+  static constexpr NameTable<LossKernel, 4> kNames{{{LossKernel::kEager, "eager"},
+                                                    {LossKernel::kVocabParallel, "vocab_parallel"},
+                                                    {LossKernel::kFused, "fused"},
+                                                    {LossKernel::kChunked, "chunked"}}};
 };
 template <>
 struct EnumNames<AttentionKernel> {

@@ -40,6 +40,10 @@ struct GpuCalibration {
 struct GpuSpec {
   std::string name;
   Bytes hbm;
+  // What one process can get: the total torch.cuda.mem_get_info reports (the driver keeps the
+  // rest); absent = hbm. Capacity checks compare with this.
+  std::optional<Bytes> usable_hbm;
+  Bytes Usable() const { return usable_hbm.value_or(hbm); }
   Bandwidth hbm_bandwidth;
   // Dense (non-sparse) tensor-core peaks; absent where the part has no such path.
   std::optional<FlopRate> fp32, tf32, bf16, fp16, fp8;

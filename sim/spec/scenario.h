@@ -19,7 +19,20 @@ namespace sim {
 
 enum class Precision { kBf16, kFp16, kFp8 };
 enum class OptimizerKind { kAdamW, kSgd, kAdam8bit };
-enum class Recompute { kNone, kSelective, kFull };
+// Activation checkpointing of a decoder layer: none; selective (Megatron-LM: the attention core
+// is re-run); full (only the layer input is kept); op (torchtitan's per-op selective
+// checkpointing: the outputs of every other matmul and of attention are kept, the rest re-run).
+enum class Recompute { kNone, kSelective, kFull, kOp };
+// Megatron-LM --recompute-method with --recompute-num-layers N: uniform checkpoints groups of N
+// consecutive layers (their first input kept, the group re-run at once); block checkpoints the
+// first N layers of each pipeline stage (model chunk) and keeps everything of the others.
+enum class RecomputeMethod { kUniform, kBlock };
+// How the loss turns logits into a gradient (sim/workload/loss.h has each kernel's tensors):
+// eager PyTorch cross_entropy on fp32-upcast logits; Megatron-LM's vocab-parallel cross-entropy
+// (fp32 copy, softmax and gradient in place); a fused kernel that keeps the 16-bit logits and
+// writes the gradient into them (Transformer Engine parallel_cross_entropy); and chunked
+// cross-entropy (torchtune CEWithChunkedOutputLoss), fp32 one chunk at a time.
+enum class LossKernel { kEager, kVocabParallel, kFused, kChunked };
 enum class AttentionKernel { kFlash, kEager };
 enum class Framework { kDeepSpeed, kFsdp, kMegatron };
 // FSDP sharding strategies (torch.distributed.fsdp.ShardingStrategy).
@@ -55,7 +68,16 @@ struct TrainingSpec {
   Precision precision = Precision::kBf16;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   Recompute recompute = Recompute::kNone;
+  // torchtitan's layer-frequency option: only every K-th layer (layers K, 2K, ...) gets the
+  // recompute policy; the others keep everything.
+  int64_t recompute_every = 1;
+  // Megatron-LM --recompute-num-layers (full recompute only); absent = every layer, one at a time.
+  std::optional<int64_t> recompute_layers;
+  RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   AttentionKernel attention = AttentionKernel::kFlash;
+  // Absent = the framework's (its policy in sim/workload/policy/).
+  std::optional<LossKernel> loss;
+  int64_t loss_chunks = 8;  // chunked: torchtune's num_output_chunks default
 };
 
 struct ParallelSpec {
@@ -102,11 +124,11 @@ struct ParallelSpec {
 };
 
 struct RuntimeSpec {
-  Bytes reserved = Bytes::GiB(1);  // CUDA context + library workspaces per GPU
-  // First model of the caching allocator: it reserves this fraction above the allocated bytes
-  // (rounding and fragmentation). Reported beside the allocated peak; the verdict warns when the
-  // estimate exceeds capacity.
-  double fragmentation = 0.05;
+  // GPU memory the process holds outside PyTorch's caching allocator: the CUDA context, NCCL's
+  // channel buffers, library handles. Counted in the peak, never in torch's own counters.
+  Bytes reserved = Bytes::GiB(1);
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (sim/memory/caching_allocator.h).
+  bool expandable_segments = false;
 };
 
 struct Scenario {
@@ -125,6 +147,8 @@ struct Scenario {
 absl::string_view Name(Precision p);
 absl::string_view Name(OptimizerKind o);
 absl::string_view Name(Recompute r);
+absl::string_view Name(RecomputeMethod m);
+absl::string_view Name(LossKernel l);
 absl::string_view Name(AttentionKernel a);
 absl::string_view Name(Framework f);
 absl::string_view Name(FsdpSharding s);

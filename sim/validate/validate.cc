@@ -73,8 +73,10 @@ std::optional<double> Predict(const std::string& metric, const ValidationCase& c
   if (metric == "step_s") return x.step;
   if (metric == "tokens_per_s_per_gpu") return x.B * x.s / x.step / x.gpus;
   if (metric == "peak_memory") {
-    return static_cast<double>(
-        (c.memory == MemoryConvention::kReserved ? r.reserved_estimate : r.peak).count());
+    // torch's counters (max_memory_allocated / _reserved) exclude what the process holds
+    // outside the caching allocator (the runtime reserve): so does the prediction.
+    const Bytes ours = c.memory == MemoryConvention::kReserved ? r.reserved_peak : r.peak;
+    return static_cast<double>((ours - r.runtime_reserved).count());
   }
   if (metric == "mfu" || metric == "hfu") {
     const bool hw = metric == "hfu";

@@ -54,6 +54,8 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   LayerOp qkv = Gemm("qkv", tokens, h, (h + 2 * kv) / t);
   qkv.saves = {{"qkv_in", bytes(kAct * rep_tokens * h)}};
   qkv.role = ParallelRole::kColumn;
+  // Per-op checkpointing caches wq's and wv's outputs (matmuls 1 and 3) and re-runs wk (2).
+  qkv.sac_recompute = static_cast<double>(kv) / static_cast<double>(h + 2 * kv);
   ops.push_back(qkv);
 
   // Attention core: QK^T and AV are 2·b·s²·h/t FLOPs each; causal masking lets flash skip half.
@@ -69,9 +71,12 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     // Reads q and writes o for its own tokens, reads k and v of the whole sequence.
     core.bytes_moved = bytes(kAct * (tokens * 2 * h + s_kv * b * 2 * kv) / t);
     if (shape.cp > 1) core.role = ParallelRole::kCpKv;
-    core.saves = {{"q_k", bytes(kAct * tokens * (h + kv) / t)},
-                  {"v", bytes(kAct * tokens * kv / t)},
-                  {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true}};
+    core.core = true;
+    core.sac_recompute = 0;  // its outputs are on the save list
+    core.saves = {{"q", bytes(kAct * tokens * h / t), false, /*sac_cached=*/true},
+                  {"k", bytes(kAct * tokens * kv / t)},
+                  {"v", bytes(kAct * tokens * kv / t), false, true},
+                  {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true, true}};
     ops.push_back(core);
   } else {
     // Eager attention: Q·K^T and P·V are cuBLAS batched GEMMs (Megatron-LM's core attention),
@@ -81,13 +86,17 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     qk.op_class = OpClass::kGemm;
     qk.flops = Flops::Count(full_core / 2);
     qk.bytes_moved = bytes(kAct * (tokens * (h + kv) / t + scores));
-    qk.saves = {{"q_k", bytes(kAct * tokens * (h + kv) / t)}};
+    qk.core = true;
+    qk.saves = {{"q", bytes(kAct * tokens * h / t), false, true},
+                {"k", bytes(kAct * tokens * kv / t)}};
     ops.push_back(qk);
     LayerOp softmax = Elementwise("softmax", scores, scores, 5);
+    softmax.core = true;
     softmax.saves = {{"softmax_out", bytes(kAct * scores), true}};
     ops.push_back(softmax);
     if (dropout) {
       LayerOp drop = Elementwise("softmax_dropout", scores, scores, 2);
+      drop.core = true;
       drop.bytes_moved += bytes(kMask * scores);
       drop.saves = {{"softmax_mask", bytes(kMask * scores), true},
                     {"probs_dropped", bytes(kAct * scores), true}};
@@ -98,12 +107,15 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     av.op_class = OpClass::kGemm;
     av.flops = Flops::Count(full_core / 2);
     av.bytes_moved = bytes(kAct * (scores + tokens * kv / t + tokens * h / t));
-    av.saves = {{"v", bytes(kAct * tokens * kv / t)}};
+    av.core = true;
+    av.saves = {{"v", bytes(kAct * tokens * kv / t), false, true}};
     ops.push_back(av);
   }
 
   LayerOp proj = Gemm("out_proj", tokens, h / t, h);
-  proj.saves = {{"context", bytes(kAct * tokens * h / t)}};
+  // The context is the flash kernel's output (cached); eager attention's comes from a bmm.
+  proj.saves = {
+      {"context", bytes(kAct * tokens * h / t), false, shape.attention == AttentionKernel::kFlash}};
   proj.role = ParallelRole::kRow;
   ops.push_back(proj);
 
@@ -119,22 +131,31 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     LayerOp fc1 = Gemm("fc1", tokens, h, f / t);
     fc1.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
     fc1.role = ParallelRole::kColumn;
+    fc1.sac_recompute = 0;  // matmul 5 (after wq, wk, wv, wo): cached
     ops.push_back(fc1);
     LayerOp gelu = Elementwise("gelu", tokens * f / t, tokens * f / t, 8);
-    gelu.saves = {{"gelu_in", bytes(kAct * tokens * f / t)}};
+    gelu.saves = {{"gelu_in", bytes(kAct * tokens * f / t), false, true}};
     ops.push_back(gelu);
   } else {
     LayerOp gate_up = Gemm("gate_up", tokens, h, 2 * f / t);
     gate_up.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
     gate_up.role = ParallelRole::kColumn;
+    gate_up.sac_recompute = 0.5;  // w1 (matmul 5) cached, w3 (6) re-run
     ops.push_back(gate_up);
     LayerOp swiglu = Elementwise("swiglu", 2 * tokens * f / t, tokens * f / t, 6);
-    swiglu.saves = {{"gate", bytes(kAct * tokens * f / t)}, {"up", bytes(kAct * tokens * f / t)}};
+    swiglu.saves = {{"gate", bytes(kAct * tokens * f / t), false, true},
+                    {"up", bytes(kAct * tokens * f / t)}};
     ops.push_back(swiglu);
   }
   LayerOp fc2 = Gemm(m.mlp == MlpKind::kGelu ? "fc2" : "down", tokens, f / t, h);
   fc2.saves = {{"fc2_in", bytes(kAct * tokens * f / t)}};
   fc2.role = ParallelRole::kRow;
+  // SwiGLU: w2 is matmul 7, cached (its output too, though no backward needs it); GELU: fc2 is
+  // matmul 6, re-run.
+  if (m.mlp != MlpKind::kGelu) {
+    fc2.sac_recompute = 0;
+    fc2.saves.push_back({"down_out", bytes(kAct * tokens * h), false, true, /*sac_only=*/true});
+  }
   ops.push_back(fc2);
 
   LayerOp residual2 = Elementwise("mlp_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
@@ -143,16 +164,31 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   return ops;
 }
 
+bool Allocated(const SavedTensor& t, Recompute policy) {
+  return !t.sac_only || policy == Recompute::kOp;
+}
+
+bool Kept(const std::vector<LayerOp>& ops, const LayerOp& op, const SavedTensor& t,
+          Recompute policy) {
+  const bool layer_input = &op == &ops.front() && &t == &op.saves.front();
+  switch (policy) {
+    case Recompute::kNone:
+      return !t.sac_only;
+    case Recompute::kSelective:
+      return !t.sac_only && !t.attention_core;
+    case Recompute::kFull:
+      return layer_input;
+    case Recompute::kOp:
+      return layer_input || t.sac_cached;
+  }
+  return true;
+}
+
 Bytes SavedActivationBytes(const std::vector<LayerOp>& ops, Recompute policy) {
   Bytes sum;
   for (const LayerOp& op : ops) {
     for (const SavedTensor& t : op.saves) {
-      if (policy == Recompute::kFull) {
-        // Only the layer input (the first op's first saved tensor) is checkpointed.
-        if (&op == &ops.front() && &t == &op.saves.front()) sum += t.bytes;
-      } else if (policy == Recompute::kNone || !t.attention_core) {
-        sum += t.bytes;
-      }
+      if (Kept(ops, op, t, policy)) sum += t.bytes;
     }
   }
   return sum;

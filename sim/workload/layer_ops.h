@@ -64,6 +64,15 @@ struct SavedTensor {
   absl::string_view name;
   Bytes bytes;
   bool attention_core = false;  // dropped (recomputed) under selective recompute
+  // Per-op selective checkpointing (Recompute::kOp): torchtitan caches the outputs of the ops on
+  // its save list — every odd-numbered matmul of a layer (wq, wv, w1, w2 of a Llama layer: the
+  // policy counts aten.mm calls and recomputes every second one) and the attention kernel —
+  // besides the layer input that the checkpoint keeps (torchtitan
+  // torchtitan/distributed/activation_checkpoint.py, _custom_policy, at the 2024-25 releases).
+  bool sac_cached = false;
+  // Held only under per-op checkpointing: an op output that autograd itself never saves (w2's
+  // output, on the save list, but needed by no backward).
+  bool sac_only = false;
 };
 
 struct LayerOp {
@@ -73,6 +82,13 @@ struct LayerOp {
   Bytes bytes_moved;  // HBM traffic of the forward kernel(s)
   std::vector<SavedTensor> saves;
   ParallelRole role = ParallelRole::kNone;
+  // Part of the attention core (QK^T, softmax, dropout, AV; or the flash kernel): what selective
+  // recompute re-runs in the backward.
+  bool core = false;
+  // The fraction of the op that per-op checkpointing re-runs: 0 for the cached matmuls and
+  // attention, the recomputed matmuls' share of a fused GEMM (wk of qkv, w3 of gate_up), 1 for
+  // the kernels it never caches (norms, rotary, activations, residual adds).
+  double sac_recompute = 1.0;
 };
 
 struct ActivationShape {
@@ -87,6 +103,12 @@ struct ActivationShape {
 };
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);
+
+// Whether a layer under `policy` allocates `t` in its forward (sac_only tensors: only under op),
+// keeps it to its backward, and needs it in its backward.
+bool Allocated(const SavedTensor& t, Recompute policy);
+bool Kept(const std::vector<LayerOp>& ops, const LayerOp& op, const SavedTensor& t,
+          Recompute policy);
 
 // Bytes one layer keeps from its forward to its backward under a recompute policy.
 Bytes SavedActivationBytes(const std::vector<LayerOp>& ops, Recompute policy);

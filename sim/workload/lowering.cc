@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "sim/base/check.h"
+#include "sim/workload/loss.h"
 #include "sim/workload/params.h"
 #include "sim/workload/pipeline_schedule.h"
 #include "sim/workload/placement.h"
@@ -46,6 +47,8 @@ class Lowerer {
         tokens_(s.training.seq_len / s.parallel.cp * s.training.micro_batch),
         rep_(s.parallel.sequence_parallel ? s.parallel.tp : 1),
         act_bytes_(Bytes::Count(kCompute * tokens_ * s.model.hidden)),
+        loss_(LossTensorsOf(s.training.loss.value_or(policy.DefaultLoss()), s.training.loss_chunks,
+                            tokens_, s.model.vocab / s.parallel.tp)),
         b_(p_, static_cast<int32_t>(s.parallel.pp)) {
     group_params_ = GroupParameters(s);
     grad_group_ = place_.GradientGroup();
@@ -265,22 +268,45 @@ class Lowerer {
     return Compute(lo.name, pass, lo.op_class, lo.flops * k, lo.bytes_moved * k, g);
   }
 
-  bool Kept(const LayerOp& lo, const SavedTensor& t) const {
-    switch (s_.training.recompute) {
-      case Recompute::kNone:
-        return true;
-      case Recompute::kSelective:
-        return !t.attention_core;
-      case Recompute::kFull:
-        return &lo == &layer_ops_.front() && &t == &lo.saves.front();
+  // How decoder layer g (1..L) is checkpointed: the recompute policy, restricted to every K-th
+  // layer (torchtitan) or to N layers per model chunk (Megatron-LM block), or applied to groups
+  // of N layers that keep only the group's input and are re-run together (Megatron-LM uniform).
+  struct LayerCheckpoint {
+    Recompute policy = Recompute::kNone;
+    bool keeps_input = true;
+    int32_t group_first = 0, group_last = 0;  // the uniform group (the layer alone otherwise)
+  };
+
+  LayerCheckpoint CheckpointOf(int32_t g) const {
+    const TrainingSpec& t = s_.training;
+    LayerCheckpoint c{t.recompute, true, g, g};
+    if (t.recompute_every > 1) {
+      if (g % t.recompute_every != 0) c.policy = Recompute::kNone;
+      return c;
     }
-    return true;
+    if (!t.recompute_layers) return c;
+    // The decoder layers of g's model chunk.
+    int32_t lo = 1, hi = layers_;
+    for (const auto& [first, last] : vstage_groups_) {
+      if (first <= g && g <= last) {
+        lo = std::max(first, 1);
+        hi = std::min(last, layers_);
+      }
+    }
+    const int32_t n = static_cast<int32_t>(*t.recompute_layers), pos = g - lo;
+    if (t.recompute_method == RecomputeMethod::kBlock) {
+      if (pos >= n) c.policy = Recompute::kNone;
+      return c;
+    }
+    c.group_first = lo + pos / n * n;
+    c.group_last = std::min(hi, c.group_first + n - 1);
+    c.keeps_input = g == c.group_first;
+    return c;
   }
 
-  Bytes SavedBy(const LayerOp& lo) const {
-    Bytes b;
-    for (const SavedTensor& t : lo.saves) b += t.bytes;
-    return b;
+  bool Kept(const LayerCheckpoint& c, const LayerOp& lo, const SavedTensor& t) const {
+    if (!c.keeps_input && &lo == &layer_ops_.front() && &t == &lo.saves.front()) return false;
+    return sim::Kept(layer_ops_, lo, t, c.policy);
   }
 
   // Layer gradients that live until their reduce-scatter (stages 2 and 3); persistent
@@ -292,64 +318,92 @@ class Lowerer {
   }
 
   void LayerForward(int32_t g, std::vector<int32_t> first_deps, bool free_gather_at_end) {
-    Bytes transient;  // tensors not kept for backward: freed when the layer's forward ends
+    const LayerCheckpoint c = CheckpointOf(g);
+    std::vector<Bytes> dropped;  // tensors not kept for backward: freed when the forward ends
     for (size_t i = 0; i < layer_ops_.size(); ++i) {
       const LayerOp& lo = layer_ops_[i];
       MemList mem;
       for (const SavedTensor& t : lo.saves) {
+        if (!Allocated(t, c.policy)) continue;
         mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
-        if (!Kept(lo, t)) transient += t.bytes;
+        if (!Kept(c, lo, t)) dropped.push_back(t.bytes);
       }
       LayerOpWithComms(lo, FromLayerOp(lo, OpPass::kForward, g),
                        i == 0 ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>(),
                        std::move(mem), /*backward=*/false);
     }
-    AddMemToLast({MemWhen::kEnd, MemCategory::kActivations, -transient});
+    for (Bytes b : dropped) AddMemToLast({MemWhen::kEnd, MemCategory::kActivations, -b});
     if (free_gather_at_end) {
       AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -ComputeBytes(group_params_[g])});
     }
   }
 
-  void LayerBackward(int32_t g, std::vector<int32_t> first_deps, Bytes free_at_end) {
-    bool first = true;
-    auto deps = [&]() {
-      const absl::Span<const int32_t> d =
-          first ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>();
-      first = false;
-      return d;
-    };
-    const MemList grads = TransientGradients(g);
-    // Recompute: full re-runs the layer's forward (with its TP/CP collectives); selective
-    // re-runs the attention core.
-    bool grads_allocated = false;
-    if (s_.training.recompute != Recompute::kNone) {
-      for (const LayerOp& lo : layer_ops_) {
-        MemList mem;
-        bool core = false;
-        for (const SavedTensor& t : lo.saves) {
-          core = core || t.attention_core;
-          if (!Kept(lo, t)) mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
+  // Re-runs what layer g's checkpoint dropped, allocating those tensors again: every op (full),
+  // the attention core (selective), or the ops and op shares per-op checkpointing did not cache.
+  // `first` carries the dependencies and memory of the first op emitted.
+  void RecomputeLayer(int32_t g, std::vector<int32_t>& deps, MemList& first) {
+    const LayerCheckpoint c = CheckpointOf(g);
+    bool emitted = false;
+    for (const LayerOp& lo : layer_ops_) {
+      MemList mem;
+      for (const SavedTensor& t : lo.saves) {
+        if (Allocated(t, c.policy) && !Kept(c, lo, t)) {
+          mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
         }
-        if (s_.training.recompute == Recompute::kSelective && !core) continue;
-        if (!grads_allocated) {
-          mem.insert(mem.end(), grads.begin(), grads.end());
-          grads_allocated = true;
-        }
-        LayerOpWithComms(lo, FromLayerOp(lo, OpPass::kRecompute, g), deps(), std::move(mem),
-                         /*backward=*/false);
       }
+      double share = 1.0;
+      if (c.policy == Recompute::kSelective && !lo.core) continue;
+      if (c.policy == Recompute::kOp) share = lo.sac_recompute;
+      if (share == 0) {
+        // Cached op: what it would have produced is its predecessor's output, re-created there.
+        for (const MemAction& a : mem) AddMemToLast({MemWhen::kEnd, a.category, a.bytes});
+        continue;
+      }
+      if (!emitted) {
+        mem.insert(mem.end(), first.begin(), first.end());
+        first.clear();
+      }
+      Op x = FromLayerOp(lo, OpPass::kRecompute, g);
+      x.flops = x.flops * share;
+      x.bytes_moved = x.bytes_moved * share;
+      LayerOpWithComms(lo, x,
+                       emitted ? absl::Span<const int32_t>() : absl::Span<const int32_t>(deps),
+                       std::move(mem), /*backward=*/false);
+      if (!emitted) deps.clear();
+      emitted = true;
     }
+  }
+
+  void LayerBackward(int32_t g, std::vector<int32_t> first_deps, Bytes free_at_end) {
+    const LayerCheckpoint c = CheckpointOf(g);
+    MemList grads = TransientGradients(g);
+    // The checkpointed layers (a uniform group at once, when its last layer is reached) re-run
+    // their forward first.
+    if (c.policy != Recompute::kNone && g == c.group_last) {
+      for (int32_t r = c.group_first; r <= c.group_last; ++r) RecomputeLayer(r, first_deps, grads);
+    }
+    bool first = true;
     for (auto it = layer_ops_.rbegin(); it != layer_ops_.rend(); ++it) {
-      const Bytes saved = SavedBy(*it);
-      // The op's input gradient exists while it runs; its saved tensors are freed when it ends.
-      MemList mem = {{MemWhen::kStart, MemCategory::kActivations, saved},
-                     {MemWhen::kEnd, MemCategory::kActivations, -saved - saved}};
-      if (!grads_allocated) {
-        mem.insert(mem.end(), grads.begin(), grads.end());
-        grads_allocated = true;
+      // The op's input gradient (autograd's tensors' size) exists while it runs; every tensor
+      // it holds is freed, one by one, when it ends.
+      Bytes input_grad;
+      MemList frees;
+      for (const SavedTensor& t : it->saves) {
+        if (!t.sac_only) input_grad += t.bytes;
+        if (Allocated(t, c.policy))
+          frees.push_back({MemWhen::kEnd, MemCategory::kActivations, -t.bytes});
       }
-      LayerOpWithComms(*it, FromLayerOp(*it, OpPass::kBackward, g), deps(), std::move(mem),
-                       /*backward=*/true);
+      MemList mem = {{MemWhen::kStart, MemCategory::kActivations, input_grad}};
+      mem.insert(mem.end(), frees.begin(), frees.end());
+      mem.push_back({MemWhen::kEnd, MemCategory::kActivations, -input_grad});
+      if (first) {
+        mem.insert(mem.end(), grads.begin(), grads.end());
+        grads.clear();
+      }
+      LayerOpWithComms(*it, FromLayerOp(*it, OpPass::kBackward, g),
+                       first ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>(),
+                       std::move(mem), /*backward=*/true);
+      first = false;
     }
     if (free_at_end != Bytes()) {
       AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -free_at_end});
@@ -388,8 +442,6 @@ class Lowerer {
     const int32_t g = NumGroups() - 1;
     const int64_t h = s_.model.hidden, v = s_.model.vocab / s_.parallel.tp;
     const Bytes hidden = Bytes::Count(kCompute * tokens_ / rep_ * h);
-    const Bytes logits16 = Bytes::Count(kCompute * tokens_ * v);
-    const Bytes logits32 = Bytes::Count(4 * tokens_ * v);
     Add(Compute("final_norm", OpPass::kForward, OpClass::kMemoryBound,
                 Flops::Count(5.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 2, g),
         deps, {{MemWhen::kStart, MemCategory::kActivations, hidden}});
@@ -399,7 +451,7 @@ class Lowerer {
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
     const MemList head_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden},
-                              {MemWhen::kStart, MemCategory::kLogits, logits16},
+                              {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
                               {MemWhen::kEnd, MemCategory::kGatheredParams,
                                free_gather ? -ComputeBytes(group_params_[g]) : Bytes()}};
     if (s_.parallel.sequence_parallel) {
@@ -407,13 +459,12 @@ class Lowerer {
     } else {
       Add(head, {}, head_mem);
     }
-    // The loss upcasts the logits to fp32 and keeps them (softmax) for backward.
+    // The loss kernel's tensors (sim/workload/loss.h); vocabulary-parallel, it all-reduces the
+    // row max, the target logit and the sum of exponentials.
+    const Bytes l16 = loss_.logits16;
     WithComms(Compute("cross_entropy", OpPass::kForward, OpClass::kMemoryBound,
-                      Flops::Count(5.0 * static_cast<double>(tokens_ * v)), logits16 + logits32, g),
-              {},
-              {{MemWhen::kStart, MemCategory::kLogits, logits32},
-               {MemWhen::kEnd, MemCategory::kLogits, -logits16}},
-              {},
+                      Flops::Count(5.0 * static_cast<double>(tokens_ * v)), l16 + l16 * 2, g),
+              {}, MemList(loss_.forward.begin(), loss_.forward.end()), {},
               {{"tp_all_reduce_loss", CollectiveKind::kAllReduce, Bytes::Count(3 * 4 * tokens_),
                 &tp_group_, false}});
   }
@@ -422,21 +473,22 @@ class Lowerer {
     const int32_t g = NumGroups() - 1;
     const int64_t h = s_.model.hidden, v = s_.model.vocab / s_.parallel.tp;
     const Bytes hidden = Bytes::Count(kCompute * tokens_ / rep_ * h);
-    const Bytes logits32 = Bytes::Count(4 * tokens_ * v);
-    // d(logits) in fp32 replaces the saved softmax.
-    MemList ce = {{MemWhen::kStart, MemCategory::kLogits, logits32},
-                  {MemWhen::kEnd, MemCategory::kLogits, -logits32}};
+    const Bytes l32 = loss_.logits16 * 2;
+    MemList ce(loss_.backward.begin(), loss_.backward.end());
     for (const MemAction& a : TransientGradients(g)) ce.push_back(a);
     Add(Compute("cross_entropy", OpPass::kBackward, OpClass::kMemoryBound,
-                Flops::Count(3.0 * static_cast<double>(tokens_ * v)), logits32 * 2, g),
+                Flops::Count(3.0 * static_cast<double>(tokens_ * v)), l32 * 2, g),
         deps, ce);
     const Op head = Compute("lm_head", OpPass::kBackward, OpClass::kGemm,
                             Flops::Count(4.0 * static_cast<double>(tokens_) *
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(2 * kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
+    // The input gradient exists while it runs; the saved input and the logits gradient are
+    // freed when it ends.
     const MemList head_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden},
-                              {MemWhen::kEnd, MemCategory::kLogits, -logits32},
-                              {MemWhen::kEnd, MemCategory::kActivations, -hidden - hidden}};
+                              {MemWhen::kEnd, MemCategory::kLogits, -loss_.head_grad},
+                              {MemWhen::kEnd, MemCategory::kActivations, -hidden},
+                              {MemWhen::kEnd, MemCategory::kActivations, -hidden}};
     if (s_.parallel.sequence_parallel) {
       WithComms(head, {}, head_mem, {TpGather()}, {TpReduce()});
     } else {
@@ -446,7 +498,8 @@ class Lowerer {
                 Flops::Count(10.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 4, g),
         {},
         {{MemWhen::kStart, MemCategory::kActivations, hidden},
-         {MemWhen::kEnd, MemCategory::kActivations, -hidden - hidden},
+         {MemWhen::kEnd, MemCategory::kActivations, -hidden},
+         {MemWhen::kEnd, MemCategory::kActivations, -hidden},
          {MemWhen::kEnd, MemCategory::kGatheredParams, -free_gather}});
   }
 
@@ -620,6 +673,7 @@ class Lowerer {
   const int64_t tokens_;   // per GPU per micro-batch (s/cp · b)
   const int64_t rep_;      // t with sequence parallelism (replicated tensors sharded), else 1
   const Bytes act_bytes_;  // one 16-bit activation of the GPU's tokens: 2·T·h
+  const LossTensors loss_;
   OpProgram p_;
   ProgramBuilder b_;                                        // appends to p_
   std::vector<int64_t> group_params_;                       // per GPU (TP shard)

@@ -36,6 +36,9 @@ class MegatronPolicy : public DataParallelPolicy {
     return Bytes::Count(std::max<int64_t>(40'000'000, 1'000'000 * s_.dp()) * ReduceBytes());
   }
   bool AsyncTpBackward() const override { return true; }
+  // Megatron-LM's vocab-parallel cross-entropy (fp32, in place) unless
+  // --cross-entropy-fusion-impl te selects Transformer Engine's (training.loss: fused).
+  LossKernel DefaultLoss() const override { return LossKernel::kVocabParallel; }
 
   void BeforeForward(DpEnv& env, int32_t g, std::vector<int32_t>& deps) override {
     if (!DistributedOptimizer() || !s_.parallel.overlap_param_gather || env.b.micro_batch() != 0) {

@@ -71,6 +71,9 @@ class DataParallelPolicy {
   // Backward TP collectives run beside the GEMMs they feed (Megatron-LM's asynchronous
   // all-reduce / all-gather), not on the compute stream.
   virtual bool AsyncTpBackward() const { return false; }
+  // The loss kernel when the scenario names none (sim/workload/loss.h): PyTorch's cross_entropy
+  // on upcast logits, as Hugging Face models under DeepSpeed and torchtitan under FSDP compute it.
+  virtual LossKernel DefaultLoss() const { return LossKernel::kEager; }
   // Parameters the optimizer updates on this GPU out of a stage's `total`.
   int64_t OptimizerShard(int64_t total) const;
 

@@ -1,0 +1,114 @@
+#pragma once
+// A model of PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), replayed over
+// every allocation and free of a GPU's ledger, so that the reserved peak — what the process takes
+// from the driver, and what runs out first — is simulated rather than estimated. The rules kept:
+//
+//   - every request is rounded up to a multiple of 512 B (kMinBlockSize);
+//   - requests of at most 1 MiB (kSmallSize) come from the small pool, whose segments are 2 MiB
+//     (kSmallBuffer); larger ones from the large pool: a 20 MiB segment (kLargeBuffer) for
+//     requests below 10 MiB (kMinLargeAlloc), otherwise a segment of the request rounded up to
+//     2 MiB (kRoundLarge);
+//   - a free block is found best-fit (the smallest that is large enough) among the blocks of the
+//     same pool *and stream*; blocks freed by one stream are never handed to another (a tensor
+//     used on a second stream is returned only when that stream's work ends, as record_stream
+//     makes it: the replay frees it at that moment);
+//   - a block larger than the request is split when the remainder is at least 512 B (small
+//     pool) or more than 1 MiB (large pool); freed blocks merge with free neighbours of their
+//     segment;
+//   - segments are kept (cached) until a request cannot be met within capacity: then every
+//     segment that is entirely free is released (cudaFree) and the request retried, as
+//     release_cached_blocks does before reporting an out-of-memory error;
+//   - with `expandable_segments` (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True) each
+//     stream's large pool is one segment that grows by 2 MiB pages (20 MiB granularity is not
+//     kept: pages are mapped as needed), so a request that fits no free block extends the
+//     segment's free tail instead of reserving a segment of its own.
+//
+// Not modelled: max_split_size_mb and garbage_collection_threshold (off by default), the
+// oversize-block rules that only apply with them, and empty_cache().
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include "sim/base/units.h"
+
+namespace sim::memory {
+
+struct AllocatorOptions {
+  bool expandable_segments = false;
+};
+
+// A live allocation: the segment and offset of its block.
+struct BlockHandle {
+  int32_t segment = -1;
+  int64_t offset = 0;
+};
+
+class CachingAllocator {
+ public:
+  static constexpr int64_t kMinBlockSize = 512;
+  static constexpr int64_t kSmallSize = 1 << 20;
+  static constexpr int64_t kSmallBuffer = 2 << 20;
+  static constexpr int64_t kLargeBuffer = 20 << 20;
+  static constexpr int64_t kMinLargeAlloc = 10 << 20;
+  static constexpr int64_t kRoundLarge = 2 << 20;
+  static constexpr int64_t kPageSize = 2 << 20;  // expandable segments' mapping granularity
+
+  // `capacity`: what the allocator may reserve in all (usable HBM less what other users of the
+  // GPU hold); a request beyond it after releasing cached segments still succeeds (the replay
+  // goes on to report the overflow) and is counted in overflowed().
+  CachingAllocator(Bytes capacity, AllocatorOptions options)
+      : capacity_(capacity.count()), options_(options) {}
+
+  // Allocates `bytes` (> 0) for work on `stream`.
+  BlockHandle Allocate(int64_t bytes, int32_t stream);
+  void Free(BlockHandle block);
+
+  static int64_t RoundSize(int64_t bytes);
+  void set_capacity(Bytes capacity) { capacity_ = capacity.count(); }
+
+  Bytes allocated() const { return Bytes::Count(allocated_); }  // rounded sizes of live blocks
+  Bytes reserved() const { return Bytes::Count(reserved_); }
+  Bytes reserved_peak() const { return Bytes::Count(reserved_peak_); }
+  int64_t segments() const { return live_segments_; }
+  bool overflowed() const { return overflowed_; }
+
+ private:
+  struct Block {
+    int64_t size = 0;
+    bool free = true;
+  };
+  struct Segment {
+    int32_t stream = 0;
+    bool small = false;
+    bool expandable = false;
+    bool released = false;
+    int64_t size = 0;
+    std::map<int64_t, Block> blocks;  // by offset; contiguous, covering [0, size)
+  };
+  // Free blocks ordered for best fit: (small?, stream, size, segment, offset).
+  using FreeKey = std::tuple<bool, int32_t, int64_t, int32_t, int64_t>;
+
+  std::optional<BlockHandle> FindFree(bool small, int32_t stream, int64_t size);
+  BlockHandle NewSegment(bool small, int32_t stream, int64_t size);
+  // Expandable segments: grows the stream's large segment so that its free tail holds `size`.
+  BlockHandle Expand(int32_t stream, int64_t size);
+  BlockHandle Take(int32_t segment, int64_t offset, int64_t size);
+  void Reserve(int64_t bytes);
+  void ReleaseCachedSegments();
+  void InsertFree(int32_t segment, int64_t offset, int64_t size);
+  void EraseFree(int32_t segment, int64_t offset, int64_t size);
+
+  int64_t capacity_;
+  AllocatorOptions options_;
+  std::vector<Segment> segments_;
+  std::set<FreeKey> free_;
+  std::map<int32_t, int32_t> expandable_of_stream_;
+  int64_t allocated_ = 0, reserved_ = 0, reserved_peak_ = 0, live_segments_ = 0;
+  bool overflowed_ = false;
+};
+
+}  // namespace sim::memory

@@ -1,0 +1,141 @@
+// The caching-allocator model against hand-worked sequences (rules in
+// sim/memory/caching_allocator.h).
+
+#include <catch2/catch.hpp>
+
+#include "sim/memory/caching_allocator.h"
+#include "sim/memory/ledger.h"
+
+using sim::Bytes;
+using sim::memory::AllocatorOptions;
+using sim::memory::CachingAllocator;
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+CachingAllocator Allocator(int64_t capacity_mib = 1 << 20, bool expandable = false) {
+  return CachingAllocator(Bytes::Count(capacity_mib * kMiB), AllocatorOptions{expandable});
+}
+
+}  // namespace
+
+TEST_CASE("requests are rounded to 512 B and small ones share a 2 MiB segment", "[allocator]") {
+  CachingAllocator a = Allocator();
+  CHECK(CachingAllocator::RoundSize(1) == 512);
+  CHECK(CachingAllocator::RoundSize(513) == 1024);
+  a.Allocate(1000, 0);  // 1024 B from a new 2 MiB small segment
+  a.Allocate(kMiB, 0);  // 1 MiB: still small, split from the same segment
+  CHECK(a.allocated().count() == 1024 + kMiB);
+  CHECK(a.reserved().count() == 2 * kMiB);
+  CHECK(a.segments() == 1);
+}
+
+TEST_CASE("a large request below 10 MiB takes a 20 MiB segment, split for the next",
+          "[allocator]") {
+  CachingAllocator a = Allocator();
+  a.Allocate(4 * kMiB, 0);
+  CHECK(a.reserved().count() == 20 * kMiB);
+  // The remaining 16 MiB (> 1 MiB) was split off and serves the next request.
+  a.Allocate(6 * kMiB, 0);
+  CHECK(a.reserved().count() == 20 * kMiB);
+  CHECK(a.segments() == 1);
+  // A request of 10 MiB or more gets its own segment, rounded to 2 MiB.
+  a.Allocate(11 * kMiB + 1, 0);
+  CHECK(a.reserved().count() == 20 * kMiB + 12 * kMiB);
+}
+
+TEST_CASE("a remainder of at most 1 MiB is not split off a large block", "[allocator]") {
+  CachingAllocator a = Allocator();
+  const auto big = a.Allocate(12 * kMiB, 0);  // a 12 MiB segment
+  a.Free(big);
+  a.Allocate(11 * kMiB + 512 * 1024, 0);  // 0.5 MiB would remain: the whole block is taken
+  CHECK(a.allocated().count() == 12 * kMiB);
+  a.Allocate(1536 * 1024, 0);  // 1.5 MiB: a small request? no, > 1 MiB: a new 20 MiB segment
+  CHECK(a.reserved().count() == 12 * kMiB + 20 * kMiB);
+}
+
+TEST_CASE("freed blocks are reused best-fit and merge with free neighbours", "[allocator]") {
+  CachingAllocator a = Allocator();
+  const auto x = a.Allocate(30 * kMiB, 0);
+  a.Free(x);
+  const auto p = a.Allocate(12 * kMiB, 0);  // split: 12 + 18
+  const auto q = a.Allocate(18 * kMiB, 0);  // takes the 18
+  CHECK(a.reserved().count() == 30 * kMiB);
+  a.Free(p);
+  a.Free(q);  // merges back into one free 30 MiB block
+  a.Allocate(30 * kMiB, 0);
+  CHECK(a.reserved().count() == 30 * kMiB);
+  CHECK(a.segments() == 1);
+}
+
+TEST_CASE("fragmentation: a free hole too small for the request costs a new segment",
+          "[allocator]") {
+  CachingAllocator a = Allocator();
+  const auto first = a.Allocate(40 * kMiB, 0);
+  a.Allocate(40 * kMiB, 0);
+  a.Free(first);             // 40 MiB cached, free
+  a.Allocate(50 * kMiB, 0);  // does not fit the hole
+  CHECK(a.allocated().count() == 90 * kMiB);
+  CHECK(a.reserved().count() == 130 * kMiB);  // 40 of them reserved but unused
+  CHECK(a.reserved_peak().count() == 130 * kMiB);
+}
+
+TEST_CASE("a block freed by one stream is not reused by another", "[allocator]") {
+  CachingAllocator a = Allocator();
+  const auto comm = a.Allocate(64 * kMiB, /*stream=*/1);  // an all-gather buffer
+  a.Free(comm);
+  a.Allocate(64 * kMiB, /*stream=*/0);  // the compute stream needs its own segment
+  CHECK(a.reserved().count() == 128 * kMiB);
+  a.Allocate(64 * kMiB, /*stream=*/1);  // the comm stream reuses its cached block
+  CHECK(a.reserved().count() == 128 * kMiB);
+}
+
+TEST_CASE("at capacity, cached free segments are released before a new one is reserved",
+          "[allocator]") {
+  CachingAllocator a = Allocator(/*capacity_mib=*/100);
+  const auto x = a.Allocate(60 * kMiB, 0);
+  a.Free(x);
+  a.Allocate(70 * kMiB, 0);  // 60 + 70 > 100: the free 60 MiB segment is released first
+  CHECK(a.reserved().count() == 70 * kMiB);
+  CHECK(a.reserved_peak().count() == 70 * kMiB);
+  CHECK_FALSE(a.overflowed());
+  a.Allocate(40 * kMiB, 0);
+  CHECK(a.overflowed());
+}
+
+TEST_CASE("expandable segments grow one segment per stream instead of caching holes",
+          "[allocator]") {
+  CachingAllocator a = Allocator(1 << 20, /*expandable=*/true);
+  const auto first = a.Allocate(40 * kMiB, 0);
+  a.Allocate(40 * kMiB, 0);
+  a.Free(first);
+  // The 40 MiB hole at the start cannot hold 50 MiB; the segment's end is mapped further.
+  a.Allocate(50 * kMiB, 0);
+  CHECK(a.reserved().count() == 130 * kMiB);
+  CHECK(a.segments() == 1);
+  // A freed tail is extended rather than left beside a new mapping.
+  CachingAllocator b = Allocator(1 << 20, true);
+  b.Allocate(40 * kMiB, 0);
+  const auto tail = b.Allocate(40 * kMiB, 0);
+  b.Free(tail);
+  b.Allocate(50 * kMiB, 0);  // 40 MiB free tail + 10 MiB mapped
+  CHECK(b.reserved().count() == 90 * kMiB);
+}
+
+TEST_CASE("the ledger frees a communication buffer only when its collective ends", "[allocator]") {
+  // A gradient bucket allocated on the compute stream and reduced on the comm stream is freed
+  // at the collective's end (record_stream's delayed free): until then a compute-stream request
+  // of the same size cannot reuse it.
+  sim::memory::MemoryLedger ledger(Bytes::GiB(1), /*record_changes=*/false);
+  using sim::Duration;
+  using sim::MemCategory;
+  const Bytes bucket = Bytes::Count(25 * kMiB);
+  ledger.Apply(MemCategory::kCommBuffers, bucket, Duration::Zero(), 0, /*stream=*/0);
+  ledger.Apply(MemCategory::kActivations, bucket, Duration::Zero(), 1, 0);  // before the free
+  CHECK(ledger.reserved().count() == 2 * 26 * kMiB);
+  ledger.Apply(MemCategory::kCommBuffers, -bucket, Duration::Zero(), 2, 1);  // collective ends
+  ledger.Apply(MemCategory::kActivations, bucket, Duration::Zero(), 3, 0);   // reuses it now
+  CHECK(ledger.reserved().count() == 2 * 26 * kMiB);
+  CHECK(ledger.unmatched_frees() == 0);
+}
