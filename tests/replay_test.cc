@@ -285,7 +285,8 @@ TEST_CASE("same input, byte-identical report, the trace parses", "[replay]") {
   CHECK(complete == static_cast<int>(a.program.ops.size()));
   CHECK(counters > 0);
   const std::string csv = report::TimelineCsv(a);
-  CHECK(csv.rfind("time_s,gpu,event,category,delta_bytes,allocated_bytes,reserved_bytes\n", 0) == 0);
+  CHECK(csv.rfind("time_s,gpu,event,category,delta_bytes,allocated_bytes,reserved_bytes\n", 0) ==
+        0);
 }
 
 TEST_CASE("time adds up: step = compute + recompute + optimizer + exposed comm", "[replay][time]") {
