@@ -127,11 +127,11 @@ def torchtitan_cases(recs):
             skip = f"GPU '{gpu}' is not in the catalog (a 96 GB HBM2e H100 at 500 W, not the H100 SXM5 80GB)"
         rid = r["id"]
         recompute = r["recompute"]
+        every = None
         if "selective_layer" in rid or "selective layer" in str(recompute):
-            skip = skip or "selective layer checkpointing (every 2nd layer, torchtitan ac_freq 2) is not modelled yet"
-            policy = "full"
+            policy, every = "full", 2  # torchtitan selective_ac_option "2": every 2nd layer, full AC
         elif "selective_op" in rid or "op" in str(recompute):
-            policy = "selective"
+            policy = "op"
         elif "full" in rid or str(recompute).startswith("full"):
             policy = "full"
         else:
@@ -155,13 +155,45 @@ def torchtitan_cases(recs):
         gpus = p.get("num_gpus", 8)
         mb = p.get("local_batch", p.get("microbatch", 1))
         gb = p.get("global_batch", mb * gpus)
+        every_key = f", recompute_every: {every}" if every else ""
         scenario = [f"model: {name}",
                     f"cluster: {{node: dgx-a100-80gb, nodes: {max(1, gpus // 8)}}}  # interconnect not stated: DGX A100 (8 x HDR)",
-                    f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {gb}, recompute: {policy}, attention: flash}}",
+                    f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {gb}, recompute: {policy}{every_key}, attention: flash}}",
                     "parallel: {framework: fsdp, zero: 3, sharding: full_shard, reduce_dtype: fp32}  # torchtitan FSDP2 reduces in fp32"]
-        notes = ["selective_op (torchtitan op-level SAC) is approximated by stepsim's selective recompute"] if policy == "selective" else []
+        notes = []
         cases.append({"id": rid, "source": source_of(r), "measured": measured, "flops": "torchtitan",
                       "memory": "reserved", "scenario": scenario, "skip": skip, "notes": notes})
+    return cases
+
+
+# torchao's float8 README trains Llama 3 8B with torchtitan (FSDP2, per-op SAC, torch.compile):
+# the node of each GPU, and the loss as that torchtitan release computed it.
+TORCHAO_NODES = {"H100-SXM5-80GB": "dgx-h100", "MI300X-192GB": "mi300x-platform"}
+
+
+def torchao_cases(recs):
+    cases = []
+    for r in recs:
+        if not r["id"].startswith("torchao_float8_readme"):
+            continue
+        m, p, meas = r["model"], r["parallelism"], r["measured"]
+        gpu = r["hardware"]["gpu"]
+        framework = r.get("framework", "")
+        # torchtitan compiles the loss with the model (compile.components default ["model",
+        # "loss"]) from its 2025 releases; torchtitan 0.0.2 (torch 2.7.0a0) compiled the blocks only.
+        compiled_loss = "0.0.2" not in framework
+        loss = "compiled" if compiled_loss else "eager"
+        note = ("torch.compile on: the loss is compiled with the model (torchtitan compile.components "
+                "['model', 'loss'])" if compiled_loss else
+                "torch.compile on: torchtitan 0.0.2 compiles the transformer blocks, the loss runs eagerly")
+        scenario = [f"model: {LLAMA[m['name']]}",
+                    f"cluster: {{node: {TORCHAO_NODES[gpu]}, nodes: {p['num_gpus'] // 8}}}",
+                    f"training: {{seq_len: {m['seq_len']}, micro_batch: {p['microbatch']}, global_batch: {p['global_batch']}, "
+                    f"recompute: op, attention: flash, loss: {loss}}}",
+                    "parallel: {framework: fsdp, zero: 3, sharding: full_shard, reduce_dtype: fp32}  # torchtitan FSDP2 reduces in fp32"]
+        cases.append({"id": r["id"], "source": source_of(r),
+                      "measured": {"peak_memory": f"{meas['peak_memory_gib']} GiB"}, "flops": "torchtitan",
+                      "memory": "reserved", "scenario": scenario, "notes": [note]})
     return cases
 
 
@@ -288,6 +320,8 @@ def main():
     write("megatron.yaml", "Narayanan SC21 Table 1, Megatron-LM README, Korthikanti 2022 Table 5 (TP/SP/PP, Megatron preset).",
           megatron_cases(recs))
     write("torchtune.yaml", "torchtune README memory rows.", torchtune_cases(recs))
+    write("torchao.yaml", "torchao float8 README: torchtitan Llama 3 8B peak reserved memory (bf16 rows).",
+          torchao_cases(recs))
     write("deepspeed-estimator.yaml", "DeepSpeed memory-estimator rows, checked against the ledger's estimator view.",
           deepspeed_estimator_cases(recs))
 

@@ -48,9 +48,10 @@ struct EnumNames<RecomputeMethod> {
 };
 template <>
 struct EnumNames<LossKernel> {
-  static constexpr NameTable<LossKernel, 4> kNames{{{LossKernel::kEager, "eager"},
+  static constexpr NameTable<LossKernel, 5> kNames{{{LossKernel::kEager, "eager"},
                                                     {LossKernel::kVocabParallel, "vocab_parallel"},
                                                     {LossKernel::kFused, "fused"},
+                                                    {LossKernel::kCompiled, "compiled"},
                                                     {LossKernel::kChunked, "chunked"}}};
 };
 template <>

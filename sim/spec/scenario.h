@@ -30,9 +30,10 @@ enum class RecomputeMethod { kUniform, kBlock };
 // How the loss turns logits into a gradient (sim/workload/loss.h has each kernel's tensors):
 // eager PyTorch cross_entropy on fp32-upcast logits; Megatron-LM's vocab-parallel cross-entropy
 // (fp32 copy, softmax and gradient in place); a fused kernel that keeps the 16-bit logits and
-// writes the gradient into them (Transformer Engine parallel_cross_entropy); and chunked
-// cross-entropy (torchtune CEWithChunkedOutputLoss), fp32 one chunk at a time.
-enum class LossKernel { kEager, kVocabParallel, kFused, kChunked };
+// writes the gradient into them (Transformer Engine parallel_cross_entropy); torch.compile'd
+// cross_entropy; and chunked cross-entropy (torchtune CEWithChunkedOutputLoss), fp32 one chunk
+// at a time.
+enum class LossKernel { kEager, kVocabParallel, kFused, kCompiled, kChunked };
 enum class AttentionKernel { kFlash, kEager };
 enum class Framework { kDeepSpeed, kFsdp, kMegatron };
 // FSDP sharding strategies (torch.distributed.fsdp.ShardingStrategy).

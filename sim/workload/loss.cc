@@ -30,6 +30,10 @@ LossTensors LossTensorsOf(LossKernel kernel, int64_t chunks, int64_t tokens, int
       break;
     case LossKernel::kFused:
       break;  // the gradient lives in the logits' buffer
+    case LossKernel::kCompiled:
+      t.backward = {{MemWhen::kStart, kL, l16},  // the 16-bit gradient
+                    {MemWhen::kEnd, kL, -l16}};  // the saved logits
+      break;
     case LossKernel::kChunked: {
       const int64_t n = std::max<int64_t>(chunks, 1);
       const Bytes chunk32 = l32 / n;

@@ -24,6 +24,10 @@
 // calculate_logits_max() upcasts with .float(), exp and the gradient are computed in place in
 // that fp32 buffer (the same for its jit-fused variant). fused — Transformer Engine
 // parallel_cross_entropy (Triton): the gradient overwrites the 16-bit input in the forward.
+// compiled — torch.compile of PyTorch's cross_entropy(logits.float()) (torchtitan compiles the
+// loss when compile.components holds "loss", its default since 2025): Inductor fuses the upcast
+// into the max/logsumexp reductions, its partitioner saves the graph input (the 16-bit logits)
+// and per-row statistics, and the backward writes the 16-bit gradient in one kernel.
 // chunked — torchtune CEWithChunkedOutputLoss: the head runs per chunk, each chunk is upcast and
 // cross-entropied alone, its log_softmax kept for the backward.
 
