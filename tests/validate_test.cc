@@ -86,8 +86,8 @@ TEST_CASE("MFU in the MosaicML and torchtitan conventions", "[validate]") {
 // reaches (step-time MAPE 5.7% over the 67 A100 cases that run; MosaicML time metrics 5.4%).
 TEST_CASE("public validation cases stay within their error levels", "[validate]") {
   const auto results = validate::RunCases(AllCases(), 2);
-  double step_sum = 0, mpt_sum = 0, table5_sum = 0;
-  int step_n = 0, mpt_n = 0, table5_n = 0, ran = 0, skipped = 0;
+  double step_sum = 0, mpt_sum = 0, table5_sum = 0, memory_sum = 0;
+  int step_n = 0, mpt_n = 0, table5_n = 0, memory_n = 0, ran = 0, skipped = 0;
   for (const auto& r : results) {
     if (r.skipped) {
       ++skipped;
@@ -96,6 +96,13 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
     }
     ++ran;
     for (const auto& m : r.metrics) {
+      if (m.metric == "peak_memory") {
+        // Measured peaks (torchao, torchtitan; reserved): nothing fitted to them. Reached:
+        // +4.2, +4.5, -3.0, -1.6 %.
+        CHECK(std::abs(m.error_pct) < 7.5);
+        memory_sum += std::abs(m.error_pct);
+        ++memory_n;
+      }
       if (m.metric == "step_s" && r.group != "megatron") {
         step_sum += std::abs(m.error_pct);
         ++step_n;
@@ -125,6 +132,8 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   CHECK(ran >= 104);     // 61 MosaicML + 6 torchtitan + 17 estimator + 20 Megatron rows
   CHECK(skipped >= 20);  // torchtune, non-catalog GPUs: reported, not dropped
   CHECK(table5_n == 8);
+  CHECK(memory_n >= 4);
+  CHECK(memory_sum / memory_n <= 5.0);  // 3.3 % reached
   // 7.45 % before selective recompute re-ran the QKᵀ and AV matmuls it needs (it is 8.19 %
   // since): the A100 efficiencies were fitted without that work and are refitted with the
   // time calibration.
