@@ -143,7 +143,7 @@ TEST_CASE("fsdp hybrid_shard: intra-node shards, inter-node all-reduce of the sh
 // The activation bytes the replay allocates for one layer's forward, net of what it frees by
 // the layer's end, equal the op-level accounting.
 TEST_CASE("replayed layer activations equal the op-level accounting", "[replay][memory]") {
-  for (const char* policy : {"none", "selective", "full"}) {
+  for (const char* policy : {"none", "selective", "full", "op"}) {
     for (const char* model : {"gpt-22b", "llama2-70b"}) {
       INFO(model << " recompute " << policy);
       const Scenario s = Load({{"model", model},

@@ -251,8 +251,13 @@ void CountWork(ReplayResult& r) {
     }
     switch (op.pass) {
       case OpPass::kForward:
-      case OpPass::kBackward:
         r.model_flops += op.flops;
+        r.hardware_flops += op.flops;
+        break;
+      case OpPass::kBackward:
+        // The flash backward's recompute of QK^T and the softmax is hardware work only.
+        r.model_flops +=
+            op.op_class == OpClass::kAttention ? op.flops * (2.0 / kFlashBackwardFactor) : op.flops;
         r.hardware_flops += op.flops;
         break;
       case OpPass::kRecompute:

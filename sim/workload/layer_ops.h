@@ -48,6 +48,12 @@ namespace sim {
 
 enum class OpClass { kGemm, kAttention, kMemoryBound };
 
+// FlashAttention's backward runs five matmuls to the forward's two (it recomputes QK^T and the
+// softmax): 2.5 times the forward's FLOPs (Dao 2023, FlashAttention-2, arXiv 2307.08691, section
+// 3.1.2). Model FLOPs count a backward as twice the forward (SPEC §2): the other half forward is
+// hardware FLOPs only.
+inline constexpr double kFlashBackwardFactor = 2.5;
+
 // Where a layer op meets tensor and context parallelism (Megatron-LM, Shoeybi et al. 2019 §3;
 // Korthikanti et al. 2022 §4.2.2):
 //   kColumn  column-parallel GEMM (qkv, fc1 / gate_up): its input is the full activation (with

@@ -259,12 +259,11 @@ class Lowerer {
 
   Op FromLayerOp(const LayerOp& lo, OpPass pass, int32_t g) const {
     // Backward: a GEMM's input and weight gradients are two GEMMs of the forward's size; other
-    // kernels read and write about twice the forward traffic. FlashAttention's backward runs
-    // five matmuls to the forward's two (it recomputes QK^T and the softmax): 2.5x (Dao 2023,
-    // FlashAttention-2, arXiv 2307.08691, section 3.1.2).
+    // kernels read and write about twice the forward traffic; flash attention's backward does
+    // kFlashBackwardFactor times its forward.
     const bool flash_backward = pass == OpPass::kBackward && lo.op_class == OpClass::kAttention &&
                                 s_.training.attention == AttentionKernel::kFlash;
-    const double k = flash_backward ? 2.5 : pass == OpPass::kBackward ? 2.0 : 1.0;
+    const double k = flash_backward ? kFlashBackwardFactor : pass == OpPass::kBackward ? 2.0 : 1.0;
     return Compute(lo.name, pass, lo.op_class, lo.flops * k, lo.bytes_moved * k, g);
   }
 

@@ -1,0 +1,162 @@
+// Checkpointing policies, loss kernels and model FLOPs against hand-worked values
+// (sim/workload/layer_ops.h, sim/workload/loss.h).
+#include <catch2/catch.hpp>
+
+#include "sim/config/loaders.h"
+#include "sim/replay/replay.h"
+#include "sim/report/run_summary.h"
+#include "sim/workload/layer_ops.h"
+#include "sim/workload/lowering.h"
+
+namespace sim {
+namespace {
+
+Scenario Load(std::vector<config::Override> overrides) {
+  overrides.insert(overrides.begin(), {{"model", "tests/golden/tiny-model.yaml"},
+                                       {"cluster.node", "dgx-h100"},
+                                       {"cluster.nodes", "1"},
+                                       {"training.seq_len", "1024"},
+                                       {"training.global_batch", "8"},
+                                       {"training.recompute", "none"},
+                                       {"parallel.framework", "fsdp"},
+                                       {"parallel.zero", "3"}});
+  auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                STEPSIM_SOURCE_DIR "/scenarios/default.yaml", overrides);
+  REQUIRE(s.ok());
+  return *s;
+}
+
+report::RunSummary Run(const Scenario& s) {
+  auto r = replay::Simulate(s, {});
+  REQUIRE(r.ok());
+  return report::Summarize(s, *r);
+}
+
+// Activation bytes a layer's forward leaves allocated (what it keeps for its backward).
+Bytes KeptByLayer(const Scenario& s, int32_t layer) {
+  auto program = Lower(s);
+  REQUIRE(program.ok());
+  Bytes net;
+  for (const Op& op : program->ops) {
+    if (op.group != layer || op.kind != OpKind::kCompute || op.pass != OpPass::kForward ||
+        op.micro_batch != 0)
+      continue;
+    for (int32_t i = op.mem_begin; i < op.mem_end; ++i) {
+      if (program->mem[i].category == MemCategory::kActivations) net += program->mem[i].bytes;
+    }
+  }
+  return net;
+}
+
+TEST_CASE("per-op checkpointing keeps what torchtitan's policy caches", "[memory][recompute]") {
+  // Llama 3 8B, s = 8192, flash: the layer input x, wq's q, wv's v, the attention output and
+  // its fp32 log-sum-exp, w1's output and w2's output.
+  ModelSpec m;
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.vocab = 128256;
+  m.mlp = MlpKind::kSwiglu;
+  const int64_t T = 8192, h = 4096, kv = 1024, f = 14336, a = 32;
+  const ActivationShape shape{T, 1, 1, false, AttentionKernel::kFlash};
+  const int64_t op =
+      2 * T * h + 2 * T * h + 2 * T * kv + 2 * T * h + 4 * a * T + 2 * T * f + 2 * T * h;
+  CHECK(LayerActivationBytes(m, shape, Recompute::kOp).count() == op);
+  CHECK(LayerActivationBytes(m, shape, Recompute::kFull).count() == 2 * T * h);
+  // none: x, norm1 out, q, k, v, lse, context, the residual (norm2 in), norm2 out, gate, up,
+  // the down projection input.
+  const int64_t none = 2 * T * h * 6 + 2 * T * kv * 2 + 4 * a * T + 2 * T * f * 3;
+  CHECK(LayerActivationBytes(m, shape, Recompute::kNone).count() == none);
+  CHECK(2 * T * h < op);
+  CHECK(op < none);
+}
+
+TEST_CASE("every K-th layer checkpointed; Megatron uniform groups keep one input",
+          "[memory][recompute]") {
+  const int64_t x = 2 * 1024 * 1024;  // the layer input: 2·T·h bytes
+  const Scenario every = Load({{"training.recompute", "full"}, {"training.recompute_every", "2"}});
+  const Bytes all = KeptByLayer(Load({}), 1);
+  CHECK(KeptByLayer(every, 1) == all);  // layers 1 and 3 keep everything
+  CHECK(KeptByLayer(every, 2).count() == x);
+  CHECK(KeptByLayer(every, 3) == all);
+  CHECK(KeptByLayer(every, 4).count() == x);
+
+  const Scenario uniform = Load({{"parallel.framework", "megatron"},
+                                 {"parallel.zero", "1"},
+                                 {"training.recompute", "full"},
+                                 {"training.recompute_layers", "2"}});
+  CHECK(KeptByLayer(uniform, 1).count() == x);  // the group's input
+  CHECK(KeptByLayer(uniform, 2).count() == 0);
+  CHECK(KeptByLayer(uniform, 3).count() == x);
+  const Scenario block = Load({{"parallel.framework", "megatron"},
+                               {"parallel.zero", "1"},
+                               {"training.recompute", "full"},
+                               {"training.recompute_layers", "1"},
+                               {"training.recompute_method", "block"}});
+  CHECK(KeptByLayer(block, 1).count() == x);  // the first layer of the stage
+  CHECK(KeptByLayer(block, 2) == all);
+  // The uniform group re-runs both layers at once: more activations at the peak than one by
+  // one.
+  const Scenario single = Load(
+      {{"parallel.framework", "megatron"}, {"parallel.zero", "1"}, {"training.recompute", "full"}});
+  CHECK(Run(uniform).category_peaks[static_cast<int>(MemCategory::kActivations)] >
+        Run(single).category_peaks[static_cast<int>(MemCategory::kActivations)]);
+}
+
+TEST_CASE("each loss kernel peaks at its documented multiple of T·V", "[memory][loss]") {
+  // One micro-batch of 1024 tokens, V = 32000: nothing else lives in the logits category.
+  const int64_t tv = 1024 * 32000;
+  const std::vector<std::pair<const char*, int64_t>> kernels = {
+      {"eager", 12 * tv}, {"vocab_parallel", 6 * tv}, {"fused", 2 * tv}, {"compiled", 4 * tv}};
+  for (const auto& [kernel, bytes] : kernels) {
+    INFO(kernel);
+    const auto r = Run(Load({{"training.loss", kernel}}));
+    CHECK(r.category_peaks[static_cast<int>(MemCategory::kLogits)].count() == bytes);
+  }
+  // chunked, n = 8: the bf16 logits, every chunk's fp32 log-softmax and one chunk's copy.
+  const auto chunked = Run(Load({{"training.loss", "chunked"}, {"training.loss_chunks", "8"}}));
+  CHECK(chunked.category_peaks[static_cast<int>(MemCategory::kLogits)].count() ==
+        2 * tv + 4 * tv + 4 * tv / 8);
+  // The framework presets: megatron computes its vocab-parallel kernel by default.
+  const auto megatron = Run(Load({{"parallel.framework", "megatron"}, {"parallel.zero", "1"}}));
+  CHECK(megatron.category_peaks[static_cast<int>(MemCategory::kLogits)].count() == 6 * tv);
+}
+
+TEST_CASE("model FLOPs count the flash backward as twice its forward", "[flops]") {
+  const Scenario s = Load({});
+  auto r = replay::Simulate(s, {});
+  REQUIRE(r.ok());
+  Flops forward, flash_forward;
+  for (const Op& op : r->program.ops) {
+    if (op.kind != OpKind::kCompute || op.pass != OpPass::kForward) continue;
+    forward += op.flops;
+    if (op.op_class == OpClass::kAttention) flash_forward += op.flops;
+  }
+  // Without recompute the hardware FLOPs exceed the model FLOPs by the flash backward's extra
+  // half forward, and by nothing else.
+  CHECK(r->recompute_flops.count() == 0);
+  CHECK(r->hardware_flops.count() - r->model_flops.count() ==
+        Approx(0.5 * flash_forward.count()).epsilon(1e-9));
+  CHECK(forward.count() > 0);
+}
+
+TEST_CASE("the reserved peak is simulated: at least the allocated peak, not a fixed ratio",
+          "[memory][allocator]") {
+  const auto small = Run(Load({}));
+  const auto big = Run(Load({{"training.seq_len", "4096"},
+                             {"training.micro_batch", "2"},
+                             {"training.global_batch", "16"}}));
+  CHECK(small.reserved_peak >= small.peak);
+  CHECK(big.reserved_peak >= big.peak);
+  CHECK(small.fragmentation != Approx(big.fragmentation).epsilon(0.01));
+  // expandable segments change how blocks are laid out, not what is allocated.
+  const auto expandable = Run(Load({{"runtime.expandable_segments", "true"}}));
+  CHECK(expandable.peak == small.peak);
+  CHECK(expandable.reserved_peak >= expandable.peak);
+  CHECK(expandable.reserved_peak != small.reserved_peak);
+}
+
+}  // namespace
+}  // namespace sim
