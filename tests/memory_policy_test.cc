@@ -12,14 +12,15 @@ namespace sim {
 namespace {
 
 Scenario Load(std::vector<config::Override> overrides) {
-  overrides.insert(overrides.begin(), {{"model", "tests/golden/tiny-model.yaml"},
-                                       {"cluster.node", "dgx-h100"},
-                                       {"cluster.nodes", "1"},
-                                       {"training.seq_len", "1024"},
-                                       {"training.global_batch", "8"},
-                                       {"training.recompute", "none"},
-                                       {"parallel.framework", "fsdp"},
-                                       {"parallel.zero", "3"}});
+  overrides.insert(overrides.begin(),
+                   {{"model", STEPSIM_SOURCE_DIR "/tests/golden/tiny-model.yaml"},
+                    {"cluster.node", "dgx-h100"},
+                    {"cluster.nodes", "1"},
+                    {"training.seq_len", "1024"},
+                    {"training.global_batch", "8"},
+                    {"training.recompute", "none"},
+                    {"parallel.framework", "fsdp"},
+                    {"parallel.zero", "3"}});
   auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
                                 STEPSIM_SOURCE_DIR "/scenarios/default.yaml", overrides);
   REQUIRE(s.ok());
