@@ -74,7 +74,7 @@ TEST_CASE("per-op checkpointing keeps what torchtitan's policy caches", "[memory
   CHECK(op < none);
 }
 
-TEST_CASE("every K-th layer checkpointed; Megatron uniform groups keep one input",
+TEST_CASE("every K-th layer checkpointed, Megatron uniform groups keep one input",
           "[memory][recompute]") {
   const int64_t x = 2 * 1024 * 1024;  // the layer input: 2·T·h bytes
   const Scenario every = Load({{"training.recompute", "full"}, {"training.recompute_every", "2"}});
