@@ -87,6 +87,7 @@ BlockHandle CachingAllocator::Take(int32_t segment, int64_t offset, int64_t size
   Segment& seg = segments_[segment];
   Block& block = seg.blocks.at(offset);
   SIM_CHECK(block.free && block.size >= size, "allocator took a block that does not fit");
+  empty_.erase(segment);
   EraseFree(segment, offset, block.size);
   const int64_t remaining = block.size - size;
   const bool split = seg.small ? remaining >= kMinBlockSize : remaining > kSmallSize;
@@ -122,6 +123,7 @@ void CachingAllocator::Free(BlockHandle handle) {
     }
   }
   InsertFree(handle.segment, it->first, it->second.size);
+  if (!seg.expandable && seg.blocks.size() == 1) empty_.insert(handle.segment);
 }
 
 void CachingAllocator::Reserve(int64_t bytes) {
@@ -131,17 +133,18 @@ void CachingAllocator::Reserve(int64_t bytes) {
 }
 
 void CachingAllocator::ReleaseCachedSegments() {
-  for (int32_t id = 0; id < static_cast<int32_t>(segments_.size()); ++id) {
+  for (int32_t id : empty_) {
     Segment& seg = segments_[id];
-    if (seg.released || seg.expandable || seg.blocks.size() != 1) continue;
     const Block& only = seg.blocks.begin()->second;
-    if (!only.free) continue;
+    SIM_CHECK(!seg.released && seg.blocks.size() == 1 && only.free,
+              "an empty segment holds a live block");
     EraseFree(id, 0, only.size);
     seg.blocks.clear();
     seg.released = true;
     reserved_ -= seg.size;
     --live_segments_;
   }
+  empty_.clear();
 }
 
 void CachingAllocator::InsertFree(int32_t segment, int64_t offset, int64_t size) {

@@ -107,6 +107,7 @@ class CachingAllocator {
   std::vector<Segment> segments_;
   std::set<FreeKey> free_;
   std::map<int32_t, int32_t> expandable_of_stream_;
+  std::set<int32_t> empty_;  // fixed segments whose one block is free: what a release frees
   int64_t allocated_ = 0, reserved_ = 0, reserved_peak_ = 0, live_segments_ = 0;
   bool overflowed_ = false;
 };

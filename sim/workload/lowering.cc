@@ -83,7 +83,7 @@ class Lowerer {
         (3 * layer_ops_.size() + (model_parallel ? 15 : 3)) * group_params_.size() + 2 * p;
     p_.ops.reserve(per_mb * static_cast<size_t>(s_.micro_batches()) + 4 * p);
     p_.deps.reserve(p_.ops.capacity());
-    p_.mem.reserve(3 * p_.ops.capacity());
+    p_.mem.reserve(5 * p_.ops.capacity());  // about 4 per op with tensors freed one by one
     p_.sharding = plan_;
     for (int32_t stage = 0; stage < p; ++stage) {
       p_.stage_states.push_back(PersistentStates(s_, stage));
