@@ -7,6 +7,7 @@
 #include "sim/report/run_summary.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
+#include "sim/workload/sharding.h"
 
 namespace sim {
 namespace {
@@ -123,6 +124,29 @@ TEST_CASE("each loss kernel peaks at its documented multiple of T·V", "[memory]
   // The framework presets: megatron computes its vocab-parallel kernel by default.
   const auto megatron = Run(Load({{"parallel.framework", "megatron"}, {"parallel.zero", "1"}}));
   CHECK(megatron.category_peaks[static_cast<int>(MemCategory::kLogits)].count() == 6 * tv);
+}
+
+TEST_CASE("ddp: fp32 states, a bucket copy of the gradients, autocast's 16-bit copies",
+          "[memory][ddp]") {
+  const Scenario s = Load({{"parallel.framework", "ddp"}, {"parallel.zero", "0"}});
+  const auto r = Run(s);
+  const int64_t p = r.static_states.weights.count() / 4;  // parameters per GPU
+  CHECK(r.static_states.weights.count() == 4 * p);
+  CHECK(r.static_states.gradients.count() == 8 * p);
+  CHECK(r.static_states.optimizer.count() == 8 * p);
+  // Without checkpointing every layer's 16-bit copies are saved for its backward: at the end of
+  // the forward all of them (and the head's) are alive.
+  int64_t layers = 0;
+  for (size_t g = 1; g + 1 < GroupParameters(s).size(); ++g) layers += GroupParameters(s)[g];
+  CHECK(r.category_peaks[static_cast<int>(MemCategory::kGatheredParams)].count() >= 2 * layers);
+  // Checkpointed, only the running layer's.
+  const auto full = Run(Load(
+      {{"parallel.framework", "ddp"}, {"parallel.zero", "0"}, {"training.recompute", "full"}}));
+  const int64_t head = s.model.vocab * s.model.hidden;
+  CHECK(full.category_peaks[static_cast<int>(MemCategory::kGatheredParams)].count() <=
+        2 * (GroupParameters(s)[1] + head));
+  CHECK(full.category_peaks[static_cast<int>(MemCategory::kGatheredParams)] <
+        r.category_peaks[static_cast<int>(MemCategory::kGatheredParams)]);
 }
 
 TEST_CASE("model FLOPs count the flash backward as twice its forward", "[flops]") {

@@ -209,6 +209,33 @@ def torchao_cases(recs):
     return cases
 
 
+# ColossalAI's PyTorch Lightning GPT-2 XL benchmark: 4 x A100 40GB, Hugging Face GPT2LMHeadModel
+# with gradient checkpointing (eager attention, dropout 0.1), Adam.
+def colossalai_cases(recs):
+    cases = []
+    for r in recs:
+        if not r["id"].startswith("colossalai_lightning_gpt2xl"):
+            continue
+        p, meas = r["parallelism"], r["measured"]
+        ddp = "ddp" in r["id"]
+        framework = "{framework: ddp, zero: 0}" if ddp else "{framework: deepspeed, zero: 3}"
+        scenario = ["model: gpt2-xl",
+                    f"cluster: {{node: dgx-a100-40gb, nodes: 1, gpus_per_node: {p['num_gpus']}}}",
+                    f"training: {{seq_len: 1024, micro_batch: {p['microbatch']}, global_batch: {p['global_batch']}, "
+                    "precision: fp16, recompute: full, attention: eager}",  # Adam: AdamW's states
+                    f"parallel: {framework}"]
+        notes = (["torch.cuda.amp: autocast runs the cross-entropy in fp32 (loss: eager); not modelled: the",
+                  "fp32 residual stream under AMP and Hugging Face's shifted copy of the logits"] if ddp else [])
+        skip = None if ddp else (
+            "DeepSpeed fp16 without autocast: Hugging Face's GPT-2 (2022) computes the cross-entropy on the "
+            "fp16 logits, with a shifted copy; stepsim's loss kernels upcast (eager) or fuse, a 16-bit eager "
+            "loss is not modelled yet")
+        cases.append({"id": r["id"], "source": source_of(r),
+                      "measured": {"peak_memory": f"{meas['peak_memory_gib']} GiB"}, "flops": "stepsim",
+                      "memory": "allocated", "scenario": scenario, "notes": notes, "skip": skip})
+    return cases
+
+
 def megatron_cases(recs):
     cases = []
     for r in recs:
@@ -332,6 +359,8 @@ def main():
     write("megatron.yaml", "Narayanan SC21 Table 1, Megatron-LM README, Korthikanti 2022 Table 5 (TP/SP/PP, Megatron preset).",
           megatron_cases(recs))
     write("torchtune.yaml", "torchtune README memory rows.", torchtune_cases(recs))
+    write("colossalai.yaml", "ColossalAI PyTorch Lightning benchmark: GPT-2 XL peak allocated memory.",
+          colossalai_cases(recs))
     write("torchao.yaml", "torchao float8 README: torchtitan Llama 3 8B peak reserved memory (bf16 rows).",
           torchao_cases(recs))
     write("deepspeed-estimator.yaml", "DeepSpeed memory-estimator rows, checked against the ledger's estimator view.",

@@ -403,6 +403,13 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     errors.Add(at("training", "precision"), "training.precision",
                absl::StrCat(s.cluster.gpu.name, " has no bf16 tensor cores; use fp16"));
   }
+  if (par.framework == Framework::kDdp &&
+      (par.zero != 0 || tp > 1 || pp > 1 || cp > 1 || s.training.precision == Precision::kFp8)) {
+    errors.Add(at("parallel", "framework"), "parallel.framework",
+               "ddp is PyTorch DistributedDataParallel with AMP: data parallelism only (zero 0, "
+               "tp, pp and cp 1) in bf16 or fp16; use deepspeed, fsdp or megatron for sharding, "
+               "model parallelism or fp8");
+  }
   if (s.parallel.sharding && s.parallel.framework != Framework::kFsdp) {
     errors.Add(at("parallel", "sharding"), "parallel.sharding",
                "sharding strategies belong to framework fsdp");

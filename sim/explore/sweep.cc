@@ -63,6 +63,9 @@ std::vector<CompareStage> CompareStages(const Scenario& base) {
       stages.push_back({0, "megatron", {{"parallel.zero", "0"}}});
       stages.push_back({1, "megatron distributed optimizer", {{"parallel.zero", "1"}}});
       break;
+    case Framework::kDdp:
+      stages.push_back({0, "ddp", {{"parallel.zero", "0"}}});
+      break;
     case Framework::kDeepSpeed:
       for (int zero = 0; zero <= 3; ++zero) {
         stages.push_back({zero, "deepspeed", {{"parallel.zero", absl::StrCat(zero)}}});

@@ -28,12 +28,14 @@ std::string StageFormula(const BytesPerParam& b, Framework fw, int stage) {
 
 std::string KindLabel(absl::string_view kind, Framework fw, OptimizerKind opt, Precision p) {
   if (kind == "weights") {
+    if (fw == Framework::kDdp) return "weights (fp32, AMP)";
     return p == Precision::kFp8 && fw == Framework::kDeepSpeed ? "weights (fp8)" : "weights (bf16)";
   }
   if (kind == "gradients") {
-    return fw == Framework::kDeepSpeed ? "gradients (bf16)"
-           : fw == Framework::kFsdp    ? "gradients (fp32, sharded)"
-                                       : "gradients (fp32 main_grad)";
+    return fw == Framework::kDdp         ? "gradients (fp32 + DDP bucket copy)"
+           : fw == Framework::kDeepSpeed ? "gradients (bf16)"
+           : fw == Framework::kFsdp      ? "gradients (fp32, sharded)"
+                                         : "gradients (fp32 main_grad)";
   }
   if (kind == "master_weights") return "master weights (fp32)";
   if (opt == OptimizerKind::kSgd) return kind == "optimizer_m" ? "momentum (fp32)" : "-";

@@ -61,9 +61,10 @@ struct EnumNames<AttentionKernel> {
 };
 template <>
 struct EnumNames<Framework> {
-  static constexpr NameTable<Framework, 3> kNames{{{Framework::kDeepSpeed, "deepspeed"},
+  static constexpr NameTable<Framework, 4> kNames{{{Framework::kDeepSpeed, "deepspeed"},
                                                    {Framework::kFsdp, "fsdp"},
-                                                   {Framework::kMegatron, "megatron"}}};
+                                                   {Framework::kMegatron, "megatron"},
+                                                   {Framework::kDdp, "ddp"}}};
 };
 template <>
 struct EnumNames<FsdpSharding> {

@@ -35,7 +35,9 @@ enum class RecomputeMethod { kUniform, kBlock };
 // at a time.
 enum class LossKernel { kEager, kVocabParallel, kFused, kCompiled, kChunked };
 enum class AttentionKernel { kFlash, kEager };
-enum class Framework { kDeepSpeed, kFsdp, kMegatron };
+// Framework presets (sim/workload/policy/): DeepSpeed ZeRO, PyTorch FSDP, Megatron-LM, and
+// PyTorch DDP with torch.cuda.amp (fp32 parameters and gradients, autocast's 16-bit copies).
+enum class Framework { kDeepSpeed, kFsdp, kMegatron, kDdp };
 // FSDP sharding strategies (torch.distributed.fsdp.ShardingStrategy).
 enum class FsdpSharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
 // NCCL's algorithms: ring; (double binary) tree, for all-reduce; hierarchical = intra-node

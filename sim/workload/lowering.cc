@@ -107,6 +107,11 @@ class Lowerer {
 
  private:
   int32_t NumGroups() const { return static_cast<int32_t>(group_params_.size()); }
+  // The LM head's matrix (the embedding's when tied), which autocast casts for its matmul.
+  int64_t HeadParameters() const {
+    const ParameterCount c = CountParameters(s_.model);
+    return (s_.model.tied_embeddings ? c.embedding : c.lm_head) / s_.parallel.tp;
+  }
   Bytes ComputeBytes(int64_t params) const { return Bytes::Count(kCompute * params); }
   void SetMicroBatch(int32_t mb) { b_.SetMicroBatch(mb, mb == s_.micro_batches() - 1); }
   void SetStage(int32_t stage) { b_.SetStage(stage); }
@@ -318,10 +323,12 @@ class Lowerer {
 
   void LayerForward(int32_t g, std::vector<int32_t> first_deps, bool free_gather_at_end) {
     const LayerCheckpoint c = CheckpointOf(g);
+    const Bytes cast = policy_.CastCopies(group_params_[g]);
     std::vector<Bytes> dropped;  // tensors not kept for backward: freed when the forward ends
     for (size_t i = 0; i < layer_ops_.size(); ++i) {
       const LayerOp& lo = layer_ops_[i];
-      MemList mem;
+      // The layer's autocast copies come with its first op.
+      MemList mem = {{MemWhen::kStart, MemCategory::kGatheredParams, i == 0 ? cast : Bytes()}};
       for (const SavedTensor& t : lo.saves) {
         if (!Allocated(t, c.policy)) continue;
         mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
@@ -332,6 +339,10 @@ class Lowerer {
                        std::move(mem), /*backward=*/false);
     }
     for (Bytes b : dropped) AddMemToLast({MemWhen::kEnd, MemCategory::kActivations, -b});
+    // Autocast's copies are saved for the backward only where the layer is not checkpointed.
+    if (c.policy != Recompute::kNone) {
+      AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -cast});
+    }
     if (free_gather_at_end) {
       AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -ComputeBytes(group_params_[g])});
     }
@@ -342,6 +353,8 @@ class Lowerer {
   // `first` carries the dependencies and memory of the first op emitted.
   void RecomputeLayer(int32_t g, std::vector<int32_t>& deps, MemList& first) {
     const LayerCheckpoint c = CheckpointOf(g);
+    first.push_back(
+        {MemWhen::kStart, MemCategory::kGatheredParams, policy_.CastCopies(group_params_[g])});
     bool emitted = false;
     for (const LayerOp& lo : layer_ops_) {
       MemList mem;
@@ -404,6 +417,8 @@ class Lowerer {
                        std::move(mem), /*backward=*/true);
       first = false;
     }
+    AddMemToLast(
+        {MemWhen::kEnd, MemCategory::kGatheredParams, -policy_.CastCopies(group_params_[g])});
     if (free_at_end != Bytes()) {
       AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -free_at_end});
     }
@@ -449,10 +464,12 @@ class Lowerer {
                             Flops::Count(2.0 * static_cast<double>(tokens_) *
                                          static_cast<double>(h) * static_cast<double>(v)),
                             Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
-    const MemList head_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden},
-                              {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
-                              {MemWhen::kEnd, MemCategory::kGatheredParams,
-                               free_gather ? -ComputeBytes(group_params_[g]) : Bytes()}};
+    const MemList head_mem = {
+        {MemWhen::kStart, MemCategory::kActivations, hidden},
+        {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
+        {MemWhen::kStart, MemCategory::kGatheredParams, policy_.CastCopies(HeadParameters())},
+        {MemWhen::kEnd, MemCategory::kGatheredParams,
+         free_gather ? -ComputeBytes(group_params_[g]) : Bytes()}};
     if (s_.parallel.sequence_parallel) {
       WithComms(head, {}, head_mem, {gather}, {});
     } else {
@@ -484,10 +501,12 @@ class Lowerer {
                             Bytes::Count(2 * kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
     // The input gradient exists while it runs; the saved input and the logits gradient are
     // freed when it ends.
-    const MemList head_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden},
-                              {MemWhen::kEnd, MemCategory::kLogits, -loss_.head_grad},
-                              {MemWhen::kEnd, MemCategory::kActivations, -hidden},
-                              {MemWhen::kEnd, MemCategory::kActivations, -hidden}};
+    const MemList head_mem = {
+        {MemWhen::kStart, MemCategory::kActivations, hidden},
+        {MemWhen::kEnd, MemCategory::kLogits, -loss_.head_grad},
+        {MemWhen::kEnd, MemCategory::kGatheredParams, -policy_.CastCopies(HeadParameters())},
+        {MemWhen::kEnd, MemCategory::kActivations, -hidden},
+        {MemWhen::kEnd, MemCategory::kActivations, -hidden}};
     if (s_.parallel.sequence_parallel) {
       WithComms(head, {}, head_mem, {TpGather()}, {TpReduce()});
     } else {

@@ -28,6 +28,16 @@ BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
       b.optimizer_m = {"optimizer_m", m, 2};
       b.optimizer_v = {"optimizer_v", v, 2};
       break;
+    case Framework::kDdp:
+      // torch.cuda.amp: the parameters are fp32 (the optimizer's too: no master copy), their
+      // fp32 .grad, and DDP's flat bucket tensors holding a second copy of every gradient
+      // (gradient_as_bucket_view=False, the default: torch/csrc/distributed/c10d/reducer.cpp).
+      b.weights = {"weights", 4, std::nullopt};
+      b.gradients = {"gradients", 8, std::nullopt};
+      b.master_weights = {"master_weights", 0, std::nullopt};
+      b.optimizer_m = {"optimizer_m", m, std::nullopt};
+      b.optimizer_v = {"optimizer_v", v, std::nullopt};
+      break;
     case Framework::kMegatron:
       b.weights = {"weights", 2, std::nullopt};
       b.gradients = {"gradients", 4, std::nullopt};
@@ -43,6 +53,7 @@ std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework f
                                            int64_t params, int64_t n) {
   if (framework == Framework::kFsdp && stage == 1) return std::nullopt;
   if (framework == Framework::kMegatron && stage >= 2) return std::nullopt;
+  if (framework == Framework::kDdp && stage != 0) return std::nullopt;
   const int64_t shard = (params + n - 1) / n;
   auto bytes = [&](const StateKind& k) {
     const bool sharded = k.sharded_from_stage && stage >= *k.sharded_from_stage;

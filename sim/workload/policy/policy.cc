@@ -137,6 +137,8 @@ std::unique_ptr<DataParallelPolicy> MakeDataParallelPolicy(const Scenario& s) {
       return MakeFsdpPolicy(s);
     case Framework::kMegatron:
       return MakeMegatronPolicy(s);
+    case Framework::kDdp:
+      return MakeDdpPolicy(s);
     case Framework::kDeepSpeed:
       break;
   }

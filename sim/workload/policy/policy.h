@@ -74,6 +74,9 @@ class DataParallelPolicy {
   // The loss kernel when the scenario names none (sim/workload/loss.h): PyTorch's cross_entropy
   // on upcast logits, as Hugging Face models under DeepSpeed and torchtitan under FSDP compute it.
   virtual LossKernel DefaultLoss() const { return LossKernel::kEager; }
+  // 16-bit working copies of `params` parameters that autocast makes when their layer runs
+  // (PyTorch AMP over fp32 parameters); none where the parameters are already 16-bit.
+  virtual Bytes CastCopies(int64_t) const { return Bytes(); }
   // Parameters the optimizer updates on this GPU out of a stage's `total`.
   int64_t OptimizerShard(int64_t total) const;
 
@@ -115,5 +118,6 @@ std::unique_ptr<DataParallelPolicy> MakeDataParallelPolicy(const Scenario& s);
 std::unique_ptr<DataParallelPolicy> MakeDeepSpeedPolicy(const Scenario& s);
 std::unique_ptr<DataParallelPolicy> MakeFsdpPolicy(const Scenario& s);
 std::unique_ptr<DataParallelPolicy> MakeMegatronPolicy(const Scenario& s);
+std::unique_ptr<DataParallelPolicy> MakeDdpPolicy(const Scenario& s);
 
 }  // namespace sim
