@@ -63,11 +63,13 @@ TEST_CASE("overrides are validated like file keys", "[config]") {
   const std::string file = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";
   auto typo = config::LoadScenario(root, file, {{"parallel.zeor", "2"}});
   REQUIRE_FALSE(typo.ok());
-  CHECK(absl::StartsWith(typo.status().message(),
-                         "--set parallel.zeor: unknown key 'zeor' (did you mean 'zero'?)"));
+  CHECK(absl::StartsWith(
+      typo.status().message(),
+      "--set parallel.zeor (over " + file + "): unknown key 'zeor' (did you mean 'zero'?)"));
   auto range = config::LoadScenario(root, file, {{"parallel.zero", "4"}});
   REQUIRE_FALSE(range.ok());
-  CHECK(range.status().message() == "--set parallel.zero: must be between 0 and 3, got 4");
+  CHECK(range.status().message() ==
+        "--set parallel.zero (over " + file + "): must be between 0 and 3, got 4");
   auto good =
       config::LoadScenario(root, file, {{"parallel.zero", "2"}, {"training.micro_batch", "2"}});
   REQUIRE(good.ok());

@@ -51,9 +51,11 @@ absl::Status YamlErrors::ToStatus() const {
           absl::StrCat("... and ", problems_.size() - kMaxListed, " more problems in ", file_));
       break;
     }
-    // "--set KEY: message" has no colon after --set (the key names the place).
-    lines.push_back(p.where == "--set" ? absl::StrCat("--set ", p.key_path, ": ", p.message)
-                                       : absl::StrCat(p.where, ": ", p.key_path, ": ", p.message));
+    // "--set KEY (over FILE): message": the command line is the place, the file what it
+    // overrides.
+    lines.push_back(p.where == "--set"
+                        ? absl::StrCat("--set ", p.key_path, " (over ", file_, "): ", p.message)
+                        : absl::StrCat(p.where, ": ", p.key_path, ": ", p.message));
   }
   return absl::InvalidArgumentError(absl::StrJoin(lines, "\n"));
 }
