@@ -677,7 +677,10 @@ class Lowerer {
                      Flops::Count(12.0 * static_cast<double>(local)),
                      Bytes::Count(OptimizerTrafficPerParam(s_.training.optimizer) * local),
                      std::nullopt);
-    const int32_t id = Add(opt, deps, {});
+    const Bytes upcast = policy_.StepTransient(local);
+    const int32_t id = Add(opt, deps,
+                           {{MemWhen::kStart, MemCategory::kGradients, upcast},
+                            {MemWhen::kEnd, MemCategory::kGradients, -upcast}});
     policy_.AfterOptimizer(env, id, total);
   }
 

@@ -11,6 +11,8 @@
 // Buckets are `reduce_bucket_size` / DDP's bucket_cap_mb (25 MB) and each is copied into a
 // staging buffer of that size before its collective.
 
+#include <algorithm>
+
 #include "sim/workload/placement.h"
 #include "sim/workload/policy/policy.h"
 
@@ -21,6 +23,16 @@ namespace {
 class DeepSpeedPolicy : public DataParallelPolicy {
  public:
   using DataParallelPolicy::DataParallelPolicy;
+
+  // The step upcasts the reduced 16-bit gradients of the fp32 partition it updates
+  // (deepspeed/runtime/zero/stage_1_and_2.py step(): the flattened averaged_gradients
+  // .to(fp32) become single_partition_of_fp32_groups[i].grad; stage3.py
+  // _prepare_fp32_grad_for_sub_group does it one sub-group, sub_group_size = 1e9 elements, at a
+  // time).
+  Bytes StepTransient(int64_t local) const override {
+    constexpr int64_t kSubGroup = 1'000'000'000;
+    return Bytes::Count(4 * (plan_.stage == 3 ? std::min(local, kSubGroup) : local));
+  }
 
   void AfterOptimizer(DpEnv& env, int32_t optimizer, int64_t total) override {
     // ZeRO-1/2: every rank gathers the updated parameters of the others' shards.

@@ -77,6 +77,8 @@ class DataParallelPolicy {
   // 16-bit working copies of `params` parameters that autocast makes when their layer runs
   // (PyTorch AMP over fp32 parameters); none where the parameters are already 16-bit.
   virtual Bytes CastCopies(int64_t) const { return Bytes(); }
+  // Memory the optimizer step allocates for `local` parameters of this GPU's shard while it runs.
+  virtual Bytes StepTransient(int64_t) const { return Bytes(); }
   // Parameters the optimizer updates on this GPU out of a stage's `total`.
   int64_t OptimizerShard(int64_t total) const;
 
