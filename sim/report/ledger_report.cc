@@ -54,7 +54,7 @@ std::vector<ActivationRow> ActivationRows(const LedgerInput& in) {
   std::vector<ActivationRow> rows;
   if (!in.model || !in.activations) return rows;
   const auto ops = LayerForwardOps(*in.model, *in.activations);
-  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
     rows.push_back({Name(r), r, SavedActivationBytes(ops, r)});
   }
   return rows;
