@@ -1,5 +1,7 @@
 #include "sim/workload/loss.h"
 
+#include <algorithm>
+
 namespace sim {
 
 LossTensors LossTensorsOf(LossKernel kernel, int64_t chunks, int64_t tokens, int64_t vocab) {
