@@ -28,7 +28,9 @@ TEST_CASE("replay of a hand-written program: compute, an exposed collective, com
   p.stages = 1;
   p.stage_gpu = {0};
   p.persistent = {{{MemWhen::kIssue, MemCategory::kWeights, Bytes::Count(100)}}};
-  p.stage_states = {StateSplit{Bytes::Count(100), Bytes(), Bytes()}};
+  StateSplit states;
+  states.weights = Bytes::Count(100);
+  p.stage_states = {states};
   // 0: forward GEMM of 2 GFLOP that keeps 10 B of activations.
   Op a;
   a.name = "a";

@@ -156,6 +156,39 @@ absl::StatusOr<GpuSpec> FindGpu(const std::vector<GpuSpec>& gpus, absl::string_v
   return absl::NotFoundError(absl::StrCat("unknown GPU '", name, "'", DidYouMean(name, names)));
 }
 
+namespace {
+
+// A node type's `host:` mapping (sim/spec/hardware.h HostSpec).
+std::optional<HostSpec> ReadHost(const YAML::Node& n, const std::string& p, YamlErrors& errors) {
+  if (!CheckMapping(n, p,
+                    {"dram", "dram_bandwidth", "cores", "pcie_gen", "pcie_lanes",
+                     "gpus_per_pcie_link", "nvme", "nvme_bandwidth", "source"},
+                    errors)) {
+    return std::nullopt;
+  }
+  HostSpec h;
+  auto req = [&](absl::string_view k) { return Key{n, k, p, true}; };
+  auto opt = [&](absl::string_view k) { return Key{n, k, p, false}; };
+  if (auto v = ReadBytes(req("dram"), errors)) h.dram = *v;
+  if (auto v = ReadBandwidth(req("dram_bandwidth"), errors)) h.dram_bandwidth = *v;
+  if (auto v = ReadInt(req("cores"), errors, 1, 100000)) h.cores = *v;
+  if (auto v = ReadInt(req("pcie_gen"), errors, 1, 7)) h.pcie_gen = *v;
+  if (auto v = ReadInt(req("pcie_lanes"), errors, 1, 32)) h.pcie_lanes = *v;
+  if (auto v = ReadInt(opt("gpus_per_pcie_link"), errors, 1, 64)) h.gpus_per_pcie_link = *v;
+  if (auto v = ReadBytes(opt("nvme"), errors)) h.nvme = *v;
+  if (auto v = ReadBandwidth(opt("nvme_bandwidth"), errors)) h.nvme_bandwidth = *v;
+  if (auto v = ReadString(req("source"), errors)) h.source = *v;
+  if ((h.nvme > Bytes()) != (h.nvme_bandwidth.bytes_per_s() > 0)) {
+    errors.Add(n, JoinPath(p, "nvme"), "give nvme and nvme_bandwidth together");
+  }
+  if (h.dram <= Bytes() || h.dram_bandwidth.bytes_per_s() <= 0) {
+    errors.Add(n, JoinPath(p, "dram"), "dram and dram_bandwidth must be positive");
+  }
+  return h;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
                                                       const std::vector<GpuSpec>& gpus) {
   auto root = LoadYamlFile(path);
@@ -172,10 +205,11 @@ absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
   for (size_t i = 0; i < list.size(); ++i) {
     const YAML::Node n = list[i];
     const std::string p = absl::StrCat("nodes[", i, "]");
-    if (!CheckMapping(n, p,
-                      {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
-                       "nic_bandwidth", "intra_node_latency", "inter_node_latency", "source"},
-                      errors)) {
+    if (!CheckMapping(
+            n, p,
+            {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
+             "nic_bandwidth", "intra_node_latency", "inter_node_latency", "host", "source"},
+            errors)) {
       continue;
     }
     NodeSpec node;
@@ -199,6 +233,7 @@ absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
     if (auto v = ReadDuration(opt("intra_node_latency"), errors)) node.intra_node_latency = *v;
     if (auto v = ReadDuration(opt("inter_node_latency"), errors)) node.inter_node_latency = *v;
     if (auto v = ReadString(req("source"), errors)) node.source = *v;
+    if (const YAML::Node h = n["host"]; h) node.host = ReadHost(h, JoinPath(p, "host"), errors);
     nodes.push_back(node);
   }
   if (!errors.empty()) return errors.ToStatus();

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "sim/base/check.h"
@@ -16,6 +17,7 @@
 #include "sim/config/loaders.h"
 #include "sim/config/scenario_keys.h"
 #include "sim/config/yaml_fields.h"
+#include "sim/spec/projections.h"
 #include "sim/spec/stage_split.h"
 
 namespace sim::config {
@@ -160,6 +162,60 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
   }
 }
 
+// training.finetune: {method, rank, alpha, targets}. Targets are a list of projection names or
+// one comma-separated string (so that --set training.finetune.targets=q,v works).
+void ReadFinetune(const YAML::Node& node, FinetuneSpec& f, YamlErrors& errors) {
+  const std::string p = "training.finetune";
+  if (!node) return;
+  if (!CheckMapping(node, p, SectionKeys(p), errors)) return;
+  auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
+  if (auto v = ReadEnum<FinetuneMethod>(k("method"), errors)) f.method = *v;
+  if (auto v = ReadInt(k("rank"), errors, 1, 65536)) f.rank = *v;
+  if (auto v = ReadDouble(k("alpha"), errors, 1e-6, 1e9)) f.alpha = *v;
+  const YAML::Node targets = Child(node, "targets");
+  if (targets.IsDefined()) {
+    std::vector<std::pair<std::string, YAML::Node>> names;
+    if (targets.IsSequence()) {
+      for (size_t i = 0; i < targets.size(); ++i) {
+        if (!targets[i].IsScalar()) {
+          errors.Add(targets[i], absl::StrCat(p, ".targets[", i, "]"),
+                     "expected a projection name");
+          continue;
+        }
+        names.push_back({targets[i].Scalar(), targets[i]});
+      }
+    } else if (targets.IsScalar()) {
+      for (absl::string_view part : absl::StrSplit(targets.Scalar(), ',', absl::SkipEmpty())) {
+        names.push_back({std::string(absl::StripAsciiWhitespace(part)), targets});
+      }
+    }
+    if (names.empty()) {
+      errors.Add(targets, p + ".targets",
+                 absl::StrCat("expected a non-empty list of projections (",
+                              absl::StrJoin(EnumNameList<LoraTarget>(), ", "), ")"));
+    }
+    f.targets.fill(false);
+    for (const auto& [name, at] : names) {
+      if (auto t = EnumFromName<LoraTarget>(name)) {
+        f.targets[static_cast<int>(*t)] = true;
+      } else {
+        errors.Add(at, p + ".targets",
+                   absl::StrCat("unknown projection '", name, "'",
+                                DidYouMean(name, EnumNameList<LoraTarget>()), "; expected ",
+                                absl::StrJoin(EnumNameList<LoraTarget>(), ", ")));
+      }
+    }
+  }
+  if (!f.adapters()) {
+    for (const char* key : {"rank", "alpha", "targets"}) {
+      if (node[key]) {
+        errors.Add(node[key], JoinPath(p, key),
+                   "applies to LoRA and QLoRA: set training.finetune.method to lora or qlora");
+      }
+    }
+  }
+}
+
 void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   const std::string p = "training";
   if (!node) return;
@@ -179,6 +235,10 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<AttentionKernel>(k("attention"), errors)) t.attention = *v;
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadInt(k("loss_chunks"), errors, 1, 1024)) t.loss_chunks = *v;
+  if (auto v = ReadBool(k("optimizer_in_backward"), errors)) t.optimizer_in_backward = *v;
+  if (const YAML::Node f = Child(node, "finetune"); f.IsDefined()) {
+    ReadFinetune(f, t.finetune, errors);
+  }
   if (t.recompute == Recompute::kNone && t.recompute_every > 1) {
     errors.Add(node["recompute_every"], "training.recompute_every",
                "checkpoints every K-th layer with the recompute policy, but training.recompute "
@@ -198,8 +258,10 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
                "give either recompute_layers (Megatron-LM) or recompute_every (torchtitan), not "
                "both");
   }
-  if (node["loss_chunks"] && t.loss != LossKernel::kChunked) {
-    errors.Add(node["loss_chunks"], "training.loss_chunks", "applies to training.loss: chunked");
+  if (node["loss_chunks"] && t.loss && *t.loss != LossKernel::kChunked &&
+      *t.loss != LossKernel::kChunkedCompiled) {
+    errors.Add(node["loss_chunks"], "training.loss_chunks",
+               "applies to training.loss: chunked or chunked_compiled");
   }
 }
 
@@ -256,6 +318,18 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
     par.reduce_dtype = *v;
   }
   if (auto v = ReadEnum<CollectiveAlgorithm>(k("collective"), errors)) par.collective = *v;
+  if (const YAML::Node o = Child(node, "offload"); o.IsDefined()) {
+    const std::string op = "parallel.offload";
+    if (CheckMapping(o, op, SectionKeys(op), errors)) {
+      auto ok = [&](absl::string_view name) { return Key{o, name, op, false}; };
+      if (auto v = ReadEnum<OffloadTarget>(ok("optimizer"), errors)) par.offload.optimizer = *v;
+      if (auto v = ReadEnum<OffloadTarget>(ok("params"), errors)) par.offload.params = *v;
+      if (auto v = ReadEnum<OffloadTarget>(ok("activations"), errors,
+                                           {OffloadTarget::kNone, OffloadTarget::kCpu})) {
+        par.offload.activations = *v == OffloadTarget::kCpu;
+      }
+    }
+  }
 }
 
 void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
@@ -293,6 +367,135 @@ void CheckStageLayers(const At& at, const Scenario& s, YamlErrors& errors) {
                "parallel", split.status().message());
   } else {
     errors.Add(at("parallel", "pp"), "parallel.pp", split.status().message());
+  }
+}
+
+// A nested key (section.sub.key), or the nearest enclosing node that exists.
+YAML::Node At(const YAML::Node& root, absl::string_view section, absl::string_view sub,
+              absl::string_view key) {
+  const YAML::Node sec = Child(root, section);
+  const YAML::Node subnode = Child(sec, sub);
+  const YAML::Node k = Child(subnode, key);
+  return k.IsDefined() ? k : subnode.IsDefined() ? subnode : sec.IsDefined() ? sec : root;
+}
+
+// Adapters the model can carry, ranks it can hold, and the optimizer-in-backward's conditions.
+void CheckFinetune(const YAML::Node& root, const Scenario& s, int64_t dp, YamlErrors& errors) {
+  const FinetuneSpec& f = s.training.finetune;
+  if (f.adapters()) {
+    for (int i = 0; i < kNumLoraTargets; ++i) {
+      const LoraTarget t = static_cast<LoraTarget>(i);
+      if (f.targets[i] && !ModelHasTarget(s.model, t)) {
+        errors.Add(At(root, "training", "finetune", "targets"), "training.finetune.targets",
+                   absl::StrCat("the model '", s.model.name, "' has no '", Name(t),
+                                "' projection (its MLP is gelu: fc1 is 'up', fc2 is 'down')"));
+      }
+    }
+    int64_t smallest = std::numeric_limits<int64_t>::max();
+    for (const LayerLinear& l : LayerLinears(s.model)) {
+      if (f.targets[static_cast<int>(l.target)]) smallest = std::min({smallest, l.in, l.out});
+    }
+    if (smallest > 0 && f.rank > smallest) {
+      errors.Add(At(root, "training", "finetune", "rank"), "training.finetune.rank",
+                 absl::StrCat("rank ", f.rank, " exceeds the smallest targeted projection's width ",
+                              smallest, ": a low-rank adapter needs r <= min(in, out)"));
+    }
+    if (f.method == FinetuneMethod::kQlora && s.training.precision == Precision::kFp8) {
+      errors.Add(At(root, "training", "precision", ""), "training.precision",
+                 "QLoRA computes in bf16 from NF4 weights; fp8 is not combined with it");
+    }
+  }
+  if (s.training.optimizer_in_backward) {
+    const int64_t m = dp > 0 ? s.training.global_batch / (s.training.micro_batch * dp) : 0;
+    if (s.parallel.zero != 0 || dp != 1 || s.parallel.pp != 1 || m != 1) {
+      errors.Add(At(root, "training", "optimizer_in_backward", ""),
+                 "training.optimizer_in_backward",
+                 absl::StrCat("modelled as torchtune's single-device recipes run it: one GPU's "
+                              "worth of data parallelism (dp ",
+                              dp, "), zero 0 (", s.parallel.zero, "), pp 1 (", s.parallel.pp,
+                              ") and one micro-batch per step (", m,
+                              "; torchtune refuses gradient accumulation with it)"));
+    }
+  }
+}
+
+// Offload needs a node type with a host entry (and NVMe for nvme), and a framework that offloads
+// that way.
+void CheckOffload(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
+  const OffloadSpec& o = s.parallel.offload;
+  if (!o.any()) return;
+  const Framework fw = s.parallel.framework;
+  auto at = [&](absl::string_view key) { return At(root, "parallel", "offload", key); };
+  if (!s.cluster.node.host) {
+    errors.Add(at(""), "parallel.offload",
+               absl::StrCat("node type '", s.cluster.node.name,
+                            "' has no host entry (DRAM, PCIe, cores) in topologies/nodes.yaml: "
+                            "offload cannot be priced; add one or choose a node type that has it"));
+    return;
+  }
+  const HostSpec& h = *s.cluster.node.host;
+  const bool nvme = o.optimizer == OffloadTarget::kNvme || o.params == OffloadTarget::kNvme;
+  if (nvme && h.nvme == Bytes()) {
+    errors.Add(at(o.optimizer == OffloadTarget::kNvme ? "optimizer" : "params"), "parallel.offload",
+               absl::StrCat("node type '", s.cluster.node.name,
+                            "' has no NVMe for offload (host.nvme in topologies/nodes.yaml)"));
+  }
+  const int64_t zero = s.parallel.zero;
+  switch (fw) {
+    case Framework::kDdp:
+      errors.Add(at(""), "parallel.offload",
+                 "ddp does not offload; use deepspeed (ZeRO-Offload), fsdp or torchtune "
+                 "(CPUOffload) or megatron (optimizer)");
+      break;
+    case Framework::kDeepSpeed:
+      if (o.optimizer != OffloadTarget::kNone && zero == 0) {
+        errors.Add(at("optimizer"), "parallel.offload.optimizer",
+                   "DeepSpeed offloads the optimizer from ZeRO-1 on (offload_optimizer); set "
+                   "parallel.zero >= 1");
+      }
+      if (o.params != OffloadTarget::kNone && zero != 3) {
+        errors.Add(at("params"), "parallel.offload.params",
+                   "DeepSpeed offloads parameters at ZeRO-3 only (offload_param); set "
+                   "parallel.zero: 3");
+      }
+      break;
+    case Framework::kFsdp:
+    case Framework::kTorchtune:
+      if (o.optimizer != OffloadTarget::kNone && o.params == OffloadTarget::kNone) {
+        errors.Add(at("optimizer"), "parallel.offload.optimizer",
+                   "FSDP offloads parameters, gradients and optimizer states together "
+                   "(CPUOffload(offload_params=True)): set parallel.offload.params: cpu instead");
+      }
+      if (o.params == OffloadTarget::kNvme || o.optimizer == OffloadTarget::kNvme) {
+        errors.Add(at("params"), "parallel.offload.params",
+                   "FSDP offloads to CPU memory only; NVMe offload is DeepSpeed's (ZeRO-Infinity)");
+      }
+      if (o.params != OffloadTarget::kNone && zero != 3) {
+        errors.Add(at("params"), "parallel.offload.params",
+                   "CPU offload is modelled for fully sharded training: set parallel.zero: 3");
+      }
+      break;
+    case Framework::kMegatron:
+      if (o.params != OffloadTarget::kNone) {
+        errors.Add(at("params"), "parallel.offload.params",
+                   "Megatron-LM offloads the optimizer (--optimizer-cpu-offload), not parameters");
+      }
+      if (o.optimizer == OffloadTarget::kNvme) {
+        errors.Add(at("optimizer"), "parallel.offload.optimizer",
+                   "Megatron-LM offloads the optimizer to CPU memory only");
+      }
+      break;
+  }
+  if (s.training.optimizer_in_backward &&
+      (o.optimizer != OffloadTarget::kNone || o.params != OffloadTarget::kNone)) {
+    errors.Add(at(""), "parallel.offload",
+               "an offloaded optimizer runs on the host after the backward; not combined with "
+               "training.optimizer_in_backward");
+  }
+  if (s.training.optimizer == OptimizerKind::kAdam8bitPaged &&
+      (o.optimizer != OffloadTarget::kNone || o.params != OffloadTarget::kNone)) {
+    errors.Add(at(""), "parallel.offload",
+               "a paged optimizer already pages its states to the host; not combined with offload");
   }
 }
 
@@ -425,6 +628,8 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
         absl::StrCat("seq_len ", s.training.seq_len, " exceeds the model's learned ",
                      "position table of ", s.model.max_seq_len, " rows (set model max_seq_len)"));
   }
+  CheckFinetune(root, s, dp, errors);
+  CheckOffload(root, s, errors);
 }
 
 }  // namespace

@@ -36,4 +36,32 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) 
   return std::max(math, memory) + overlap_loss + c.launch_overhead;
 }
 
+Duration HostDuration(const Op& op, const HostSpec& host, int64_t gpus_per_node) {
+  const double share = 1.0 / static_cast<double>(std::max<int64_t>(gpus_per_node, 1));
+  switch (op.op_class) {
+    case OpClass::kPcieCopy:
+      return op.bytes_moved /
+             (host.PcieLink() * (kPcieEfficiency / static_cast<double>(host.gpus_per_pcie_link)));
+    case OpClass::kHostCompute:
+      return op.bytes_moved / (host.dram_bandwidth * (kHostMemoryEfficiency * share));
+    case OpClass::kNvmeIo:
+      return op.bytes_moved / (host.nvme_bandwidth * share);
+    default:
+      break;
+  }
+  return Duration::Zero();
+}
+
+Duration RooflineCostModel::Time(const Op& op) const {
+  switch (op.op_class) {
+    case OpClass::kPcieCopy:
+    case OpClass::kHostCompute:
+    case OpClass::kNvmeIo:
+      SIM_CHECK(host_.has_value(), "an offload op on a node without a host entry");
+      return HostDuration(op, *host_, gpus_per_node_);
+    default:
+      return ComputeDuration(op, gpu_, precision_);
+  }
+}
+
 }  // namespace sim::cost

@@ -5,6 +5,7 @@
 // where peak is the dense rate of the op's dtype (fp8 GEMMs when training in fp8, else the
 // 16-bit rate) and eff_class is the GPU's GEMM or attention efficiency. Pure function.
 
+#include <optional>
 #include <utility>
 
 #include "sim/base/units.h"
@@ -15,6 +16,19 @@
 namespace sim::cost {
 
 Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision);
+
+// Offload's ops (sim/spec/hardware.h HostSpec), each GPU's process getting its share of what the
+// node's GPUs use at the same time (data-parallel peers offload together):
+//   PCIe copy  bytes / (link rate × kPcieEfficiency / GPUs per host uplink);
+//   host work  bytes / (DRAM bandwidth × kHostMemoryEfficiency / GPUs per node);
+//   NVMe I/O   bytes / (NVMe bandwidth / GPUs per node).
+// kPcieEfficiency 0.8: pinned cudaMemcpy reaches 24-26 GB/s of a Gen4 x16 link's 31.5 (CUDA
+// samples' bandwidthTest on A100 systems). kHostMemoryEfficiency 0.5: a first estimate, not
+// fitted (no offloaded step time in ../shared/validation): DeepSpeed's CPU Adam is a streaming
+// AVX kernel bound by DRAM bandwidth; half the STREAM-peak is typical of multi-socket servers.
+inline constexpr double kPcieEfficiency = 0.8;
+inline constexpr double kHostMemoryEfficiency = 0.5;
+Duration HostDuration(const Op& op, const HostSpec& host, int64_t gpus_per_node);
 
 // What the replay asks of compute: an op's time alone on its GPU, and the factor by which
 // compute beside a running collective is slower (communication kernels take SMs and HBM
@@ -29,14 +43,20 @@ class ComputeCostModel {
 // The roofline above with the GPU's calibration.
 class RooflineCostModel final : public ComputeCostModel {
  public:
-  RooflineCostModel(GpuSpec gpu, Precision precision)
-      : gpu_(std::move(gpu)), precision_(precision) {}
-  Duration Time(const Op& op) const override { return ComputeDuration(op, gpu_, precision_); }
+  RooflineCostModel(GpuSpec gpu, Precision precision, std::optional<HostSpec> host = std::nullopt,
+                    int64_t gpus_per_node = 1)
+      : gpu_(std::move(gpu)),
+        precision_(precision),
+        host_(std::move(host)),
+        gpus_per_node_(gpus_per_node) {}
+  Duration Time(const Op& op) const override;
   double OverlapSlowdown() const override { return gpu_.calibration.overlap_slowdown; }
 
  private:
   GpuSpec gpu_;
   Precision precision_;
+  std::optional<HostSpec> host_;
+  int64_t gpus_per_node_;
 };
 
 // The dense peak MFU/HFU are measured against: the 16-bit rate (bf16, or fp16 where the GPU

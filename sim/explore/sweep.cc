@@ -66,6 +66,10 @@ std::vector<CompareStage> CompareStages(const Scenario& base) {
     case Framework::kDdp:
       stages.push_back({0, "ddp", {{"parallel.zero", "0"}}});
       break;
+    case Framework::kTorchtune:
+      stages.push_back({0, "torchtune", {{"parallel.zero", "0"}}});
+      stages.push_back({3, "torchtune fsdp2", {{"parallel.zero", "3"}}});
+      break;
     case Framework::kDeepSpeed:
       for (int zero = 0; zero <= 3; ++zero) {
         stages.push_back({zero, "deepspeed", {{"parallel.zero", absl::StrCat(zero)}}});

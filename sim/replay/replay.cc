@@ -114,6 +114,8 @@ class ReplayListener {
     finish_.assign(static_cast<size_t>(Ops()) * (gpus / p_.stages), Duration::Zero());
     start_.assign(finish_.size(), Duration::Zero());
     r_.stages.assign(p_.stages, StageTimes{});
+    r_.host_activation_peak.assign(gpus, Bytes());
+    host_.assign(gpus, Bytes());
   }
 
   void OnIssue(int32_t task, Duration now) { ApplyMemory(task, MemWhen::kIssue, now); }
@@ -126,9 +128,9 @@ class ReplayListener {
     Duration d = base_[o];
     const bool compute_stream = op.stream == StreamKind::kCompute;
     const bool collective = op.kind == OpKind::kCollective;
-    if (!compute_stream) {
+    if (SharesSms(op.stream)) {
       comm_running_[gpu]++;
-    } else if (comm_running_[gpu] > 0 && !collective) {
+    } else if (compute_stream && comm_running_[gpu] > 0 && !collective) {
       if (replica == 0) r_.stages[op.stage].overlap_stretch += stretched_[o] - d;
       d = stretched_[o];
     }
@@ -147,7 +149,7 @@ class ReplayListener {
     const int32_t replica = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
     const int32_t gpu = replica * p_.stages + op.stage;
-    if (op.stream != StreamKind::kCompute) comm_running_[gpu]--;
+    if (SharesSms(op.stream)) comm_running_[gpu]--;
     if (op.kind == OpKind::kCollective && base_[o] > Duration::Zero()) {
       sharing_.Finish(gpu, link_class_[o], task, now, Moves(rescheduler));
     }
@@ -156,18 +158,34 @@ class ReplayListener {
       if (op.kind == OpKind::kCollective) Account(op, now - start_[task]);
       if (op.stream == StreamKind::kCompute) compute_free_[op.stage] = now;
       last_end_[op.stage] = std::max(last_end_[op.stage], now);
+      if (op.stream == StreamKind::kPcie) pcie_.push_back({op.stage, start_[task], now});
     }
     if (options_.record_ops) r_.timings.push_back({o, gpu, start_[task], now});
     ApplyMemory(task, MemWhen::kEnd, now);
+    // Activation offload's host copies: held from the end of the copy out to the end of the
+    // copy back.
+    if (op.stream == StreamKind::kPcie && op.pass != OpPass::kStep) {
+      if (op.name == "activations_to_host") {
+        host_[gpu] += op.bytes_moved;
+        r_.host_activation_peak[gpu] = std::max(r_.host_activation_peak[gpu], host_[gpu]);
+      } else if (op.name == "activations_to_gpu") {
+        host_[gpu] -= op.bytes_moved;
+      }
+    }
   }
 
   // After the run: each stage's bubble (waits for other stages, and the tail after its own
   // last op) and exposed communication (the rest of its non-compute time).
   void Close(Duration step) {
+    // Offload copies still running after the stage's last compute op are exposed.
+    for (const auto& [stage, start, end] : pcie_) {
+      const Duration from = std::max(start, compute_free_[stage]);
+      if (end > from) r_.stages[stage].exposed_pcie += end - from;
+    }
     for (int32_t stage = 0; stage < p_.stages; ++stage) {
       StageTimes& t = r_.stages[stage];
       t.bubble += step - last_end_[stage];
-      t.exposed_comm = step - t.compute - t.recompute - t.optimizer - t.bubble;
+      t.exposed_comm = step - t.compute - t.recompute - t.optimizer - t.bubble - t.exposed_pcie;
     }
   }
 
@@ -180,15 +198,16 @@ class ReplayListener {
     const Duration gap = now - compute_free_[op.stage];
     if (gap <= Duration::Zero()) return;
     Duration latest = Duration::Zero();
-    bool from_send = false;
+    StreamKind from = StreamKind::kCompute;
     for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
       const int32_t dep = p_.deps[i];
       if (finish_[dep] >= latest) {
         latest = finish_[dep];
-        from_send = p_.ops[dep].stream == StreamKind::kP2p;
+        from = p_.ops[dep].stream;
       }
     }
-    if (from_send) r_.stages[op.stage].bubble += gap;
+    if (from == StreamKind::kP2p) r_.stages[op.stage].bubble += gap;
+    if (from == StreamKind::kPcie) r_.stages[op.stage].exposed_pcie += gap;
   }
 
   void ApplyMemory(int32_t task, MemWhen when, Duration now) {
@@ -210,6 +229,10 @@ class ReplayListener {
     StageTimes& t = r_.stages[op.stage];
     if (op.kind == OpKind::kCollective) {
       t.comm += d;
+      return;
+    }
+    if (op.stream == StreamKind::kPcie) {
+      t.pcie += d;
       return;
     }
     switch (op.pass) {
@@ -237,6 +260,12 @@ class ReplayListener {
   std::vector<Duration> finish_;        // per task
   std::vector<Duration> start_;         // per task
   std::vector<LinkClass> link_class_;   // per op: the links its collective shares
+  struct Interval {
+    int32_t stage;
+    Duration start, end;
+  };
+  std::vector<Interval> pcie_;  // replica 0's offload copies
+  std::vector<Bytes> host_;     // per simulated GPU: offloaded activations held on the host
   cost::LinkSharing sharing_;
 };
 
@@ -291,6 +320,8 @@ void PickTimeStage(ReplayResult& r) {
   r.optimizer = t.optimizer;
   r.comm = t.comm;
   r.exposed_comm = t.exposed_comm;
+  r.pcie = t.pcie;
+  r.exposed_pcie = t.exposed_pcie;
   r.bubble = t.bubble;
   r.overlap_stretch = t.overlap_stretch;
 }
@@ -341,7 +372,8 @@ absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) 
   if (!program.ok()) return program.status();
   auto comm = cost::MakeCollectiveCostModel(s);
   if (!comm.ok()) return comm.status();
-  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision);
+  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+                                        s.cluster.node.gpus_per_node);
   if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
   options.allocator.expandable_segments = s.runtime.expandable_segments;
   return Replay(*std::move(program), compute, **comm, s.cluster.gpu.Usable(), options);

@@ -41,13 +41,16 @@ struct OpTiming {
 };
 
 // Where one stage's GPU spent the step. step = compute + recompute + optimizer + exposed_comm
-// + bubble: the compute stream's idle time (and busy time on TP collectives that it waits for)
-// is exposed communication when the op it waited for was a collective, and bubble when it was
-// another stage's send (or the stage had finished and waited for the others).
+// + exposed_pcie + bubble: the compute stream's idle time (and busy time on TP collectives that
+// it waits for) is exposed communication when the op it waited for was a collective, exposed
+// PCIe when it was an offload copy, and bubble when it was another stage's send (or the stage
+// had finished and waited for the others). An offloaded optimizer's host time is optimizer time.
 struct StageTimes {
   Duration compute, recompute, optimizer;
   Duration comm;  // busy time of its collectives and sends, on any stream
+  Duration pcie;  // busy time of its offload copies
   Duration exposed_comm;
+  Duration exposed_pcie;
   Duration bubble;
   Duration overlap_stretch;  // extra compute time beside collectives (overlap_slowdown)
 };
@@ -61,6 +64,7 @@ struct ReplayResult {
   // The pacing stage's times (the one with the most compute): the report's time keys.
   Duration compute, recompute, optimizer, comm;
   Duration exposed_comm;
+  Duration pcie, exposed_pcie;
   Duration bubble;
   Duration overlap_stretch;
   int32_t time_stage = 0;
@@ -82,8 +86,10 @@ struct ReplayResult {
   std::array<CollectiveStats, kNumCollectiveKinds> collectives{};
 
   std::vector<memory::MemoryLedger> ledgers;  // one per simulated GPU
-  int32_t peak_rank = 0;                      // the simulated GPU with the highest peak
-  std::vector<OpTiming> timings;              // rank = simulated GPU
+  // Activation offload: the highest bytes of activations each simulated GPU held in host memory.
+  std::vector<Bytes> host_activation_peak;
+  int32_t peak_rank = 0;          // the simulated GPU with the highest peak
+  std::vector<OpTiming> timings;  // rank = simulated GPU
 
   int32_t StageOf(int32_t rank) const { return rank % program.stages; }
   // The cluster GPU a simulated GPU stands for.

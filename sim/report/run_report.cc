@@ -18,9 +18,9 @@ nlohmann::ordered_json BreakdownJson(const memory::Breakdown& b) {
 }
 
 nlohmann::ordered_json StaticJson(const StateSplit& st) {
-  return {{"weights", st.weights.count()},
-          {"gradients", st.gradients.count()},
-          {"optimizer", st.optimizer.count()}};
+  return {{"weights", st.weights.count()},     {"gradients", st.gradients.count()},
+          {"optimizer", st.optimizer.count()}, {"adapter_weights", st.adapters.count()},
+          {"host", st.host.count()},           {"nvme", st.nvme.count()}};
 }
 
 // SPEC §5's memory and time keys for every pipeline stage (one entry without pp).
@@ -90,7 +90,9 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                  {"first_overflow", overflow},
                  {"reserved_peak_bytes", r.reserved_peak.count()},
                  {"fragmentation", r.fragmentation},
-                 {"runtime_reserved_bytes", r.runtime_reserved.count()}};
+                 {"runtime_reserved_bytes", r.runtime_reserved.count()},
+                 {"host_peak_bytes", r.host_peak.count()},
+                 {"nvme_bytes", r.nvme.count()}};
   j["time"] = {{"step_s", r.step.seconds()},
                {"compute_s", r.compute.seconds()},
                {"recompute_s", r.recompute.seconds()},
@@ -99,6 +101,8 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                {"optimizer_s", r.optimizer.seconds()},
                {"bubble_s", r.bubble.seconds()},
                {"overlap_stretch_s", r.overlap_stretch.seconds()},
+               {"pcie_s", r.pcie.seconds()},
+               {"exposed_pcie_s", r.exposed_pcie.seconds()},
                {"stage", r.time_stage}};
   j["flops"] = {{"model_per_step", r.model_flops_total},
                 {"hardware_per_step", r.hardware_flops_total},
@@ -195,8 +199,21 @@ std::string RunText(const RunSummary& r) {
   absl::StrAppend(&out, mem.Render());
   absl::StrAppendFormat(&out,
                         "  The peak exceeds the static states + reserve by %s: transients live at "
-                        "that moment.\n\n",
+                        "that moment.\n",
                         FormatGB(peak - stat_sum));
+  if (st.adapters > Bytes()) {
+    absl::StrAppendFormat(&out,
+                          "  weights: frozen base %s + trained adapters %s; gradients and "
+                          "optimizer are the adapters'\n",
+                          FormatGB(st.weights), FormatGB(st.adapters));
+  }
+  if (r.host_peak > Bytes() || r.nvme > Bytes()) {
+    absl::StrAppendFormat(&out, "  host memory per node %s (per GPU: states %s)",
+                          FormatGiB(r.host_peak), FormatGiB(st.host));
+    if (r.nvme > Bytes()) absl::StrAppendFormat(&out, "; NVMe per node %s", FormatGB(r.nvme));
+    out += "\n";
+  }
+  out += "\n";
 
   const double step_s = r.step.seconds();
   Table time({"time per step", "seconds", "share"});
@@ -208,6 +225,7 @@ std::string RunText(const RunSummary& r) {
   row("recompute", r.recompute.seconds());
   row("exposed communication", r.exposed_comm.seconds());
   row("optimizer", r.optimizer.seconds());
+  if (r.pcie > Duration::Zero()) row("exposed PCIe (offload)", r.exposed_pcie.seconds());
   if (pipelined) row("pipeline bubble", r.bubble.seconds());
   row("step", step_s);
   absl::StrAppend(&out, time.Render());
@@ -231,6 +249,12 @@ std::string RunText(const RunSummary& r) {
                         r.comm.seconds(),
                         std::max(0.0, r.comm.seconds() - r.exposed_comm.seconds()),
                         r.overlap_stretch.seconds());
+  if (r.pcie > Duration::Zero()) {
+    // Drop the blank line the communication line ended with, to keep the two together.
+    out.pop_back();
+    absl::StrAppendFormat(&out, "  PCIe copies busy %.4f s (hidden %.4f s)\n\n", r.pcie.seconds(),
+                          std::max(0.0, r.pcie.seconds() - r.exposed_pcie.seconds()));
+  }
   absl::StrAppendFormat(&out,
                         "Throughput: %.0f tokens/s (%.1f per GPU), MFU %.1f%%, HFU %.1f%% of %.1f "
                         "TFLOP/s dense %s\n\n",
@@ -282,8 +306,12 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
           {"pid", rank},
           {"tid", 0},
           {"args", {{"name", name}}}});
-    const char* threads[kNumStreams] = {"compute", "comm (NCCL, data parallel)",
-                                        "comm (TP/CP, overlapped)", "pipeline send/recv"};
+    const char* threads[kNumStreams] = {"compute",
+                                        "comm (NCCL, data parallel)",
+                                        "comm (TP/CP, overlapped)",
+                                        "pipeline send/recv",
+                                        "PCIe copies (offload)",
+                                        "host CPU (offloaded optimizer)"};
     for (int tid = 0; tid < kNumStreams; ++tid) {
       emit({{"ph", "M"},
             {"name", "thread_name"},
@@ -361,7 +389,7 @@ std::string DumpOps(const OpProgram& p) {
       "# id stream label | flops bytes_moved | collective tensor group buckets | deps | memory\n";
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& op = p.ops[i];
-    const char* streams[kNumStreams] = {"compute", "comm", "tp_comm", "p2p"};
+    const char* streams[kNumStreams] = {"compute", "comm", "tp_comm", "p2p", "pcie", "host"};
     absl::StrAppendFormat(&out, "%d %s %s", i, streams[static_cast<int>(op.stream)],
                           OpLabel(op, p.layers));
     if (p.stages > 1) absl::StrAppendFormat(&out, " stage%d", op.stage);

@@ -68,6 +68,16 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
       o.first_overflow = OverflowSummary{OpLabelOr(r, f->op), f->time, f->excess};
     }
   }
+  {
+    Bytes host, nvme, activations;
+    for (const StateSplit& st : r.program.stage_states) {
+      host = std::max(host, st.host);
+      nvme = std::max(nvme, st.nvme);
+    }
+    for (Bytes b : r.host_activation_peak) activations = std::max(activations, b);
+    o.host_peak = (host + activations) * o.gpus_per_node;
+    o.nvme = nvme * o.gpus_per_node;
+  }
   const Bytes tensors = ledger.peak() - s.runtime.reserved;
   o.fragmentation = tensors > Bytes() ? (ledger.reserved_peak() - ledger.peak()) / tensors : 0.0;
 
@@ -80,6 +90,8 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.optimizer = r.optimizer;
   o.bubble = r.bubble;
   o.overlap_stretch = r.overlap_stretch;
+  o.pcie = r.pcie;
+  o.exposed_pcie = r.exposed_pcie;
   o.time_stage = r.time_stage;
 
   // Work: per-GPU averages times the GPUs.

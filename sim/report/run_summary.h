@@ -93,9 +93,14 @@ struct RunSummary {
   std::optional<OverflowSummary> first_overflow;
   // The allocator's overhead at its peak: (reserved_peak − peak) / (peak − runtime reserve).
   double fragmentation = 0;
+  // Offload and paged optimizers, per node: the host DRAM the node's GPUs hold (offloaded
+  // states, fp32 gradient partitions, paged moments, offloaded activations at their highest)
+  // and the NVMe they fill.
+  Bytes host_peak, nvme;
 
   // ---- time -----------------------------------------------------------------------------
   Duration step, compute, recompute, comm, exposed_comm, optimizer, bubble, overlap_stretch;
+  Duration pcie, exposed_pcie;  // offload copies: busy time, and the part compute waited for
   int32_t time_stage = 0;
 
   // ---- work and throughput ----------------------------------------------------------------

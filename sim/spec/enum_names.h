@@ -30,9 +30,33 @@ struct EnumNames<Precision> {
 };
 template <>
 struct EnumNames<OptimizerKind> {
-  static constexpr NameTable<OptimizerKind, 3> kNames{{{OptimizerKind::kAdamW, "adamw"},
-                                                       {OptimizerKind::kSgd, "sgd"},
-                                                       {OptimizerKind::kAdam8bit, "adam8bit"}}};
+  static constexpr NameTable<OptimizerKind, 4> kNames{
+      {{OptimizerKind::kAdamW, "adamw"},
+       {OptimizerKind::kSgd, "sgd"},
+       {OptimizerKind::kAdam8bit, "adam8bit"},
+       {OptimizerKind::kAdam8bitPaged, "adam8bit_paged"}}};
+};
+template <>
+struct EnumNames<FinetuneMethod> {
+  static constexpr NameTable<FinetuneMethod, 3> kNames{{{FinetuneMethod::kFull, "full"},
+                                                        {FinetuneMethod::kLora, "lora"},
+                                                        {FinetuneMethod::kQlora, "qlora"}}};
+};
+template <>
+struct EnumNames<LoraTarget> {
+  static constexpr NameTable<LoraTarget, 7> kNames{{{LoraTarget::kQ, "q"},
+                                                    {LoraTarget::kK, "k"},
+                                                    {LoraTarget::kV, "v"},
+                                                    {LoraTarget::kO, "o"},
+                                                    {LoraTarget::kGate, "gate"},
+                                                    {LoraTarget::kUp, "up"},
+                                                    {LoraTarget::kDown, "down"}}};
+};
+template <>
+struct EnumNames<OffloadTarget> {
+  static constexpr NameTable<OffloadTarget, 3> kNames{{{OffloadTarget::kNone, "none"},
+                                                       {OffloadTarget::kCpu, "cpu"},
+                                                       {OffloadTarget::kNvme, "nvme"}}};
 };
 template <>
 struct EnumNames<Recompute> {
@@ -48,11 +72,13 @@ struct EnumNames<RecomputeMethod> {
 };
 template <>
 struct EnumNames<LossKernel> {
-  static constexpr NameTable<LossKernel, 5> kNames{{{LossKernel::kEager, "eager"},
-                                                    {LossKernel::kVocabParallel, "vocab_parallel"},
-                                                    {LossKernel::kFused, "fused"},
-                                                    {LossKernel::kCompiled, "compiled"},
-                                                    {LossKernel::kChunked, "chunked"}}};
+  static constexpr NameTable<LossKernel, 6> kNames{
+      {{LossKernel::kEager, "eager"},
+       {LossKernel::kVocabParallel, "vocab_parallel"},
+       {LossKernel::kFused, "fused"},
+       {LossKernel::kCompiled, "compiled"},
+       {LossKernel::kChunked, "chunked"},
+       {LossKernel::kChunkedCompiled, "chunked_compiled"}}};
 };
 template <>
 struct EnumNames<AttentionKernel> {
@@ -61,10 +87,11 @@ struct EnumNames<AttentionKernel> {
 };
 template <>
 struct EnumNames<Framework> {
-  static constexpr NameTable<Framework, 4> kNames{{{Framework::kDeepSpeed, "deepspeed"},
+  static constexpr NameTable<Framework, 5> kNames{{{Framework::kDeepSpeed, "deepspeed"},
                                                    {Framework::kFsdp, "fsdp"},
                                                    {Framework::kMegatron, "megatron"},
-                                                   {Framework::kDdp, "ddp"}}};
+                                                   {Framework::kDdp, "ddp"},
+                                                   {Framework::kTorchtune, "torchtune"}}};
 };
 template <>
 struct EnumNames<FsdpSharding> {

@@ -20,6 +20,13 @@ std::optional<FlopRate> GpuSpec::Peak(Dtype d) const {
   return std::nullopt;
 }
 
+Bandwidth HostSpec::PcieLink() const {
+  const double gts = pcie_gen <= 2 ? 2.5 * static_cast<double>(pcie_gen)
+                                   : 8.0 * std::pow(2.0, static_cast<double>(pcie_gen - 3));
+  const double coding = pcie_gen <= 2 ? 8.0 / 10.0 : 128.0 / 130.0;
+  return Bandwidth::GBps(gts * coding * static_cast<double>(pcie_lanes) / 8.0);
+}
+
 double GpuCalibration::CommSizeEfficiency(Bytes m) const {
   const auto& t = comm_size_efficiency;
   if (t.empty()) return 1.0;

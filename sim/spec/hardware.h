@@ -56,6 +56,24 @@ struct GpuSpec {
   std::optional<FlopRate> Peak(Dtype d) const;
 };
 
+// The host side of a node, for offload (topologies/nodes.yaml `host:`): host DRAM, the PCIe
+// link that carries each GPU's copies, the CPU cores that run an offloaded optimizer, NVMe.
+struct HostSpec {
+  Bytes dram;                      // per node
+  Bandwidth dram_bandwidth;        // per node, every socket's channels together
+  int64_t cores = 0;               // per node
+  int64_t pcie_gen = 4;            // PCIe generation of each GPU's link to the host
+  int64_t pcie_lanes = 16;         // lanes of that link
+  int64_t gpus_per_pcie_link = 1;  // GPUs whose copies share one host uplink (a PCIe switch)
+  Bytes nvme;                      // capacity usable for offload; 0 = no NVMe offload
+  Bandwidth nvme_bandwidth;        // per node, all drives (read and write alike)
+  std::string source;
+  // Data rate of the GPU's link, one direction: 2.5·2^(gen-1) GT/s per lane for generations 1
+  // and 2 with 8b/10b coding, 8·2^(gen-3) GT/s with 128b/130b from generation 3 (PCI-SIG):
+  // Gen4 x16 = 31.5 GB/s, Gen5 x16 = 63.0 GB/s.
+  Bandwidth PcieLink() const;
+};
+
 struct NodeSpec {
   std::string name;
   std::string gpu;  // a GpuSpec name
@@ -66,6 +84,7 @@ struct NodeSpec {
   Bandwidth nic_bandwidth;  // per NIC, one direction
   Duration intra_node_latency = Duration::Microseconds(2);
   Duration inter_node_latency = Duration::Microseconds(5);
+  std::optional<HostSpec> host;  // absent: offload cannot be priced on this node
   std::string source;
 };
 

@@ -6,6 +6,9 @@ namespace sim {
 
 absl::string_view Name(Precision p) { return EnumName(p); }
 absl::string_view Name(OptimizerKind o) { return EnumName(o); }
+absl::string_view Name(FinetuneMethod m) { return EnumName(m); }
+absl::string_view Name(LoraTarget t) { return EnumName(t); }
+absl::string_view Name(OffloadTarget t) { return EnumName(t); }
 absl::string_view Name(Recompute r) { return EnumName(r); }
 absl::string_view Name(RecomputeMethod m) { return EnumName(m); }
 absl::string_view Name(LossKernel l) { return EnumName(l); }

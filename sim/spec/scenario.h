@@ -18,7 +18,22 @@
 namespace sim {
 
 enum class Precision { kBf16, kFp16, kFp8 };
-enum class OptimizerKind { kAdamW, kSgd, kAdam8bit };
+// adam8bit: block-wise 8-bit moments (bitsandbytes AdamW8bit, torchao AdamW8bit);
+// adam8bit_paged: the same states in CUDA unified memory (bitsandbytes PagedAdamW8bit), outside
+// PyTorch's allocator: they use free GPU memory when there is some and page to the host when
+// not, so they never make a step run out of memory; the report counts them as host memory.
+enum class OptimizerKind { kAdamW, kSgd, kAdam8bit, kAdam8bitPaged };
+// Fine-tuning (training.finetune): every parameter trained; LoRA adapters on frozen 16-bit base
+// weights (Hu et al. 2021, arXiv 2106.09685); QLoRA's adapters on NF4 base weights (Dettmers et
+// al. 2023, arXiv 2305.14314).
+enum class FinetuneMethod { kFull, kLora, kQlora };
+// The linear projections of a decoder layer an adapter can target (torchtune's q_proj, k_proj,
+// v_proj, output_proj, w1 = gate, w3 = up, w2 = down; a GELU MLP has up = fc1 and down = fc2).
+enum class LoraTarget { kQ, kK, kV, kO, kGate, kUp, kDown };
+inline constexpr int kNumLoraTargets = 7;
+// Where the model states and activations live (parallel.offload): on the GPU, in host DRAM, or
+// on the node's NVMe drives (ZeRO-Infinity).
+enum class OffloadTarget { kNone, kCpu, kNvme };
 // Activation checkpointing of a decoder layer: none; selective (Megatron-LM: the attention core
 // is re-run); full (only the layer input is kept); op (torchtitan's per-op selective
 // checkpointing: the outputs of every other matmul and of attention are kept, the rest re-run).
@@ -33,11 +48,14 @@ enum class RecomputeMethod { kUniform, kBlock };
 // writes the gradient into them (Transformer Engine parallel_cross_entropy); torch.compile'd
 // cross_entropy; and chunked cross-entropy (torchtune CEWithChunkedOutputLoss), fp32 one chunk
 // at a time.
-enum class LossKernel { kEager, kVocabParallel, kFused, kCompiled, kChunked };
+// chunked_compiled: the same chunks with torch.compile on the loss (torchtune `compile: True`):
+// each chunk's upcast is fused into its reductions, only the 16-bit chunk logits are kept.
+enum class LossKernel { kEager, kVocabParallel, kFused, kCompiled, kChunked, kChunkedCompiled };
 enum class AttentionKernel { kFlash, kEager };
-// Framework presets (sim/workload/policy/): DeepSpeed ZeRO, PyTorch FSDP, Megatron-LM, and
-// PyTorch DDP with torch.cuda.amp (fp32 parameters and gradients, autocast's 16-bit copies).
-enum class Framework { kDeepSpeed, kFsdp, kMegatron, kDdp };
+// Framework presets (sim/workload/policy/): DeepSpeed ZeRO, PyTorch FSDP, Megatron-LM,
+// PyTorch DDP with torch.cuda.amp (fp32 parameters and gradients, autocast's 16-bit copies), and
+// torchtune (bf16 parameters, gradients and optimizer states, no fp32 master; FSDP2 to shard).
+enum class Framework { kDeepSpeed, kFsdp, kMegatron, kDdp, kTorchtune };
 // FSDP sharding strategies (torch.distributed.fsdp.ShardingStrategy).
 enum class FsdpSharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
 // NCCL's algorithms: ring; (double binary) tree, for all-reduce; hierarchical = intra-node
@@ -64,6 +82,16 @@ struct ClusterSpec {
   int64_t gpus() const { return nodes * node.gpus_per_node; }
 };
 
+struct FinetuneSpec {
+  FinetuneMethod method = FinetuneMethod::kFull;
+  int64_t rank = 8;   // r: adapters A (in × r) and B (r × out) per targeted projection
+  double alpha = 16;  // the update is scaled by alpha / r (no effect on memory or time)
+  // torchtune's Llama LoRA recipes: lora_attn_modules [q_proj, v_proj, output_proj] with
+  // apply_lora_to_mlp: True.
+  std::array<bool, kNumLoraTargets> targets = {true, false, true, true, true, true, true};
+  bool adapters() const { return method != FinetuneMethod::kFull; }
+};
+
 struct TrainingSpec {
   int64_t seq_len = 4096;
   int64_t micro_batch = 1;   // sequences per micro-batch per data-parallel rank
@@ -81,6 +109,26 @@ struct TrainingSpec {
   // Absent = the framework's (its policy in sim/workload/policy/).
   std::optional<LossKernel> loss;
   int64_t loss_chunks = 8;  // chunked: torchtune's num_output_chunks default
+  FinetuneSpec finetune;
+  // Each parameter's update runs in its gradient hook during the backward (torchtune
+  // optimizer_in_bwd, PyTorch _apply_optimizer_in_backward): gradients never all live at once.
+  bool optimizer_in_backward = false;
+};
+
+// parallel.offload: what moves off the GPU. optimizer: the optimizer states (and the fp32
+// gradient partition) live in host DRAM or NVMe and the update runs on the CPU (ZeRO-Offload,
+// Ren et al. 2021; FSDP CPUOffload); params: the parameter shards too (ZeRO-Infinity
+// offload_param, FSDP CPUOffload(offload_params=True)), copied in before each gather;
+// activations: the tensors saved for the backward go to host memory in the forward and come
+// back before their layer's backward (torchtune enable_activation_offloading, Megatron-LM
+// --cpu-offloading).
+struct OffloadSpec {
+  OffloadTarget optimizer = OffloadTarget::kNone;
+  OffloadTarget params = OffloadTarget::kNone;
+  bool activations = false;
+  bool any() const {
+    return optimizer != OffloadTarget::kNone || params != OffloadTarget::kNone || activations;
+  }
 };
 
 struct ParallelSpec {
@@ -124,6 +172,7 @@ struct ParallelSpec {
   // param_dtype; torchtitan sets fp32).
   std::optional<Dtype> reduce_dtype;
   CollectiveAlgorithm collective = CollectiveAlgorithm::kAuto;
+  OffloadSpec offload;
 };
 
 struct RuntimeSpec {
@@ -149,6 +198,9 @@ struct Scenario {
 
 absl::string_view Name(Precision p);
 absl::string_view Name(OptimizerKind o);
+absl::string_view Name(FinetuneMethod m);
+absl::string_view Name(LoraTarget t);
+absl::string_view Name(OffloadTarget t);
 absl::string_view Name(Recompute r);
 absl::string_view Name(RecomputeMethod m);
 absl::string_view Name(LossKernel l);

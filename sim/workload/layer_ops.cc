@@ -53,6 +53,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
 
   LayerOp qkv = Gemm("qkv", tokens, h, (h + 2 * kv) / t);
   qkv.saves = {{"qkv_in", bytes(kAct * rep_tokens * h)}};
+  qkv.saves[0].weight_grad_input = true;
   qkv.role = ParallelRole::kColumn;
   // Per-op checkpointing caches wq's and wv's outputs (matmuls 1 and 3) and re-runs wk (2).
   qkv.sac_recompute = static_cast<double>(kv) / static_cast<double>(h + 2 * kv);
@@ -116,6 +117,9 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   // The context is the flash kernel's output (cached); eager attention's comes from a bmm.
   proj.saves = {
       {"context", bytes(kAct * tokens * h / t), false, shape.attention == AttentionKernel::kFlash}};
+  // Flash attention saves its output for its own backward; eager attention's AV backward needs P
+  // and V, so the context serves only the projection's weight gradient.
+  proj.saves[0].weight_grad_input = shape.attention == AttentionKernel::kEager;
   proj.role = ParallelRole::kRow;
   ops.push_back(proj);
 
@@ -130,6 +134,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   if (m.mlp == MlpKind::kGelu) {
     LayerOp fc1 = Gemm("fc1", tokens, h, f / t);
     fc1.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
+    fc1.saves[0].weight_grad_input = true;
     fc1.role = ParallelRole::kColumn;
     fc1.sac_recompute = 0;  // matmul 5 (after wq, wk, wv, wo): cached
     ops.push_back(fc1);
@@ -139,6 +144,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   } else {
     LayerOp gate_up = Gemm("gate_up", tokens, h, 2 * f / t);
     gate_up.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
+    gate_up.saves[0].weight_grad_input = true;
     gate_up.role = ParallelRole::kColumn;
     gate_up.sac_recompute = 0.5;  // w1 (matmul 5) cached, w3 (6) re-run
     ops.push_back(gate_up);
@@ -149,6 +155,9 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   }
   LayerOp fc2 = Gemm(m.mlp == MlpKind::kGelu ? "fc2" : "down", tokens, f / t, h);
   fc2.saves = {{"fc2_in", bytes(kAct * tokens * f / t)}};
+  // GELU's backward needs its input (gelu_in), not its output: fc2_in serves fc2's weight
+  // gradient only, as the SwiGLU product serves down's.
+  fc2.saves[0].weight_grad_input = true;
   fc2.role = ParallelRole::kRow;
   // SwiGLU: w2 is matmul 7, cached (its output too, though no backward needs it); GELU: fc2 is
   // matmul 6, re-run.
@@ -165,6 +174,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
 }
 
 bool Allocated(const SavedTensor& t, Recompute policy) {
+  if (t.not_saved) return false;
   return !t.sac_only || policy == Recompute::kOp;
 }
 
@@ -173,13 +183,13 @@ bool Kept(const std::vector<LayerOp>& ops, const LayerOp& op, const SavedTensor&
   const bool layer_input = &op == &ops.front() && &t == &op.saves.front();
   switch (policy) {
     case Recompute::kNone:
-      return !t.sac_only;
+      return !t.sac_only && !t.not_saved;
     case Recompute::kSelective:
-      return !t.sac_only && !t.attention_core;
+      return !t.sac_only && !t.not_saved && !t.attention_core;
     case Recompute::kFull:
       return layer_input;
     case Recompute::kOp:
-      return layer_input || t.sac_cached;
+      return layer_input || (t.sac_cached && !t.not_saved);
   }
   return true;
 }

@@ -46,7 +46,11 @@
 
 namespace sim {
 
-enum class OpClass { kGemm, kAttention, kMemoryBound };
+// What prices an op (sim/cost/compute_cost.h): GEMMs, attention kernels and memory-bound
+// kernels on the GPU; offload's copies over the GPU's PCIe link (bytes_moved), the host CPU's
+// memory-bound work such as an offloaded optimizer step (bytes_moved of host DRAM traffic), and
+// NVMe reads or writes (bytes_moved).
+enum class OpClass { kGemm, kAttention, kMemoryBound, kPcieCopy, kHostCompute, kNvmeIo };
 
 // FlashAttention's backward runs five matmuls to the forward's two (it recomputes QK^T and the
 // softmax): 2.5 times the forward's FLOPs (Dao 2023, FlashAttention-2, arXiv 2307.08691, section
@@ -79,6 +83,13 @@ struct SavedTensor {
   // Held only under per-op checkpointing: an op output that autograd itself never saves (w2's
   // output, on the save list, but needed by no backward).
   bool sac_only = false;
+  // The input of a GEMM that autograd saves only for the GEMM's weight gradient (its input
+  // gradient needs the weight, not the input): not saved when the weight is frozen and carries
+  // no adapter (sim/workload/finetune.h).
+  bool weight_grad_input = false;
+  // Not saved at all (a frozen projection's input, see above): it still sizes the input gradient
+  // the op's backward produces.
+  bool not_saved = false;
 };
 
 struct LayerOp {
@@ -95,6 +106,12 @@ struct LayerOp {
   // attention, the recomputed matmuls' share of a fused GEMM (wk of qkv, w3 of gate_up), 1 for
   // the kernels it never caches (norms, rotary, activations, residual adds).
   double sac_recompute = 1.0;
+  // Fine-tuning (sim/workload/finetune.h): the op's weights are frozen (its backward computes
+  // the input gradient only), the FLOPs its LoRA adapters add to the forward (twice that in the
+  // backward), and QLoRA's 16-bit copy of its projection while it runs.
+  bool frozen = false;
+  Flops adapter_flops;
+  Bytes dequantized;
 };
 
 struct ActivationShape {

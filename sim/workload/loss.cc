@@ -36,6 +36,14 @@ LossTensors LossTensorsOf(LossKernel kernel, int64_t chunks, int64_t tokens, int
       t.backward = {{MemWhen::kStart, kL, l16},  // the 16-bit gradient
                     {MemWhen::kEnd, kL, -l16}};  // the saved logits
       break;
+    case LossKernel::kChunkedCompiled: {
+      // Each chunk's compiled cross-entropy keeps only its 16-bit logits (already held) and per
+      // row statistics, and writes one chunk's 16-bit gradient at a time, which that chunk's
+      // head matmul consumes; lm_head's backward then frees the logits.
+      const Bytes chunk16 = l16 / std::max<int64_t>(chunks, 1);
+      t.backward = {{MemWhen::kStart, kL, chunk16}, {MemWhen::kEnd, kL, -chunk16}};
+      break;
+    }
     case LossKernel::kChunked: {
       const int64_t n = std::max<int64_t>(chunks, 1);
       const Bytes chunk32 = l32 / n;

@@ -29,7 +29,10 @@
 // into the max/logsumexp reductions, its partitioner saves the graph input (the 16-bit logits)
 // and per-row statistics, and the backward writes the 16-bit gradient in one kernel.
 // chunked — torchtune CEWithChunkedOutputLoss: the head runs per chunk, each chunk is upcast and
-// cross-entropied alone, its log_softmax kept for the backward.
+// cross-entropied alone, its log_softmax kept for the backward. chunked_compiled — the same
+// under torch.compile (torchtune `compile: True` compiles the loss's per-chunk cross-entropy):
+// the upcast fuses into the reductions, the 16-bit chunk logits are what is saved, and one
+// chunk's 16-bit gradient exists at a time: peak (2 + 2/n)·T·V.
 
 #include <cstdint>
 #include <vector>

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "sim/base/check.h"
+#include "sim/workload/finetune.h"
 #include "sim/workload/loss.h"
 #include "sim/workload/params.h"
 #include "sim/workload/pipeline_schedule.h"
@@ -28,7 +29,24 @@ int64_t OptimizerTrafficPerParam(OptimizerKind o) {
     case OptimizerKind::kSgd:
       return (2 + 4 + 4) + (4 + 4 + 2);
     case OptimizerKind::kAdam8bit:
+    case OptimizerKind::kAdam8bitPaged:
       return (2 + 4 + 1 + 1) + (4 + 1 + 1 + 2);
+  }
+  return 0;
+}
+
+// Host DRAM bytes an offloaded optimizer step reads and writes per parameter (DeepSpeed
+// DeepSpeedCPUAdam, torch.optim on CPU tensors): fp32 gradient, parameter and moments read, the
+// parameter and moments written, the 16-bit copy for the GPU written: 4·4 + 3·4 + 2.
+int64_t HostOptimizerTrafficPerParam(OptimizerKind o) {
+  switch (o) {
+    case OptimizerKind::kAdamW:
+      return 4 * 4 + 3 * 4 + 2;
+    case OptimizerKind::kSgd:
+      return 3 * 4 + 2 * 4 + 2;
+    case OptimizerKind::kAdam8bit:
+    case OptimizerKind::kAdam8bitPaged:
+      return (4 + 4 + 1 + 1) + (4 + 1 + 1 + 2);
   }
   return 0;
 }
@@ -42,7 +60,8 @@ class Lowerer {
         place_(s),
         shape_{s.training.seq_len,           s.training.micro_batch, s.parallel.tp,
                s.parallel.sequence_parallel, s.training.attention,   s.parallel.cp},
-        layer_ops_(LayerForwardOps(s.model, shape_)),
+        layer_ops_(WithFinetune(s, LayerForwardOps(s.model, shape_),
+                                s.training.seq_len / s.parallel.cp * s.training.micro_batch)),
         layers_(static_cast<int32_t>(s.model.layers)),
         tokens_(s.training.seq_len / s.parallel.cp * s.training.micro_batch),
         rep_(s.parallel.sequence_parallel ? s.parallel.tp : 1),
@@ -51,6 +70,9 @@ class Lowerer {
                             tokens_, s.model.vocab / s.parallel.tp)),
         b_(p_, static_cast<int32_t>(s.parallel.pp)) {
     group_params_ = GroupParameters(s);
+    group_trainable_ = GroupTrainable(s);
+    group_weights_ = GroupWeightBytes(s);
+    grads_allocated_.assign(group_params_.size(), false);
     grad_group_ = place_.GradientGroup();
     // Hybrid: one shard group per node, all nodes at once.
     shard_group_ = plan_.hybrid
@@ -124,14 +146,34 @@ class Lowerer {
                 std::optional<int32_t> g) {
     return b_.Collective(name, kind, tensor, group, g);
   }
-  DpEnv Env() { return DpEnv{b_, group_params_, grad_group_, shard_group_}; }
+  DpEnv Env() { return DpEnv{b_, group_trainable_, grad_group_, shard_group_}; }
 
   std::vector<MemAction> PersistentActions(int32_t stage) const {
     const StateSplit st = PersistentStates(s_, stage);
-    return {{MemWhen::kIssue, MemCategory::kWeights, st.weights},
-            {MemWhen::kIssue, MemCategory::kGradients, st.gradients},
+    return {{MemWhen::kIssue, MemCategory::kWeights, st.weights + st.adapters},
+            {MemWhen::kIssue, MemCategory::kGradients, LazyGradients() ? Bytes() : st.gradients},
             {MemWhen::kIssue, MemCategory::kOptimizer, st.optimizer},
             {MemWhen::kIssue, MemCategory::kReserved, s_.runtime.reserved}};
+  }
+
+  // Gradients the backward allocates and the optimizer frees (torchtune's set_to_none), or
+  // that each group's update frees as soon as it is done (optimizer in backward).
+  bool LazyGradients() const {
+    return PersistentStates(s_, 0).lazy_gradients || s_.training.optimizer_in_backward;
+  }
+  // A group's gradients as the optimizer sees them (its shard from ZeRO-2 on).
+  Bytes GroupGradientBytes(int32_t g) const {
+    if (p_.stage_states.empty() || p_.stage_states[b_.stage()].gradients == Bytes()) return {};
+    const BytesPerParam bpp =
+        StateBytesPerParam(s_.parallel.framework, s_.training.optimizer, s_.training.precision);
+    const int64_t n = plan_.stage >= 2 ? plan_.shard_degree : 1;
+    return Bytes::Count(bpp.gradients.bytes_per_param * ((group_trainable_[g] + n - 1) / n));
+  }
+  // With lazy gradients: what group g's first backward allocates (once per step).
+  MemList FirstGradients(int32_t g) {
+    if (!LazyGradients() || grads_allocated_[g]) return {};
+    grads_allocated_[g] = true;
+    return {{MemWhen::kStart, MemCategory::kGradients, GroupGradientBytes(g)}};
   }
 
   // ---- collectives ------------------------------------------------------------------------
@@ -233,10 +275,20 @@ class Lowerer {
   void LaunchGathers(int32_t from, int32_t to, int32_t step) {
     for (int32_t g = from; step > 0 ? g <= to : g >= to; g += step) {
       if (g < 0 || g >= NumGroups() || gather_pending_[g]) continue;
-      const Bytes buffer = ComputeBytes(group_params_[g]);
+      const Bytes buffer = group_weights_[g];
+      std::vector<int32_t> deps = AnchorDeps();
+      Bytes shard;
+      if (s_.parallel.offload.params != OffloadTarget::kNone) {
+        // The shard comes in from the host first (ZeRO-Infinity, FSDP CPUOffload) and is freed
+        // once gathered.
+        shard = buffer.CeilDiv(plan_.shard_degree);
+        deps = {Add(HostOp("param_to_gpu", OpClass::kPcieCopy, shard, g), deps,
+                    {{MemWhen::kStart, MemCategory::kGatheredParams, shard}})};
+      }
       gather_pending_[g] =
-          Add(Collective("all_gather", CollectiveKind::kAllGather, buffer, shard_group_, g),
-              AnchorDeps(), {{MemWhen::kIssue, MemCategory::kGatheredParams, buffer}});
+          Add(Collective("all_gather", CollectiveKind::kAllGather, buffer, shard_group_, g), deps,
+              {{MemWhen::kIssue, MemCategory::kGatheredParams, buffer},
+               {MemWhen::kEnd, MemCategory::kGatheredParams, -shard}});
     }
   }
 
@@ -263,13 +315,31 @@ class Lowerer {
   }
 
   Op FromLayerOp(const LayerOp& lo, OpPass pass, int32_t g) const {
-    // Backward: a GEMM's input and weight gradients are two GEMMs of the forward's size; other
-    // kernels read and write about twice the forward traffic; flash attention's backward does
-    // kFlashBackwardFactor times its forward.
-    const bool flash_backward = pass == OpPass::kBackward && lo.op_class == OpClass::kAttention &&
+    // Backward: a GEMM's input and weight gradients are two GEMMs of the forward's size (one,
+    // the input gradient, when its weights are frozen); other kernels read and write about
+    // twice the forward traffic; flash attention's backward does kFlashBackwardFactor times its
+    // forward. LoRA adapters add their own forward, and twice it backward.
+    const bool backward = pass == OpPass::kBackward;
+    const bool flash_backward = backward && lo.op_class == OpClass::kAttention &&
                                 s_.training.attention == AttentionKernel::kFlash;
-    const double k = flash_backward ? kFlashBackwardFactor : pass == OpPass::kBackward ? 2.0 : 1.0;
-    return Compute(lo.name, pass, lo.op_class, lo.flops * k, lo.bytes_moved * k, g);
+    const double k = flash_backward ? kFlashBackwardFactor : backward ? 2.0 : 1.0;
+    const double kf = backward && lo.frozen ? 1.0 : k;
+    return Compute(lo.name, pass, lo.op_class,
+                   lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1), lo.bytes_moved * kf, g);
+  }
+
+  // An offload op: a copy over the GPU's PCIe link, or host CPU / NVMe work for this GPU.
+  Op HostOp(absl::string_view name, OpClass cls, Bytes bytes, std::optional<int32_t> g) const {
+    Op op = Compute(name, b_.pass(), cls, Flops(), bytes, g);
+    op.stream = cls == OpClass::kPcieCopy ? StreamKind::kPcie : StreamKind::kHost;
+    return op;
+  }
+
+  // QLoRA's 16-bit copy of an op's projection while it runs.
+  static void Dequantized(const LayerOp& lo, MemList& mem) {
+    if (lo.dequantized == Bytes()) return;
+    mem.push_back({MemWhen::kStart, MemCategory::kWorkspace, lo.dequantized});
+    mem.push_back({MemWhen::kEnd, MemCategory::kWorkspace, -lo.dequantized});
   }
 
   // How decoder layer g (1..L) is checkpointed: the recompute policy, restricted to every K-th
@@ -334,6 +404,7 @@ class Lowerer {
         mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
         if (!Kept(c, lo, t)) dropped.push_back(t.bytes);
       }
+      Dequantized(lo, mem);
       LayerOpWithComms(lo, FromLayerOp(lo, OpPass::kForward, g),
                        i == 0 ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>(),
                        std::move(mem), /*backward=*/false);
@@ -344,8 +415,50 @@ class Lowerer {
       AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -cast});
     }
     if (free_gather_at_end) {
-      AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -ComputeBytes(group_params_[g])});
+      AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -group_weights_[g]});
     }
+    // Activation offload: what the layer keeps goes to the host, freed here when the copy ends.
+    if (s_.parallel.offload.activations) {
+      const std::vector<Bytes> kept = KeptTensors(g);
+      MemList frees;
+      Bytes total;
+      for (Bytes b : kept) {
+        frees.push_back({MemWhen::kEnd, MemCategory::kActivations, -b});
+        total += b;
+      }
+      if (total > Bytes()) {
+        Add(HostOp("activations_to_host", OpClass::kPcieCopy, total, g), AnchorDeps(), frees);
+      }
+    }
+  }
+
+  // The tensors layer g keeps from its forward to its backward.
+  std::vector<Bytes> KeptTensors(int32_t g) const {
+    const LayerCheckpoint c = CheckpointOf(g);
+    std::vector<Bytes> kept;
+    for (const LayerOp& lo : layer_ops_) {
+      for (const SavedTensor& t : lo.saves) {
+        if (Allocated(t, c.policy) && Kept(c, lo, t)) kept.push_back(t.bytes);
+      }
+    }
+    return kept;
+  }
+
+  // Activation offload: copies layer g's kept tensors back (once per backward), allocating them
+  // when the copy starts; returns the copy its backward waits for.
+  std::optional<int32_t> FetchActivations(int32_t g) {
+    if (!s_.parallel.offload.activations || g <= 0 || g > layers_) return std::nullopt;
+    if (fetched_[g]) return fetched_[g];
+    MemList mem;
+    Bytes total;
+    for (Bytes b : KeptTensors(g)) {
+      mem.push_back({MemWhen::kStart, MemCategory::kActivations, b});
+      total += b;
+    }
+    if (total == Bytes()) return std::nullopt;
+    fetched_[g] =
+        Add(HostOp("activations_to_gpu", OpClass::kPcieCopy, total, g), AnchorDeps(), mem);
+    return fetched_[g];
   }
 
   // Re-runs what layer g's checkpoint dropped, allocating those tensors again: every op (full),
@@ -375,6 +488,7 @@ class Lowerer {
         mem.insert(mem.end(), first.begin(), first.end());
         first.clear();
       }
+      Dequantized(lo, mem);
       Op x = FromLayerOp(lo, OpPass::kRecompute, g);
       x.flops = x.flops * share;
       x.bytes_moved = x.bytes_moved * share;
@@ -389,6 +503,7 @@ class Lowerer {
   void LayerBackward(int32_t g, std::vector<int32_t> first_deps, Bytes free_at_end) {
     const LayerCheckpoint c = CheckpointOf(g);
     MemList grads = TransientGradients(g);
+    for (const MemAction& a : FirstGradients(g)) grads.push_back(a);
     // The checkpointed layers (a uniform group at once, when its last layer is reached) re-run
     // their forward first.
     if (c.policy != Recompute::kNone && g == c.group_last) {
@@ -408,6 +523,7 @@ class Lowerer {
       MemList mem = {{MemWhen::kStart, MemCategory::kActivations, input_grad}};
       mem.insert(mem.end(), frees.begin(), frees.end());
       mem.push_back({MemWhen::kEnd, MemCategory::kActivations, -input_grad});
+      Dequantized(*it, mem);
       if (first) {
         mem.insert(mem.end(), grads.begin(), grads.end());
         grads.clear();
@@ -443,13 +559,13 @@ class Lowerer {
   void EmbeddingForward(std::vector<int32_t> deps, bool free_gather) {
     const int64_t h = s_.model.hidden;
     const Bytes mask = Bytes::Count(s_.model.dropout > 0 ? tokens_ / rep_ * h : 0);
-    WithComms(Compute("embedding", OpPass::kForward, OpClass::kMemoryBound, Flops(),
-                      Bytes::Count(2 * kCompute * tokens_ * h), 0),
-              deps,
-              {{MemWhen::kStart, MemCategory::kActivations, mask},
-               {MemWhen::kEnd, MemCategory::kGatheredParams,
-                free_gather ? -ComputeBytes(group_params_[0]) : Bytes()}},
-              {}, {TpReduce()});
+    WithComms(
+        Compute("embedding", OpPass::kForward, OpClass::kMemoryBound, Flops(),
+                Bytes::Count(2 * kCompute * tokens_ * h), 0),
+        deps,
+        {{MemWhen::kStart, MemCategory::kActivations, mask},
+         {MemWhen::kEnd, MemCategory::kGatheredParams, free_gather ? -group_weights_[0] : Bytes()}},
+        {}, {TpReduce()});
   }
 
   void HeadForward(std::vector<int32_t> deps, bool free_gather) {
@@ -468,8 +584,7 @@ class Lowerer {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
         {MemWhen::kStart, MemCategory::kGatheredParams, policy_.CastCopies(HeadParameters())},
-        {MemWhen::kEnd, MemCategory::kGatheredParams,
-         free_gather ? -ComputeBytes(group_params_[g]) : Bytes()}};
+        {MemWhen::kEnd, MemCategory::kGatheredParams, free_gather ? -group_weights_[g] : Bytes()}};
     if (s_.parallel.sequence_parallel) {
       WithComms(head, {}, head_mem, {gather}, {});
     } else {
@@ -492,13 +607,18 @@ class Lowerer {
     const Bytes l32 = loss_.logits16 * 2;
     MemList ce(loss_.backward.begin(), loss_.backward.end());
     for (const MemAction& a : TransientGradients(g)) ce.push_back(a);
+    for (const MemAction& a : FirstGradients(g)) ce.push_back(a);
     Add(Compute("cross_entropy", OpPass::kBackward, OpClass::kMemoryBound,
                 Flops::Count(3.0 * static_cast<double>(tokens_ * v)), l32 * 2, g),
         deps, ce);
-    const Op head = Compute("lm_head", OpPass::kBackward, OpClass::kGemm,
-                            Flops::Count(4.0 * static_cast<double>(tokens_) *
-                                         static_cast<double>(h) * static_cast<double>(v)),
-                            Bytes::Count(2 * kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
+    // With adapters the head is frozen: its backward computes the input gradient only.
+    const double gemms = s_.training.finetune.adapters() ? 1.0 : 2.0;
+    const Op head = Compute(
+        "lm_head", OpPass::kBackward, OpClass::kGemm,
+        Flops::Count(gemms * 2.0 * static_cast<double>(tokens_) * static_cast<double>(h) *
+                     static_cast<double>(v)),
+        Bytes::Count(static_cast<int64_t>(gemms) * kCompute * (tokens_ * h + h * v + tokens_ * v)),
+        g);
     // The input gradient exists while it runs; the saved input and the logits gradient are
     // freed when it ends.
     const MemList head_mem = {
@@ -527,8 +647,11 @@ class Lowerer {
     MemList mem = {{MemWhen::kEnd, MemCategory::kActivations, -mask},
                    {MemWhen::kEnd, MemCategory::kGatheredParams, -free_gather}};
     for (const MemAction& a : TransientGradients(0)) mem.push_back(a);
-    const Op emb = Compute("embedding", OpPass::kBackward, OpClass::kMemoryBound, Flops(),
-                           Bytes::Count(3 * kCompute * tokens_ * h), 0);
+    for (const MemAction& a : FirstGradients(0)) mem.push_back(a);
+    // A frozen embedding (adapters) has no gradient to scatter.
+    const Op emb =
+        Compute("embedding", OpPass::kBackward, OpClass::kMemoryBound, Flops(),
+                Bytes::Count(s_.training.finetune.adapters() ? 0 : 3 * kCompute * tokens_ * h), 0);
     // With SP the output gradient arrives reduce-scattered: gathered again for the lookup.
     if (s_.parallel.sequence_parallel) {
       WithComms(emb, deps, mem, {TpGather()}, {});
@@ -576,8 +699,11 @@ class Lowerer {
         LaunchGathers(g, g - pf, -1);
         for (int32_t d : TakeGather(g)) deps.push_back(d);
       }
-      const Bytes free_gather =
-          policy_.GathersParameters() ? ComputeBytes(group_params_[g]) : Bytes();
+      const Bytes free_gather = policy_.GathersParameters() ? group_weights_[g] : Bytes();
+      // Activation offload: this layer's tensors back before its backward, the next one's
+      // prefetched beside it (torchtune OffloadActivations: one layer ahead).
+      if (const auto fetch = FetchActivations(g)) deps.push_back(*fetch);
+      if (g - 1 >= first) FetchActivations(g - 1);
       if (g == NumGroups() - 1) {
         HeadBackward(deps, free_gather);
       } else if (g == 0) {
@@ -587,6 +713,15 @@ class Lowerer {
       }
       DpEnv env = Env();
       policy_.AfterBackward(env, g);
+      if (s_.parallel.offload.activations && g > 0 && g <= layers_) fetched_[g].reset();
+      if (s_.training.optimizer_in_backward) {
+        // The group's update runs in its gradient hook and frees its gradients.
+        const int64_t params = group_trainable_[g];
+        Add(Compute("optimizer", OpPass::kStep, OpClass::kMemoryBound,
+                    Flops::Count(12.0 * static_cast<double>(params)),
+                    Bytes::Count(OptimizerTrafficPerParam(s_.training.optimizer) * params), g),
+            AnchorDeps(), {{MemWhen::kEnd, MemCategory::kGradients, -GroupGradientBytes(g)}});
+      }
     }
   }
 
@@ -667,21 +802,67 @@ class Lowerer {
     b_.SetPass(OpPass::kStep);
     DpEnv env = Env();
     policy_.BeforeOptimizer(env);
-    const int64_t total = StageParameters(s_)[b_.stage()];
+    const int64_t total = StageTrainable(s_)[b_.stage()];
     const int64_t local = policy_.OptimizerShard(total);
     std::vector<int32_t> deps = policy_.TakeStepReductions(b_.stage());
     if (b_.last_compute()) deps.push_back(*b_.last_compute());
     deps.insert(deps.end(), b_.waits().begin(), b_.waits().end());
     b_.ClearWaits();
-    Op opt = Compute("optimizer", OpPass::kStep, OpClass::kMemoryBound,
-                     Flops::Count(12.0 * static_cast<double>(local)),
-                     Bytes::Count(OptimizerTrafficPerParam(s_.training.optimizer) * local),
-                     std::nullopt);
-    const Bytes upcast = policy_.StepTransient(local);
-    const int32_t id = Add(opt, deps,
-                           {{MemWhen::kStart, MemCategory::kGradients, upcast},
-                            {MemWhen::kEnd, MemCategory::kGradients, -upcast}});
-    policy_.AfterOptimizer(env, id, total);
+    if (s_.training.optimizer_in_backward) return;  // every update ran in the backward
+    // Lazy gradients are freed, group by group, when the step ends (zero_grad(set_to_none)).
+    MemList frees;
+    if (LazyGradients()) {
+      for (size_t vs = b_.stage(); vs < vstage_groups_.size(); vs += s_.parallel.pp) {
+        for (int32_t g = vstage_groups_[vs].first; g <= vstage_groups_[vs].second; ++g) {
+          if (grads_allocated_[g])
+            frees.push_back({MemWhen::kEnd, MemCategory::kGradients, -GroupGradientBytes(g)});
+        }
+      }
+    }
+    const OffloadSpec& off = s_.parallel.offload;
+    const StateSplit& st = p_.stage_states[b_.stage()];
+    const bool on_host =
+        st.optimizer == Bytes() && (st.host > Bytes() || st.nvme > Bytes()) &&
+        (off.optimizer != OffloadTarget::kNone || off.params != OffloadTarget::kNone);
+    if (!on_host) {
+      Op opt = Compute("optimizer", OpPass::kStep, OpClass::kMemoryBound,
+                       Flops::Count(12.0 * static_cast<double>(local)),
+                       Bytes::Count(OptimizerTrafficPerParam(s_.training.optimizer) * local),
+                       std::nullopt);
+      const Bytes upcast = policy_.StepTransient(local);
+      frees.push_back({MemWhen::kStart, MemCategory::kGradients, upcast});
+      frees.push_back({MemWhen::kEnd, MemCategory::kGradients, -upcast});
+      const int32_t id = Add(opt, deps, frees);
+      policy_.AfterOptimizer(env, id, total);
+      return;
+    }
+    // The update runs on the host CPU (ZeRO-Offload's DeepSpeedCPUAdam, torch.optim on CPU
+    // tensors): gradients that stayed on the GPU go over first (Megatron-Core's main_grad),
+    // ZeRO-Infinity reads and writes the NVMe-resident states around it, and the updated 16-bit
+    // parameters come back unless they live on the host.
+    std::optional<int32_t> last;
+    auto chain = [&](Op op, MemList mem) {
+      last = Add(op, last ? std::vector<int32_t>{*last} : deps, mem);
+    };
+    if (!policy_.GradientsToHost()) {
+      chain(HostOp("grads_to_host", OpClass::kPcieCopy, Bytes::Count(4 * local), std::nullopt), {});
+    }
+    if (st.nvme > Bytes()) {
+      chain(HostOp("nvme_read", OpClass::kNvmeIo, st.nvme, std::nullopt), {});
+    }
+    chain(HostOp("optimizer", OpClass::kHostCompute,
+                 Bytes::Count(HostOptimizerTrafficPerParam(s_.training.optimizer) * local),
+                 std::nullopt),
+          frees);
+    if (st.nvme > Bytes()) {
+      chain(HostOp("nvme_write", OpClass::kNvmeIo, st.nvme, std::nullopt), {});
+    }
+    if (off.params == OffloadTarget::kNone) {
+      chain(
+          HostOp("params_to_gpu", OpClass::kPcieCopy, Bytes::Count(kCompute * local), std::nullopt),
+          {});
+    }
+    policy_.AfterOptimizer(env, *last, total);
   }
 
   const Scenario& s_;
@@ -702,6 +883,11 @@ class Lowerer {
   CommGroup grad_group_, shard_group_, tp_group_, cp_group_;
   std::vector<bool> finished_ = std::vector<bool>(static_cast<size_t>(s_.parallel.pp), false);
   std::vector<std::optional<int32_t>> gather_pending_;
+  std::vector<int64_t> group_trainable_;  // per GPU: what has gradients and optimizer states
+  std::vector<Bytes> group_weights_;      // per GPU: 16-bit (or NF4) weights as gathered
+  std::vector<bool> grads_allocated_;     // lazy gradients: allocated by an earlier backward
+  std::vector<std::optional<int32_t>> fetched_ =
+      std::vector<std::optional<int32_t>>(static_cast<size_t>(s_.model.layers + 2));
 };
 
 }  // namespace

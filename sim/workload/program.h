@@ -30,9 +30,22 @@ namespace sim {
 
 // Streams of one GPU: compute; the data-parallel communicator's collectives; TP/CP collectives
 // that overlap compute (Megatron-LM --tp-comm-overlap; without it they run on the compute
-// stream); pipeline point-to-point sends.
-enum class StreamKind : uint8_t { kCompute = 0, kComm = 1, kTpComm = 2, kP2p = 3 };
-inline constexpr int kNumStreams = 4;
+// stream); pipeline point-to-point sends; offload's copies between GPU and host over PCIe (the
+// copy engines: they take no SMs from compute); the host CPU's work for this GPU (an offloaded
+// optimizer step, NVMe swaps).
+enum class StreamKind : uint8_t {
+  kCompute = 0,
+  kComm = 1,
+  kTpComm = 2,
+  kP2p = 3,
+  kPcie = 4,
+  kHost = 5
+};
+inline constexpr int kNumStreams = 6;
+// Streams whose kernels share the GPU's SMs and HBM with compute (NCCL's kernels).
+inline bool SharesSms(StreamKind s) {
+  return s == StreamKind::kComm || s == StreamKind::kTpComm || s == StreamKind::kP2p;
+}
 
 // What an op is (a kernel on the GPU's cores, or a collective / send on its links) and which pass
 // of the step it belongs to; the two are independent (a ZeRO-3 gather serves the forward).

@@ -35,6 +35,7 @@ class ProgramBuilder {
   int32_t micro_batch() const { return mb_; }
   // The pass new collectives serve (compute ops carry their own).
   void SetPass(OpPass pass) { pass_ = pass; }
+  OpPass pass() const { return pass_; }
   bool last_micro_batch() const { return last_micro_batch_; }
 
   // Appends `op` after `deps`, with its memory actions (zero-byte actions dropped, ordered by

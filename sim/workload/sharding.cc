@@ -1,6 +1,7 @@
 #include "sim/workload/sharding.h"
 
 #include "sim/base/check.h"
+#include "sim/workload/finetune.h"
 #include "sim/workload/params.h"
 #include "sim/workload/pipeline_schedule.h"
 #include "sim/workload/placement.h"
@@ -20,6 +21,65 @@ std::vector<int64_t> GroupParameters(const Scenario& s) {
   // A tied head multiplies by the embedding matrix, which must be gathered again.
   groups.push_back(c.final_norm + (s.model.tied_embeddings ? c.embedding : c.lm_head) / t);
   return groups;
+}
+
+std::vector<int64_t> GroupTrainable(const Scenario& s) {
+  std::vector<int64_t> groups = GroupParameters(s);
+  if (!s.training.finetune.adapters()) return groups;
+  const int64_t adapters = AdapterParamsPerLayer(s);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    groups[g] = (g == 0 || g + 1 == groups.size()) ? 0 : adapters;
+  }
+  return groups;
+}
+
+std::vector<Bytes> GroupWeightBytes(const Scenario& s) {
+  const std::vector<int64_t> params = GroupParameters(s);
+  std::vector<Bytes> bytes;
+  const int64_t adapters = AdapterParamsPerLayer(s);
+  int64_t linears = 0;
+  for (const LayerLinear& l : LayerLinears(s.model)) linears += l.ParamsPerGpu(s.parallel.tp);
+  for (size_t g = 0; g < params.size(); ++g) {
+    const bool layer = g != 0 && g + 1 != params.size();
+    if (layer && s.training.finetune.method == FinetuneMethod::kQlora) {
+      bytes.push_back(Nf4Bytes(linears) + Bytes::Count(2 * (params[g] - linears + adapters)));
+    } else {
+      bytes.push_back(Bytes::Count(2 * (params[g] + (layer ? adapters : 0))));
+    }
+  }
+  return bytes;
+}
+
+namespace {
+
+// Sums per-group values over each pipeline stage's groups (the embedding on the first stage,
+// the head on the last).
+template <class T>
+std::vector<T> PerStage(const Scenario& s, const std::vector<T>& groups) {
+  const std::vector<int64_t> per_vstage = LayersPerVirtualStage(s);
+  const int64_t p = s.parallel.pp;
+  std::vector<T> stages(p, T());
+  int64_t layer = 1;
+  for (size_t vs = 0; vs < per_vstage.size(); ++vs) {
+    for (int64_t i = 0; i < per_vstage[vs]; ++i) stages[vs % p] += groups[layer++];
+  }
+  stages.front() += groups.front();
+  stages.back() += groups.back();
+  return stages;
+}
+
+}  // namespace
+
+std::vector<int64_t> StageTrainable(const Scenario& s) {
+  if (!s.training.finetune.adapters()) return StageParameters(s);
+  return PerStage(s, GroupTrainable(s));
+}
+
+std::vector<Bytes> StageWeightBytes(const Scenario& s) {
+  std::vector<Bytes> stages = PerStage(s, GroupWeightBytes(s));
+  if (s.model.tied_embeddings && s.parallel.pp == 1)
+    stages.front() -= Bytes::Count(2 * CountParameters(s.model).embedding / s.parallel.tp);
+  return stages;
 }
 
 std::vector<int64_t> StageParameters(const Scenario& s) {
@@ -42,15 +102,58 @@ std::vector<int64_t> StageParameters(const Scenario& s) {
 
 StateSplit PersistentStates(const Scenario& s, int32_t stage) {
   const ShardingPlan plan = PlanSharding(s);
-  BytesPerParam bpp =
-      StateBytesPerParam(s.parallel.framework, s.training.optimizer, s.training.precision);
+  const Framework fw = s.parallel.framework;
+  BytesPerParam bpp = StateBytesPerParam(fw, s.training.optimizer, s.training.precision);
   if (s.training.precision == Precision::kFp8) bpp.weights.bytes_per_param = 2 + 1;
-  const int64_t params = StageParameters(s)[stage];
+  const bool adapters = s.training.finetune.adapters();
+  const int64_t trained = StageTrainable(s)[stage];
+  const int64_t n = plan.shard_degree;
   // fsdp shard_grad_op holds the states of full_shard: the unsharded parameters it keeps from
   // forward to backward are gathers in the replay (gathered_params), not persistent weights.
-  auto split = PerGpuStateSplit(bpp, s.parallel.framework, plan.stage, params, plan.shard_degree);
+  auto split = PerGpuStateSplit(bpp, fw, plan.stage, trained, n);
   SIM_CHECK(split.has_value(), "no persistent-state rule for this framework and stage");
-  return *split;
+  StateSplit st = *split;
+  if (adapters) {
+    // The frozen base: its 16-bit (or NF4) weights, sharded like weights at ZeRO-3.
+    const Bytes base = StageWeightBytes(s)[stage] - Bytes::Count(2 * trained);
+    st.adapters = st.weights;
+    st.weights = plan.stage == 3 ? base.CeilDiv(n) : base;
+  }
+  st.lazy_gradients = fw == Framework::kTorchtune;
+  // Paged 8-bit moments live in unified memory, outside PyTorch's allocator.
+  if (s.training.optimizer == OptimizerKind::kAdam8bitPaged) {
+    const int64_t local = plan.stage >= 1 ? (trained + n - 1) / n : trained;
+    const Bytes moments =
+        Bytes::Count((bpp.optimizer_m.bytes_per_param + bpp.optimizer_v.bytes_per_param) * local);
+    st.optimizer -= moments;
+    st.host += moments;
+  }
+  const OffloadSpec& off = s.parallel.offload;
+  auto move = [&](Bytes& b, OffloadTarget to) {
+    (to == OffloadTarget::kNvme ? st.nvme : st.host) += b;
+    b = Bytes();
+  };
+  if (off.params != OffloadTarget::kNone) {
+    // ZeRO-Infinity / FSDP CPUOffload: the parameter shard lives off the GPU. FSDP and
+    // torchtune move gradients and optimizer states with it (CPUOffload(offload_params=True)).
+    move(st.weights, off.params);
+    move(st.adapters, off.params);
+    if (fw == Framework::kFsdp || fw == Framework::kTorchtune) {
+      move(st.gradients, OffloadTarget::kCpu);
+      move(st.optimizer, off.params);
+    }
+  }
+  if (off.optimizer != OffloadTarget::kNone && st.optimizer > Bytes()) {
+    move(st.optimizer, off.optimizer);
+    if (fw == Framework::kDeepSpeed) {
+      // ZeRO-Offload keeps the fp32 gradient partition on the host; from ZeRO-2 on the GPU holds
+      // no gradient partition (deepspeed/runtime/zero/stage_1_and_2.py, cpu_offload).
+      const int64_t local = plan.stage >= 1 ? (trained + n - 1) / n : trained;
+      st.host += Bytes::Count(4 * local);
+      if (plan.stage >= 2) st.gradients = Bytes();
+    }
+  }
+  return st;
 }
 
 }  // namespace sim

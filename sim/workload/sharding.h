@@ -24,15 +24,33 @@ struct ShardingPlan {
 ShardingPlan PlanSharding(const Scenario& s);
 
 // Parameters per GPU of each group (embedding, decoder layers, final norm + head), after TP
-// sharding: matrices ÷ t, norms and learned positions replicated.
+// sharding: matrices ÷ t, norms and learned positions replicated. The model's own parameters,
+// without adapters.
 std::vector<int64_t> GroupParameters(const Scenario& s);
+// The parameters of each group that are trained (have gradients and optimizer states): all of
+// them, or with adapters (training.finetune) the decoder layers' adapters only.
+std::vector<int64_t> GroupTrainable(const Scenario& s);
+// Bytes of each group's weights as a layer computes with them (what a ZeRO-3 / FSDP gather
+// assembles): 16-bit parameters and adapters, QLoRA's projections in NF4.
+std::vector<Bytes> GroupWeightBytes(const Scenario& s);
 // Parameters per GPU of each pipeline stage (its layers; the embedding on the first, the head
 // on the last; a tied embedding is held by both when pp > 1, as Megatron-LM does).
 std::vector<int64_t> StageParameters(const Scenario& s);
+// The same for the trained parameters and the weight bytes.
+std::vector<int64_t> StageTrainable(const Scenario& s);
+std::vector<Bytes> StageWeightBytes(const Scenario& s);
 
 // The persistent per-GPU states the replay holds on a pipeline stage (the static ledger of the
 // preset). With fp8, the replay follows Transformer Engine: bf16 weights plus an fp8 copy
-// (3 B/param), not the textbook's 1 B.
+// (3 B/param), not the textbook's 1 B. With adapters the frozen base weights (16-bit, or NF4
+// projections) are held like weights (sharded at ZeRO-3) and the states of the trainable
+// adapters follow the preset's rule. Offload (parallel.offload) moves states to `host`/`nvme`:
+//   optimizer  the optimizer states and, where the framework keeps it there, the fp32 gradient
+//              partition (DeepSpeed ZeRO-Offload: GPU keeps the 16-bit parameters only at
+//              ZeRO-2/3, Ren et al. 2021 §4; Megatron-Core: master and moments, main_grad stays);
+//   params     the parameter shard too (ZeRO-Infinity offload_param; FSDP CPUOffload moves
+//              parameters, gradients and optimizer states together);
+// paged 8-bit Adam keeps its moments in unified memory outside the allocator (counted in host).
 StateSplit PersistentStates(const Scenario& s, int32_t stage = 0);
 
 }  // namespace sim

@@ -8,10 +8,10 @@ namespace sim {
 
 BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
                                  Precision precision) {
-  const int64_t m = optimizer == OptimizerKind::kAdam8bit ? 1 : 4;
-  const int64_t v = optimizer == OptimizerKind::kAdamW ? 4
-                    : optimizer == OptimizerKind::kSgd ? 0
-                                                       : 1;
+  const bool eight_bit =
+      optimizer == OptimizerKind::kAdam8bit || optimizer == OptimizerKind::kAdam8bitPaged;
+  const int64_t m = eight_bit ? 1 : 4;
+  const int64_t v = optimizer == OptimizerKind::kSgd ? 0 : eight_bit ? 1 : 4;
   BytesPerParam b;
   switch (framework) {
     case Framework::kDeepSpeed:
@@ -38,6 +38,16 @@ BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
       b.optimizer_m = {"optimizer_m", m, std::nullopt};
       b.optimizer_v = {"optimizer_v", v, std::nullopt};
       break;
+    case Framework::kTorchtune:
+      // torchtune loads the model in bf16 and trains it there: no fp32 master, AdamW's moments in
+      // the parameters' dtype (torch.optim keeps state like its parameter), all sharded by FSDP2
+      // fully_shard (recipes/full_finetune_distributed.py); zero 0 = one GPU.
+      b.weights = {"weights", precision == Precision::kFp8 ? 1 : 2, 3};
+      b.gradients = {"gradients", 2, 2};
+      b.master_weights = {"master_weights", 0, 1};
+      b.optimizer_m = {"optimizer_m", m == 4 ? 2 : m, 1};
+      b.optimizer_v = {"optimizer_v", v == 4 ? 2 : v, 1};
+      break;
     case Framework::kMegatron:
       b.weights = {"weights", 2, std::nullopt};
       b.gradients = {"gradients", 4, std::nullopt};
@@ -54,6 +64,7 @@ std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework f
   if (framework == Framework::kFsdp && stage == 1) return std::nullopt;
   if (framework == Framework::kMegatron && stage >= 2) return std::nullopt;
   if (framework == Framework::kDdp && stage != 0) return std::nullopt;
+  if (framework == Framework::kTorchtune && stage != 0 && stage != 3) return std::nullopt;
   const int64_t shard = (params + n - 1) / n;
   auto bytes = [&](const StateKind& k) {
     const bool sharded = k.sharded_from_stage && stage >= *k.sharded_from_stage;

@@ -54,10 +54,19 @@ BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer, P
 std::optional<Bytes> PerGpuStateBytes(const BytesPerParam& bpp, Framework framework, int stage,
                                       int64_t params, int64_t n);
 
-// The same split by kind (weights, gradients, optimizer = master + m + v).
+// The same split by kind (weights, gradients, optimizer = master + m + v). With adapters
+// (training.finetune), `weights` are the frozen base weights and `adapters` the trainable
+// adapters' own weight copies; gradients and optimizer are the adapters'. What offload moves
+// off the GPU is counted in `host` (DRAM) or `nvme` instead, per GPU.
 struct StateSplit {
   Bytes weights, gradients, optimizer;
-  Bytes total() const { return weights + gradients + optimizer; }
+  Bytes adapters;
+  Bytes host, nvme;
+  // Gradients are allocated by the backward and freed after the optimizer step
+  // (optimizer.zero_grad(set_to_none=True)), not held for the whole step: `gradients` then says
+  // what they come to when all exist.
+  bool lazy_gradients = false;
+  Bytes total() const { return weights + adapters + gradients + optimizer; }
 };
 std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework, int stage,
                                            int64_t params, int64_t n);

@@ -36,6 +36,8 @@ class MegatronPolicy : public DataParallelPolicy {
     return Bytes::Count(std::max<int64_t>(40'000'000, 1'000'000 * s_.dp()) * ReduceBytes());
   }
   bool AsyncTpBackward() const override { return true; }
+  // Megatron-Core's CPU optimizer offload copies main_grad at the step (FinishStage).
+  bool GradientsToHost() const override { return false; }
   // Megatron-LM's vocab-parallel cross-entropy (fp32, in place) unless
   // --cross-entropy-fusion-impl te selects Transformer Engine's (training.loss: fused).
   LossKernel DefaultLoss() const override { return LossKernel::kVocabParallel; }

@@ -50,13 +50,37 @@ int64_t DataParallelPolicy::OptimizerShard(int64_t total) const {
   return plan_.stage >= 1 ? (total + plan_.shard_degree - 1) / plan_.shard_degree : total;
 }
 
+bool DataParallelPolicy::GradientsToHost() const {
+  return s_.parallel.offload.optimizer != OffloadTarget::kNone ||
+         s_.parallel.offload.params != OffloadTarget::kNone;
+}
+
+int32_t DataParallelPolicy::CopyGradientsToHost(DpEnv& env, int32_t after, int64_t params,
+                                                std::optional<int32_t> g) {
+  if (!GradientsToHost()) return after;
+  Op op;
+  op.name = "grads_to_host";
+  op.pass = OpPass::kBackward;
+  op.op_class = OpClass::kPcieCopy;
+  op.stream = StreamKind::kPcie;
+  op.group = g;
+  op.bytes_moved = Bytes::Count(ReduceBytes() * OptimizerShard(params));
+  return env.b.Add(op, {after}, {});
+}
+
 void DataParallelPolicy::BeforeForward(DpEnv&, int32_t, std::vector<int32_t>&) {}
 
 void DataParallelPolicy::StepReduce(DpEnv& env, const std::vector<int32_t>& groups,
                                     std::optional<int32_t> g) {
-  if (env.grad_group.size <= 1) return;  // nothing to reduce with one replica
   int64_t params = 0;
   for (int32_t group : groups) params += env.group_params[group];
+  if (env.grad_group.size <= 1) {  // nothing to reduce with one replica
+    const std::vector<int32_t> anchor = env.b.AnchorDeps();
+    if (GradientsToHost() && !anchor.empty()) {
+      step_reductions_[env.b.stage()].push_back(CopyGradientsToHost(env, anchor[0], params, g));
+    }
+    return;
+  }
   const Bytes grads = Bytes::Count(ReduceBytes() * params);
   Op op = plan_.stage == 0
               ? env.b.Collective("all_reduce", CollectiveKind::kAllReduce, grads, env.grad_group, g)
@@ -64,10 +88,10 @@ void DataParallelPolicy::StepReduce(DpEnv& env, const std::vector<int32_t>& grou
                                  env.grad_group, g);
   env.b.Spec(op).buckets = Buckets(grads);
   const Bytes staging = StepStaging(grads);
-  step_reductions_[env.b.stage()].push_back(
-      env.b.Add(op, env.b.AnchorDeps(),
-                {{MemWhen::kStart, MemCategory::kCommBuffers, staging},
-                 {MemWhen::kEnd, MemCategory::kCommBuffers, -staging}}));
+  const int32_t id = env.b.Add(op, env.b.AnchorDeps(),
+                               {{MemWhen::kStart, MemCategory::kCommBuffers, staging},
+                                {MemWhen::kEnd, MemCategory::kCommBuffers, -staging}});
+  step_reductions_[env.b.stage()].push_back(CopyGradientsToHost(env, id, params, g));
 }
 
 void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
@@ -94,7 +118,8 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
                                 {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
                                 {MemWhen::kEnd, MemCategory::kGradients, -layer_grads}});
   if (!plan_.hybrid) {
-    if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(id);
+    const int32_t done = CopyGradientsToHost(env, id, env.group_params[g], g);
+    if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
     return;
   }
   // Hybrid: the shard is all-reduced across the node replicas, one group per local rank.
@@ -105,7 +130,8 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
           CommGroup{s_.cluster.nodes, s_.cluster.nodes, plan_.shard_degree, plan_.shard_degree, 1},
           g),
       {id}, {});
-  if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(ar);
+  const int32_t done = CopyGradientsToHost(env, ar, env.group_params[g], g);
+  if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
 }
 
 void DataParallelPolicy::BeforeOptimizer(DpEnv& env) {
@@ -139,6 +165,8 @@ std::unique_ptr<DataParallelPolicy> MakeDataParallelPolicy(const Scenario& s) {
       return MakeMegatronPolicy(s);
     case Framework::kDdp:
       return MakeDdpPolicy(s);
+    case Framework::kTorchtune:
+      return MakeTorchtunePolicy(s);
     case Framework::kDeepSpeed:
       break;
   }

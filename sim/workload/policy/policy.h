@@ -7,6 +7,7 @@
 //                 post-optimizer all-gather of ZeRO-1/2.
 //   fsdp.cc       FSDP strategies mapped onto ZeRO stages (no_shard, shard_grad_op, full_shard,
 //                 hybrid_shard): one reduce-scatter per layer, fp32 reduce buffers.
+//   torchtune.cc  bf16 states without a master copy, one GPU or FSDP2, lazy gradients.
 //   megatron.cc   fp32 main_grad, one reduction per step (after the backward unless
 //                 overlap_grad_reduce), the distributed optimizer's parameter all-gather (after
 //                 the optimizer, or beside the next forward), asynchronous backward TP
@@ -81,6 +82,10 @@ class DataParallelPolicy {
   virtual Bytes StepTransient(int64_t) const { return Bytes(); }
   // Parameters the optimizer updates on this GPU out of a stage's `total`.
   int64_t OptimizerShard(int64_t total) const;
+  // Offload (parallel.offload): the reduced gradients are copied to the host as their
+  // reductions end (ZeRO-Offload's async copy into the fp32 CPU partition, FSDP CPUOffload's
+  // gradient shard). Megatron-Core copies its fp32 main_grad at the step instead.
+  virtual bool GradientsToHost() const;
 
   // ---- hooks that emit ops ----------------------------------------------------------------
 
@@ -106,6 +111,9 @@ class DataParallelPolicy {
   virtual Bytes LayerReduceBuffer(Bytes grads) const { return std::min(grads, Bucket()); }
   // The post-optimizer all-gather of the updated compute-dtype parameters.
   void GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total);
+  // With GradientsToHost(): the copy of `params` reduced gradients (this GPU's shard) after op
+  // `after`, which the optimizer then waits for instead; `after` otherwise.
+  int32_t CopyGradientsToHost(DpEnv& env, int32_t after, int64_t params, std::optional<int32_t> g);
 
   const Scenario& s_;
   const ShardingPlan plan_;
@@ -121,5 +129,6 @@ std::unique_ptr<DataParallelPolicy> MakeDeepSpeedPolicy(const Scenario& s);
 std::unique_ptr<DataParallelPolicy> MakeFsdpPolicy(const Scenario& s);
 std::unique_ptr<DataParallelPolicy> MakeMegatronPolicy(const Scenario& s);
 std::unique_ptr<DataParallelPolicy> MakeDdpPolicy(const Scenario& s);
+std::unique_ptr<DataParallelPolicy> MakeTorchtunePolicy(const Scenario& s);
 
 }  // namespace sim
