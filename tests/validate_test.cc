@@ -86,8 +86,8 @@ TEST_CASE("MFU in the MosaicML and torchtitan conventions", "[validate]") {
 // reaches (step-time MAPE 5.7% over the 67 A100 cases that run; MosaicML time metrics 5.4%).
 TEST_CASE("public validation cases stay within their error levels", "[validate]") {
   const auto results = validate::RunCases(AllCases(), 2);
-  double step_sum = 0, mpt_sum = 0, table5_sum = 0, memory_sum = 0;
-  int step_n = 0, mpt_n = 0, table5_n = 0, memory_n = 0, ran = 0, skipped = 0;
+  double step_sum = 0, mpt_sum = 0, table5_sum = 0, memory_sum = 0, tune_sum = 0;
+  int step_n = 0, mpt_n = 0, table5_n = 0, memory_n = 0, tune_n = 0, ran = 0, skipped = 0;
   for (const auto& r : results) {
     if (r.skipped) {
       ++skipped;
@@ -96,7 +96,16 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
     }
     ++ran;
     for (const auto& m : r.metrics) {
-      if (m.metric == "peak_memory") {
+      if (m.metric == "peak_memory" && r.group == "torchtune") {
+        // torchtune's README and Llama 3.2 3B ablation (issue 13 asks MAPE <= 10 %), nothing
+        // fitted to them. Reached: 7.2 % over 17; the worst are the eager (uncompiled) packed
+        // 3B row (-17.0 %: eager RMSNorm and SwiGLU save fp32 and extra tensors that stepsim's
+        // fused-kernel layer does not), 70B full with CPU offload (-14.6 %), 8-bit AdamW
+        // (-14.5 %) and 405B QLoRA (+12.1 %).
+        CHECK(std::abs(m.error_pct) < 18.0);
+        tune_sum += std::abs(m.error_pct);
+        ++tune_n;
+      } else if (m.metric == "peak_memory") {
         // Measured peaks (torchao, torchtitan: reserved; ColossalAI DDP: allocated), nothing
         // fitted to them. Reached: +4.2, +4.5, -3.0, -1.6, -9.4 %.
         CHECK(std::abs(m.error_pct) < 10.0);
@@ -129,11 +138,13 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       }
     }
   }
-  CHECK(ran >= 104);     // 61 MosaicML + 6 torchtitan + 17 estimator + 20 Megatron rows
-  CHECK(skipped >= 20);  // torchtune, non-catalog GPUs: reported, not dropped
+  CHECK(ran >= 121);  // 61 MosaicML + 6 torchtitan + 17 estimator + 20 Megatron + 17 torchtune
+  CHECK(skipped >= 4);  // reported with their reason, not dropped
   CHECK(table5_n == 8);
   CHECK(memory_n >= 5);
   CHECK(memory_sum / memory_n <= 5.0);  // 4.5 % reached
+  CHECK(tune_n == 17);
+  CHECK(tune_sum / tune_n <= 7.5);  // 7.2 % reached
   // 7.45 % before selective recompute re-ran the QKᵀ and AV matmuls it needs (it is 8.19 %
   // since): the A100 efficiencies were fitted without that work and are refitted with the
   // time calibration.

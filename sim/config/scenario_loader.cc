@@ -436,7 +436,8 @@ void CheckOffload(const YAML::Node& root, const Scenario& s, YamlErrors& errors)
   const HostSpec& h = *s.cluster.node.host;
   const bool nvme = o.optimizer == OffloadTarget::kNvme || o.params == OffloadTarget::kNvme;
   if (nvme && h.nvme == Bytes()) {
-    errors.Add(at(o.optimizer == OffloadTarget::kNvme ? "optimizer" : "params"), "parallel.offload",
+    const char* key = o.optimizer == OffloadTarget::kNvme ? "optimizer" : "params";
+    errors.Add(at(key), JoinPath("parallel.offload", key),
                absl::StrCat("node type '", s.cluster.node.name,
                             "' has no NVMe for offload (host.nvme in topologies/nodes.yaml)"));
   }
