@@ -176,6 +176,32 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
   CHECK(Stepsim("plan llama2-70b --gpu V100-SXM2-32GB").status == 2);  // no node type
 }
 
+TEST_CASE("compare --finetune puts the methods side by side, plan takes adapters",
+          "[cli][finetune]") {
+  // The seed's questions: Llama-2-70B on 8 x A100; full fine-tuning does not fit, LoRA and
+  // QLoRA do, the offloaded optimizer fits the GPUs and needs more host memory than a DGX A100
+  // 40GB has (1 TiB).
+  Result c = Stepsim(
+      "compare scenarios/llama2-70b-finetune.yaml --finetune full,lora,qlora,offload --markdown");
+  CHECK(c.status == 0);
+  CHECK(absl::StrContains(c.out, "| full | ZeRO-3 | no |"));
+  CHECK(absl::StrContains(c.out, "| lora | ZeRO-3 | yes |"));
+  CHECK(absl::StrContains(c.out, "| qlora | ZeRO-3 | yes |"));
+  CHECK(absl::StrContains(c.out, "| full, optimizer offloaded | ZeRO-3 | yes |"));
+  Result c40 = Stepsim(
+      "compare scenarios/llama2-70b-finetune.yaml --finetune offload --markdown --set "
+      "cluster.node=dgx-a100-40gb");
+  CHECK(c40.status == 0);
+  CHECK(absl::StrContains(c40.out, "| full, optimizer offloaded | ZeRO-3 | no (host) |"));
+  CHECK(Stepsim("compare scenarios/llama2-70b-finetune.yaml --finetune dora").status == 2);
+  Result p = Stepsim(
+      "plan gpt2-xl --gpu A100-SXM4-40GB --max-gpus 8 --tokens 10M --seq-len 1024 --finetune "
+      "qlora --offload activations --batch-tokens 65536");
+  CHECK(p.status == 0);
+  CHECK(absl::StrContains(p.out, "host per node"));
+  CHECK(Stepsim("plan llama2-7b --gpu A100-SXM4-40GB --offload gpu").status == 2);
+}
+
 TEST_CASE("plan shards merge into the whole plan", "[cli]") {
   const std::string dir = "/tmp/stepsim-cli-plan";
   std::filesystem::create_directories(dir);

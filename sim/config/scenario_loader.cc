@@ -206,14 +206,8 @@ void ReadFinetune(const YAML::Node& node, FinetuneSpec& f, YamlErrors& errors) {
       }
     }
   }
-  if (!f.adapters()) {
-    for (const char* key : {"rank", "alpha", "targets"}) {
-      if (node[key]) {
-        errors.Add(node[key], JoinPath(p, key),
-                   "applies to LoRA and QLoRA: set training.finetune.method to lora or qlora");
-      }
-    }
-  }
+  // rank, alpha and targets stay in force but unused under method: full, so that one file can
+  // be compared across methods (stepsim compare --finetune).
 }
 
 void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
@@ -383,9 +377,12 @@ YAML::Node At(const YAML::Node& root, absl::string_view section, absl::string_vi
 void CheckFinetune(const YAML::Node& root, const Scenario& s, int64_t dp, YamlErrors& errors) {
   const FinetuneSpec& f = s.training.finetune;
   if (f.adapters()) {
+    // The default targets name every projection a Llama layer has; a GELU MLP simply has no
+    // gate. Targets the user lists must exist.
+    const bool listed = Child(Child(Child(root, "training"), "finetune"), "targets").IsDefined();
     for (int i = 0; i < kNumLoraTargets; ++i) {
       const LoraTarget t = static_cast<LoraTarget>(i);
-      if (f.targets[i] && !ModelHasTarget(s.model, t)) {
+      if (listed && f.targets[i] && !ModelHasTarget(s.model, t)) {
         errors.Add(At(root, "training", "finetune", "targets"), "training.finetune.targets",
                    absl::StrCat("the model '", s.model.name, "' has no '", Name(t),
                                 "' projection (its MLP is gelu: fc1 is 'up', fc2 is 'down')"));

@@ -158,20 +158,38 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     std::optional<double> price = gpu->price_per_hour_usd;
     if (auto it = req.prices.find(gpu->name); it != req.prices.end()) price = it->second;
 
+    // Fine-tuning and offload apply to every candidate.
+    std::vector<config::Override> tuning;
+    if (req.finetune != FinetuneMethod::kFull) {
+      tuning.push_back({"training.finetune.method", std::string(Name(req.finetune))});
+      tuning.push_back({"training.finetune.rank", absl::StrCat(req.lora_rank)});
+    }
+    if (req.offload.optimizer != OffloadTarget::kNone) {
+      tuning.push_back({"parallel.offload.optimizer", std::string(Name(req.offload.optimizer))});
+    }
+    if (req.offload.params != OffloadTarget::kNone) {
+      tuning.push_back({"parallel.offload.params", std::string(Name(req.offload.params))});
+    }
+    if (req.offload.activations) tuning.push_back({"parallel.offload.activations", "cpu"});
     // The frugal base every candidate starts from, as data.
     auto loader = config::ScenarioLoader::FromOverrides(
         root,
-        {{"schema_version", "1"},
-         {"name", absl::StrCat("plan-", model->name, "-", gpu->name)},
-         {"model", req.model},
-         {"cluster.node", node->name},
-         {"cluster.nodes", "1"},
-         {"training.seq_len", absl::StrCat(req.seq_len)},
-         {"training.micro_batch", "1"},
-         {"training.global_batch", absl::StrCat(global_batch)},
-         {"training.recompute", std::string(Name(Recompute::kFull))},
-         {"parallel.framework", std::string(Name(req.framework))},
-         {"parallel.zero", "3"}},
+        [&] {
+          std::vector<config::Override> base = {
+              {"schema_version", "1"},
+              {"name", absl::StrCat("plan-", model->name, "-", gpu->name)},
+              {"model", req.model},
+              {"cluster.node", node->name},
+              {"cluster.nodes", "1"},
+              {"training.seq_len", absl::StrCat(req.seq_len)},
+              {"training.micro_batch", "1"},
+              {"training.global_batch", absl::StrCat(global_batch)},
+              {"training.recompute", std::string(Name(Recompute::kFull))},
+              {"parallel.framework", std::string(Name(req.framework))},
+              {"parallel.zero", "3"}};
+          base.insert(base.end(), tuning.begin(), tuning.end());
+          return base;
+        }(),
         absl::StrCat("plan:", gpu->name));
     if (!loader.ok()) return loader.status();
     const int64_t gpn = node->gpus_per_node;
@@ -249,10 +267,15 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       }
       const report::RunSummary& run = *r.summary;
       if (!run.fits) {
+        // The GPUs overflow at an op; or they fit and the node's host memory does not.
         reject(c, RejectionKind::kReplay,
-               absl::StrFormat("replay: out of memory at %s by %.2f GiB (peak %.1f GiB)",
-                               run.first_overflow->op, run.first_overflow->excess.gib(),
-                               run.peak.gib()));
+               run.first_overflow
+                   ? absl::StrFormat("replay: out of memory at %s by %.2f GiB (peak %.1f GiB)",
+                                     run.first_overflow->op, run.first_overflow->excess.gib(),
+                                     run.peak.gib())
+                   : absl::StrFormat("replay: host memory %.0f GiB per node exceeds the "
+                                     "node's %.0f GiB of DRAM (GPU peak %.1f GiB fits)",
+                                     run.host_peak.gib(), run.host_capacity.gib(), run.peak.gib()));
         continue;
       }
       PlanFit fit{gpu->name,
@@ -260,7 +283,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
                   c.config,
                   run.step.seconds(),
                   req.tokens / run.tokens_per_s / 86400.0,
-                  std::nullopt};
+                  std::nullopt,
+                  run.host_peak};
       if (price) fit.cost = fit.days * 24.0 * static_cast<double>(c.gpus) * *price;
       out.fits.push_back(fit);
     }
@@ -320,7 +344,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     }
     SetMinGpus(out.min_gpus,
                MinGpus{gpu->name, *hi, "", PlanConfig{}, hi_run->peak, hi_run->capacity,
-                       Largest(hi_run->peak_breakdown), hi_run->peak_breakdown});
+                       Largest(hi_run->peak_breakdown), hi_run->peak_breakdown, hi_run->host_peak});
   }
 
   SortRejected(out.rejected);

@@ -37,7 +37,13 @@ struct PlanRequest {
   int64_t global_batch_tokens = 4'194'304;  // ~4M tokens per step (Llama 2's batch)
   int64_t max_gpus = 1024;
   std::map<std::string, double> prices;         // GPU name -> USD per GPU-hour (overrides catalog)
-  Framework framework = Framework::kDeepSpeed;  // deepspeed or fsdp for the ZeRO family
+  Framework framework = Framework::kDeepSpeed;  // deepspeed, fsdp or torchtune (ZeRO family)
+  // Fine-tuning: every candidate trains with these adapters (rank as given, targets the
+  // default) and offloads what `offload` says; plan then reports the host memory each node
+  // needs beside its GPUs.
+  FinetuneMethod finetune = FinetuneMethod::kFull;
+  int64_t lora_rank = 16;
+  OffloadSpec offload;
   int jobs = 1;
   // Run only one of N contiguous slices of the work: per GPU type, one unit for the
   // smallest-count search and one per whole-node cluster size. `stepsim merge` joins them.
@@ -63,6 +69,7 @@ struct PlanFit {
   PlanConfig config;
   double step_s = 0, days = 0;
   std::optional<double> cost;  // USD; none without a price for the GPU
+  Bytes host;                  // host memory per node (offload, paged optimizers)
 };
 
 // Why a configuration was left out, in the order the search applies the filters.
@@ -86,6 +93,7 @@ struct MinGpus {
   Bytes peak, capacity;
   std::string binding;  // the largest category at the peak
   memory::Breakdown peak_breakdown{};
+  Bytes host;  // host memory per node
 };
 
 // The slice of the plan's work units a result covers: [begin, end) of total.

@@ -39,6 +39,7 @@ Json FitJson(const PlanFit& f) {
   Json j = {{"gpu", f.gpu},       {"gpus", f.gpus}, {"config", ConfigJson(f.config)},
             {"step_s", f.step_s}, {"days", f.days}, {"cost", nullptr}};
   if (f.cost) j["cost"] = *f.cost;
+  j["host_bytes_per_node"] = f.host.count();
   return j;
 }
 
@@ -163,6 +164,7 @@ std::optional<PlanFit> ReadFit(Reader& in, const Json& j, const std::string& pat
   if (auto c = ReadConfig(in, j, path)) f.config = *c;
   if (auto v = in.Real(j, path, "step_s")) f.step_s = *v;
   if (auto v = in.Real(j, path, "days")) f.days = *v;
+  if (auto v = in.Int(j, path, "host_bytes_per_node")) f.host = Bytes::Count(*v);
   if (j.is_object() && j.contains("cost") && !j.at("cost").is_null()) {
     if (auto v = in.Real(j, path, "cost")) f.cost = *v;
   } else if (!j.is_object() || !j.contains("cost")) {
@@ -202,6 +204,7 @@ Json PlanJson(const PlanResult& p) {
                               {"capacity_bytes", m.capacity.count()},
                               {"binding", m.binding},
                               {"peak_breakdown_bytes", BreakdownJson(m.peak_breakdown)},
+                              {"host_bytes_per_node", m.host.count()},
                               {"one_fewer", absl::StrFormat("%d GPUs do not fit", *m.gpus - 1)}};
   }
   out["pareto"] = Json::array();
@@ -268,6 +271,7 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
         if (auto v = in.Int(e, path, "peak_bytes")) g.peak = Bytes::Count(*v);
         if (auto v = in.Int(e, path, "capacity_bytes")) g.capacity = Bytes::Count(*v);
         if (auto v = in.String(e, path, "binding")) g.binding = *v;
+        if (auto v = in.Int(e, path, "host_bytes_per_node")) g.host = Bytes::Count(*v);
         if (const Json* b = in.At(e, path, "peak_breakdown_bytes", Json::value_t::object)) {
           for (int c = 0; c < kNumMemCategories; ++c) {
             if (auto v = in.Int(*b, path + ".peak_breakdown_bytes", kMemCategoryNames[c].data())) {
@@ -325,22 +329,38 @@ std::string PlanText(const PlanResult& p) {
       "Plan for %s (%s parameters), seq_len %d, %.3g tokens, global batch %d sequences\n\n",
       p.model, report::FormatCount(static_cast<double>(p.params)), p.seq_len, p.tokens,
       p.global_batch);
-  report::Table min({"GPU", "min GPUs", "peak", "binding term"});
+  // Host memory is a requirement of the nodes bought when something is offloaded.
+  bool host = false;
+  for (const MinGpus& m : p.min_gpus) host = host || m.host > Bytes();
+  for (const PlanFit& f : p.pareto) host = host || f.host > Bytes();
+  auto with_host = [&](std::vector<std::string> cells, Bytes b) {
+    if (host) cells.push_back(absl::StrFormat("%.1f GiB", b.gib()));
+    return cells;
+  };
+  std::vector<std::string> min_header = {"GPU", "min GPUs", "peak", "binding term"};
+  if (host) min_header.push_back("host per node");
+  report::Table min(min_header);
   for (const MinGpus& m : p.min_gpus) {
     if (!m.gpus) {
-      min.AddRow({m.gpu, "-", "-", m.reason});
+      min.AddRow(with_host({m.gpu, "-", "-", m.reason}, Bytes()));
       continue;
     }
-    min.AddRow({m.gpu, absl::StrCat(*m.gpus),
-                absl::StrFormat("%.1f of %.0f GiB", m.peak.gib(), m.capacity.gib()), m.binding});
+    min.AddRow(
+        with_host({m.gpu, absl::StrCat(*m.gpus),
+                   absl::StrFormat("%.1f of %.0f GiB", m.peak.gib(), m.capacity.gib()), m.binding},
+                  m.host));
   }
   absl::StrAppend(&out, "Smallest GPU count that fits (ZeRO-3, full recompute, micro-batch 1):\n",
                   min.Render(), "\n");
-  report::Table par({"GPU", "GPUs", "config", "step s", "days", "cost USD"});
+  report::Table par(
+      host ? std::vector<std::string>{"GPU", "GPUs", "config", "step s", "days", "cost USD",
+                                      "host per node"}
+           : std::vector<std::string>{"GPU", "GPUs", "config", "step s", "days", "cost USD"});
   for (const PlanFit& f : p.pareto) {
-    par.AddRow({f.gpu, absl::StrCat(f.gpus), ConfigLabel(f.config),
-                absl::StrFormat("%.2f", f.step_s), absl::StrFormat("%.1f", f.days),
-                absl::StrFormat("%.0f", *f.cost)});
+    par.AddRow(with_host(
+        {f.gpu, absl::StrCat(f.gpus), ConfigLabel(f.config), absl::StrFormat("%.2f", f.step_s),
+         absl::StrFormat("%.1f", f.days), absl::StrFormat("%.0f", *f.cost)},
+        f.host));
   }
   absl::StrAppend(&out, "Pareto set of time-to-train against cost (", p.fits.size(),
                   " fitting configurations):\n", par.Render(), "\n");

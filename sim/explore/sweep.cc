@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/report/run_report.h"
+#include "sim/spec/enum_names.h"
 
 namespace sim::explore {
 
@@ -76,6 +77,34 @@ std::vector<CompareStage> CompareStages(const Scenario& base) {
       }
       break;
   }
+  return stages;
+}
+
+absl::StatusOr<std::vector<CompareStage>> FinetuneStages(const Scenario& base,
+                                                         const std::vector<std::string>& methods) {
+  std::vector<CompareStage> stages;
+  const int zero = static_cast<int>(base.parallel.zero);
+  for (const std::string& m : methods) {
+    if (m == "offload") {
+      const Framework fw = base.parallel.framework;
+      const bool megatron = fw == Framework::kMegatron;
+      const bool fsdp_like = fw == Framework::kFsdp || fw == Framework::kTorchtune;
+      CompareStage st{megatron ? 1 : 3, "full, optimizer offloaded", {}};
+      st.overrides = {
+          {"training.finetune.method", "full"},
+          {"parallel.zero", megatron ? "1" : "3"},
+          {fsdp_like ? "parallel.offload.params" : "parallel.offload.optimizer", "cpu"}};
+      stages.push_back(st);
+      continue;
+    }
+    const std::optional<FinetuneMethod> method = EnumFromName<FinetuneMethod>(m);
+    if (!method) {
+      return absl::InvalidArgumentError(absl::StrCat("--finetune: unknown method '", m,
+                                                     "'; choose from full, lora, qlora, offload"));
+    }
+    stages.push_back({zero, m, {{"training.finetune.method", m}}});
+  }
+  if (stages.empty()) return absl::InvalidArgumentError("--finetune: give at least one method");
   return stages;
 }
 

@@ -24,6 +24,13 @@ struct CompareStage {
 // The rows for the scenario's framework: ZeRO 0-3 (deepspeed), the FSDP strategies (fsdp),
 // without and with the distributed optimizer (megatron, whose only sharding it is).
 std::vector<CompareStage> CompareStages(const Scenario& base);
+// `stepsim compare --finetune METHODS`: one row per method on the scenario's layout, from
+// full | lora | qlora | offload, where offload is full fine-tuning at ZeRO-3 with the optimizer
+// on the host (DeepSpeed ZeRO-Offload; fsdp and torchtune offload parameters, gradients and
+// optimizer together; megatron its optimizer, on its distributed optimizer). Adapters keep the
+// scenario's rank and targets. InvalidArgument for an unknown method.
+absl::StatusOr<std::vector<CompareStage>> FinetuneStages(const Scenario& base,
+                                                         const std::vector<std::string>& methods);
 
 // {schema_version, scenario, vary, shard {begin, end, total}, results: [{vary, report | error}]}.
 // Each result's overrides after the first `labels_from` (the common --set ones) are its vary.

@@ -92,6 +92,8 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                  {"fragmentation", r.fragmentation},
                  {"runtime_reserved_bytes", r.runtime_reserved.count()},
                  {"host_peak_bytes", r.host_peak.count()},
+                 {"host_capacity_bytes", r.host_capacity.count()},
+                 {"host_fits", r.host_fits},
                  {"nvme_bytes", r.nvme.count()}};
   j["time"] = {{"step_s", r.step.seconds()},
                {"compute_s", r.compute.seconds()},
@@ -162,7 +164,14 @@ std::string RunText(const RunSummary& r) {
   const std::string terms =
       absl::StrFormat("tensors %s + allocator cache %s + runtime %s", FormatGiB(tensors),
                       FormatGiB(overhead), FormatGiB(r.runtime_reserved));
-  if (r.fits) {
+  if (!r.host_fits && r.gpu_fits) {
+    absl::StrAppendFormat(&out,
+                          "DOES NOT FIT: the host memory per node %s exceeds the node's %s of "
+                          "DRAM%s (GPU: reserved peak %s of %s usable)\n",
+                          FormatGiB(r.host_peak), FormatGiB(r.host_capacity),
+                          r.nvme > Bytes() ? " or its NVMe" : "", FormatGiB(r.reserved_peak),
+                          FormatGiB(cap));
+  } else if (r.gpu_fits) {
     absl::StrAppendFormat(&out, "FITS: reserved peak %s of %s usable per GPU (%s free)\n  %s\n",
                           FormatGiB(r.reserved_peak), FormatGiB(cap),
                           FormatGiB(cap - r.reserved_peak), terms);

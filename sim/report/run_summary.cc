@@ -77,6 +77,12 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
     for (Bytes b : r.host_activation_peak) activations = std::max(activations, b);
     o.host_peak = (host + activations) * o.gpus_per_node;
     o.nvme = nvme * o.gpus_per_node;
+    if (s.cluster.node.host) {
+      o.host_capacity = s.cluster.node.host->dram;
+      o.host_fits = o.host_peak <= o.host_capacity && o.nvme <= s.cluster.node.host->nvme;
+    }
+    o.gpu_fits = o.fits;
+    o.fits = o.fits && o.host_fits;
   }
   const Bytes tensors = ledger.peak() - s.runtime.reserved;
   o.fragmentation = tensors > Bytes() ? (ledger.reserved_peak() - ledger.peak()) / tensors : 0.0;

@@ -85,7 +85,7 @@ struct RunSummary {
   // The caching allocator's reserved peak + the runtime reserve (sim/memory/caching_allocator.h):
   // what the process takes from the GPU; >= peak.
   Bytes reserved_peak;
-  bool fits = false;                   // every GPU's reserved_peak <= capacity
+  bool fits = false;  // every GPU's reserved_peak <= capacity, and the host memory fits the node
   memory::Breakdown peak_breakdown{};  // sums to `peak`
   memory::Breakdown category_peaks{};  // each category's own high-water mark
   StateSplit static_states;            // persistent states of the peak's stage
@@ -97,6 +97,9 @@ struct RunSummary {
   // states, fp32 gradient partitions, paged moments, offloaded activations at their highest)
   // and the NVMe they fill.
   Bytes host_peak, nvme;
+  Bytes host_capacity;    // the node type's host DRAM (0: no host entry)
+  bool host_fits = true;  // host_peak <= host_capacity; `fits` requires it too
+  bool gpu_fits = false;  // every GPU's reserved_peak <= capacity
 
   // ---- time -----------------------------------------------------------------------------
   Duration step, compute, recompute, comm, exposed_comm, optimizer, bubble, overlap_stretch;

@@ -119,6 +119,40 @@ std::string CompareTable(const std::vector<std::string>& label_names, const std:
   return Render(header, table, format);
 }
 
+std::string FinetuneTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
+                          TableFormat format) {
+  std::vector<std::string> header = label_names;
+  for (const char* h :
+       {"fits", "peak GiB", "weights GiB", "grads+optimizer GiB", "activations+logits GiB",
+        "other GiB", "host GiB/node", "step s", "tokens/s/GPU", "error"}) {
+    header.push_back(h);
+  }
+  std::vector<std::vector<std::string>> table;
+  for (const Row& r : rows) {
+    std::vector<std::string> row = r.labels;
+    if (!r.error.empty()) {
+      for (int i = 0; i < 9; ++i) row.push_back("-");
+      row.push_back(r.error);
+      table.push_back(row);
+      continue;
+    }
+    const RunSummary& x = *r.summary;
+    const Bytes weights = x.PeakOf(MemCategory::kWeights);
+    const Bytes states = x.PeakOf(MemCategory::kGradients) + x.PeakOf(MemCategory::kOptimizer);
+    const Bytes acts = x.PeakOf(MemCategory::kActivations) + x.PeakOf(MemCategory::kLogits);
+    const Bytes other = x.peak - weights - states - acts;
+    row.push_back(x.fits ? "yes" : x.gpu_fits ? "no (host)" : "no");
+    for (Bytes b : {x.peak, weights, states, acts, other, x.host_peak}) {
+      row.push_back(absl::StrFormat("%.2f", b.gib()));
+    }
+    row.push_back(absl::StrFormat("%.3f", x.step.seconds()));
+    row.push_back(absl::StrFormat("%.0f", x.tokens_per_s_per_gpu));
+    row.push_back("");
+    table.push_back(row);
+  }
+  return Render(header, table, format);
+}
+
 absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::string& title,
                                      const std::vector<std::string>& label_names,
                                      const std::vector<Row>& rows,

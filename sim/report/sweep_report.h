@@ -33,6 +33,12 @@ std::string SweepTable(const std::vector<std::string>& label_names, const std::v
 std::string CompareTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
                          TableFormat format);
 
+// `stepsim compare --finetune`: per row fits (GPU and host), the peak and what it is made of
+// (weights, gradients + optimizer, activations + logits, the rest: gathers, buffers,
+// workspaces, the runtime reserve), host memory per node, step time and tokens/s per GPU.
+std::string FinetuneTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
+                          TableFormat format);
+
 // A gnuplot run: its script and the data files it reads, by bare name (the caller writes them
 // beside the script and runs gnuplot there; the library runs nothing).
 struct GnuplotJob {

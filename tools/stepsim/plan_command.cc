@@ -30,7 +30,10 @@ int PlanCommand(const std::vector<std::string>& args) {
        {"batch-tokens", "COUNT", "tokens per optimizer step; default 4M (4194304)"},
        {"max-gpus", "N", "largest cluster to consider; default 1024"},
        {"price", "GPU=USD", "price per GPU-hour, overriding the catalog", true},
-       {"framework", "F", "deepspeed (default) | fsdp"},
+       {"framework", "F", "deepspeed (default) | fsdp | torchtune"},
+       {"finetune", "METHOD", "full (default) | lora | qlora: adapters on every candidate"},
+       {"lora-rank", "R", "adapter rank with --finetune lora/qlora; default 16"},
+       {"offload", "WHAT", "optimizer | params | activations, comma-separated: to host memory"},
        {"jobs", "N", "worker threads (default: all cores)"},
        {"shard", "K/N", "run only the K-th of N slices of the search (join with stepsim merge)"},
        {"json", "PATH", "write min_gpus, pareto, fits, rejected, considered/pruned/replayed"}});
@@ -83,10 +86,35 @@ int PlanCommand(const std::vector<std::string>& args) {
     req.prices[kv.first] = usd;
   }
   if (auto f = flags.Get("framework")) {
-    if (*f != "deepspeed" && *f != "fsdp") {
-      return Fail("plan", absl::InvalidArgumentError("--framework is deepspeed or fsdp"));
+    if (*f != "deepspeed" && *f != "fsdp" && *f != "torchtune") {
+      return Fail("plan",
+                  absl::InvalidArgumentError("--framework is deepspeed, fsdp or torchtune"));
     }
-    req.framework = *f == "fsdp" ? sim::Framework::kFsdp : sim::Framework::kDeepSpeed;
+    req.framework = *sim::EnumFromName<sim::Framework>(*f);
+  }
+  if (auto f = flags.Get("finetune")) {
+    auto m = sim::EnumFromName<sim::FinetuneMethod>(*f);
+    if (!m) {
+      return Fail("plan", absl::InvalidArgumentError(
+                              absl::StrCat("--finetune is full, lora or qlora, got '", *f, "'")));
+    }
+    req.finetune = *m;
+  }
+  if (absl::Status st = count("lora-rank", req.lora_rank); !st.ok()) return Fail("plan", st);
+  if (auto o = flags.Get("offload")) {
+    for (absl::string_view what : absl::StrSplit(*o, ',', absl::SkipEmpty())) {
+      if (what == "optimizer") {
+        req.offload.optimizer = sim::OffloadTarget::kCpu;
+      } else if (what == "params") {
+        req.offload.params = sim::OffloadTarget::kCpu;
+      } else if (what == "activations") {
+        req.offload.activations = true;
+      } else {
+        return Fail("plan", absl::InvalidArgumentError(absl::StrCat(
+                                "--offload: unknown '", what,
+                                "'; give optimizer, params or activations, comma-separated")));
+      }
+    }
   }
   if (auto sh = flags.Get("shard")) {
     auto shard = sim::explore::ParseShard(*sh);

@@ -227,8 +227,12 @@ int CompareCommand(const std::vector<std::string>& args) {
       "strategies (fsdp), or without and with the distributed optimizer (megatron) and prints,\n"
       "side by side, peak memory, fits, bytes sent per GPU per\n"
       "step by collective kind and their ratio to the first row, total and exposed\n"
-      "communication time, step time and MFU.",
+      "communication time, step time and MFU. With --finetune, one row per fine-tuning\n"
+      "method instead (full, lora, qlora; offload = full fine-tuning at ZeRO-3 with the\n"
+      "optimizer on the host): fits (GPU and host), the peak and what it is made of, host\n"
+      "memory per node, step time and tokens/s per GPU.",
       {{"set", "KEY=VALUE", "override a scenario key", true},
+       {"finetune", "METHODS", "compare fine-tuning methods: full,lora,qlora,offload"},
        {"jobs", "N", "worker threads (default: all cores)"},
        {"json", "PATH", "write {stages: [{zero, mode, report}]} (- = standard output)"},
        {"csv", "PATH", "write the table as CSV"},
@@ -249,7 +253,13 @@ int CompareCommand(const std::vector<std::string>& args) {
   }
   auto base = loader->Load(*sets);
   if (!base.ok()) return Fail("compare", base.status());
-  const std::vector<explore::CompareStage> stages = explore::CompareStages(*base);
+  std::vector<explore::CompareStage> stages = explore::CompareStages(*base);
+  const std::optional<std::string> finetune = flags.Get("finetune");
+  if (finetune) {
+    auto ft = explore::FinetuneStages(*base, absl::StrSplit(*finetune, ',', absl::SkipEmpty()));
+    if (!ft.ok()) return Fail("compare", ft.status());
+    stages = *ft;
+  }
   std::vector<std::vector<config::Override>> configs;
   for (const explore::CompareStage& st : stages) {
     auto c = *sets;
@@ -261,7 +271,9 @@ int CompareCommand(const std::vector<std::string>& args) {
   std::vector<report::Row> rows;
   for (size_t i = 0; i < stages.size(); ++i) {
     report::Row row;
-    row.labels = {absl::StrCat("ZeRO-", stages[i].zero), stages[i].mode};
+    row.labels =
+        finetune ? std::vector<std::string>{stages[i].mode, absl::StrCat("ZeRO-", stages[i].zero)}
+                 : std::vector<std::string>{absl::StrCat("ZeRO-", stages[i].zero), stages[i].mode};
     if (results[i].status.ok()) {
       row.summary = results[i].summary;
     } else {
@@ -275,11 +287,14 @@ int CompareCommand(const std::vector<std::string>& args) {
     if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("compare", st);
     stdout_used = *p == "-";
   }
-  const std::vector<std::string> labels = {"stage", "mode"};
+  const std::vector<std::string> labels = finetune ? std::vector<std::string>{"method", "stage"}
+                                                   : std::vector<std::string>{"stage", "mode"};
+  auto table = [&](report::TableFormat format) {
+    return finetune ? report::FinetuneTable(labels, rows, format)
+                    : report::CompareTable(labels, rows, format);
+  };
   if (auto p = flags.Get("csv")) {
-    if (absl::Status st =
-            WriteOutput(*p, report::CompareTable(labels, rows, report::TableFormat::kCsv));
-        !st.ok()) {
+    if (absl::Status st = WriteOutput(*p, table(report::TableFormat::kCsv)); !st.ok()) {
       return Fail("compare", st);
     }
     stdout_used = stdout_used || *p == "-";
@@ -287,7 +302,7 @@ int CompareCommand(const std::vector<std::string>& args) {
   if (!stdout_used) {
     std::cout << absl::StrFormat("%s: %s, %d GPUs, %d micro-batches per step\n\n", base->name,
                                  base->model.name, base->cluster.gpus(), base->micro_batches())
-              << report::CompareTable(labels, rows, FormatOf(flags));
+              << table(FormatOf(flags));
   }
   return kExitOk;
 }
