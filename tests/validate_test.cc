@@ -138,7 +138,7 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       }
     }
   }
-  CHECK(ran >= 121);  // 61 MosaicML + 6 torchtitan + 17 estimator + 20 Megatron + 17 torchtune
+  CHECK(ran >= 121);    // 61 MosaicML + 6 torchtitan + 17 estimator + 20 Megatron + 17 torchtune
   CHECK(skipped >= 4);  // reported with their reason, not dropped
   CHECK(table5_n == 8);
   CHECK(memory_n >= 5);
