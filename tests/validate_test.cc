@@ -87,6 +87,7 @@ TEST_CASE("MFU in the MosaicML and torchtitan conventions", "[validate]") {
 TEST_CASE("public validation cases stay within their error levels", "[validate]") {
   const auto results = validate::RunCases(AllCases(), 2);
   double step_sum = 0, mpt_sum = 0, table5_sum = 0, memory_sum = 0, tune_sum = 0;
+  int replayed_beside = 0;
   int step_n = 0, mpt_n = 0, table5_n = 0, memory_n = 0, tune_n = 0, ran = 0, skipped = 0;
   for (const auto& r : results) {
     if (r.skipped) {
@@ -131,6 +132,16 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         mpt_sum += std::abs(m.error_pct);
         ++mpt_n;
       }
+      if (r.group == "deepspeed-estimator" && m.metric == "replayed_gpu_memory") {
+        // The replayed GPU peak of the same configuration beside the estimate (a decoder-only
+        // T5-3B stand-in, 512 tokens per GPU): the estimate counts model states only, the
+        // replay adds gathered layers, transient gradients, the upcast and activations, and
+        // shards ZeRO-2 gradients the estimate keeps whole (-28.8 %); the tiny offloaded cases
+        // (0.12-0.79 GiB estimated) are mostly those transients. Reached: -28.8 % to +227 %.
+        CHECK(m.predicted > 0);
+        ++replayed_beside;
+        continue;
+      }
       if (r.group == "deepspeed-estimator") {
         // Exact formula; the residue is the record's rounding of P (2.851B) and the largest
         // layer (32M for 32.9M).
@@ -144,6 +155,7 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   CHECK(memory_n >= 5);
   CHECK(memory_sum / memory_n <= 5.0);  // 4.5 % reached
   CHECK(tune_n == 17);
+  CHECK(replayed_beside == 17);
   CHECK(tune_sum / tune_n <= 7.5);  // 7.2 % reached
   // 7.45 % before selective recompute re-ran the QKᵀ and AV matmuls it needs (it is 8.19 %
   // since): the A100 efficiencies were fitted without that work and are refitted with the

@@ -48,7 +48,8 @@ def emit_case(out, case):
         out.append("    deepspeed_estimator:")
         for line in case["estimator"]:
             out.append("      " + line)
-        return
+        if "scenario" not in case:
+            return
     out.append("    scenario:")
     for line in case["scenario"]:
         out.append("      " + line)
@@ -389,6 +390,16 @@ def torchtune_cases(recs):
     return cases
 
 
+# A decoder-only stand-in for T5-3B / T0_3B (stepsim replays decoder-only stacks): T5-3B's
+# width (d_model 1024, d_ff 16384, ReLU MLP without biases, 32,128-token tied vocabulary) with
+# the layer count that matches its 2.85B parameters (75 layers of 4h^2 + 2hf: 2.864B, +0.5 %),
+# so that its largest module (the 16.8M-parameter MLP matrix) is T5-3B's. One 512-token sequence
+# per GPU keeps the activations small beside the model states the estimator counts.
+T5_3B_STANDIN = ("{name: t5-3b-standin, family: gpt, layers: 75, hidden: 1024, heads: 8, ffn_hidden: 16384, "
+                 "vocab: 32128, mlp: gelu, norm: rmsnorm, position: rope, tied_embeddings: true, bias: false, "
+                 "dropout: 0}")
+
+
 def deepspeed_estimator_cases(recs):
     cases = []
     for r in recs:
@@ -406,11 +417,34 @@ def deepspeed_estimator_cases(recs):
                f"offload_optimizer: {'true' if 'offload_optimizer=cpu' in opt else 'false'}",
                f"offload_param: {'true' if 'offload_param=cpu' in opt else 'false'}",
                f"zero_init: {'false' if 'zero_init=0' in opt else 'true'}"]
+        gpn = r["hardware"]["gpus_per_node"]
+        offload = []
+        if "offload_optimizer=cpu" in opt:
+            offload.append("optimizer: cpu")
+        if "offload_param=cpu" in opt:
+            offload.append("params: cpu")
+        par = f"framework: deepspeed, zero: {p['zero_stage']}"
+        if offload:
+            par += ", offload: {" + ", ".join(offload) + "}"
+        scenario = [f"model: {T5_3B_STANDIN}",
+                    f"cluster: {{node: dgx-a100-80gb, nodes: 1, gpus_per_node: {gpn}}}",
+                    f"training: {{seq_len: 512, micro_batch: 1, global_batch: {gpn}, recompute: full}}",
+                    f"parallel: {{{par}}}"]
+        stage = p["zero_stage"]
+        why = {2: "replayed_gpu_memory: the estimator's ZeRO-2 GPU term holds the full 16-bit gradients "
+                  "(4P + 16P/G); the replay shards them (2P + 14P/G) and adds each layer's full gradients "
+                  "until their reduce-scatter, the optimizer's fp32 upcast and the activations",
+               3: "replayed_gpu_memory: the estimator's ZeRO-3 GPU term is 4·LL (the largest layer's 16-bit "
+                  "parameters and gradients) + 18P/G; the replay holds 16P/G (2 + 2 + 12 B/param sharded), the "
+                  "gathered layers (prefetch 1: about three layers at once), their full gradients until "
+                  "reduce-scattered and the activations"}[stage]
+        if offload:
+            why += "; with offload the estimator keeps 2P (ZeRO-2) or 4LL + 2P/G (ZeRO-3, optimizer) on the GPU"
         cases.append({"id": rid, "source": source_of(r),
                       "measured": {"gpu_memory": f"{f['per_gpu_gb']} GiB", "cpu_memory": f"{f['per_cpu_gb']} GiB"},
-                      "flops": "stepsim", "estimator": est,
+                      "flops": "stepsim", "estimator": est, "scenario": scenario,
                       "notes": ["DeepSpeed prints GB as 2^30 bytes with 2 decimals; the record rounds P and the "
-                                "largest layer, so agreement is to those roundings"]})
+                                "largest layer, so agreement is to those roundings", why]})
     return cases
 
 

@@ -161,6 +161,14 @@ absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& data,
     }
     if (const YAML::Node est = c["deepspeed_estimator"]) {
       vc.deepspeed_estimator = ReadEstimator(est, JoinPath(p, "deepspeed_estimator"), errors);
+      // An estimator row may also carry the same configuration as a scenario, replayed beside.
+      if (c["scenario"]) {
+        if (auto s = ReadCaseScenario(data, file, c["scenario"], JoinPath(p, "scenario"), *catalogs,
+                                      errors)) {
+          vc.scenario = *s;
+          vc.replay_beside_estimator = true;
+        }
+      }
     } else if (auto s = ReadCaseScenario(data, file, c["scenario"], JoinPath(p, "scenario"),
                                          *catalogs, errors)) {
       vc.scenario = *s;

@@ -46,6 +46,9 @@ struct ValidationCase {
   // ledger's estimator view (measured gpu_memory / cpu_memory).
   std::optional<DeepSpeedEstimatorInput> deepspeed_estimator;
   Scenario scenario;
+  // An estimator row whose configuration is also replayed: its GPU peak (less the runtime
+  // reserve) is reported beside the estimate as metric `replayed_gpu_memory`.
+  bool replay_beside_estimator = false;
 };
 
 }  // namespace sim

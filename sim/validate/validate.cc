@@ -111,6 +111,19 @@ std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int j
         res.metrics.push_back(
             {metric, measured, predicted, 100.0 * (predicted - measured) / measured});
       }
+      if (c.replay_beside_estimator) {
+        // The replayed GPU peak of the same configuration, beside the estimator's model states
+        // (the estimator counts no activations, buffers or transients).
+        if (auto r = replay::Simulate(c.scenario, {}); r.ok()) {
+          const report::RunSummary run = report::Summarize(c.scenario, *r);
+          const double measured = static_cast<double>(e.gpu.count());
+          const double replayed = static_cast<double>((run.peak - run.runtime_reserved).count());
+          res.metrics.push_back({"replayed_gpu_memory", measured, replayed,
+                                 100.0 * (replayed - measured) / measured});
+        } else {
+          res.skipped = std::string(r.status().message());
+        }
+      }
       return;
     }
     auto r = replay::Simulate(c.scenario, {});
