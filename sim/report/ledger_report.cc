@@ -34,12 +34,19 @@ std::string KindLabel(absl::string_view kind, Framework fw, OptimizerKind opt, P
   if (kind == "gradients") {
     return fw == Framework::kDdp         ? "gradients (fp32 + DDP bucket copy)"
            : fw == Framework::kDeepSpeed ? "gradients (bf16)"
+           : fw == Framework::kTorchtune ? "gradients (bf16, sharded)"
            : fw == Framework::kFsdp      ? "gradients (fp32, sharded)"
                                          : "gradients (fp32 main_grad)";
   }
-  if (kind == "master_weights") return "master weights (fp32)";
-  if (opt == OptimizerKind::kSgd) return kind == "optimizer_m" ? "momentum (fp32)" : "-";
-  const std::string bits = opt == OptimizerKind::kAdam8bit ? "8-bit" : "fp32";
+  if (kind == "master_weights") {
+    return fw == Framework::kTorchtune ? "master weights (none)" : "master weights (fp32)";
+  }
+  const std::string state = fw == Framework::kTorchtune ? "bf16" : "fp32";
+  if (opt == OptimizerKind::kSgd) {
+    return kind == "optimizer_m" ? absl::StrCat("momentum (", state, ")") : "-";
+  }
+  const bool eight = opt == OptimizerKind::kAdam8bit || opt == OptimizerKind::kAdam8bitPaged;
+  const std::string bits = eight ? "8-bit" : state;
   return kind == "optimizer_m" ? absl::StrCat("Adam m (", bits, ")")
                                : absl::StrCat("Adam v (", bits, ")");
 }

@@ -282,6 +282,10 @@ class Lowerer {
         // The shard comes in from the host first (ZeRO-Infinity, FSDP CPUOffload) and is freed
         // once gathered.
         shard = buffer.CeilDiv(plan_.shard_degree);
+        // ZeRO-Infinity reads an NVMe-resident shard into a pinned host buffer first.
+        if (s_.parallel.offload.params == OffloadTarget::kNvme) {
+          deps = {Add(HostOp("param_from_nvme", OpClass::kNvmeIo, shard, g), deps, {})};
+        }
         deps = {Add(HostOp("param_to_gpu", OpClass::kPcieCopy, shard, g), deps,
                     {{MemWhen::kStart, MemCategory::kGatheredParams, shard}})};
       }
