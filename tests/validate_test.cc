@@ -86,7 +86,8 @@ TEST_CASE("MFU in the MosaicML and torchtitan conventions", "[validate]") {
 // reaches (step-time MAPE 5.7% over the 67 A100 cases that run; MosaicML time metrics 5.4%).
 TEST_CASE("public validation cases stay within their error levels", "[validate]") {
   const auto results = validate::RunCases(AllCases(), 2);
-  double step_sum = 0, mpt_sum = 0, table5_sum = 0, memory_sum = 0, tune_sum = 0;
+  double step_sum = 0, mpt_sum = 0, table5_sum = 0, memory_sum = 0, tune_sum = 0, h100_sum = 0;
+  int h100_n = 0;
   int replayed_beside = 0;
   int step_n = 0, mpt_n = 0, table5_n = 0, memory_n = 0, tune_n = 0, ran = 0, skipped = 0;
   for (const auto& r : results) {
@@ -113,7 +114,7 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         memory_sum += std::abs(m.error_pct);
         ++memory_n;
       }
-      if (m.metric == "step_s" && r.group != "megatron") {
+      if (m.metric == "step_s" && r.group != "megatron" && r.group != "mpt-h100") {
         step_sum += std::abs(m.error_pct);
         ++step_n;
       }
@@ -126,6 +127,13 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         CHECK(std::abs(m.error_pct) < 12.5);
         table5_sum += std::abs(m.error_pct);
         ++table5_n;
+      }
+      if (r.group == "mpt-h100" && m.metric == "step_s") {
+        // The H100 calibration is fitted to these 38 rows (bf16 and fp8): MAPE 4.5 %, every
+        // row within 10.0 % (the two long-sequence fp8 rows at -10.0 %).
+        CHECK(std::abs(m.error_pct) < 11.0);
+        h100_sum += std::abs(m.error_pct);
+        ++h100_n;
       }
       if (r.group == "mpt-a100" &&
           (m.metric == "step_s" || m.metric == "mfu" || m.metric == "tokens_per_s_per_gpu")) {
@@ -155,6 +163,8 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   CHECK(memory_n >= 5);
   CHECK(memory_sum / memory_n <= 5.0);  // 4.5 % reached
   CHECK(tune_n == 17);
+  CHECK(h100_n == 38);
+  CHECK(h100_sum / h100_n <= 5.0);
   CHECK(replayed_beside == 17);
   CHECK(tune_sum / tune_n <= 7.5);  // 7.2 % reached
   // 7.45 % before selective recompute re-ran the QKᵀ and AV matmuls it needs (it is 8.19 %

@@ -9,13 +9,14 @@ the GPU, with candidate calibrations written into a scratch copy of topologies/g
 error of the step time by coordinate descent over physically bounded parameters:
 
     gemm_efficiency       fraction of dense peak that large GEMMs reach      0.50 .. 0.95
-    attention_efficiency  fraction of peak of the attention kernels          0.20 .. 0.90
+    attention_efficiency  fraction of peak of the attention kernels          0.10 .. 0.90
     memory_efficiency     fraction of HBM bandwidth of memory-bound kernels  0.50 .. 0.95
     roofline_blend        un-hidden share of a kernel's memory time          0.00 .. 1.00
-    launch_overhead_us    per-kernel launch and framework dispatch overhead  1 .. 20 us
+    launch_overhead_us    per-op launch and framework dispatch overhead      1 .. 40 us
     comm_efficiency       achieved fraction of link bandwidth (NCCL)         0.60 .. 0.95
     overlap_slowdown      compute stretch beside a running collective        1.00 .. 1.50
 
+`--cases FILE,FILE` restricts the fit to those case files (paths from the project root).
 `--fix NAME=VALUE` pins a parameter measured elsewhere (comm_efficiency from nccl-tests bus
 bandwidth over the link rate) instead of fitting it.
 
@@ -34,17 +35,17 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARAMS = [  # name, low, high, initial step
     ("gemm_efficiency", 0.50, 0.95, 0.05),
-    ("attention_efficiency", 0.20, 0.90, 0.05),
+    ("attention_efficiency", 0.10, 0.90, 0.05),
     ("memory_efficiency", 0.50, 0.95, 0.05),
     ("roofline_blend", 0.00, 1.00, 0.10),
-    ("launch_overhead_us", 1.0, 20.0, 3.0),
+    ("launch_overhead_us", 1.0, 40.0, 3.0),
     ("comm_efficiency", 0.60, 0.95, 0.05),
     ("overlap_slowdown", 1.00, 1.50, 0.05),
 ]
 
 
 def stepsim():
-    for b in ("build-release", "build"):
+    for b in ("build-release", "build-rel", "build"):
         p = os.path.join(ROOT, b, "tools", "stepsim")
         if os.access(p, os.X_OK):
             return p
@@ -61,18 +62,54 @@ def calibration_text(c, note):
                                                c["overlap_slowdown"], note))
 
 
+def calibration_span(entry):
+    """(start, end) of the `calibration: {...}` mapping in a GPU entry, braces balanced."""
+    start = entry.index("calibration: {")
+    depth = 0
+    for i in range(start + len("calibration: "), len(entry)):
+        if entry[i] == "{":
+            depth += 1
+        elif entry[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return start, i + 1
+    raise ValueError("unbalanced calibration mapping")
+
+
+def kept_keys(entry):
+    """The measured keys of the current calibration that a fit does not touch (NVLS and the
+    nccl-tests size ramp), as text to carry into the new mapping."""
+    a, b = calibration_span(entry)
+    block = entry[a:b]
+    kept = []
+    m = re.search(r"nvls_efficiency: [0-9.]+", block)
+    if m:
+        kept.append(m.group(0))
+    i = block.find("comm_size_efficiency: {")
+    if i >= 0:
+        j = block.index("}", i)
+        kept.append(block[i:j + 1])
+    return kept
+
+
 def replace_calibration(text, gpu, block):
-    # The entry of `gpu`, from its name line to the next entry; its calibration mapping ends at '}'.
+    # The entry of `gpu`, from its name line to the next entry.
     start = text.index(f"  - name: {gpu}\n")
     nxt = text.find("\n  - name: ", start + 1)
     end_entry = len(text) if nxt < 0 else nxt
     entry = text[start:end_entry]
-    new_entry = re.sub(r"calibration: \{.*?\}", block, entry, count=1, flags=re.S)
+    kept = kept_keys(entry)
+    if kept:
+        block = block.replace("\n                  note:",
+                              "".join("\n                  " + k + "," for k in kept) + "\n                  note:")
+    a, b = calibration_span(entry)
+    new_entry = entry[:a] + block + entry[b:]
     return text[:start] + new_entry + text[end_entry:]
 
 
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    args = [a for i, a in enumerate(sys.argv[1:], 1)
+            if not a.startswith("--") and sys.argv[i - 1] not in ("--also", "--fix", "--cases")]
     if not args:
         sys.exit(__doc__)
     gpu = args[0]
@@ -86,6 +123,9 @@ def main():
     exe = stepsim()
     files = sorted(os.path.join(ROOT, "scenarios", "validation", f)
                    for f in os.listdir(os.path.join(ROOT, "scenarios", "validation")) if f.endswith(".yaml"))
+    for i, a in enumerate(sys.argv):
+        if a == "--cases":  # only these case files (the GPU's public cases)
+            files = [os.path.join(ROOT, f) for f in sys.argv[i + 1].split(",")]
     scratch = tempfile.mkdtemp(prefix="stepsim-calibrate-")
     for d in ("models", "topologies"):
         shutil.copytree(os.path.join(ROOT, d), os.path.join(scratch, d))

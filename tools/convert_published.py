@@ -65,19 +65,30 @@ def write(name, header, cases):
     print(f"{name}: {len(cases)} cases")
 
 
-def mpt_cases(recs):
+# MosaicML's H100 rows ran Transformer Engine FP8 for the amp_fp8 rows (llm-foundry
+# precision: amp_fp8 -> Composer's te.fp8_autocast with delayed scaling), FSDP1 as for A100; their
+# inter-node fabric is not stated: dgx-h100's default (8 x 400 Gb/s InfiniBand, rail-optimised).
+MPT_NODES = {"mpt_a100_80gb": "dgx-a100-80gb", "mpt_h100_80gb": "dgx-h100"}
+
+
+def mpt_cases(recs, prefix):
     cases = []
+    node = MPT_NODES[prefix]
     for r in recs:
-        if not r["id"].startswith("mpt_a100_80gb"):
+        if not r["id"].startswith(prefix):
             continue
         m, p, meas = r["model"], r["parallelism"], r["measured"]
         size = m["name"].split("-")[1].lower()
         ac = r["recompute"].startswith("full")
         pure = "PURE" in r["precision"]
+        fp8 = "fp8" in r["precision"]
+        sharding = "shard_grad_op" if "SHARD_GRAD_OP" in p["zero_stage"] else "full_shard"
+        zero = 2 if sharding == "shard_grad_op" else 3
         step = r["derived"]["step_time_s"]
         measured = {"step_s": step, "mfu": meas["mfu"], "tokens_per_s_per_gpu": meas["tokens_per_sec_per_gpu"]}
         if ac:
             measured["hfu"] = meas["hfu"]
+        fabric = "  # 8 x 200 Gb/s = 1600 Gbps per node" if prefix == "mpt_a100_80gb" else "  # fabric not stated"
         scenario = [
             "model:",
             f"  name: mpt-{size}-benchmark",
@@ -96,15 +107,18 @@ def mpt_cases(recs):
             "  dropout: 0",
             f"  params: {m['params']}",
             f"  source: {q('llm-foundry benchmark config, NumParams ' + str(m['params']))}",
-            f"cluster: {{node: dgx-a100-80gb, nodes: {p['num_gpus'] // 8}}}  # 8 x 200 Gb/s = 1600 Gbps per node",
+            f"cluster: {{node: {node}, nodes: {p['num_gpus'] // 8}}}{fabric}",
             f"training: {{seq_len: {m['seq_len']}, micro_batch: {p['microbatch']}, global_batch: {p['global_batch']}, "
-            f"recompute: {'full' if ac else 'none'}, attention: flash, precision: bf16}}",
+            f"recompute: {'full' if ac else 'none'}, attention: flash, precision: {'fp8' if fp8 else 'bf16'}}}",
             # Composer FSDP mixed precision: PURE = bf16 params/reduce/buffers; DEFAULT = bf16
             # params, fp32 reduce and buffers.
-            f"parallel: {{framework: fsdp, zero: 3, sharding: full_shard, reduce_dtype: {'bf16' if pure else 'fp32'}}}",
+            f"parallel: {{framework: fsdp, zero: {zero}, sharding: {sharding}, reduce_dtype: {'bf16' if pure else 'fp32'}}}",
         ]
         notes = [f"FSDP mixed_precision {'PURE: bf16 gradient reduction' if pure else 'DEFAULT: fp32 gradient reduction (Composer default)'}",
                  "MFU/HFU in MosaicML's convention: 3 (4 with checkpointing) x (2 N s + 4 L h s^2) per sequence"]
+        if fp8:
+            notes.append("amp_fp8: Transformer Engine FP8 GEMMs (delayed scaling), attention and the rest in bf16; "
+                         "MFU against the fp8 peak (1979 TFLOP/s)")
         cases.append({"id": r["id"], "source": source_of(r), "measured": measured, "flops": "mosaicml",
                       "memory": "reserved", "scenario": scenario, "notes": notes})
     return cases
@@ -452,7 +466,10 @@ def main():
     recs = yaml.safe_load(open(SRC))
     recs = recs if isinstance(recs, list) else recs["records"]
     os.makedirs(OUT, exist_ok=True)
-    write("mpt-a100.yaml", "MosaicML llm-foundry benchmark table, A100-80GB, FSDP FULL_SHARD.", mpt_cases(recs))
+    write("mpt-a100.yaml", "MosaicML llm-foundry benchmark table, A100-80GB, FSDP FULL_SHARD.",
+          mpt_cases(recs, "mpt_a100_80gb"))
+    write("mpt-h100.yaml", "MosaicML llm-foundry benchmark table, H100-80GB (every other row), bf16 and fp8, FSDP.",
+          mpt_cases(recs, "mpt_h100_80gb"))
     write("torchtitan.yaml", "torchtitan performance tables (FSDP2).", torchtitan_cases(recs))
     write("megatron.yaml", "Narayanan SC21 Table 1, Megatron-LM README, Korthikanti 2022 Table 5 (TP/SP/PP, Megatron preset).",
           megatron_cases(recs))

@@ -16,8 +16,10 @@ FlopRate PeakRate(const GpuSpec& gpu, Precision precision) {
 
 Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) {
   const GpuCalibration& c = gpu.calibration;
-  // Only GEMMs run in fp8; attention and elementwise kernels stay 16-bit.
-  const Precision p = op.op_class == OpClass::kGemm  ? precision
+  // Only the layers' GEMMs run in fp8; attention, the LM head and elementwise kernels stay
+  // 16-bit.
+  const bool fp8_gemm = op.op_class == OpClass::kGemm && !op.keep_16bit;
+  const Precision p = fp8_gemm                       ? precision
                       : precision == Precision::kFp8 ? Precision::kBf16
                                                      : precision;
   const double eff = op.op_class == OpClass::kGemm        ? c.gemm_efficiency
@@ -33,7 +35,14 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) 
   }
   const Duration overlap_loss =
       Duration::FromSeconds(std::min(math, memory).seconds() * c.roofline_blend);
-  return std::max(math, memory) + overlap_loss + c.launch_overhead;
+  Duration t = std::max(math, memory) + overlap_loss + c.launch_overhead;
+  if (op.serial_bytes > Bytes()) {
+    // FP8's cast kernels run before the GEMM, memory-bound: two in the forward (input, weight),
+    // three in the backward (output gradient, input and weight transposes).
+    const int64_t casts = op.pass == OpPass::kBackward ? 3 : 2;
+    t += op.serial_bytes / (gpu.hbm_bandwidth * c.memory_efficiency) + c.launch_overhead * casts;
+  }
+  return t;
 }
 
 Duration HostDuration(const Op& op, const HostSpec& host, int64_t gpus_per_node) {

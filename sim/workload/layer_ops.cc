@@ -16,6 +16,8 @@ LayerOp Gemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols) 
   op.flops = Flops::Count(2.0 * static_cast<double>(rows) * static_cast<double>(inner) *
                           static_cast<double>(cols));
   op.bytes_moved = Bytes::Count(kAct * (rows * inner + inner * cols + rows * cols));
+  op.fp8_cast_fwd = Bytes::Count(3 * (rows * inner + inner * cols));
+  op.fp8_cast_bwd = Bytes::Count(4 * rows * cols + 2 * rows * inner + 2 * inner * cols);
   return op;
 }
 
@@ -88,6 +90,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     qk.flops = Flops::Count(full_core / 2);
     qk.bytes_moved = bytes(kAct * (tokens * (h + kv) / t + scores));
     qk.core = true;
+    qk.keep_16bit = true;
     qk.saves = {{"q", bytes(kAct * tokens * h / t), false, true},
                 {"k", bytes(kAct * tokens * kv / t)}};
     ops.push_back(qk);
@@ -109,6 +112,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     av.flops = Flops::Count(full_core / 2);
     av.bytes_moved = bytes(kAct * (scores + tokens * kv / t + tokens * h / t));
     av.core = true;
+    av.keep_16bit = true;
     av.saves = {{"v", bytes(kAct * tokens * kv / t), false, true}};
     ops.push_back(av);
   }

@@ -112,6 +112,16 @@ struct LayerOp {
   bool frozen = false;
   Flops adapter_flops;
   Bytes dequantized;
+  // FP8 training (Transformer Engine, delayed scaling): the HBM traffic of the casts around a
+  // GEMM, which run as their own kernels before it. Forward: the input (rows × inner) and the
+  // weight (inner × cols) read in 16 bits and written in fp8, 3 B per element. Backward: the
+  // output gradient cast and transposed (cast_transpose: 2 B read, 2 B written per
+  // rows × cols element), the saved fp8 input and the fp8 weight transposed (1 + 1 B each).
+  // Zero for ops that stay 16-bit.
+  Bytes fp8_cast_fwd, fp8_cast_bwd;
+  // A GEMM-class kernel that runs in 16 bits even in fp8 training (eager attention's batched
+  // QK^T and PV).
+  bool keep_16bit = false;
 };
 
 struct ActivationShape {

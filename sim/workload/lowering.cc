@@ -328,8 +328,15 @@ class Lowerer {
                                 s_.training.attention == AttentionKernel::kFlash;
     const double k = flash_backward ? kFlashBackwardFactor : backward ? 2.0 : 1.0;
     const double kf = backward && lo.frozen ? 1.0 : k;
-    return Compute(lo.name, pass, lo.op_class,
-                   lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1), lo.bytes_moved * kf, g);
+    Op op = Compute(lo.name, pass, lo.op_class,
+                    lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1), lo.bytes_moved * kf, g);
+    op.keep_16bit = lo.keep_16bit;
+    if (s_.training.precision == Precision::kFp8 && lo.op_class == OpClass::kGemm &&
+        !lo.keep_16bit) {
+      // Frozen weights need no weight-gradient GEMM, but the casts stay.
+      op.serial_bytes = backward ? lo.fp8_cast_bwd : lo.fp8_cast_fwd;
+    }
+    return op;
   }
 
   // An offload op: a copy over the GPU's PCIe link, or host CPU / NVMe work for this GPU.
@@ -580,10 +587,11 @@ class Lowerer {
                 Flops::Count(5.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 2, g),
         deps, {{MemWhen::kStart, MemCategory::kActivations, hidden}});
     const ModelParallelComm gather = TpGather();
-    const Op head = Compute("lm_head", OpPass::kForward, OpClass::kGemm,
-                            Flops::Count(2.0 * static_cast<double>(tokens_) *
-                                         static_cast<double>(h) * static_cast<double>(v)),
-                            Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
+    Op head = Compute("lm_head", OpPass::kForward, OpClass::kGemm,
+                      Flops::Count(2.0 * static_cast<double>(tokens_) * static_cast<double>(h) *
+                                   static_cast<double>(v)),
+                      Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
+    head.keep_16bit = true;  // the LM head stays 16-bit under fp8 (Megatron-LM, Composer + TE)
     const MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
@@ -617,12 +625,13 @@ class Lowerer {
         deps, ce);
     // With adapters the head is frozen: its backward computes the input gradient only.
     const double gemms = s_.training.finetune.adapters() ? 1.0 : 2.0;
-    const Op head = Compute(
+    Op head = Compute(
         "lm_head", OpPass::kBackward, OpClass::kGemm,
         Flops::Count(gemms * 2.0 * static_cast<double>(tokens_) * static_cast<double>(h) *
                      static_cast<double>(v)),
         Bytes::Count(static_cast<int64_t>(gemms) * kCompute * (tokens_ * h + h * v + tokens_ * v)),
         g);
+    head.keep_16bit = true;
     // The input gradient exists while it runs; the saved input and the logits gradient are
     // freed when it ends.
     const MemList head_mem = {

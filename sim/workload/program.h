@@ -88,6 +88,10 @@ struct Op {
   OpClass op_class = OpClass::kMemoryBound;
   Flops flops;
   Bytes bytes_moved;
+  // FP8: HBM bytes of the cast kernels that run before this GEMM (LayerOp::fp8_cast_*), and
+  // GEMM-class ops that stay 16-bit (eager attention's batched matmuls, the LM head).
+  Bytes serial_bytes;
+  bool keep_16bit = false;
   // Collectives: index into OpProgram::collectives (kept apart so that the ops the replay walks
   // stay small); none for compute ops.
   std::optional<int32_t> collective;

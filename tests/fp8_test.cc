@@ -1,0 +1,69 @@
+// FP8 as Transformer Engine runs it (sim/cost/compute_cost.h, sim/workload/layer_ops.h): only the
+// layers' GEMMs at the fp8 rate, each with its cast kernels; attention and the LM head in bf16.
+#include <catch2/catch.hpp>
+
+#include "sim/config/loaders.h"
+#include "sim/cost/compute_cost.h"
+#include "sim/workload/lowering.h"
+
+namespace sim {
+namespace {
+
+Scenario Load(const std::string& precision) {
+  auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                {{"model", "llama2-7b"},
+                                 {"cluster.nodes", "1"},
+                                 {"training.global_batch", "8"},
+                                 {"training.precision", precision}});
+  REQUIRE(s.ok());
+  return *s;
+}
+
+const Op& Find(const OpProgram& p, absl::string_view name, OpPass pass) {
+  for (const Op& op : p.ops) {
+    if (op.name == name && op.pass == pass && op.group.value_or(0) >= 1) return op;
+  }
+  FAIL("no op " << name);
+  return p.ops.front();
+}
+
+TEST_CASE("fp8 GEMMs pay their casts, attention and the LM head stay bf16", "[fp8]") {
+  const Scenario s = Load("fp8");
+  auto p = Lower(s);
+  REQUIRE(p.ok());
+  const GpuSpec& gpu = s.cluster.gpu;
+  const GpuCalibration& c = gpu.calibration;
+  // qkv of Llama-2-7B: T = 4096 tokens, h = 4096, 3h columns.
+  const double rows = 4096, inner = 4096, cols = 3 * 4096;
+  const Op& qkv = Find(*p, "qkv", OpPass::kForward);
+  CHECK(qkv.serial_bytes.count() == 3 * (rows * inner + inner * cols));
+  const Op& qkv_bwd = Find(*p, "qkv", OpPass::kBackward);
+  CHECK(qkv_bwd.serial_bytes.count() == 4 * rows * cols + 2 * rows * inner + 2 * inner * cols);
+  // The forward: math at the fp8 rate, the roofline as for bf16, then two casts at HBM speed.
+  Op plain = qkv;
+  plain.serial_bytes = Bytes();
+  const double cast =
+      qkv.serial_bytes.count() / (gpu.hbm_bandwidth.bytes_per_s() * c.memory_efficiency) +
+      2 * c.launch_overhead.seconds();
+  CHECK(cost::ComputeDuration(qkv, gpu, Precision::kFp8).seconds() ==
+        Approx(cost::ComputeDuration(plain, gpu, Precision::kFp8).seconds() + cast));
+  CHECK(cost::ComputeDuration(plain, gpu, Precision::kFp8) <
+        cost::ComputeDuration(plain, gpu, Precision::kBf16));
+  // The LM head and flash attention run at the bf16 rate whatever the training precision.
+  const Op& head = Find(*p, "lm_head", OpPass::kForward);
+  CHECK(head.keep_16bit);
+  CHECK(head.serial_bytes == Bytes());
+  CHECK(cost::ComputeDuration(head, gpu, Precision::kFp8) ==
+        cost::ComputeDuration(head, gpu, Precision::kBf16));
+  const Op& attn = Find(*p, "flash_attention", OpPass::kForward);
+  CHECK(cost::ComputeDuration(attn, gpu, Precision::kFp8) ==
+        cost::ComputeDuration(attn, gpu, Precision::kBf16));
+  // bf16 training has no casts.
+  auto b = Lower(Load("bf16"));
+  REQUIRE(b.ok());
+  CHECK(Find(*b, "qkv", OpPass::kForward).serial_bytes == Bytes());
+}
+
+}  // namespace
+}  // namespace sim
