@@ -158,9 +158,7 @@ class Lowerer {
 
   // Gradients the backward allocates and the optimizer frees (torchtune's set_to_none), or
   // that each group's update frees as soon as it is done (optimizer in backward).
-  bool LazyGradients() const {
-    return PersistentStates(s_, 0).lazy_gradients || s_.training.optimizer_in_backward;
-  }
+  bool LazyGradients() const { return lazy_gradients_; }
   // A group's gradients as the optimizer sees them (its shard from ZeRO-2 on).
   Bytes GroupGradientBytes(int32_t g) const {
     if (p_.stage_states.empty() || p_.stage_states[b_.stage()].gradients == Bytes()) return {};
@@ -899,6 +897,8 @@ class Lowerer {
   std::vector<int64_t> group_trainable_;  // per GPU: what has gradients and optimizer states
   std::vector<Bytes> group_weights_;      // per GPU: 16-bit (or NF4) weights as gathered
   std::vector<bool> grads_allocated_;     // lazy gradients: allocated by an earlier backward
+  const bool lazy_gradients_ =
+      PersistentStates(s_, 0).lazy_gradients || s_.training.optimizer_in_backward;
   std::vector<std::optional<int32_t>> fetched_ =
       std::vector<std::optional<int32_t>>(static_cast<size_t>(s_.model.layers + 2));
 };
