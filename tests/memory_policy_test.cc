@@ -149,6 +149,16 @@ TEST_CASE("ddp: fp32 states, a bucket copy of the gradients, autocast's 16-bit c
         r.category_peaks[static_cast<int>(MemCategory::kGatheredParams)]);
 }
 
+TEST_CASE("ddp with gradient_as_bucket_view holds one fp32 gradient copy", "[memory][ddp]") {
+  const auto copy = Run(Load({{"parallel.framework", "ddp"}, {"parallel.zero", "0"}}));
+  const auto view = Run(Load({{"parallel.framework", "ddp"},
+                              {"parallel.zero", "0"},
+                              {"parallel.gradient_as_bucket_view", "true"}}));
+  const int64_t p = view.static_states.weights.count() / 4;
+  CHECK(view.static_states.gradients.count() == 4 * p);
+  CHECK(copy.peak - view.peak == Bytes::Count(4 * p));
+}
+
 TEST_CASE("model FLOPs count the flash backward as twice its forward", "[flops]") {
   const Scenario s = Load({});
   auto r = replay::Simulate(s, {});

@@ -125,6 +125,8 @@ std::vector<ScenarioKey> Build() {
        "gradient reduction dtype (the compute dtype; megatron: fp32)"},
       {"parallel.collective", OneOf<CollectiveAlgorithm>(), std::string(Name(p.collective)),
        "collective algorithm (auto: the fastest per collective)"},
+      {"parallel.gradient_as_bucket_view", "true | false", Bool(p.gradient_as_bucket_view),
+       "ddp only: .grad views into DDP's buckets, one fp32 gradient copy instead of two"},
       {"parallel.offload", "mapping", "nothing offloaded",
        "what lives off the GPU (needs a node type with `host`)"},
       {"parallel.offload.optimizer", OneOf<OffloadTarget>(), "none",

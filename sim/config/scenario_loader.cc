@@ -312,6 +312,7 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
     par.reduce_dtype = *v;
   }
   if (auto v = ReadEnum<CollectiveAlgorithm>(k("collective"), errors)) par.collective = *v;
+  if (auto v = ReadBool(k("gradient_as_bucket_view"), errors)) par.gradient_as_bucket_view = *v;
   if (const YAML::Node o = Child(node, "offload"); o.IsDefined()) {
     const std::string op = "parallel.offload";
     if (CheckMapping(o, op, SectionKeys(op), errors)) {
@@ -610,6 +611,11 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
                "ddp is PyTorch DistributedDataParallel with AMP: data parallelism only (zero 0, "
                "tp, pp and cp 1) in bf16 or fp16; use deepspeed, fsdp or megatron for sharding, "
                "model parallelism or fp8");
+  }
+  if (par.gradient_as_bucket_view && par.framework != Framework::kDdp) {
+    errors.Add(
+        at("parallel", "gradient_as_bucket_view"), "parallel.gradient_as_bucket_view",
+        "gradient_as_bucket_view belongs to framework ddp (PyTorch DistributedDataParallel)");
   }
   if (s.parallel.sharding && s.parallel.framework != Framework::kFsdp) {
     errors.Add(at("parallel", "sharding"), "parallel.sharding",

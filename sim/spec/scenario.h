@@ -173,6 +173,9 @@ struct ParallelSpec {
   std::optional<Dtype> reduce_dtype;
   CollectiveAlgorithm collective = CollectiveAlgorithm::kAuto;
   OffloadSpec offload;
+  // ddp only: DistributedDataParallel(gradient_as_bucket_view=True) makes each .grad a view into
+  // its bucket, so the gradients exist once (4 B/param) instead of twice (8 B/param).
+  bool gradient_as_bucket_view = false;
 };
 
 struct RuntimeSpec {

@@ -105,6 +105,9 @@ StateSplit PersistentStates(const Scenario& s, int32_t stage) {
   const Framework fw = s.parallel.framework;
   BytesPerParam bpp = StateBytesPerParam(fw, s.training.optimizer, s.training.precision);
   if (s.training.precision == Precision::kFp8) bpp.weights.bytes_per_param = 2 + 1;
+  if (fw == Framework::kDdp && s.parallel.gradient_as_bucket_view) {
+    bpp.gradients.bytes_per_param = 4;  // .grad is a view of the bucket: one fp32 copy
+  }
   const bool adapters = s.training.finetune.adapters();
   const int64_t trained = StageTrainable(s)[stage];
   const int64_t n = plan.shard_degree;

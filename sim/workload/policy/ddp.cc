@@ -1,7 +1,8 @@
 // PyTorch DistributedDataParallel with torch.cuda.amp (torch/nn/parallel/distributed.py,
 // torch/csrc/distributed/c10d/reducer.cpp; torch/amp/autocast_mode.py):
 //   - parameters, gradients and optimizer states stay fp32 (sim/workload/static_ledger.cc: 4 B
-//     weights, 4 B .grad plus 4 B of bucket tensors, Adam's 8 B);
+//     weights, 4 B .grad plus 4 B of bucket tensors — 4 B in all with
+//     parallel.gradient_as_bucket_view —, Adam's 8 B);
 //   - gradients accumulate locally under no_sync; in the last micro-batch each bucket is
 //     all-reduced in fp32 as soon as its layers' gradients are ready, overlapping the backward
 //     (bucket_cap_mb = 25 MiB), out of the persistent bucket tensors (no staging copy);
