@@ -231,7 +231,10 @@ class ReplayListener {
       t.comm += d;
       return;
     }
-    if (op.stream == StreamKind::kPcie) {
+    // Offload I/O outside the step's end (copies, NVMe reads of parameter shards) is offload
+    // time, not compute; the host's work at the step (its update, NVMe swaps) is optimizer time.
+    if (op.stream == StreamKind::kPcie ||
+        (op.stream == StreamKind::kHost && op.pass != OpPass::kStep)) {
       t.pcie += d;
       return;
     }

@@ -48,7 +48,7 @@ struct OpTiming {
 struct StageTimes {
   Duration compute, recompute, optimizer;
   Duration comm;  // busy time of its collectives and sends, on any stream
-  Duration pcie;  // busy time of its offload copies
+  Duration pcie;  // busy time of its offload copies and NVMe reads of parameter shards
   Duration exposed_comm;
   Duration exposed_pcie;
   Duration bubble;
