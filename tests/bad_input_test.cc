@@ -88,7 +88,12 @@ TEST_CASE("the default scenario resolves its catalog names", "[config]") {
   CHECK(s->dp() == 32);
   CHECK(s->micro_batches() == 32);
   CHECK(s->cluster.gpu.hbm == Bytes::GiB(80));
-  CHECK(s->parallel.bucket == Bytes::MB(25));  // written in the file
+  // DeepSpeed's own buckets and ZeRO-3 limits, in elements (the file sets neither).
+  CHECK(!s->parallel.bucket);
+  CHECK(!s->parallel.prefetch);
+  CHECK(s->parallel.deepspeed.reduce_bucket_size == 500'000'000);
+  CHECK(s->parallel.deepspeed.stage3_prefetch_bucket_size == 50'000'000);
+  CHECK(s->parallel.deepspeed.stage3_max_live_parameters == 1'000'000'000);
 }
 
 TEST_CASE("an inline cluster needs its node description", "[config]") {

@@ -111,8 +111,11 @@ TEST_CASE("compare: communication ratios to DDP at m = 1 and m = 8", "[explore]"
   for (int64_t m : {1, 8}) {
     std::vector<std::vector<config::Override>> configs;
     for (int zero = 0; zero <= 3; ++zero) {
+      // Whole layers gathered ahead: the textbook volumes (DeepSpeed's own coordinator keeps
+      // the head gathered into its backward, replay_test.cc).
       configs.push_back({{"cluster.nodes", "4"},
                          {"training.global_batch", std::to_string(32 * m)},
+                         {"parallel.prefetch", "1"},
                          {"parallel.zero", std::to_string(zero)}});
     }
     const auto r = RunConfigs(loader, configs, 2, nullptr);

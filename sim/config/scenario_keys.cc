@@ -27,6 +27,17 @@ std::string BytesText(Bytes b) {
 
 std::string Bool(bool b) { return b ? "true" : "false"; }
 
+// An element count as DeepSpeed's configs write it: "5e8", "1e9".
+std::string Count(int64_t n) {
+  int exponent = 0;
+  int64_t mantissa = n;
+  while (mantissa != 0 && mantissa % 10 == 0) {
+    mantissa /= 10;
+    ++exponent;
+  }
+  return exponent >= 3 ? absl::StrCat(mantissa, "e", exponent) : absl::StrCat(n);
+}
+
 std::vector<ScenarioKey> Build() {
   const Scenario d;  // the defaults
   const ParallelSpec& p = d.parallel;
@@ -113,13 +124,37 @@ std::vector<ScenarioKey> Build() {
       {"parallel.tp_comm_overlap", "true | false", Bool(p.tp_comm_overlap),
        "TP/CP collectives beside the GEMMs they feed (Megatron-LM `--tp-comm-overlap`)"},
       {"parallel.overlap_grad_reduce", "true | false", "framework's",
-       "DeepSpeed/FSDP: true; megatron: false (`--overlap-grad-reduce`)"},
+       "fsdp: true; deepspeed `overlap_comm`: true at ZeRO-3 only; megatron: false "
+       "(`--overlap-grad-reduce`)"},
       {"parallel.overlap_param_gather", "true | false", Bool(p.overlap_param_gather),
        "megatron distributed optimizer: all-gather beside the next forward"},
-      {"parallel.prefetch", "integer 0..64", absl::StrCat(p.prefetch),
-       "ZeRO-3 layers gathered ahead"},
+      {"parallel.prefetch", "integer 0..64", "framework's",
+       absl::StrCat("ZeRO-3 layers gathered ahead (fsdp: ", ParallelSpec::kDefaultPrefetchLayers,
+                    "; deepspeed counts elements, `parallel.deepspeed`, unless this is set)")},
       {"parallel.bucket", "bytes", "framework's",
-       "gradient reduction bucket (DeepSpeed/FSDP: 25 MB, PyTorch DDP `bucket_cap_mb`)"},
+       "gradient reduction bucket (fsdp: 25 MB, PyTorch DDP `bucket_cap_mb`; deepspeed: "
+       "`parallel.deepspeed.reduce_bucket_size` 16-bit elements)"},
+      {"parallel.deepspeed", "mapping", "DeepSpeed's defaults",
+       "framework deepspeed: its zero_optimization buckets and limits, in elements"},
+      {"parallel.deepspeed.reduce_bucket_size", "count (5e8, 200M, ...)",
+       Count(p.deepspeed.reduce_bucket_size),
+       "contiguous gradient bucket (ZeRO 1-3) and stage-0 all-reduce bucket, elements"},
+      {"parallel.deepspeed.allgather_bucket_size", "count",
+       Count(p.deepspeed.allgather_bucket_size), "ZeRO-1/2 post-step all-gather chunk, elements"},
+      {"parallel.deepspeed.stage3_prefetch_bucket_size", "count",
+       Count(p.deepspeed.stage3_prefetch_bucket_size),
+       "ZeRO-3: elements each fetch prefetches of the parameters next in the trace"},
+      {"parallel.deepspeed.stage3_max_live_parameters", "count",
+       Count(p.deepspeed.stage3_max_live_parameters),
+       "ZeRO-3: elements gathered at most (prefetch stops there)"},
+      {"parallel.deepspeed.stage3_max_reuse_distance", "count",
+       Count(p.deepspeed.stage3_max_reuse_distance),
+       "ZeRO-3: a parameter used again within this many trace elements stays gathered"},
+      {"parallel.deepspeed.sub_group_size", "count", Count(p.deepspeed.sub_group_size),
+       "ZeRO-3: elements the optimizer step upcasts to fp32 at a time"},
+      {"parallel.deepspeed.contiguous_gradients", "true | false",
+       Bool(p.deepspeed.contiguous_gradients),
+       "gradients copied into the reduce bucket as they are produced"},
       {"parallel.sharding", OneOf<FsdpSharding>(), "from `zero`", "fsdp only: the strategy"},
       {"parallel.reduce_dtype", "bf16 | fp16 | fp32", "framework's",
        "gradient reduction dtype (the compute dtype; megatron: fp32)"},

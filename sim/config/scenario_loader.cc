@@ -305,6 +305,29 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   }
   if (auto v = ReadBool(k("sequence_parallel"), errors)) par.sequence_parallel = *v;
   if (auto v = ReadInt(k("prefetch"), errors, 0, 64)) par.prefetch = *v;
+  if (const YAML::Node d = Child(node, "deepspeed"); d.IsDefined()) {
+    const std::string dp = "parallel.deepspeed";
+    if (CheckMapping(d, dp, SectionKeys(dp), errors)) {
+      auto dk = [&](absl::string_view name) { return Key{d, name, dp, false}; };
+      constexpr int64_t kMaxElements = int64_t{1} << 50;
+      DeepSpeedSpec& ds = par.deepspeed;
+      if (auto v = ReadCount(dk("reduce_bucket_size"), errors, 1, kMaxElements))
+        ds.reduce_bucket_size = *v;
+      if (auto v = ReadCount(dk("allgather_bucket_size"), errors, 1, kMaxElements))
+        ds.allgather_bucket_size = *v;
+      if (auto v = ReadCount(dk("stage3_prefetch_bucket_size"), errors, 0, kMaxElements))
+        ds.stage3_prefetch_bucket_size = *v;
+      if (auto v = ReadCount(dk("stage3_max_live_parameters"), errors, 0, kMaxElements))
+        ds.stage3_max_live_parameters = *v;
+      if (auto v = ReadCount(dk("stage3_max_reuse_distance"), errors, 0, kMaxElements))
+        ds.stage3_max_reuse_distance = *v;
+      if (auto v = ReadCount(dk("sub_group_size"), errors, 1, kMaxElements)) ds.sub_group_size = *v;
+      if (auto v = ReadBool(dk("contiguous_gradients"), errors)) ds.contiguous_gradients = *v;
+      ds.stage3_limits_set = Child(d, "stage3_prefetch_bucket_size").IsDefined() ||
+                             Child(d, "stage3_max_live_parameters").IsDefined() ||
+                             Child(d, "stage3_max_reuse_distance").IsDefined();
+    }
+  }
   if (auto v = ReadBytes(k("bucket"), errors)) par.bucket = *v;
   if (auto v = ReadEnum<FsdpSharding>(k("sharding"), errors)) par.sharding = *v;
   if (auto v =
@@ -611,6 +634,23 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
                "ddp is PyTorch DistributedDataParallel with AMP: data parallelism only (zero 0, "
                "tp, pp and cp 1) in bf16 or fp16; use deepspeed, fsdp or megatron for sharding, "
                "model parallelism or fp8");
+  }
+  if (Child(Child(root, "parallel"), "deepspeed").IsDefined() &&
+      par.framework != Framework::kDeepSpeed) {
+    errors.Add(at("parallel", "deepspeed"), "parallel.deepspeed",
+               absl::StrCat("parallel.deepspeed holds DeepSpeed's settings; framework is ",
+                            Name(par.framework)));
+  }
+  if (par.bucket &&
+      Child(Child(Child(root, "parallel"), "deepspeed"), "reduce_bucket_size").IsDefined()) {
+    errors.Add(at("parallel", "bucket"), "parallel.bucket",
+               "parallel.bucket and parallel.deepspeed.reduce_bucket_size both size DeepSpeed's "
+               "bucket (in bytes and in 16-bit elements): set one");
+  }
+  if (par.framework == Framework::kDeepSpeed && par.prefetch && par.deepspeed.stage3_limits_set) {
+    errors.Add(at("parallel", "prefetch"), "parallel.prefetch",
+               "parallel.prefetch gathers whole layers ahead, in place of DeepSpeed's element "
+               "counts (parallel.deepspeed.stage3_*): set one or the other");
   }
   if (par.gradient_as_bucket_view && par.framework != Framework::kDdp) {
     errors.Add(

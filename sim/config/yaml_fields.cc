@@ -1,6 +1,7 @@
 #include "sim/config/yaml_fields.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -151,6 +152,25 @@ std::optional<int64_t> ReadInt(const Key& key, YamlErrors& errors, int64_t min, 
     return std::nullopt;
   }
   return v;
+}
+
+std::optional<int64_t> ReadCount(const Key& key, YamlErrors& errors, int64_t min, int64_t max) {
+  auto text = Scalar(key, errors);
+  if (!text) return std::nullopt;
+  const std::string path = JoinPath(key.parent_path, key.name);
+  auto v = ParseCount(*text);
+  if (!v.ok()) {
+    errors.Add(At(key), path, v.status().message());
+    return std::nullopt;
+  }
+  // Compared as doubles first, so that "1e30" is out of range rather than an overflow.
+  if (!(*v >= static_cast<double>(min) && *v <= static_cast<double>(max)) || *v != std::floor(*v)) {
+    errors.Add(
+        At(key), path,
+        absl::StrCat("must be a whole count between ", min, " and ", max, ", got '", *text, "'"));
+    return std::nullopt;
+  }
+  return static_cast<int64_t>(*v);
 }
 
 std::optional<double> ReadDouble(const Key& key, YamlErrors& errors, double min, double max) {

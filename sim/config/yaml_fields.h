@@ -67,6 +67,9 @@ struct Key {
 
 std::optional<std::string> ReadString(const Key& key, YamlErrors& errors);
 std::optional<int64_t> ReadInt(const Key& key, YamlErrors& errors, int64_t min, int64_t max);
+// A whole count, written plainly or as DeepSpeed's configs do ("5e8", "200M"; sim/base/quantity.h
+// ParseCount).
+std::optional<int64_t> ReadCount(const Key& key, YamlErrors& errors, int64_t min, int64_t max);
 std::optional<double> ReadDouble(const Key& key, YamlErrors& errors, double min, double max);
 std::optional<bool> ReadBool(const Key& key, YamlErrors& errors);
 std::optional<std::string> ReadChoice(const Key& key, YamlErrors& errors,

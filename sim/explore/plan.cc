@@ -210,7 +210,13 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
           for (Recompute recompute : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
             Candidate c{gpu->name,
                         n,
-                        PlanConfig{.zero = zero, .micro_batch = micro, .recompute = recompute},
+                        PlanConfig{.zero = zero,
+                                   .micro_batch = micro,
+                                   .recompute = recompute,
+                                   .prefetch = req.framework == Framework::kDeepSpeed
+                                                   ? std::nullopt
+                                                   : std::optional<int64_t>(
+                                                         ParallelSpec::kDefaultPrefetchLayers)},
                         {}};
             c.overrides = {{"parallel.zero", absl::StrCat(zero)},
                            {"training.micro_batch", absl::StrCat(micro)},

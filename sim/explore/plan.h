@@ -56,7 +56,9 @@ struct PlanConfig {
   int zero = 3;
   int64_t micro_batch = 1;
   Recompute recompute = Recompute::kFull;
-  int64_t prefetch = ParallelSpec{}.prefetch;  // the scenario default; the plan does not vary it
+  // ZeRO-3 layers gathered ahead: the framework's default, which the plan does not vary (none
+  // where DeepSpeed counts elements).
+  std::optional<int64_t> prefetch = std::nullopt;
   int64_t tp = 1, pp = 1;
   bool ModelParallel() const { return tp * pp > 1; }
   bool SequenceParallel() const { return tp > 1; }

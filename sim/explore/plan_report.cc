@@ -19,7 +19,7 @@ Json ConfigJson(const PlanConfig& c) {
   Json j = {{"zero", c.zero},
             {"micro_batch", c.micro_batch},
             {"recompute", Name(c.recompute)},
-            {"prefetch", c.prefetch}};
+            {"prefetch", c.prefetch ? Json(*c.prefetch) : Json(nullptr)}};
   if (c.ModelParallel()) {
     j["framework"] = Name(Framework::kMegatron);
     j["tp"] = c.tp;
@@ -138,7 +138,10 @@ std::optional<PlanConfig> ReadConfig(Reader& in, const Json& j, const std::strin
   PlanConfig out;
   if (auto v = in.Int(*c, p, "zero")) out.zero = static_cast<int>(*v);
   if (auto v = in.Int(*c, p, "micro_batch", 1)) out.micro_batch = *v;
-  if (auto v = in.Int(*c, p, "prefetch")) out.prefetch = *v;
+  // null: DeepSpeed's coordinator counts elements, no layer count.
+  if (!(c->is_object() && c->contains("prefetch") && c->at("prefetch").is_null())) {
+    if (auto v = in.Int(*c, p, "prefetch")) out.prefetch = *v;
+  }
   if (auto v = in.String(*c, p, "recompute")) {
     auto r = EnumFromName<Recompute>(*v);
     if (!r)

@@ -36,18 +36,33 @@ std::string ResolvedScenarioText(const Scenario& s) {
                         Name(s.training.precision), Name(s.training.optimizer),
                         Name(s.training.recompute), Name(s.training.attention));
   const ParallelSpec& p = s.parallel;
-  absl::StrAppendFormat(
-      &out,
-      "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
-      "%d micro-batches per step, prefetch %d, bucket %s\n",
-      Name(p.framework), p.zero, s.dp(), p.tp, p.sequence_parallel ? " + sp" : "", p.cp, p.pp,
-      Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s", s.micro_batches(), p.prefetch,
-      p.bucket ? FormatGB(p.bucket->count(), 3) : std::string("framework default"));
+  const std::unique_ptr<DataParallelPolicy> policy = MakeDataParallelPolicy(s);
+  const DataParallelPolicy::GatherRule rule = policy->Gathers();
+  const DeepSpeedSpec& ds = p.deepspeed;
+  const std::string prefetch =
+      rule.elements
+          ? absl::StrFormat("prefetch %s / live %s / reuse %s elements",
+                            FormatCount(rule.elements->prefetch_bucket),
+                            FormatCount(rule.elements->max_live),
+                            FormatCount(rule.elements->max_reuse))
+          : absl::StrFormat("prefetch %d layer%s", rule.layers, rule.layers == 1 ? "" : "s");
+  const std::string bucket =
+      p.framework == Framework::kDeepSpeed
+          ? absl::StrFormat("bucket %s elements%s",
+                            FormatCount(p.bucket ? p.bucket->count() / 2 : ds.reduce_bucket_size),
+                            ds.contiguous_gradients ? " (contiguous)" : "")
+          : absl::StrCat("bucket ", p.bucket ? FormatGB(p.bucket->count(), 3)
+                                             : std::string("framework default"));
+  absl::StrAppendFormat(&out,
+                        "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
+                        "%d micro-batches per step, %s, %s\n",
+                        Name(p.framework), p.zero, s.dp(), p.tp, p.sequence_parallel ? " + sp" : "",
+                        p.cp, p.pp, Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s",
+                        s.micro_batches(), prefetch, bucket);
   absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
                         p.tp_comm_overlap ? ", TP collectives overlapped" : "",
-                        MakeDataParallelPolicy(s)->OverlapGradReduce()
-                            ? ", gradient reduction overlapped"
-                            : ", gradient reduction after the backward");
+                        policy->OverlapGradReduce() ? ", gradient reduction overlapped"
+                                                    : ", gradient reduction after the backward");
   absl::StrAppendFormat(&out, "  runtime    reserved %s per GPU\n",
                         FormatGiB(s.runtime.reserved, 2));
   return out;

@@ -72,7 +72,7 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                    {"framework", Name(r.framework)},
                    {"replayed_stage", r.replayed_stage},
                    {"shard_degree", r.shard_degree},
-                   {"prefetch", r.prefetch}};
+                   {"prefetch", r.prefetch ? nlohmann::ordered_json(*r.prefetch) : nullptr}};
   nlohmann::ordered_json overflow = nullptr;
   if (const auto& o = r.first_overflow) {
     overflow = {{"op", o->op}, {"at_s", o->at.seconds()}, {"excess_bytes", o->excess.count()}};

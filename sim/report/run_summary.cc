@@ -1,6 +1,7 @@
 #include "sim/report/run_summary.h"
 
 #include "sim/cost/compute_cost.h"
+#include "sim/workload/policy/policy.h"
 
 namespace sim::report {
 
@@ -39,7 +40,9 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.zero = s.parallel.zero;
   o.replayed_stage = plan.stage;
   o.shard_degree = plan.shard_degree;
-  o.prefetch = s.parallel.prefetch;
+  if (const auto rule = MakeDataParallelPolicy(s)->Gathers(); !rule.elements) {
+    o.prefetch = rule.layers;
+  }
   o.micro_batches = s.micro_batches();
   o.framework = s.parallel.framework;
   o.precision = s.training.precision;

@@ -70,7 +70,8 @@ struct RunSummary {
   int zero = 0;            // as written in the scenario
   int replayed_stage = 0;  // the ZeRO stage the replay used (sim/workload/sharding.h)
   int64_t shard_degree = 1;
-  int64_t prefetch = 1;
+  // ZeRO-3 layers gathered ahead; none where DeepSpeed's coordinator counts elements instead.
+  std::optional<int64_t> prefetch;
   int64_t micro_batches = 1;
   Framework framework = Framework::kDeepSpeed;
   Precision precision = Precision::kBf16;

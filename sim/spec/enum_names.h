@@ -72,8 +72,9 @@ struct EnumNames<RecomputeMethod> {
 };
 template <>
 struct EnumNames<LossKernel> {
-  static constexpr NameTable<LossKernel, 6> kNames{
+  static constexpr NameTable<LossKernel, 7> kNames{
       {{LossKernel::kEager, "eager"},
+       {LossKernel::kEager16, "eager_16bit"},
        {LossKernel::kVocabParallel, "vocab_parallel"},
        {LossKernel::kFused, "fused"},
        {LossKernel::kCompiled, "compiled"},

@@ -50,7 +50,18 @@ enum class RecomputeMethod { kUniform, kBlock };
 // at a time.
 // chunked_compiled: the same chunks with torch.compile on the loss (torchtune `compile: True`):
 // each chunk's upcast is fused into its reductions, only the 16-bit chunk logits are kept.
-enum class LossKernel { kEager, kVocabParallel, kFused, kCompiled, kChunked, kChunkedCompiled };
+// eager_16bit: PyTorch cross_entropy on the 16-bit logits themselves, after a shifted copy (a
+// model cast to fp16/bf16 and run without autocast, as DeepSpeed's fp16 engine runs Hugging
+// Face models before transformers 4.46 upcast the logits in its loss).
+enum class LossKernel {
+  kEager,
+  kEager16,
+  kVocabParallel,
+  kFused,
+  kCompiled,
+  kChunked,
+  kChunkedCompiled
+};
 enum class AttentionKernel { kFlash, kEager };
 // Framework presets (sim/workload/policy/): DeepSpeed ZeRO, PyTorch FSDP, Megatron-LM,
 // PyTorch DDP with torch.cuda.amp (fp32 parameters and gradients, autocast's 16-bit copies), and
@@ -131,6 +142,31 @@ struct OffloadSpec {
   }
 };
 
+// DeepSpeed's bucket and ZeRO-3 limits, in elements as its zero_optimization config counts
+// them (deepspeed/runtime/zero/config.py defaults; framework deepspeed only).
+struct DeepSpeedSpec {
+  // The contiguous gradient bucket (ZeRO 1-3, `contiguous_gradients`: gradients are copied into
+  // it as their hooks fire and reduced from it) and the stage-0 all-reduce bucket
+  // (engine.allreduce_gradients, MEMORY_OPT_ALLREDUCE_SIZE = 5e8).
+  int64_t reduce_bucket_size = 500'000'000;
+  // ZeRO-1/2: the post-step all-gather of the updated 16-bit partitions runs in chunks of this.
+  int64_t allgather_bucket_size = 500'000'000;
+  // ZeRO-3's parameter coordinator (partitioned_param_coordinator.py): each fetch prefetches up
+  // to this many elements of the parameters next in the trace ...
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  // ... while no more than this many are gathered at once ...
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  // ... and a released parameter whose next use comes within this many elements of the trace
+  // stays gathered.
+  int64_t stage3_max_reuse_distance = 1'000'000'000;
+  // ZeRO-3's optimizer step upcasts the gradients of one sub-group of this many elements at a
+  // time (stage3.py _prepare_fp32_grad_for_sub_group).
+  int64_t sub_group_size = 1'000'000'000;
+  bool contiguous_gradients = true;
+  // Which of the above the scenario wrote (prefetch in layers conflicts with the ZeRO-3 limits).
+  bool stage3_limits_set = false;
+};
+
 struct ParallelSpec {
   Framework framework = Framework::kDeepSpeed;
   int64_t zero = 0;
@@ -154,17 +190,23 @@ struct ParallelSpec {
   // the compute stream waits for them.
   bool tp_comm_overlap = false;
   // Gradient reduction overlapped with the backward (buckets launched as layers finish);
-  // absent = the framework's default: DeepSpeed and FSDP overlap, Megatron-LM
+  // absent = the framework's default: FSDP overlaps, DeepSpeed's `overlap_comm` is on at ZeRO-3
+  // only (deepspeed/runtime/zero/config.py overlap_comm_valid), Megatron-LM
   // --overlap-grad-reduce is off.
   std::optional<bool> overlap_grad_reduce;
   // Megatron distributed optimizer: the parameter all-gather overlaps the next step's forward
   // (--overlap-param-gather) instead of following the optimizer.
   bool overlap_param_gather = false;
-  // ZeRO-3 / FULL_SHARD layers gathered ahead of the one computing (DeepSpeed
-  // stage3_prefetch_bucket_size, FSDP forward_prefetch/backward_prefetch).
-  int64_t prefetch = 1;
-  // Gradient reduction bucket; absent = the framework's (its policy in sim/workload/policy/).
+  // ZeRO-3 / FULL_SHARD layers gathered ahead of the one computing (FSDP forward_prefetch /
+  // backward_prefetch: one). Absent = the framework's: one layer, except DeepSpeed, which counts
+  // its prefetch in elements (deepspeed.stage3_prefetch_bucket_size); setting it there gathers
+  // whole layers ahead instead.
+  std::optional<int64_t> prefetch;
+  static constexpr int64_t kDefaultPrefetchLayers = 1;
+  // Gradient reduction bucket of PyTorch DDP / FSDP; absent = the framework's (its policy in
+  // sim/workload/policy/). DeepSpeed counts its buckets in elements (`deepspeed` below).
   std::optional<Bytes> bucket;
+  DeepSpeedSpec deepspeed;
   // FSDP only: the sharding strategy; when absent it follows `zero` (0 NO_SHARD, 2 SHARD_GRAD_OP,
   // 3 FULL_SHARD).
   std::optional<FsdpSharding> sharding;

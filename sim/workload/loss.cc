@@ -11,6 +11,7 @@ LossTensors LossTensorsOf(LossKernel kernel, int64_t chunks, int64_t tokens, int
   LossTensors t;
   t.logits16 = l16;
   t.head_grad = l16;
+  t.chunked_head = kernel == LossKernel::kChunked || kernel == LossKernel::kChunkedCompiled;
   switch (kernel) {
     case LossKernel::kEager:
       t.forward = {{MemWhen::kStart, kL, l32},   // logits.float()
@@ -23,6 +24,18 @@ LossTensors LossTensorsOf(LossKernel kernel, int64_t chunks, int64_t tokens, int
                     {MemWhen::kEnd, kL, -l32},   // d log_softmax
                     {MemWhen::kEnd, kL, l16},    // cast to the logits' dtype
                     {MemWhen::kEnd, kL, -l32}};  // d logits (fp32)
+      break;
+    case LossKernel::kEager16:
+      t.forward = {{MemWhen::kStart, kL, l16},   // logits[..., :-1, :].contiguous()
+                   {MemWhen::kStart, kL, l16},   // log_softmax output, 16-bit (saved)
+                   {MemWhen::kEnd, kL, -l16},    // the shifted copy: needed by no backward
+                   {MemWhen::kEnd, kL, -l16}};   // the trainer drops the logits
+      t.backward = {{MemWhen::kStart, kL, l16},  // nll_loss backward: d log_softmax
+                    {MemWhen::kStart, kL, l16},  // log_softmax backward: d shifted logits
+                    {MemWhen::kEnd, kL, -l16},   // the saved log_softmax
+                    {MemWhen::kEnd, kL, -l16},   // d log_softmax
+                    {MemWhen::kEnd, kL, l16},    // slice backward: zeros of the logits' shape
+                    {MemWhen::kEnd, kL, -l16}};  // d shifted logits, copied in
       break;
     case LossKernel::kVocabParallel:
       t.forward = {{MemWhen::kStart, kL, l32},  // fp32 copy; exp and softmax in place

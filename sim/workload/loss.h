@@ -8,6 +8,9 @@
 //   fp32 copy, +L32 log_softmax,        L32          +L32 dlogp (nll), +L32 dlogits 12·T·V
 //                   −L32 copy, −L16 (logits dropped)                      −L32 −L32, +L16 cast,
 //                   −L32
+//   eager_16bit     +L16 shifted copy, +L16 log_softmax,      L16          +L16 dlogp, +L16 dshift
+//   6·T·V           −L16 copy, −L16 (logits dropped)                        −L16 −L16, +L16 dlogits
+//                                                                           (slice backward), −L16
 //   vocab_parallel  +L32 fp32 copy (max, exp in place),      L32          gradient in place; +L16
 //   6·T·V
 //                   −L16                                                  cast, −L32
@@ -20,17 +23,20 @@
 // Sources: eager — PyTorch cross_entropy = log_softmax + nll_loss on logits.float() (torchtitan
 // and Hugging Face trainers upcast; log_softmax saves its output, nll_loss's backward writes a
 // dense gradient, log_softmax's backward a second one, autograd casts it to the logits' dtype).
-// vocab_parallel — Megatron-LM megatron/core/tensor_parallel/cross_entropy.py:
-// calculate_logits_max() upcasts with .float(), exp and the gradient are computed in place in
-// that fp32 buffer (the same for its jit-fused variant). fused — Transformer Engine
-// parallel_cross_entropy (Triton): the gradient overwrites the 16-bit input in the forward.
-// compiled — torch.compile of PyTorch's cross_entropy(logits.float()) (torchtitan compiles the
-// loss when compile.components holds "loss", its default since 2025): Inductor fuses the upcast
-// into the max/logsumexp reductions, its partitioner saves the graph input (the 16-bit logits)
-// and per-row statistics, and the backward writes the 16-bit gradient in one kernel.
-// chunked — torchtune CEWithChunkedOutputLoss: the head runs per chunk, each chunk is upcast and
-// cross-entropied alone, its log_softmax kept for the backward. chunked_compiled — the same
-// under torch.compile (torchtune `compile: True` compiles the loss's per-chunk cross-entropy):
+// eager_16bit — Hugging Face GPT2LMHeadModel.forward (transformers 4.2x): shift_logits =
+// lm_logits[..., :-1, :].contiguous(), then CrossEntropyLoss on them in the model's dtype
+// (one token of each sequence fewer, counted as T); SliceBackward0 writes the gradient into
+// zeros of the logits' shape. vocab_parallel — Megatron-LM
+// megatron/core/tensor_parallel/cross_entropy.py: calculate_logits_max() upcasts with .float(), exp
+// and the gradient are computed in place in that fp32 buffer (the same for its jit-fused variant).
+// fused — Transformer Engine parallel_cross_entropy (Triton): the gradient overwrites the 16-bit
+// input in the forward. compiled — torch.compile of PyTorch's cross_entropy(logits.float())
+// (torchtitan compiles the loss when compile.components holds "loss", its default since 2025):
+// Inductor fuses the upcast into the max/logsumexp reductions, its partitioner saves the graph
+// input (the 16-bit logits) and per-row statistics, and the backward writes the 16-bit gradient in
+// one kernel. chunked — torchtune CEWithChunkedOutputLoss: the head runs per chunk, each chunk is
+// upcast and cross-entropied alone, its log_softmax kept for the backward. chunked_compiled — the
+// same under torch.compile (torchtune `compile: True` compiles the loss's per-chunk cross-entropy):
 // the upcast fuses into the reductions, the 16-bit chunk logits are what is saved, and one
 // chunk's 16-bit gradient exists at a time: peak (2 + 2/n)·T·V.
 
@@ -48,6 +54,9 @@ struct LossTensors {
   std::vector<MemAction> forward;   // of the cross_entropy forward op
   std::vector<MemAction> backward;  // of the cross_entropy backward op
   Bytes head_grad;                  // the 16-bit logits gradient lm_head's backward frees
+  // The head runs chunk by chunk (torchtune's chunked output): its weight gradient is created by
+  // the first chunk's backward, while the other chunks' loss tensors are still held.
+  bool chunked_head = false;
 };
 
 LossTensors LossTensorsOf(LossKernel kernel, int64_t chunks, int64_t tokens, int64_t vocab);

@@ -13,6 +13,7 @@
 #include "sim/workload/placement.h"
 #include "sim/workload/policy/policy.h"
 #include "sim/workload/program_builder.h"
+#include "sim/workload/zero3_coordinator.h"
 
 namespace sim {
 
@@ -49,6 +50,13 @@ int64_t HostOptimizerTrafficPerParam(OptimizerKind o) {
       return (4 + 4 + 1 + 1) + (4 + 1 + 1 + 2);
   }
   return 0;
+}
+
+// The gathered parameter buffers a group's use frees as it ends, each as it was allocated.
+using GatherFrees = absl::InlinedVector<Bytes, 4>;
+
+void FreeGathers(const GatherFrees& parts, MemList& mem) {
+  for (Bytes b : parts) mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -b});
 }
 
 class Lowerer {
@@ -89,6 +97,12 @@ class Lowerer {
     }
     vstage_groups_.front().first = 0;
     vstage_groups_.back().second = NumGroups() - 1;
+    // DeepSpeed refuses ZeRO-3 with pipeline parallelism: one stage, one trace.
+    if (gather_rule_.elements && policy_.GathersParameters() && s.parallel.pp == 1) {
+      zero3_ = MakeZero3Params();
+      gather_op_.assign(zero3_.elements.size(), 0);
+      coordinator_.emplace(zero3_.elements, Zero3Trace(), *gather_rule_.elements);
+    }
   }
 
   OpProgram Run() {
@@ -153,6 +167,7 @@ class Lowerer {
     return {{MemWhen::kIssue, MemCategory::kWeights, st.weights + st.adapters},
             {MemWhen::kIssue, MemCategory::kGradients, LazyGradients() ? Bytes() : st.gradients},
             {MemWhen::kIssue, MemCategory::kOptimizer, st.optimizer},
+            {MemWhen::kIssue, MemCategory::kCommBuffers, policy_.PersistentBuffers()},
             {MemWhen::kIssue, MemCategory::kReserved, s_.runtime.reserved}};
   }
 
@@ -268,30 +283,199 @@ class Lowerer {
 
   // ---- ZeRO-3 gathers ---------------------------------------------------------------------
 
-  // Launches the gathers of groups [from, to] (in the direction of travel) not yet launched,
-  // anchored at the compute reached so far. The buffer is allocated at launch.
+  // Launches the gathers of groups [from, to] (in the direction of travel) not yet launched.
   void LaunchGathers(int32_t from, int32_t to, int32_t step) {
     for (int32_t g = from; step > 0 ? g <= to : g >= to; g += step) {
       if (g < 0 || g >= NumGroups() || gather_pending_[g]) continue;
-      const Bytes buffer = group_weights_[g];
-      std::vector<int32_t> deps = AnchorDeps();
-      Bytes shard;
-      if (s_.parallel.offload.params != OffloadTarget::kNone) {
-        // The shard comes in from the host first (ZeRO-Infinity, FSDP CPUOffload) and is freed
-        // once gathered.
-        shard = buffer.CeilDiv(plan_.shard_degree);
-        // ZeRO-Infinity reads an NVMe-resident shard into a pinned host buffer first.
-        if (s_.parallel.offload.params == OffloadTarget::kNvme) {
-          deps = {Add(HostOp("param_from_nvme", OpClass::kNvmeIo, shard, g), deps, {})};
-        }
-        deps = {Add(HostOp("param_to_gpu", OpClass::kPcieCopy, shard, g), deps,
-                    {{MemWhen::kStart, MemCategory::kGatheredParams, shard}})};
-      }
-      gather_pending_[g] =
-          Add(Collective("all_gather", CollectiveKind::kAllGather, buffer, shard_group_, g), deps,
-              {{MemWhen::kIssue, MemCategory::kGatheredParams, buffer},
-               {MemWhen::kEnd, MemCategory::kGatheredParams, -shard}});
+      gather_pending_[g] = EmitGather(g, group_weights_[g]);
     }
+  }
+
+  // The all-gather of `buffer` bytes of group g's parameters, anchored at the compute reached
+  // so far; the buffer is allocated at launch.
+  // `buffers`: the tensors it fills, allocated at launch (one of `buffer` bytes when none).
+  int32_t EmitGather(int32_t g, Bytes buffer, const MemList& buffers = {}) {
+    std::vector<int32_t> deps = AnchorDeps();
+    Bytes shard;
+    if (s_.parallel.offload.params != OffloadTarget::kNone) {
+      // The shard comes in from the host first (ZeRO-Infinity, FSDP CPUOffload) and is freed
+      // once gathered.
+      shard = buffer.CeilDiv(plan_.shard_degree);
+      // ZeRO-Infinity reads an NVMe-resident shard into a pinned host buffer first.
+      if (s_.parallel.offload.params == OffloadTarget::kNvme) {
+        deps = {Add(HostOp("param_from_nvme", OpClass::kNvmeIo, shard, g), deps, {})};
+      }
+      deps = {Add(HostOp("param_to_gpu", OpClass::kPcieCopy, shard, g), deps,
+                  {{MemWhen::kStart, MemCategory::kGatheredParams, shard}})};
+    }
+    MemList mem = buffers;
+    if (buffers.empty()) mem.push_back({MemWhen::kIssue, MemCategory::kGatheredParams, buffer});
+    mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -shard});
+    return Add(Collective("all_gather", CollectiveKind::kAllGather, buffer, shard_group_, g), deps,
+               mem);
+  }
+
+  // ---- DeepSpeed ZeRO-3's parameter coordinator (sim/workload/zero3_coordinator.h) -------
+
+  // The parameters its trace holds: each decoder layer's projections, the embedding table, the
+  // learned positions and an untied head. What else a group holds (norms, biases, adapters:
+  // below DeepSpeed's param_persistence_threshold, or small) is folded into these by bytes, so
+  // that a layer's parameters gather its group_weights_ exactly.
+  struct Zero3Params {
+    std::vector<int64_t> elements;
+    std::vector<Bytes> bytes;
+    std::vector<int32_t> group;               // by id: the group it belongs to
+    std::vector<std::vector<int32_t>> layer;  // per group: ids in LayerLinears order
+    int32_t table = 0, head = 0;
+    std::optional<int32_t> positions;
+  };
+  Zero3Params MakeZero3Params() const {
+    Zero3Params z;
+    const ParameterCount c = CountParameters(s_.model);
+    const int64_t t = s_.parallel.tp;
+    // Adds the parameters of group g with these element counts, sharing its weight bytes.
+    auto add = [&](int32_t g, const std::vector<int64_t>& elements) {
+      int64_t sum = 0;
+      for (int64_t e : elements) sum += e;
+      std::vector<int32_t> ids;
+      Bytes given;
+      for (size_t k = 0; k < elements.size(); ++k) {
+        const Bytes share = k + 1 == elements.size()
+                                ? group_weights_[g] - given
+                                : Bytes::Count(static_cast<int64_t>(
+                                      static_cast<__int128>(group_weights_[g].count()) *
+                                      elements[k] / std::max<int64_t>(sum, 1)));
+        given += share;
+        ids.push_back(static_cast<int32_t>(z.elements.size()));
+        z.elements.push_back(elements[k]);
+        z.bytes.push_back(share);
+        z.group.push_back(g);
+      }
+      return ids;
+    };
+    z.layer.resize(group_params_.size());
+    const std::vector<int32_t> emb =
+        c.positions > 0 ? add(0, {c.embedding / t, c.positions}) : add(0, {c.embedding / t});
+    z.table = emb[0];
+    if (c.positions > 0) z.positions = emb[1];
+    std::vector<int64_t> projections;
+    for (const LayerLinear& l : LayerLinears(s_.model)) projections.push_back(l.ParamsPerGpu(t));
+    for (int32_t g = 1; g < NumGroups() - 1; ++g) z.layer[g] = add(g, projections);
+    z.head = s_.model.tied_embeddings ? z.table : add(NumGroups() - 1, {c.lm_head / t})[0];
+    return z;
+  }
+
+  // The module hooks an op of group g fires, in forward order (reversed in a backward): the
+  // containers (the layer, the attention and MLP blocks), norms and activations fetch nothing
+  // but still prefetch; each projection fetches its weight.
+  std::vector<ModuleUse> ModulesOf(int32_t g, absl::string_view op, bool backward) const {
+    const Zero3Params& z = zero3_;
+    std::vector<ModuleUse> f;
+    auto proj = [&](LoraTarget target) {
+      const std::vector<LayerLinear> linears = LayerLinears(s_.model);
+      for (size_t k = 0; k < linears.size(); ++k) {
+        if (linears[k].target == target) return ModuleUse{{z.layer[g][k]}};
+      }
+      return ModuleUse{};
+    };
+    if (g == 0) {
+      if (op == "embedding") {
+        f.push_back({{z.table}});
+        if (z.positions) f.push_back({{*z.positions}});
+        if (s_.model.dropout > 0) f.push_back({});
+      }
+    } else if (g == NumGroups() - 1) {
+      if (op == "final_norm") f.push_back({});
+      if (op == "lm_head") f.push_back({{z.head}});
+    } else if (op == "norm1") {
+      f = {{}, {}};
+    } else if (op == "qkv") {
+      f = {{}, proj(LoraTarget::kQ), proj(LoraTarget::kK), proj(LoraTarget::kV)};
+    } else if (op == "out_proj") {
+      f = {proj(LoraTarget::kO)};
+    } else if (op == "norm2" || op == "swiglu" || op == "gelu") {
+      f = {{}};
+    } else if (op == "gate_up") {
+      f = {{}, proj(LoraTarget::kGate), proj(LoraTarget::kUp)};
+    } else if (op == "fc1") {
+      f = {{}, proj(LoraTarget::kUp)};
+    } else if (op == "down" || op == "fc2") {
+      f = {proj(LoraTarget::kDown)};
+    }
+    if (backward) std::reverse(f.begin(), f.end());
+    return f;
+  }
+
+  // One micro-batch's hooks in the order lowering emits the ops (Forward, Backward below);
+  // records in hook_ops_ which op each run of them belongs to.
+  std::vector<ModuleUse> Zero3Trace() {
+    std::vector<ModuleUse> trace;
+    auto add = [&](int32_t g, absl::string_view op, bool backward) {
+      std::vector<ModuleUse> modules = ModulesOf(g, op, backward);
+      if (modules.empty()) return;
+      hook_ops_.push_back({g, op, backward, static_cast<int32_t>(modules.size())});
+      for (ModuleUse& m : modules) trace.push_back(std::move(m));
+    };
+    const int32_t head = NumGroups() - 1;
+    add(0, "embedding", false);
+    for (int32_t g = 1; g < head; ++g) {
+      for (const LayerOp& lo : layer_ops_) add(g, lo.name, false);
+    }
+    add(head, "final_norm", false);
+    add(head, "lm_head", false);
+    add(head, "lm_head", true);
+    add(head, "final_norm", true);
+    for (int32_t g = head - 1; g >= 1; --g) {
+      const LayerCheckpoint c = CheckpointOf(g);
+      if (c.policy != Recompute::kNone && g == c.group_last) {
+        for (int32_t r = c.group_first; r <= c.group_last; ++r) {
+          for (const LayerOp& lo : layer_ops_) {
+            if (Reruns(CheckpointOf(r), lo)) add(r, lo.name, false);
+          }
+        }
+      }
+      for (auto it = layer_ops_.rbegin(); it != layer_ops_.rend(); ++it) add(g, it->name, true);
+    }
+    add(0, "embedding", true);
+    return trace;
+  }
+
+  // The hooks of an op about to be emitted: its modules fetch (the gathers are emitted here,
+  // the op waits for its parameters' gathers), then release (the op frees those buffers when it
+  // ends). An op that fuses modules (qkv, gate_up) holds all their parameters while it runs, so
+  // its modules release after all of them fetched. Nothing without the coordinator.
+  void Hooks(int32_t g, absl::string_view op, bool backward, std::vector<int32_t>& deps,
+             MemList& mem) {
+    if (!coordinator_ || next_hook_op_ == hook_ops_.size()) return;
+    const HookOp& h = hook_ops_[next_hook_op_];
+    if (h.group != g || h.op != op || h.backward != backward) return;  // an op without hooks
+    ++next_hook_op_;
+    const int32_t first = use_;
+    for (int32_t k = 0; k < h.modules; ++k) {
+      coordinator_->Fetch(use_, zero3_fetched_);
+      GatherParams(zero3_fetched_.now);
+      GatherParams(zero3_fetched_.ahead);
+      for (int32_t p : coordinator_->trace()[use_].params) deps.push_back(gather_op_[p]);
+      ++use_;
+    }
+    for (int32_t u = first; u < use_; ++u) {
+      coordinator_->Release(u, released_);
+      for (int32_t p : released_) {
+        mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -zero3_.bytes[p]});
+      }
+    }
+  }
+  // One all-gather of these parameters (DeepSpeed's coalesced fetch), each its own buffer.
+  void GatherParams(const std::vector<int32_t>& params) {
+    if (params.empty()) return;
+    MemList buffers;
+    Bytes total;
+    for (int32_t p : params) {
+      buffers.push_back({MemWhen::kIssue, MemCategory::kGatheredParams, zero3_.bytes[p]});
+      total += zero3_.bytes[p];
+    }
+    const int32_t id = EmitGather(zero3_.group[params.front()], total, buffers);
+    for (int32_t p : params) gather_op_[p] = id;
   }
 
   // The gather a group's first compute op waits for (consumed: the next pass gathers anew).
@@ -393,14 +577,22 @@ class Lowerer {
   }
 
   // Layer gradients that live until their reduce-scatter (stages 2 and 3); persistent
-  // accumulation buffers otherwise.
+  // accumulation buffers otherwise. With the policy's reduction buffers when this is the
+  // micro-batch's first backward op (BackwardStart).
   MemList TransientGradients(int32_t g) {
+    MemList out = BackwardStart();
     const Bytes grads = policy_.TransientGradients(Env(), g);
-    if (grads == Bytes()) return {};
-    return {{MemWhen::kStart, MemCategory::kGradients, grads}};
+    if (grads != Bytes()) out.push_back({MemWhen::kStart, MemCategory::kGradients, grads});
+    return out;
+  }
+  // What the micro-batch's first backward op allocates besides its own tensors (consumed).
+  MemList BackwardStart() {
+    MemList out(backward_start_.begin(), backward_start_.end());
+    backward_start_.clear();
+    return out;
   }
 
-  void LayerForward(int32_t g, std::vector<int32_t> first_deps, bool free_gather_at_end) {
+  void LayerForward(int32_t g, std::vector<int32_t> first_deps, const GatherFrees& free_gather) {
     const LayerCheckpoint c = CheckpointOf(g);
     const Bytes cast = policy_.CastCopies(group_params_[g]);
     std::vector<Bytes> dropped;  // tensors not kept for backward: freed when the forward ends
@@ -414,18 +606,18 @@ class Lowerer {
         if (!Kept(c, lo, t)) dropped.push_back(t.bytes);
       }
       Dequantized(lo, mem);
-      LayerOpWithComms(lo, FromLayerOp(lo, OpPass::kForward, g),
-                       i == 0 ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>(),
-                       std::move(mem), /*backward=*/false);
+      std::vector<int32_t> deps;
+      if (i == 0) deps.swap(first_deps);
+      Hooks(g, lo.name, /*backward=*/false, deps, mem);
+      LayerOpWithComms(lo, FromLayerOp(lo, OpPass::kForward, g), deps, std::move(mem),
+                       /*backward=*/false);
     }
     for (Bytes b : dropped) AddMemToLast({MemWhen::kEnd, MemCategory::kActivations, -b});
     // Autocast's copies are saved for the backward only where the layer is not checkpointed.
     if (c.policy != Recompute::kNone) {
       AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -cast});
     }
-    if (free_gather_at_end) {
-      AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -group_weights_[g]});
-    }
+    for (Bytes b : free_gather) AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -b});
     // Activation offload: what the layer keeps goes to the host, freed here when the copy ends.
     if (s_.parallel.offload.activations) {
       const std::vector<Bytes> kept = KeptTensors(g);
@@ -470,6 +662,14 @@ class Lowerer {
     return fetched_[g];
   }
 
+  // Whether a checkpointed layer's recompute re-runs `lo`: every op under full recompute, the
+  // attention core under selective, what per-op checkpointing did not cache under op.
+  static bool Reruns(const LayerCheckpoint& c, const LayerOp& lo) {
+    if (c.policy == Recompute::kSelective) return lo.core;
+    if (c.policy == Recompute::kOp) return lo.sac_recompute > 0;
+    return true;
+  }
+
   // Re-runs what layer g's checkpoint dropped, allocating those tensors again: every op (full),
   // the attention core (selective), or the ops and op shares per-op checkpointing did not cache.
   // `first` carries the dependencies and memory of the first op emitted.
@@ -485,31 +685,32 @@ class Lowerer {
           mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
         }
       }
-      double share = 1.0;
-      if (c.policy == Recompute::kSelective && !lo.core) continue;
-      if (c.policy == Recompute::kOp) share = lo.sac_recompute;
-      if (share == 0) {
-        // Cached op: what it would have produced is its predecessor's output, re-created there.
-        for (const MemAction& a : mem) AddMemToLast({MemWhen::kEnd, a.category, a.bytes});
+      if (!Reruns(c, lo)) {
+        // A cached op (per-op checkpointing): what it would have produced is its predecessor's
+        // output, re-created there.
+        if (c.policy == Recompute::kOp) {
+          for (const MemAction& a : mem) AddMemToLast({MemWhen::kEnd, a.category, a.bytes});
+        }
         continue;
       }
+      const double share = c.policy == Recompute::kOp ? lo.sac_recompute : 1.0;
+      std::vector<int32_t> op_deps;
       if (!emitted) {
         mem.insert(mem.end(), first.begin(), first.end());
         first.clear();
+        op_deps.swap(deps);
       }
       Dequantized(lo, mem);
       Op x = FromLayerOp(lo, OpPass::kRecompute, g);
       x.flops = x.flops * share;
       x.bytes_moved = x.bytes_moved * share;
-      LayerOpWithComms(lo, x,
-                       emitted ? absl::Span<const int32_t>() : absl::Span<const int32_t>(deps),
-                       std::move(mem), /*backward=*/false);
-      if (!emitted) deps.clear();
+      Hooks(g, lo.name, /*backward=*/false, op_deps, mem);
+      LayerOpWithComms(lo, x, op_deps, std::move(mem), /*backward=*/false);
       emitted = true;
     }
   }
 
-  void LayerBackward(int32_t g, std::vector<int32_t> first_deps, Bytes free_at_end) {
+  void LayerBackward(int32_t g, std::vector<int32_t> first_deps, const GatherFrees& free_at_end) {
     const LayerCheckpoint c = CheckpointOf(g);
     MemList grads = TransientGradients(g);
     for (const MemAction& a : FirstGradients(g)) grads.push_back(a);
@@ -533,20 +734,20 @@ class Lowerer {
       mem.insert(mem.end(), frees.begin(), frees.end());
       mem.push_back({MemWhen::kEnd, MemCategory::kActivations, -input_grad});
       Dequantized(*it, mem);
+      std::vector<int32_t> deps;
       if (first) {
         mem.insert(mem.end(), grads.begin(), grads.end());
         grads.clear();
+        deps.swap(first_deps);
       }
-      LayerOpWithComms(*it, FromLayerOp(*it, OpPass::kBackward, g),
-                       first ? absl::Span<const int32_t>(first_deps) : absl::Span<const int32_t>(),
-                       std::move(mem), /*backward=*/true);
+      Hooks(g, it->name, /*backward=*/true, deps, mem);
+      LayerOpWithComms(*it, FromLayerOp(*it, OpPass::kBackward, g), deps, std::move(mem),
+                       /*backward=*/true);
       first = false;
     }
     AddMemToLast(
         {MemWhen::kEnd, MemCategory::kGatheredParams, -policy_.CastCopies(group_params_[g])});
-    if (free_at_end != Bytes()) {
-      AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -free_at_end});
-    }
+    for (Bytes b : free_at_end) AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -b});
   }
 
   // ---- embedding and head -----------------------------------------------------------------
@@ -565,40 +766,43 @@ class Lowerer {
     return {"tp_all_gather", CollectiveKind::kAllGather, act_bytes_, &tp_group_, true};
   }
 
-  void EmbeddingForward(std::vector<int32_t> deps, bool free_gather) {
+  void EmbeddingForward(std::vector<int32_t> deps, const GatherFrees& free_gather) {
     const int64_t h = s_.model.hidden;
     const Bytes mask = Bytes::Count(s_.model.dropout > 0 ? tokens_ / rep_ * h : 0);
-    WithComms(
-        Compute("embedding", OpPass::kForward, OpClass::kMemoryBound, Flops(),
-                Bytes::Count(2 * kCompute * tokens_ * h), 0),
-        deps,
-        {{MemWhen::kStart, MemCategory::kActivations, mask},
-         {MemWhen::kEnd, MemCategory::kGatheredParams, free_gather ? -group_weights_[0] : Bytes()}},
-        {}, {TpReduce()});
+    MemList mem = {{MemWhen::kStart, MemCategory::kActivations, mask}};
+    FreeGathers(free_gather, mem);
+    Hooks(0, "embedding", /*backward=*/false, deps, mem);
+    WithComms(Compute("embedding", OpPass::kForward, OpClass::kMemoryBound, Flops(),
+                      Bytes::Count(2 * kCompute * tokens_ * h), 0),
+              deps, mem, {}, {TpReduce()});
   }
 
-  void HeadForward(std::vector<int32_t> deps, bool free_gather) {
+  void HeadForward(std::vector<int32_t> deps, const GatherFrees& free_gather) {
     const int32_t g = NumGroups() - 1;
     const int64_t h = s_.model.hidden, v = s_.model.vocab / s_.parallel.tp;
     const Bytes hidden = Bytes::Count(kCompute * tokens_ / rep_ * h);
+    MemList norm_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden}};
+    Hooks(g, "final_norm", /*backward=*/false, deps, norm_mem);
     Add(Compute("final_norm", OpPass::kForward, OpClass::kMemoryBound,
                 Flops::Count(5.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 2, g),
-        deps, {{MemWhen::kStart, MemCategory::kActivations, hidden}});
+        deps, norm_mem);
     const ModelParallelComm gather = TpGather();
     Op head = Compute("lm_head", OpPass::kForward, OpClass::kGemm,
                       Flops::Count(2.0 * static_cast<double>(tokens_) * static_cast<double>(h) *
                                    static_cast<double>(v)),
                       Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
     head.keep_16bit = true;  // the LM head stays 16-bit under fp8 (Megatron-LM, Composer + TE)
-    const MemList head_mem = {
+    MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
-        {MemWhen::kStart, MemCategory::kGatheredParams, policy_.CastCopies(HeadParameters())},
-        {MemWhen::kEnd, MemCategory::kGatheredParams, free_gather ? -group_weights_[g] : Bytes()}};
+        {MemWhen::kStart, MemCategory::kGatheredParams, policy_.CastCopies(HeadParameters())}};
+    FreeGathers(free_gather, head_mem);
+    std::vector<int32_t> head_deps;
+    Hooks(g, "lm_head", /*backward=*/false, head_deps, head_mem);
     if (s_.parallel.sequence_parallel) {
-      WithComms(head, {}, head_mem, {gather}, {});
+      WithComms(head, head_deps, head_mem, {gather}, {});
     } else {
-      Add(head, {}, head_mem);
+      Add(head, head_deps, head_mem);
     }
     // The loss kernel's tensors (sim/workload/loss.h); vocabulary-parallel, it all-reduces the
     // row max, the target logit and the sum of exponentials.
@@ -610,14 +814,21 @@ class Lowerer {
                 &tp_group_, false}});
   }
 
-  void HeadBackward(std::vector<int32_t> deps, Bytes free_gather) {
+  void HeadBackward(std::vector<int32_t> deps, const GatherFrees& free_gather) {
     const int32_t g = NumGroups() - 1;
     const int64_t h = s_.model.hidden, v = s_.model.vocab / s_.parallel.tp;
     const Bytes hidden = Bytes::Count(kCompute * tokens_ / rep_ * h);
     const Bytes l32 = loss_.logits16 * 2;
     MemList ce(loss_.backward.begin(), loss_.backward.end());
-    for (const MemAction& a : TransientGradients(g)) ce.push_back(a);
-    for (const MemAction& a : FirstGradients(g)) ce.push_back(a);
+    for (const MemAction& a : BackwardStart()) ce.push_back(a);
+    // The head's weight gradient appears with its backward, which a chunked head runs inside the
+    // loss's, chunk by chunk.
+    MemList head_grads = TransientGradients(g);
+    for (const MemAction& a : FirstGradients(g)) head_grads.push_back(a);
+    if (loss_.chunked_head) {
+      ce.insert(ce.end(), head_grads.begin(), head_grads.end());
+      head_grads.clear();
+    }
     Add(Compute("cross_entropy", OpPass::kBackward, OpClass::kMemoryBound,
                 Flops::Count(3.0 * static_cast<double>(tokens_ * v)), l32 * 2, g),
         deps, ce);
@@ -632,33 +843,39 @@ class Lowerer {
     head.keep_16bit = true;
     // The input gradient exists while it runs; the saved input and the logits gradient are
     // freed when it ends.
-    const MemList head_mem = {
+    MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kEnd, MemCategory::kLogits, -loss_.head_grad},
         {MemWhen::kEnd, MemCategory::kGatheredParams, -policy_.CastCopies(HeadParameters())},
         {MemWhen::kEnd, MemCategory::kActivations, -hidden},
         {MemWhen::kEnd, MemCategory::kActivations, -hidden}};
+    head_mem.insert(head_mem.end(), head_grads.begin(), head_grads.end());
+    std::vector<int32_t> head_deps;
+    Hooks(g, "lm_head", /*backward=*/true, head_deps, head_mem);
     if (s_.parallel.sequence_parallel) {
-      WithComms(head, {}, head_mem, {TpGather()}, {TpReduce()});
+      WithComms(head, head_deps, head_mem, {TpGather()}, {TpReduce()});
     } else {
-      WithComms(head, {}, head_mem, {}, {TpReduce()});
+      WithComms(head, head_deps, head_mem, {}, {TpReduce()});
     }
+    MemList norm_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden},
+                        {MemWhen::kEnd, MemCategory::kActivations, -hidden},
+                        {MemWhen::kEnd, MemCategory::kActivations, -hidden}};
+    FreeGathers(free_gather, norm_mem);
+    std::vector<int32_t> norm_deps;
+    Hooks(g, "final_norm", /*backward=*/true, norm_deps, norm_mem);
     Add(Compute("final_norm", OpPass::kBackward, OpClass::kMemoryBound,
                 Flops::Count(10.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 4, g),
-        {},
-        {{MemWhen::kStart, MemCategory::kActivations, hidden},
-         {MemWhen::kEnd, MemCategory::kActivations, -hidden},
-         {MemWhen::kEnd, MemCategory::kActivations, -hidden},
-         {MemWhen::kEnd, MemCategory::kGatheredParams, -free_gather}});
+        norm_deps, norm_mem);
   }
 
-  void EmbeddingBackward(std::vector<int32_t> deps, Bytes free_gather) {
+  void EmbeddingBackward(std::vector<int32_t> deps, const GatherFrees& free_gather) {
     const int64_t h = s_.model.hidden;
     const Bytes mask = Bytes::Count(s_.model.dropout > 0 ? tokens_ / rep_ * h : 0);
-    MemList mem = {{MemWhen::kEnd, MemCategory::kActivations, -mask},
-                   {MemWhen::kEnd, MemCategory::kGatheredParams, -free_gather}};
+    MemList mem = {{MemWhen::kEnd, MemCategory::kActivations, -mask}};
+    FreeGathers(free_gather, mem);
     for (const MemAction& a : TransientGradients(0)) mem.push_back(a);
     for (const MemAction& a : FirstGradients(0)) mem.push_back(a);
+    Hooks(0, "embedding", /*backward=*/true, deps, mem);
     // A frozen embedding (adapters) has no gradient to scatter.
     const Op emb =
         Compute("embedding", OpPass::kBackward, OpClass::kMemoryBound, Flops(),
@@ -677,23 +894,25 @@ class Lowerer {
   // dependencies of its first op (the received activations of the previous stage).
   void Forward(int32_t first, int32_t last, std::vector<int32_t> entry) {
     b_.SetPass(OpPass::kForward);
-    const int32_t pf = static_cast<int32_t>(s_.parallel.prefetch);
-    const bool free_after_forward = policy_.RegathersForBackward();
+    const int32_t pf = static_cast<int32_t>(gather_rule_.layers);
     for (int32_t g = first; g <= last; ++g) {
       std::vector<int32_t> deps;
       if (g == first) deps.swap(entry);
-      if (policy_.GathersParameters()) {
+      // The gathered parameters freed when the group's forward ends.
+      GatherFrees free_gather;  // the coordinator frees per op instead (Hooks)
+      if (policy_.GathersParameters() && !coordinator_) {
         LaunchGathers(g, g + pf, +1);
         for (int32_t d : TakeGather(g)) deps.push_back(d);
+        if (policy_.RegathersForBackward()) free_gather = {group_weights_[g]};
       }
       DpEnv env = Env();
       policy_.BeforeForward(env, g, deps);
       if (g == 0) {
-        EmbeddingForward(deps, free_after_forward);
+        EmbeddingForward(deps, free_gather);
       } else if (g == NumGroups() - 1) {
-        HeadForward(deps, free_after_forward);
+        HeadForward(deps, free_gather);
       } else {
-        LayerForward(g, deps, free_after_forward);
+        LayerForward(g, deps, free_gather);
       }
     }
   }
@@ -701,16 +920,24 @@ class Lowerer {
   // The backward of groups [last, first] (descending) for the current micro-batch.
   void Backward(int32_t last, int32_t first, std::vector<int32_t> entry) {
     b_.SetPass(OpPass::kBackward);
-    const int32_t pf = static_cast<int32_t>(s_.parallel.prefetch);
-    const bool gather = policy_.RegathersForBackward();
+    const int32_t pf = static_cast<int32_t>(gather_rule_.layers);
     for (int32_t g = last; g >= first; --g) {
       std::vector<int32_t> deps;
       if (g == last) deps.swap(entry);
-      if (gather) {
-        LaunchGathers(g, g - pf, -1);
-        for (int32_t d : TakeGather(g)) deps.push_back(d);
+      GatherFrees free_gather;
+      if (policy_.GathersParameters() && !coordinator_) {
+        if (policy_.RegathersForBackward()) {
+          LaunchGathers(g, g - pf, -1);
+          for (int32_t d : TakeGather(g)) deps.push_back(d);
+        }
+        free_gather = {group_weights_[g]};
       }
-      const Bytes free_gather = policy_.GathersParameters() ? group_weights_[g] : Bytes();
+      // The policy's reduction buffers come with the micro-batch's first backward op.
+      if (!backward_buffers_live_[b_.stage()] && policy_.BackwardBuffers() > Bytes()) {
+        backward_start_.push_back(
+            {MemWhen::kStart, MemCategory::kCommBuffers, policy_.BackwardBuffers()});
+        backward_buffers_live_[b_.stage()] = true;
+      }
       // Activation offload: this layer's tensors back before its backward, the next one's
       // prefetched beside it (torchtune OffloadActivations: one layer ahead).
       if (const auto fetch = FetchActivations(g)) deps.push_back(*fetch);
@@ -724,6 +951,19 @@ class Lowerer {
       }
       DpEnv env = Env();
       policy_.AfterBackward(env, g);
+      // Per micro-batch, the reduction buffers go when its last reduction ends.
+      if (g == 0 && backward_buffers_live_[b_.stage()] && !policy_.BackwardBuffersPerStep()) {
+        AddMemToLast({MemWhen::kEnd, MemCategory::kCommBuffers, -policy_.BackwardBuffers()});
+        backward_buffers_live_[b_.stage()] = false;
+      }
+      if (coordinator_ && g == 0) {
+        SIM_CHECK(use_ == static_cast<int32_t>(coordinator_->trace().size()) &&
+                      next_hook_op_ == hook_ops_.size(),
+                  "lowering left DeepSpeed's trace");
+        coordinator_->Reset();
+        use_ = 0;
+        next_hook_op_ = 0;
+      }
       if (s_.parallel.offload.activations && g > 0 && g <= layers_) fetched_[g].reset();
       if (s_.training.optimizer_in_backward) {
         // The group's update runs in its gradient hook and frees its gradients.
@@ -822,6 +1062,10 @@ class Lowerer {
     if (s_.training.optimizer_in_backward) return;  // every update ran in the backward
     // Lazy gradients are freed, group by group, when the step ends (zero_grad(set_to_none)).
     MemList frees;
+    if (backward_buffers_live_[b_.stage()]) {  // ZeRO-1's buckets: released before the step
+      frees.push_back({MemWhen::kStart, MemCategory::kCommBuffers, -policy_.BackwardBuffers()});
+      backward_buffers_live_[b_.stage()] = false;
+    }
     if (LazyGradients()) {
       for (size_t vs = b_.stage(); vs < vstage_groups_.size(); vs += s_.parallel.pp) {
         for (int32_t g = vstage_groups_[vs].first; g <= vstage_groups_[vs].second; ++g) {
@@ -894,6 +1138,29 @@ class Lowerer {
   CommGroup grad_group_, shard_group_, tp_group_, cp_group_;
   std::vector<bool> finished_ = std::vector<bool>(static_cast<size_t>(s_.parallel.pp), false);
   std::vector<std::optional<int32_t>> gather_pending_;
+  const DataParallelPolicy::GatherRule gather_rule_ = policy_.Gathers();
+  // DeepSpeed ZeRO-3's parameter coordinator, its parameters and where the lowering is in its
+  // trace.
+  std::optional<Zero3Coordinator> coordinator_;
+  Zero3Params zero3_;
+  int32_t use_ = 0;                 // the next module use of the micro-batch's trace
+  std::vector<int32_t> gather_op_;  // per parameter: the all-gather that gathered it last
+  // The ops whose hooks the trace holds, in order, and the next one lowering will emit.
+  struct HookOp {
+    int32_t group = 0;
+    absl::string_view op;
+    bool backward = false;
+    int32_t modules = 0;
+  };
+  std::vector<HookOp> hook_ops_;
+  size_t next_hook_op_ = 0;
+  Zero3Coordinator::Fetched zero3_fetched_;  // scratch
+  std::vector<int32_t> released_;            // scratch
+  // Reduction buffers (DataParallelPolicy::BackwardBuffers) allocated, per stage, and the
+  // actions the next backward op carries.
+  std::vector<bool> backward_buffers_live_ =
+      std::vector<bool>(static_cast<size_t>(s_.parallel.pp), false);
+  MemList backward_start_;
   std::vector<int64_t> group_trainable_;  // per GPU: what has gradients and optimizer states
   std::vector<Bytes> group_weights_;      // per GPU: 16-bit (or NF4) weights as gathered
   std::vector<bool> grads_allocated_;     // lazy gradients: allocated by an earlier backward

@@ -1,15 +1,23 @@
 // DeepSpeed ZeRO (stage 0 is DDP), as its runtime does it (deepspeed/runtime/zero/
-// stage_1_and_2.py, stage3.py; torch.nn.parallel.DistributedDataParallel for stage 0):
+// stage_1_and_2.py, stage3.py, partitioned_param_coordinator.py, config.py; engine.py for stage
+// 0):
 //   0  gradients accumulate in a full buffer; one bucketed all-reduce per layer, issued as the
-//      last micro-batch's backward finishes that layer;
+//      last micro-batch's backward finishes that layer, each bucket flattened into a copy
+//      (allreduce_and_copy, buckets of MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements);
 //   1  the same accumulation; a reduce-scatter per layer in the last micro-batch; after the
-//      optimizer, an all-gather of the updated compute-dtype parameters (whole model, bucketed);
-//   2  a reduce-scatter per layer in every micro-batch into the sharded accumulation buffer,
-//      the layer's full gradients living until it ends; the post-optimizer all-gather;
-//   3  all-gather before each layer's forward and again before its backward, `prefetch` layers
-//      ahead; reduce-scatter per layer in every micro-batch.
-// Buckets are `reduce_bucket_size` / DDP's bucket_cap_mb (25 MB) and each is copied into a
-// staging buffer of that size before its collective.
+//      optimizer, an all-gather of the updated compute-dtype parameters (whole model, in
+//      allgather_bucket_size chunks);
+//   2  a reduce-scatter per layer in every micro-batch into the sharded accumulation buffer;
+//      the post-optimizer all-gather;
+//   3  DeepSpeed's parameter coordinator gathers, prefetches and releases by element counts
+//      (sim/workload/zero3_coordinator.h); reduce-scatter per layer in every micro-batch.
+// Buckets count elements (parallel.deepspeed). With contiguous_gradients (the default) each
+// gradient is copied into a contiguous bucket of reduce_bucket_size 16-bit elements as its hook
+// fires and the original freed; full buckets are reduced from it. ZeRO-1/2 allocate that bucket
+// in backward() (two with overlap_comm, "double buffers to avoid data access conflict") and
+// release it in the reduction epilogue (_release_ipg_buffers); ZeRO-3 allocates one at
+// initialisation (__ipg_bucket_flat_buffer) and keeps it. Without overlap_comm — DeepSpeed's
+// default below ZeRO-3 — reductions run on the compute stream.
 
 #include <algorithm>
 
@@ -24,19 +32,68 @@ class DeepSpeedPolicy : public DataParallelPolicy {
  public:
   using DataParallelPolicy::DataParallelPolicy;
 
+  bool OverlapGradReduce() const override {
+    return s_.parallel.overlap_grad_reduce.value_or(plan_.stage == 3);
+  }
+  Bytes Bucket() const override { return Bytes::Count(ReduceBytes() * BucketElements()); }
+
+  GatherRule Gathers() const override {
+    if (s_.parallel.prefetch) return DataParallelPolicy::Gathers();  // whole layers, as asked
+    return {0, Zero3Limits{ds().stage3_prefetch_bucket_size, ds().stage3_max_live_parameters,
+                           ds().stage3_max_reuse_distance}};
+  }
+
+  Bytes PersistentBuffers() const override {
+    return plan_.stage == 3 && ds().contiguous_gradients ? ContiguousBucket() : Bytes();
+  }
+  Bytes BackwardBuffers() const override {
+    // The pipeline engine runs the backward outside the ZeRO optimizer; its reduce_gradients
+    // makes one bucket at the step instead (StepStaging).
+    if (!ZeroOneOrTwoContiguous() || s_.parallel.pp > 1) return Bytes();
+    return ContiguousBucket() * (OverlapGradReduce() ? 2 : 1);
+  }
+  bool BackwardBuffersPerStep() const override { return plan_.stage == 1; }
+  bool GradientsIntoBucket() const override {
+    return plan_.stage >= 2 && ds().contiguous_gradients;
+  }
+
   // The step upcasts the reduced 16-bit gradients of the fp32 partition it updates
   // (deepspeed/runtime/zero/stage_1_and_2.py step(): the flattened averaged_gradients
   // .to(fp32) become single_partition_of_fp32_groups[i].grad; stage3.py
   // _prepare_fp32_grad_for_sub_group does it one sub-group, sub_group_size = 1e9 elements, at a
   // time).
   Bytes StepTransient(int64_t local) const override {
-    constexpr int64_t kSubGroup = 1'000'000'000;
-    return Bytes::Count(4 * (plan_.stage == 3 ? std::min(local, kSubGroup) : local));
+    return Bytes::Count(4 * (plan_.stage == 3 ? std::min(local, ds().sub_group_size) : local));
   }
 
   void AfterOptimizer(DpEnv& env, int32_t optimizer, int64_t total) override {
     // ZeRO-1/2: every rank gathers the updated parameters of the others' shards.
-    if (plan_.stage == 1 || plan_.stage == 2) GatherUpdatedParameters(env, optimizer, total);
+    if (plan_.stage == 1 || plan_.stage == 2) {
+      GatherUpdatedParameters(env, optimizer, total, Bytes::Count(2 * ds().allgather_bucket_size));
+    }
+  }
+
+ protected:
+  // Stage 0 flattens each bucket into a copy; the ZeRO optimizer reduces from its contiguous
+  // bucket (BackwardBuffers), or, under the pipeline engine, from one bucket made at the step.
+  Bytes StepStaging(Bytes grads) const override {
+    if (plan_.stage == 0 || !ds().contiguous_gradients) return std::min(grads, Bucket());
+    return s_.parallel.pp > 1 ? std::min(grads, ContiguousBucket()) : Bytes();
+  }
+  Bytes LayerReduceBuffer(Bytes grads) const override {
+    return ds().contiguous_gradients ? Bytes() : std::min(grads, Bucket());
+  }
+
+ private:
+  const DeepSpeedSpec& ds() const { return s_.parallel.deepspeed; }
+  // reduce_bucket_size, or parallel.bucket's bytes read as 16-bit elements.
+  int64_t BucketElements() const {
+    return s_.parallel.bucket ? s_.parallel.bucket->count() / 2 : ds().reduce_bucket_size;
+  }
+  // The contiguous bucket holds gradients in the parameters' 16-bit dtype.
+  Bytes ContiguousBucket() const { return Bytes::Count(2 * BucketElements()); }
+  bool ZeroOneOrTwoContiguous() const {
+    return (plan_.stage == 1 || plan_.stage == 2) && ds().contiguous_gradients;
   }
 };
 

@@ -36,6 +36,10 @@ int64_t DataParallelPolicy::ReduceBytes() const {
   return s_.parallel.reduce_dtype ? DtypeBytes(*s_.parallel.reduce_dtype) : kCompute;
 }
 
+DataParallelPolicy::GatherRule DataParallelPolicy::Gathers() const {
+  return {s_.parallel.prefetch.value_or(ParallelSpec::kDefaultPrefetchLayers), std::nullopt};
+}
+
 int32_t DataParallelPolicy::Buckets(Bytes b) const {
   const int64_t bytes = std::max<int64_t>(b.count(), 1);
   const int64_t bucket = std::max<int64_t>(Bucket().count(), 1);
@@ -109,14 +113,21 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
   const Bytes grads = Bytes::Count(ReduceBytes() * env.group_params[g]);
   const std::vector<int32_t> deps = env.b.AnchorDeps();
   const Bytes layer_grads = ComputeBytes(env.group_params[g]);
+  // Copied into the bucket as the backward produced them: gone when the backward ends.
+  if (GradientsIntoBucket())
+    env.b.AddMemToLast({MemWhen::kEnd, MemCategory::kGradients, -layer_grads});
   Op rs =
       env.b.Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, env.shard_group, g);
   env.b.Spec(rs).buckets = LayerReduceBuckets(grads);
+  // Without overlap the reduction runs on the compute stream, which waits for it (DeepSpeed
+  // without overlap_comm reduces each full bucket on the current stream).
+  if (!OverlapGradReduce()) rs.stream = StreamKind::kCompute;
   const Bytes buffer = LayerReduceBuffer(grads);
-  const int32_t id = env.b.Add(rs, deps,
-                               {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
-                                {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
-                                {MemWhen::kEnd, MemCategory::kGradients, -layer_grads}});
+  const int32_t id = env.b.Add(
+      rs, deps,
+      {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
+       {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
+       {MemWhen::kEnd, MemCategory::kGradients, GradientsIntoBucket() ? Bytes() : -layer_grads}});
   if (!plan_.hybrid) {
     const int32_t done = CopyGradientsToHost(env, id, env.group_params[g], g);
     if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
@@ -147,11 +158,18 @@ std::vector<int32_t> DataParallelPolicy::TakeStepReductions(int32_t stage) {
 
 void DataParallelPolicy::AfterOptimizer(DpEnv&, int32_t, int64_t) {}
 
-void DataParallelPolicy::GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total) {
+void DataParallelPolicy::GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total,
+                                                 std::optional<Bytes> chunk) {
   if (env.grad_group.size <= 1) return;
-  Op ag = env.b.Collective("all_gather", CollectiveKind::kAllGather, ComputeBytes(total),
-                           env.grad_group, std::nullopt);
-  env.b.Spec(ag).buckets = Buckets(env.b.Spec(ag).tensor);
+  const Bytes params = ComputeBytes(total);
+  Op ag = env.b.Collective("all_gather", CollectiveKind::kAllGather, params, env.grad_group,
+                           std::nullopt);
+  if (chunk) {
+    const int64_t c = std::max<int64_t>(chunk->count(), 1);
+    env.b.Spec(ag).buckets = static_cast<int32_t>((params.count() + c - 1) / c);
+  } else {
+    env.b.Spec(ag).buckets = Buckets(params);
+  }
   env.b.Add(ag, {optimizer}, {});
 }
 

@@ -26,6 +26,7 @@
 #include "sim/spec/scenario.h"
 #include "sim/workload/program_builder.h"
 #include "sim/workload/sharding.h"
+#include "sim/workload/zero3_coordinator.h"
 
 namespace sim {
 
@@ -59,6 +60,27 @@ class DataParallelPolicy {
   virtual Bytes Bucket() const { return s_.parallel.bucket.value_or(Bytes::MB(25)); }
   // Collectives a gradient tensor of `b` bytes is reduced in.
   int32_t Buckets(Bytes b) const;
+
+  // ZeRO-3: how parameters are gathered ahead of their use: whole layers (`layers` ahead:
+  // parallel.prefetch, FSDP's forward/backward prefetch of one module), or, with `elements`,
+  // DeepSpeed's parameter coordinator, which counts elements (sim/workload/zero3_coordinator.h).
+  struct GatherRule {
+    int64_t layers = ParallelSpec::kDefaultPrefetchLayers;
+    std::optional<Zero3Limits> elements;
+  };
+  virtual GatherRule Gathers() const;
+  // Reduction buffers outside the gradients themselves, by when they live:
+  // PersistentBuffers() with the model states (DeepSpeed ZeRO-3's contiguous bucket);
+  // BackwardBuffers() from a micro-batch's first backward op until its reductions end, or with
+  // BackwardBuffersPerStep() from the step's first backward until its optimizer starts
+  // (DeepSpeed ZeRO-1/2's contiguous buckets).
+  virtual Bytes PersistentBuffers() const { return Bytes(); }
+  virtual Bytes BackwardBuffers() const { return Bytes(); }
+  virtual bool BackwardBuffersPerStep() const { return false; }
+  // Gradients are copied into the reduce bucket as their layer's backward produces them
+  // (DeepSpeed contiguous_gradients): a layer's full gradients are freed when its backward ends,
+  // not when its reduction does.
+  virtual bool GradientsIntoBucket() const { return false; }
 
   // ZeRO-3: each group's parameters are all-gathered before its forward ...
   bool GathersParameters() const { return plan_.stage == 3; }
@@ -109,8 +131,10 @@ class DataParallelPolicy {
   // Per-layer reduce-scatter at stages 2/3: how many collectives, through what buffer.
   virtual int32_t LayerReduceBuckets(Bytes grads) const { return Buckets(grads); }
   virtual Bytes LayerReduceBuffer(Bytes grads) const { return std::min(grads, Bucket()); }
-  // The post-optimizer all-gather of the updated compute-dtype parameters.
-  void GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total);
+  // The post-optimizer all-gather of the updated compute-dtype parameters, in collectives of
+  // `chunk` (the gradient bucket when none).
+  void GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total,
+                               std::optional<Bytes> chunk = std::nullopt);
   // With GradientsToHost(): the copy of `params` reduced gradients (this GPU's shard) after op
   // `after`, which the optimizer then waits for instead; `after` otherwise.
   int32_t CopyGradientsToHost(DpEnv& env, int32_t after, int64_t params, std::optional<int32_t> g);
