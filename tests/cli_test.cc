@@ -43,7 +43,8 @@ TEST_CASE("help for the command and each subcommand", "[cli]") {
                            "--micro-batch", "--json", "--framework", "--tp", "--sp"}) {
     CHECK(absl::StrContains(ledger.out, flag));
   }
-  for (const char* cmd : {"run", "sweep", "compare", "plan", "merge", "validate", "topo"}) {
+  for (const char* cmd :
+       {"run", "sweep", "compare", "plan", "merge", "validate", "calibrate", "topo"}) {
     INFO(cmd);
     Result r = Stepsim(std::string(cmd) + " --help");
     CHECK(r.status == 0);
@@ -237,6 +238,47 @@ TEST_CASE("validate reports cases, MAPE and skipped cases", "[cli]") {
   CHECK(t.status == 0);
   CHECK(absl::StrContains(t.out, "Mean absolute percentage error"));
   CHECK(Stepsim("validate tests/bad/cases-unknown-metric.yaml").status == 2);
+}
+
+TEST_CASE("calibrate writes a file that run and validate read back with --calibration", "[cli]") {
+  const std::string out =
+      (std::filesystem::temp_directory_path() / "stepsim-cli-calibration.yaml").string();
+  std::filesystem::remove(out);
+  // torchtitan.yaml mixes A100 and H100 96GB cases: refused without --skip-other-gpus, nothing
+  // written.
+  Result mixed = Stepsim(
+      "calibrate scenarios/validation/torchtitan.yaml --gpu A100-SXM4-80GB "
+      "--params gemm_efficiency --out " +
+      out);
+  CHECK(mixed.status == 2);
+  CHECK(absl::StrContains(mixed.out, "runs on H100-SXM5-96GB-HBM2e, not A100-SXM4-80GB"));
+  CHECK_FALSE(std::filesystem::exists(out));
+  Result fit = Stepsim(
+      "calibrate scenarios/validation/torchtitan.yaml --gpu a100-sxm4-80gb "
+      "--skip-other-gpus --params gemm_efficiency --out " +
+      out + " --json -");
+  REQUIRE(fit.status == 0);
+  auto j = nlohmann::json::parse(fit.out);
+  CHECK(j["gpu"] == "A100-SXM4-80GB");
+  CHECK(j["cases"] == 8);
+  CHECK(j["mape"].get<double>() <= j["start_mape"].get<double>());
+  CHECK(j["params"]["gemm_efficiency"]["moved"] == true);
+  CHECK(j["params"]["attention_efficiency"]["moved"] == false);
+  REQUIRE(std::filesystem::exists(out));
+  Result run = Stepsim(
+      "run scenarios/default.yaml --set cluster.node=dgx-a100-80gb "
+      "--calibration " +
+      out + " --json -");
+  CHECK(run.status == 0);
+  Result val =
+      Stepsim("validate scenarios/validation/torchtitan.yaml --calibration " + out + " --json -");
+  REQUIRE(val.status == 0);
+  CHECK(absl::StrContains(val.out, "\"mape\""));
+  std::filesystem::remove(out);
+  // A calibration file that is not one: exit 2, located.
+  Result bad = Stepsim("run scenarios/default.yaml --calibration tests/bad/scenario-scalar.yaml");
+  CHECK(bad.status == 2);
+  CHECK(absl::StrContains(bad.out, "scenario-scalar.yaml"));
 }
 
 TEST_CASE("bad input exits 2 with a located message and writes nothing", "[cli]") {

@@ -57,6 +57,20 @@ TaskGraph Graph(int32_t streams, std::vector<int32_t> stream,
 
 Duration Ps(int64_t v) { return Duration::Picoseconds(v); }
 
+TEST_CASE("a task waits for its release time, and a busy GPU hides it", "[engine]") {
+  // Stream 0: task 0 (10 ps), then task 1 released at 25 ps (the host issues it late) and task 2
+  // released at 30 ps, both 10 ps. Task 1 waits idle from 10 to 25; task 2's release has passed
+  // when task 1 ends at 35, so it starts at once: host time hides behind GPU work.
+  TaskGraph g = Graph(1, {0, 0, 0}, {{}, {}, {}});
+  g.release = {Ps(0), Ps(25), Ps(30)};
+  Recorder r{{Ps(10), Ps(10), Ps(10)}, {}};
+  const ExecutionStats stats = Executor<Recorder>(g, r).Run();
+  CHECK(r.log == std::vector<std::string>{"issue 0 @0", "issue 1 @0", "issue 2 @0", "start 0 @0",
+                                          "finish 0 @10", "start 1 @25", "finish 1 @35",
+                                          "start 2 @35", "finish 2 @45"});
+  CHECK(stats.makespan == Ps(45));
+}
+
 TEST_CASE("a stream runs its tasks one at a time in order", "[engine]") {
   TaskGraph g = Graph(1, {0, 0, 0}, {{}, {}, {}});
   Recorder r{{Ps(3), Ps(4), Ps(5)}, {}};

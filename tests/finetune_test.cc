@@ -169,8 +169,10 @@ TEST_CASE("NVMe offload keeps the states on the node's drives and prices their I
   CHECK(sc.host == Bytes::Count(16 * shard));
   const report::RunSummary rn = Run(nvme), rc = Run(cpu);
   CHECK(rn.nvme == sn.nvme * 8);
-  // Reading parameter shards from NVMe is offload I/O, not compute.
-  CHECK(rn.compute.seconds() == Approx(rc.compute.seconds()).epsilon(0.01));
+  // Reading parameter shards from NVMe is offload I/O, not compute: the kernels' own time is
+  // the same (what collectives beside them stretch it by moves with the gathers' timing).
+  CHECK((rn.compute - rn.overlap_stretch).seconds() ==
+        Approx((rc.compute - rc.overlap_stretch).seconds()).epsilon(0.01));
   // Reading and writing 12 B/param of states at 30.4 GB/s shared by 8 GPUs, beside the update.
   CHECK(rn.optimizer.seconds() - rc.optimizer.seconds() >
         2.0 * 12.0 * static_cast<double>(shard) / (30.4e9 / 8) * 0.99);

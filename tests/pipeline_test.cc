@@ -130,9 +130,11 @@ TEST_CASE("1F1B: stage s holds p - s micro-batches, and interleaving multiplies 
     CHECK(PeakActivations(ri, 0) < expected + layer);
     // Interleaving shrinks the bubble by v (Narayanan et al. SC21 §2.2.2), less the p·v − 1
     // boundary sends it adds to the critical path (each 16.8 MB at about half the NVLink
-    // bandwidth, NCCL's size ramp): 6.4 % more than bubble / v at v = 4.
+    // bandwidth, NCCL's size ramp): 11 % more than bubble / v at v = 4 on the A100's
+    // calibration (its kernels' fixed cost is 5 us, so a chunk's compute is short beside a send).
+    CHECK(ri.stages[0].bubble.seconds() >= r.stages[0].bubble.seconds() / static_cast<double>(v));
     CHECK(ri.stages[0].bubble.seconds() ==
-          Approx(r.stages[0].bubble.seconds() / static_cast<double>(v)).epsilon(0.08));
+          Approx(r.stages[0].bubble.seconds() / static_cast<double>(v)).epsilon(0.12));
   }
 }
 

@@ -16,6 +16,17 @@ struct FixedCompute final : cost::ComputeCostModel {
   double OverlapSlowdown() const override { return 1.0; }
 };
 
+// The same, with the host taking `dispatch` to issue each kernel.
+struct HostPacedCompute final : cost::ComputeCostModel {
+  explicit HostPacedCompute(Duration d) : dispatch(d) {}
+  Duration Time(const Op& op) const override {
+    return Duration::FromSeconds(op.flops.count() / 1e9);
+  }
+  double OverlapSlowdown() const override { return 1.0; }
+  Duration Dispatch(const Op& op) const override { return dispatch * cost::KernelsOf(op); }
+  Duration dispatch;
+};
+
 // Every collective takes 5 s on a ring.
 struct FixedComm final : cost::CollectiveCostModel {
   cost::PricedCollective Price(CollectiveKind, Bytes, CommGroup, int32_t) const override {
@@ -23,7 +34,39 @@ struct FixedComm final : cost::CollectiveCostModel {
   }
 };
 
+OpProgram ThreeOps();
+
 TEST_CASE("replay of a hand-written program: compute, an exposed collective, compute", "[replay]") {
+  const OpProgram p = ThreeOps();
+  const ReplayResult r = Replay(p, FixedCompute(), FixedComm(), Bytes::Count(1000), {});
+  // 2 s, then 5 s the compute stream waits for, then 3 s.
+  CHECK(r.step == Duration::FromSeconds(2 + 5 + 3));
+  CHECK(r.compute == Duration::FromSeconds(2 + 3));
+  CHECK(r.exposed_comm == Duration::FromSeconds(5));
+  CHECK(r.comm == Duration::FromSeconds(5));
+  // Persistent 100 B plus the 10 B kept from the start of a to the end of c.
+  CHECK(r.ledgers[0].peak() == Bytes::Count(110));
+  CHECK(r.ledgers[0].Transient() == Bytes());
+  // FLOPs: a forward and a backward op count as model work; the all-reduce sends 2·8·3/4 B.
+  CHECK(r.model_flops.count() == 5e9);
+  CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kAllReduce)] == Bytes::Count(12));
+}
+
+TEST_CASE("the host's launches pace the ops only when they are slower than the GPU", "[replay]") {
+  const OpProgram p = ThreeOps();
+  // 1 s per kernel: a is issued at 1 s, b at 2 s, c (a backward: two kernels) at 4 s. The GPU
+  // starts a at 1 s, ends it at 3 s; b runs 3-8 s; c, issued long before, runs 8-11 s.
+  const ReplayResult slow =
+      Replay(p, HostPacedCompute(Duration::FromSeconds(1)), FixedComm(), Bytes::Count(1000), {});
+  CHECK(slow.step == Duration::FromSeconds(1 + 2 + 5 + 3));
+  // 4 s per kernel: a runs 4-6 s, b waits for its launch at 8 s and runs to 13 s, c is issued
+  // at 4 + 4 + 8 = 16 s and runs to 19 s: the host paces the step.
+  const ReplayResult slower =
+      Replay(p, HostPacedCompute(Duration::FromSeconds(4)), FixedComm(), Bytes::Count(1000), {});
+  CHECK(slower.step == Duration::FromSeconds(16 + 3));
+}
+
+OpProgram ThreeOps() {
   OpProgram p;
   p.stages = 1;
   p.stage_gpu = {0};
@@ -61,19 +104,7 @@ TEST_CASE("replay of a hand-written program: compute, an exposed collective, com
   c.mem_end = 2;
   p.mem.push_back({MemWhen::kEnd, MemCategory::kActivations, Bytes::Count(-10)});
   p.ops = {a, b, c};
-
-  const ReplayResult r = Replay(p, FixedCompute(), FixedComm(), Bytes::Count(1000), {});
-  // 2 s, then 5 s the compute stream waits for, then 3 s.
-  CHECK(r.step == Duration::FromSeconds(2 + 5 + 3));
-  CHECK(r.compute == Duration::FromSeconds(2 + 3));
-  CHECK(r.exposed_comm == Duration::FromSeconds(5));
-  CHECK(r.comm == Duration::FromSeconds(5));
-  // Persistent 100 B plus the 10 B kept from the start of a to the end of c.
-  CHECK(r.ledgers[0].peak() == Bytes::Count(110));
-  CHECK(r.ledgers[0].Transient() == Bytes());
-  // FLOPs: a forward and a backward op count as model work; the all-reduce sends 2·8·3/4 B.
-  CHECK(r.model_flops.count() == 5e9);
-  CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kAllReduce)] == Bytes::Count(12));
+  return p;
 }
 
 }  // namespace

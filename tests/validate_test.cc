@@ -121,19 +121,24 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         ++step_n;
       }
       if (m.metric == "step_s" && absl::StartsWith(r.id, "korthikanti22_t5_")) {
-        // Korthikanti et al. 2022 Table 5 (issue 7 asks for 10 % each), with the A100
-        // calibration fitted to the MosaicML and torchtitan cases only. Reached: 3-12 %; the
-        // full-recompute 22B (+12.1 %) and 1T (+10.1 %) rows are over 10 % since the TP
-        // all-reduces pay NCCL's size ramp (100 MB messages at ~80 % of the large-message
-        // bandwidth, nccl-tests). The bound guards the level reached.
-        CHECK(std::abs(m.error_pct) < 12.5);
+        // Korthikanti et al. 2022 Table 5 (issue 17 asks for Calculon's 3.65 % MAPE), with
+        // the A100 calibration fitted to the MosaicML and torchtitan cases only, Megatron out
+        // of the fit: MAPE 3.04 %, every row within 6.1 % (the 1T rows, +6.1 %).
+        CHECK(std::abs(m.error_pct) < 7.0);
         table5_sum += std::abs(m.error_pct);
         ++table5_n;
       }
+      if (absl::StartsWith(r.id, "narayanan21_t1_")) {
+        // Narayanan et al. SC21 Table 1 (HFU), out of the A100 fit: 39B to 1T within 6.1 %;
+        // the TP 2-8 models of 3.6-18.4B are predicted 9-15 % slow (-14.7 % at 7.5B): their
+        // micro-batch is not stated (1 assumed, where each op's fixed cost and the per-layer
+        // TP all-reduces weigh most).
+        CHECK(std::abs(m.error_pct) < 15.5);
+      }
       if (r.group == "mpt-h100" && m.metric == "step_s") {
-        // The H100 calibration is fitted to these 38 rows (bf16 and fp8): MAPE 4.5 %, every
-        // row within 10.0 % (the two long-sequence fp8 rows at -10.0 %).
-        CHECK(std::abs(m.error_pct) < 11.0);
+        // The H100 calibration is fitted to these 38 rows (bf16 and fp8): MAPE 3.3 %, every
+        // row within 9.6 %.
+        CHECK(std::abs(m.error_pct) < 10.0);
         h100_sum += std::abs(m.error_pct);
         ++h100_n;
       }
@@ -168,17 +173,14 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   CHECK(memory_sum / memory_n <= 5.0);  // 4.0 % reached
   CHECK(tune_n == 17);
   CHECK(h100_n == 38);
-  CHECK(h100_sum / h100_n <= 5.0);
+  CHECK(h100_sum / h100_n <= 4.0);  // 3.35 % reached (issue 17: <= 5 %)
   CHECK(replayed_beside == 17);
-  CHECK(tune_sum / tune_n <= 7.5);  // 7.3 % reached
-  // 7.45 % before selective recompute re-ran the QKᵀ and AV matmuls it needs (it is 8.19 %
-  // since): the A100 efficiencies were fitted without that work and are refitted with the
-  // time calibration.
-  CHECK(table5_sum / table5_n <= 8.5);
+  CHECK(tune_sum / tune_n <= 7.5);       // 7.3 % reached
+  CHECK(table5_sum / table5_n <= 3.65);  // 3.04 % reached
   CHECK(step_n >= 67);
   CHECK(mpt_n >= 180);
-  CHECK(step_sum / step_n <= 6.5);
-  CHECK(mpt_sum / mpt_n <= 6.0);
+  CHECK(step_sum / step_n <= 6.0);  // 5.33 % reached over the 69 fitted A100 cases
+  CHECK(mpt_sum / mpt_n <= 5.7);    // 5.57 % over MosaicML's A100 step, MFU and tokens/s
 }
 
 }  // namespace

@@ -18,10 +18,19 @@
 
 namespace sim::config {
 
+// A GPU's calibration from a file of its own (`stepsim calibrate --out`, read back with
+// `--calibration FILE`): it replaces the catalog's calibration of that GPU.
+struct CalibrationFile {
+  std::string file;
+  std::string gpu;  // the catalog name, as the catalog spells it
+  GpuCalibration calibration;
+};
+
 // Where models/ and topologies/ live: $STEPSIM_DATA_DIR if set, else the source tree the binary
-// was built from.
+// was built from; and the calibration files that replace catalog calibrations.
 struct DataRoot {
   std::string path;
+  std::vector<CalibrationFile> calibrations = {};
   static DataRoot Default();
   std::string ModelsDir() const { return path + "/models"; }
   std::string GpuCatalogFile() const { return path + "/topologies/gpus.yaml"; }
@@ -38,6 +47,10 @@ absl::StatusOr<ModelSpec> LoadModel(const DataRoot& root, absl::string_view name
 std::vector<std::string> CatalogModelNames(const DataRoot& root);
 
 absl::StatusOr<std::vector<GpuSpec>> LoadGpuCatalog(const std::string& path);
+// A calibration file: `schema_version: 1`, `gpu: NAME` (a GPU of the root's catalog) and
+// `calibration:` with the keys of topologies/gpus.yaml's calibrations; optional `fit:` (what the
+// fit rested on, written by stepsim calibrate).
+absl::StatusOr<CalibrationFile> LoadCalibrationFile(const DataRoot& root, const std::string& path);
 absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
                                                       const std::vector<GpuSpec>& gpus);
 // Case-insensitive lookup by catalog name; NotFound with the nearest name.

@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -19,6 +20,7 @@ void ReadSizeTable(const YAML::Node& node, absl::string_view path, GpuCalibratio
                    YamlErrors& errors) {
   const YAML::Node table = Child(node, "comm_size_efficiency");
   if (!table.IsDefined()) return;
+  c.comm_size_efficiency.clear();  // a calibration file's table replaces the catalog's
   const std::string tpath = JoinPath(path, "comm_size_efficiency");
   if (!table.IsMap()) {
     errors.Add(table, tpath,
@@ -51,10 +53,34 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
                      YamlErrors& errors) {
   if (!CheckMapping(node, path,
                     {"gemm_efficiency", "attention_efficiency", "memory_efficiency",
-                     "roofline_blend", "launch_overhead", "comm_efficiency", "nvls_efficiency",
-                     "overlap_slowdown", "comm_size_efficiency", "note"},
+                     "roofline_blend", "launch_overhead", "dispatch_overhead", "comm_efficiency",
+                     "nvls_efficiency", "overlap_slowdown", "comm_size_efficiency", "fit", "note"},
                     errors)) {
     return;
+  }
+  // What the fit rested on: the case files (sources) it used, for cross-validation.
+  if (const YAML::Node fit = Child(node, "fit"); fit.IsDefined()) {
+    const std::string fp = JoinPath(path, "fit");
+    if (CheckMapping(fit, fp, {"sources", "cases", "in_sample_mape", "command"}, errors)) {
+      const YAML::Node sources = Child(fit, "sources");
+      if (sources.IsDefined() && !sources.IsSequence()) {
+        errors.Add(sources, JoinPath(fp, "sources"), "expected a list of case-file names");
+      } else if (sources.IsDefined()) {
+        c.fit_sources.clear();
+        for (size_t i = 0; i < sources.size(); ++i) {
+          if (!sources[i].IsScalar()) {
+            errors.Add(sources[i], absl::StrCat(fp, ".sources[", i, "]"),
+                       "expected a case-file name");
+          } else {
+            c.fit_sources.push_back(sources[i].Scalar());
+          }
+        }
+      }
+      auto fk = [&](absl::string_view name) { return Key{fit, name, fp, false}; };
+      ReadInt(fk("cases"), errors, 0, 1'000'000);
+      ReadDouble(fk("in_sample_mape"), errors, 0, 1e6);
+      ReadString(fk("command"), errors);
+    }
   }
   auto k = [&](absl::string_view name) { return Key{node, name, path, false}; };
   if (auto v = ReadDouble(k("gemm_efficiency"), errors, 0.01, 1.0)) c.gemm_efficiency = *v;
@@ -64,21 +90,45 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
   if (auto v = ReadDouble(k("memory_efficiency"), errors, 0.01, 1.0)) c.memory_efficiency = *v;
   if (auto v = ReadDouble(k("roofline_blend"), errors, 0.0, 1.0)) c.roofline_blend = *v;
   if (auto v = ReadDuration(k("launch_overhead"), errors)) c.launch_overhead = *v;
+  if (auto v = ReadDuration(k("dispatch_overhead"), errors)) c.dispatch_overhead = *v;
   if (auto v = ReadDouble(k("comm_efficiency"), errors, 0.01, 1.0)) c.comm_efficiency = *v;
-  c.nvls_efficiency = ReadDouble(k("nvls_efficiency"), errors, 0.01, 1.0);
+  if (auto v = ReadDouble(k("nvls_efficiency"), errors, 0.01, 1.0)) c.nvls_efficiency = *v;
   if (auto v = ReadDouble(k("overlap_slowdown"), errors, 1.0, 4.0)) c.overlap_slowdown = *v;
   ReadSizeTable(node, path, c, errors);
   ReadString(k("note"), errors);
 }
 
+// A calibration file's contents over `base` (keys the file leaves out keep base's values); its
+// `gpu` as written.
+absl::StatusOr<CalibrationFile> ReadCalibrationFile(const std::string& path,
+                                                    const GpuCalibration& base) {
+  auto doc = LoadYamlFile(path);
+  if (!doc.ok()) return doc.status();
+  YamlErrors errors(path);
+  CheckSchemaVersion(*doc, errors);
+  CheckMapping(*doc, "", {"schema_version", "gpu", "calibration"}, errors);
+  CalibrationFile f;
+  f.file = path;
+  f.calibration = base;
+  if (auto name = ReadString({*doc, "gpu", "", /*required=*/true}, errors)) f.gpu = *name;
+  const YAML::Node cal = Child(*doc, "calibration");
+  if (!cal.IsDefined()) {
+    errors.Add(*doc, "calibration", "missing required key");
+  } else {
+    ReadCalibration(cal, "calibration", f.calibration, errors);
+  }
+  if (!errors.empty()) return errors.ToStatus();
+  return f;
+}
+
 }  // namespace
 
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {
-  if (!CheckMapping(
-          node, path,
-          {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
-           "nvlink_bandwidth", "calibration", "price_per_hour_usd", "price_source", "source"},
-          errors)) {
+  if (!CheckMapping(node, path,
+                    {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
+                     "nvlink_bandwidth", "calibration", "calibration_file", "price_per_hour_usd",
+                     "price_source", "source"},
+                    errors)) {
     return std::nullopt;
   }
   GpuSpec g;
@@ -120,6 +170,24 @@ std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, Y
   return g;
 }
 
+std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path,
+                               const std::string& catalog_file, YamlErrors& errors) {
+  std::optional<GpuSpec> g = ReadGpu(node, path, errors);
+  // calibration_file: a file stepsim calibrate wrote, relative to the catalog's folder, applied
+  // over the inline calibration (a same-silicon part may use another part's fit).
+  const auto file = ReadString(Key{node, "calibration_file", path, false}, errors);
+  if (!g || !file) return g;
+  const std::string full =
+      (std::filesystem::path(catalog_file).parent_path() / *file).lexically_normal().string();
+  auto f = ReadCalibrationFile(full, g->calibration);
+  if (!f.ok()) {
+    errors.Add(node["calibration_file"], JoinPath(path, "calibration_file"), f.status().message());
+    return g;
+  }
+  g->calibration = f->calibration;
+  return g;
+}
+
 absl::StatusOr<std::vector<GpuSpec>> LoadGpuCatalog(const std::string& path) {
   auto root = LoadYamlFile(path);
   if (!root.ok()) return root.status();
@@ -133,7 +201,7 @@ absl::StatusOr<std::vector<GpuSpec>> LoadGpuCatalog(const std::string& path) {
     return errors.ToStatus();
   }
   for (size_t i = 0; i < list.size(); ++i) {
-    if (auto g = ReadGpu(list[i], absl::StrCat("gpus[", i, "]"), errors)) {
+    if (auto g = ReadGpu(list[i], absl::StrCat("gpus[", i, "]"), path, errors)) {
       for (const GpuSpec& other : gpus) {
         if (absl::AsciiStrToLower(other.name) == absl::AsciiStrToLower(g->name)) {
           errors.Add(list[i]["name"], absl::StrCat("gpus[", i, "].name"),
@@ -145,6 +213,22 @@ absl::StatusOr<std::vector<GpuSpec>> LoadGpuCatalog(const std::string& path) {
   }
   if (!errors.empty()) return errors.ToStatus();
   return gpus;
+}
+
+absl::StatusOr<CalibrationFile> LoadCalibrationFile(const DataRoot& root, const std::string& path) {
+  auto gpus = LoadGpuCatalog(root.GpuCatalogFile());
+  if (!gpus.ok()) return gpus.status();
+  // The GPU is looked up first, so that the file applies over that GPU's catalog calibration.
+  auto named = ReadCalibrationFile(path, GpuCalibration{});
+  if (!named.ok()) return named.status();
+  auto g = FindGpu(*gpus, named->gpu);
+  if (!g.ok()) {
+    return absl::NotFoundError(absl::StrCat(path, ": gpu: ", g.status().message()));
+  }
+  auto f = ReadCalibrationFile(path, g->calibration);
+  if (!f.ok()) return f.status();
+  f->gpu = g->name;
+  return f;
 }
 
 absl::StatusOr<GpuSpec> FindGpu(const std::vector<GpuSpec>& gpus, absl::string_view name) {

@@ -719,6 +719,13 @@ absl::StatusOr<Catalogs> LoadCatalogs(const DataRoot& root) {
   auto gpus = LoadGpuCatalog(root.GpuCatalogFile());
   if (!gpus.ok()) return gpus.status();
   c.gpus = *gpus;
+  // Calibration files replace their GPU's calibration (LoadCalibrationFile checked the name).
+  for (const CalibrationFile& f : root.calibrations) {
+    for (GpuSpec& g : c.gpus) {
+      if (absl::AsciiStrToLower(g.name) == absl::AsciiStrToLower(f.gpu))
+        g.calibration = f.calibration;
+    }
+  }
   auto nodes = LoadNodeCatalog(root.NodeCatalogFile(), c.gpus);
   if (!nodes.ok()) return nodes.status();
   c.nodes = *nodes;

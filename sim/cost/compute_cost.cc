@@ -45,6 +45,11 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) 
   return t;
 }
 
+int32_t KernelsOf(const Op& op) {
+  if (op.kind == OpKind::kCompute && op.pass == OpPass::kBackward) return 2;
+  return 1;
+}
+
 Duration HostDuration(const Op& op, const HostSpec& host, int64_t gpus_per_node) {
   const double share = 1.0 / static_cast<double>(std::max<int64_t>(gpus_per_node, 1));
   switch (op.op_class) {

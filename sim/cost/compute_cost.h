@@ -38,7 +38,14 @@ class ComputeCostModel {
   virtual ~ComputeCostModel() = default;
   virtual Duration Time(const Op& op) const = 0;
   virtual double OverlapSlowdown() const = 0;
+  // Host time to issue the op's kernels (0 = issued at once).
+  virtual Duration Dispatch(const Op&) const { return Duration::Zero(); }
 };
+
+// The kernels an op launches: one for a forward or recompute op, two for a backward one (the
+// input and weight gradients of a GEMM, the two passes of a norm or attention backward), one
+// per collective or copy.
+int32_t KernelsOf(const Op& op);
 
 // The roofline above with the GPU's calibration.
 class RooflineCostModel final : public ComputeCostModel {
@@ -51,6 +58,9 @@ class RooflineCostModel final : public ComputeCostModel {
         gpus_per_node_(gpus_per_node) {}
   Duration Time(const Op& op) const override;
   double OverlapSlowdown() const override { return gpu_.calibration.overlap_slowdown; }
+  Duration Dispatch(const Op& op) const override {
+    return gpu_.calibration.dispatch_overhead * KernelsOf(op);
+  }
 
  private:
   GpuSpec gpu_;

@@ -3,8 +3,9 @@
 //
 // A task belongs to one stream; a stream runs its tasks one at a time, in task-index order
 // (FIFO, like a CUDA stream). A task is *issued* when all its predecessors have finished (they
-// may be on other streams), and *starts* when it is issued, its stream is idle and every earlier
-// task of the stream has finished. Tasks of one join group (a collective across explicitly
+// may be on other streams), and *starts* when it is issued, its stream is idle, every earlier
+// task of the stream has finished and its release time (if the graph gives one: when the host
+// has launched it) has come. Tasks of one join group (a collective across explicitly
 // simulated ranks) start together, when all of them could start. The listener decides how long
 // a task runs and observes issue/start/finish; the executor knows nothing about GPUs.
 //
@@ -17,8 +18,10 @@
 // dispatch that issues and starts what became ready (their allocations apply), so everything
 // that ends at t releases memory before anything starting at t allocates: the peak is never
 // overstated by a free and an allocation that coincide. Only finishes are queued (the dispatch of
-// time t runs when the last finish at t has been popped). Cost: O(tasks · log streams) — the heap
-// holds at most one finish per stream.
+// time t runs when the last finish at t has been popped). A stream whose next task waits for its
+// release time queues one wake-up at that time, which triggers the dispatch of that time like a
+// finish does. Cost: O(tasks · log streams) — the heap holds at most one finish and one wake-up
+// per stream.
 
 #include <concepts>
 #include <cstdint>
@@ -42,6 +45,8 @@ struct TaskGraph {
   std::vector<std::optional<int32_t>> join;
   std::vector<int32_t> join_begin;
   std::vector<int32_t> join_members;
+  // Optional: per task, the earliest time it may start.
+  std::vector<Duration> release;
 
   int32_t num_tasks() const { return static_cast<int32_t>(stream.size()); }
 };
@@ -91,6 +96,7 @@ class Executor final : private Rescheduler {
     dirty_.reserve(g_.num_streams);
     is_dirty_.assign(g_.num_streams, 0);
     if (!g_.join_begin.empty()) join_arrived_.assign(g_.join_begin.size() - 1, 0);
+    wake_at_.assign(g_.num_streams, std::nullopt);
   }
 
   ExecutionStats Run() {
@@ -102,9 +108,16 @@ class Executor final : private Rescheduler {
     bool finished_at_time = false;  // a live finish was applied at the current time
     while (!q_.empty()) {
       const Event e = q_.Pop();
+      if (e.payload >= g_.num_tasks()) {
+        // A stream's next task has been released: the dispatch of this time starts it.
+        const auto s = static_cast<int32_t>(e.payload - g_.num_tasks());
+        wake_at_[s].reset();
+        MarkDirty(s);
+        finished_at_time = true;
+      }
       const auto t = static_cast<int32_t>(e.payload);
       // A rescheduled task leaves its earlier finish event behind: skip it.
-      if (e.time == finish_at_[t] && !finished_[t]) {
+      if (t < g_.num_tasks() && e.time == finish_at_[t] && !finished_[t]) {
         stats.events++;
         finished_[t] = 1;
         Finish(t, e.time);
@@ -163,6 +176,13 @@ class Executor final : private Rescheduler {
     if (busy_[s] || head_[s] == queue_begin_[s + 1]) return;
     const int32_t t = queue_[head_[s]];
     if (!issued_[t]) return;
+    if (!g_.release.empty() && now < g_.release[t]) {
+      if (!wake_at_[s]) {
+        wake_at_[s] = g_.release[t];
+        q_.Schedule(g_.release[t], static_cast<int64_t>(g_.num_tasks()) + s);
+      }
+      return;
+    }
     if (g_.join.empty() || !g_.join[t]) {
       Start(t, now);
       return;
@@ -205,6 +225,7 @@ class Executor final : private Rescheduler {
   std::vector<uint8_t> is_dirty_;
   std::vector<int32_t> ready_;
   std::vector<int32_t> join_arrived_;
+  std::vector<std::optional<Duration>> wake_at_;  // per stream: a queued wake-up
 };
 
 }  // namespace sim::engine

@@ -68,6 +68,30 @@ engine::TaskGraph BuildGraph(const OpProgram& p, int32_t replicas) {
   return g;
 }
 
+// Each stage's host issues its ops one after another in program order (the order lowering
+// emitted them, which is the order the training loop launches them), each taking
+// compute.Dispatch(op): an op may not start before the host has issued it. The host never waits
+// for the GPU here (PyTorch launches asynchronously), so this only shows when kernels are
+// shorter than their launch. No release times at all when dispatch is free.
+void SetReleaseTimes(const OpProgram& p, const cost::ComputeCostModel& compute, int32_t replicas,
+                     engine::TaskGraph& g) {
+  const int32_t n = static_cast<int32_t>(p.ops.size());
+  std::vector<Duration> host(static_cast<size_t>(p.stages), Duration::Zero());
+  std::vector<Duration> release(n);
+  bool any = false;
+  for (int32_t o = 0; o < n; ++o) {
+    Duration& clock = host[p.ops[o].stage];
+    clock += compute.Dispatch(p.ops[o]);
+    release[o] = clock;
+    any = any || clock > Duration::Zero();
+  }
+  if (!any) return;
+  g.release.resize(static_cast<size_t>(n) * replicas);
+  for (int32_t r = 0; r < replicas; ++r) {
+    std::copy(release.begin(), release.end(), g.release.begin() + static_cast<int64_t>(r) * n);
+  }
+}
+
 // Link sharing moves running collectives' finishes through the executor.
 auto Moves(engine::Rescheduler& r) {
   return [&r](int32_t task, Duration finish) { r.Reschedule(task, finish); };
@@ -351,7 +375,8 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
     }
     r.ledgers.back().MarkPersistent();
   }
-  const engine::TaskGraph graph = BuildGraph(r.program, replicas);
+  engine::TaskGraph graph = BuildGraph(r.program, replicas);
+  SetReleaseTimes(r.program, compute, replicas, graph);
   ReplayListener listener(compute, comm, options, r);
   CountWork(r);
   engine::Executor<ReplayListener> executor(graph, listener);

@@ -23,6 +23,11 @@ struct GpuCalibration {
   // for math time c and memory time m (0: a perfect roofline; 1: no overlap at all).
   double roofline_blend = 0.0;
   Duration launch_overhead = Duration::Microseconds(4);
+  // Host time to launch one kernel (the framework's Python and dispatcher work per op): the
+  // host issues a stage's kernels one after another, and a kernel cannot start before it has
+  // been issued, so this costs nothing while the GPU is busy with earlier work and paces the
+  // step when kernels are shorter than their launch (small models, PyTorch eager). 0: never.
+  Duration dispatch_overhead;
   double comm_efficiency = 0.80;  // achieved fraction of link bandwidth for collectives
   // NVLink SHARP (in-switch reduction, NVSwitch gen 3 and later): the fraction of the NVLink
   // bandwidth an NVLS all-reduce reaches; absent where the node has no NVLS.
@@ -35,6 +40,9 @@ struct GpuCalibration {
   std::vector<std::pair<Bytes, double>> comm_size_efficiency;
   // The fraction at M bytes per rank.
   double CommSizeEfficiency(Bytes m) const;
+  // The case files (by name, without .yaml) the compute efficiencies were fitted to; validate
+  // --cross-validate refits without each in turn. Empty: first estimates, fitted to nothing.
+  std::vector<std::string> fit_sources;
 };
 
 struct GpuSpec {

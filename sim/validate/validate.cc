@@ -168,6 +168,12 @@ std::vector<std::string> Groups(const std::vector<CaseResult>& results) {
 
 }  // namespace
 
+std::map<std::string, double> MapeByMetric(const std::vector<CaseResult>& results) {
+  std::map<std::string, double> out;
+  for (const auto& [metric, acc] : Mape(results, "")) out[metric] = acc.first / acc.second;
+  return out;
+}
+
 nlohmann::ordered_json ValidationJson(const std::vector<CaseResult>& results) {
   nlohmann::ordered_json j;
   j["schema_version"] = 1;

@@ -13,6 +13,7 @@
 // Memory: `allocated` and `active` compare with the allocated peak, `reserved` with the
 // allocated peak plus the allocator-overhead estimate.
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ std::optional<double> Predict(const std::string& metric, const ValidationCase& c
 // Replays every case (in parallel, results in input order). Cases marked `skip`, and cases
 // whose layout the replay does not build yet, are reported as skipped with the reason.
 std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int jobs);
+
+// Metric -> mean absolute percentage error over the results that ran.
+std::map<std::string, double> MapeByMetric(const std::vector<CaseResult>& results);
 
 nlohmann::ordered_json ValidationJson(const std::vector<CaseResult>& results);
 std::string ValidationText(const std::vector<CaseResult>& results);

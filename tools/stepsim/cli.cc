@@ -29,6 +29,22 @@ int Fail(const std::string& command, const absl::Status& status) {
   }
 }
 
+FlagDef CalibrationFlag() {
+  return {"calibration", "FILE",
+          "use this calibration (stepsim calibrate --out) for its GPU instead of the catalog's",
+          true};
+}
+
+absl::StatusOr<sim::config::DataRoot> DataRootFor(const FlagSet& flags) {
+  sim::config::DataRoot root = sim::config::DataRoot::Default();
+  for (const std::string& file : flags.GetAll("calibration")) {
+    auto c = sim::config::LoadCalibrationFile(root, file);
+    if (!c.ok()) return c.status();
+    root.calibrations.push_back(*std::move(c));
+  }
+  return root;
+}
+
 std::string ResolveScenarioPath(const std::string& path) {
   const auto root = sim::config::DataRoot::Default();
   if (!sim::PathExists(path) && std::filesystem::path(path).is_relative() &&

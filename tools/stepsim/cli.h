@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sim/config/catalog.h"
+#include "tools/stepsim/flags.h"
 
 namespace stepsim_cli {
 
@@ -29,6 +32,12 @@ absl::Status CheckOutputPath(const std::string& path);
 // the data root (so `stepsim` finds scenarios/default.yaml from any folder).
 std::string ResolveScenarioPath(const std::string& path);
 
+// --calibration FILE (repeatable): a calibration file (stepsim calibrate --out) that replaces
+// its GPU's catalog calibration for the command (run, sweep, compare, plan, validate).
+FlagDef CalibrationFlag();
+// The data root with the command's --calibration files read (located errors for bad files).
+absl::StatusOr<sim::config::DataRoot> DataRootFor(const FlagSet& flags);
+
 int LedgerCommand(const std::vector<std::string>& args);
 int RunCommand(const std::vector<std::string>& args);
 int SweepCommand(const std::vector<std::string>& args);
@@ -36,6 +45,7 @@ int CompareCommand(const std::vector<std::string>& args);
 int MergeCommand(const std::vector<std::string>& args);
 int PlanCommand(const std::vector<std::string>& args);
 int ValidateCommand(const std::vector<std::string>& args);
+int CalibrateCommand(const std::vector<std::string>& args);
 int TopoCommand(const std::vector<std::string>& args);
 
 }  // namespace stepsim_cli

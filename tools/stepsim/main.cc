@@ -30,6 +30,7 @@ std::string TopHelp() {
       "                   time-to-train against cost\n"
       "  merge SHARDS...  join the JSON of `sweep --shard K/N` runs\n"
       "  validate [CASES] predictions against published measurements, per case and as MAPE\n"
+      "  calibrate CASES  fit a GPU type's calibration to measured step times (--gpu, --out)\n"
       "  topo CLUSTER     the cluster graph: switches, links, bisection, collective bus "
       "bandwidth\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
@@ -55,11 +56,12 @@ int main(int argc, char** argv) {
   if (command == "plan") return stepsim_cli::PlanCommand(rest);
   if (command == "merge") return stepsim_cli::MergeCommand(rest);
   if (command == "validate") return stepsim_cli::ValidateCommand(rest);
+  if (command == "calibrate") return stepsim_cli::CalibrateCommand(rest);
   if (command == "topo") return stepsim_cli::TopoCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
             << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge",
-                                         "validate", "topo"})
+                                         "validate", "calibrate", "topo"})
             << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
 }

@@ -35,6 +35,7 @@ int PlanCommand(const std::vector<std::string>& args) {
        {"lora-rank", "R", "adapter rank with --finetune lora/qlora; default 16"},
        {"offload", "WHAT", "optimizer | params | activations, comma-separated: to host memory"},
        {"jobs", "N", "worker threads (default: all cores)"},
+       CalibrationFlag(),
        {"shard", "K/N", "run only the K-th of N slices of the search (join with stepsim merge)"},
        {"json", "PATH", "write min_gpus, pareto, fits, rejected, considered/pruned/replayed"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("plan", st);
@@ -48,7 +49,9 @@ int PlanCommand(const std::vector<std::string>& args) {
   sim::explore::PlanRequest req;
   req.model = flags.positional()[0];
   req.jobs = sim::explore::DefaultJobs();
-  const auto root = sim::config::DataRoot::Default();
+  const auto data = DataRootFor(flags);
+  if (!data.ok()) return Fail("plan", data.status());
+  const sim::config::DataRoot& root = *data;
   if (auto g = flags.Get("gpu")) {
     req.gpus = absl::StrSplit(*g, ',', absl::SkipEmpty());
   } else {

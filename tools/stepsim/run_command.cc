@@ -44,7 +44,8 @@ FlagSet RunFlags() {
        {"dump-ops", "", "print the lowered op program (one line per op) instead of replaying"},
        {"resolved", "", "print the resolved scenario instead of replaying"},
        {"list-keys", "", "print every scenario key with its type, default and meaning"},
-       {"markdown", "", "with --list-keys: as the Markdown table of the README"}});
+       {"markdown", "", "with --list-keys: as the Markdown table of the README"},
+       CalibrationFlag()});
 }
 
 }  // namespace
@@ -77,8 +78,10 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!o.ok()) return Fail("run", o.status());
     overrides.push_back(*o);
   }
-  auto scenario = sim::config::LoadScenario(sim::config::DataRoot::Default(),
-                                            ResolveScenarioPath(flags.positional()[0]), overrides);
+  auto root = DataRootFor(flags);
+  if (!root.ok()) return Fail("run", root.status());
+  auto scenario =
+      sim::config::LoadScenario(*root, ResolveScenarioPath(flags.positional()[0]), overrides);
   if (!scenario.ok()) return Fail("run", scenario.status());
   if (flags.Has("resolved")) {
     std::cout << sim::report::ResolvedScenarioText(*scenario);

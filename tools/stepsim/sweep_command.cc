@@ -70,8 +70,10 @@ absl::StatusOr<std::vector<config::Override>> Sets(const FlagSet& f) {
   return out;
 }
 
-absl::StatusOr<config::ScenarioLoader> Open(const std::string& path) {
-  return config::ScenarioLoader::Open(config::DataRoot::Default(), ResolveScenarioPath(path));
+absl::StatusOr<config::ScenarioLoader> Open(const FlagSet& flags, const std::string& path) {
+  auto root = DataRootFor(flags);
+  if (!root.ok()) return root.status();
+  return config::ScenarioLoader::Open(*root, ResolveScenarioPath(path));
 }
 
 // Runs a gnuplot job in a fresh temporary folder (its data files beside its script).
@@ -143,6 +145,7 @@ int SweepCommand(const std::vector<std::string>& args) {
       {{"vary", "KEY=VALUES", "a dotted scenario key and its values", true},
        {"set", "KEY=VALUE", "override a scenario key for every configuration", true},
        {"jobs", "N", "worker threads (default: all cores); output is identical for any N"},
+       CalibrationFlag(),
        {"csv", "PATH", "write the table as CSV"},
        {"json", "PATH", "write {results: [{vary, report}]} (- = standard output)"},
        {"markdown", "", "print the table as Markdown"},
@@ -167,7 +170,7 @@ int SweepCommand(const std::vector<std::string>& args) {
   if (varies.empty()) return Fail("sweep", absl::InvalidArgumentError("give at least one --vary"));
   auto sets = Sets(flags);
   auto jobs = Jobs(flags);
-  auto loader = Open(flags.positional()[0]);
+  auto loader = Open(flags, flags.positional()[0]);
   for (const absl::Status& s : {sets.status(), jobs.status(), loader.status()}) {
     if (!s.ok()) return Fail("sweep", s);
   }
@@ -234,6 +237,7 @@ int CompareCommand(const std::vector<std::string>& args) {
       {{"set", "KEY=VALUE", "override a scenario key", true},
        {"finetune", "METHODS", "compare fine-tuning methods: full,lora,qlora,offload"},
        {"jobs", "N", "worker threads (default: all cores)"},
+       CalibrationFlag(),
        {"json", "PATH", "write {stages: [{zero, mode, report}]} (- = standard output)"},
        {"csv", "PATH", "write the table as CSV"},
        {"markdown", "", "print the table as Markdown"}});
@@ -247,7 +251,7 @@ int CompareCommand(const std::vector<std::string>& args) {
   }
   auto sets = Sets(flags);
   auto jobs = Jobs(flags);
-  auto loader = Open(flags.positional()[0]);
+  auto loader = Open(flags, flags.positional()[0]);
   for (const absl::Status& s : {sets.status(), jobs.status(), loader.status()}) {
     if (!s.ok()) return Fail("compare", s);
   }

@@ -1,0 +1,437 @@
+#include "sim/validate/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sim/report/table.h"
+
+namespace sim::validate {
+
+namespace {
+
+bool SameGpu(absl::string_view a, absl::string_view b) {
+  return absl::AsciiStrToLower(a) == absl::AsciiStrToLower(b);
+}
+
+std::string GroupOf(const ValidationCase& c) {
+  return std::filesystem::path(c.file).stem().string();
+}
+
+// Values are kept on a grid of 1e-4 (of µs for the launch overhead), so that the file written
+// reads back as exactly the calibration that was fitted.
+double Quantize(double v) { return std::round(v * 1e4) / 1e4; }
+
+// The step-time MAPE of `cases` under calibration `c` of `gpu`, and the results.
+struct Evaluation {
+  double mape = 0;
+  std::vector<CaseResult> results;
+};
+
+Evaluation Evaluate(const std::vector<ValidationCase>& cases, const std::string& gpu,
+                    const GpuCalibration& c, int jobs) {
+  Evaluation e;
+  e.results = RunCases(WithCalibration(cases, gpu, c), jobs);
+  double sum = 0;
+  int n = 0;
+  for (const CaseResult& r : e.results) {
+    if (auto err = StepTimeError(r)) {
+      sum += std::abs(*err);
+      ++n;
+    }
+  }
+  e.mape = n > 0 ? sum / n : 0;
+  return e;
+}
+
+}  // namespace
+
+const std::vector<CalibrationParam>& CalibrationParams() {
+  static const std::vector<CalibrationParam>* const params = new std::vector<CalibrationParam>{
+      // What only step times tell: how close GEMMs and attention kernels come to the dense peak,
+      // how much of a kernel's memory traffic its math leaves exposed, how much a collective
+      // running beside compute slows it.
+      {"gemm_efficiency", 0.30, 0.95, 0.05},
+      {"attention_efficiency", 0.05, 0.90, 0.05},
+      {"roofline_blend", 0.0, 1.0, 0.10},
+      {"overlap_slowdown", 1.0, 1.5, 0.05},
+      // What microbenchmarks measure (topologies/gpus.yaml cites them), fitted only on request:
+      // streaming kernels' share of HBM bandwidth, a kernel's fixed GPU-side cost, the host's
+      // launch cost per kernel, NCCL's share of link bandwidth.
+      {"memory_efficiency", 0.70, 0.95, 0.05, /*fitted_by_default=*/false},
+      {"launch_overhead", 1.0, 10.0, 1.0, false},
+      {"dispatch_overhead", 0.0, 200.0, 10.0, false},
+      {"comm_efficiency", 0.50, 0.95, 0.05, false},
+  };
+  return *params;
+}
+
+std::optional<double> ParamValue(const GpuCalibration& c, absl::string_view name) {
+  if (name == "gemm_efficiency") return c.gemm_efficiency;
+  if (name == "attention_efficiency") return c.attention_efficiency;
+  if (name == "memory_efficiency") return c.memory_efficiency;
+  if (name == "roofline_blend") return c.roofline_blend;
+  if (name == "launch_overhead") return c.launch_overhead.seconds() * 1e6;
+  if (name == "dispatch_overhead") return c.dispatch_overhead.seconds() * 1e6;
+  if (name == "overlap_slowdown") return c.overlap_slowdown;
+  if (name == "comm_efficiency") return c.comm_efficiency;
+  return std::nullopt;
+}
+
+void SetParam(GpuCalibration& c, absl::string_view name, double v) {
+  if (name == "gemm_efficiency") c.gemm_efficiency = v;
+  if (name == "attention_efficiency") c.attention_efficiency = v;
+  if (name == "memory_efficiency") c.memory_efficiency = v;
+  if (name == "roofline_blend") c.roofline_blend = v;
+  if (name == "launch_overhead") c.launch_overhead = Duration::FromSeconds(v * 1e-6);
+  if (name == "dispatch_overhead") c.dispatch_overhead = Duration::FromSeconds(v * 1e-6);
+  if (name == "overlap_slowdown") c.overlap_slowdown = v;
+  if (name == "comm_efficiency") c.comm_efficiency = v;
+}
+
+std::optional<double> StepTimeError(const CaseResult& r) {
+  if (r.skipped) return std::nullopt;
+  for (const char* metric : {"step_s", "tokens_per_s_per_gpu", "mfu", "hfu"}) {
+    for (const MetricResult& m : r.metrics) {
+      if (m.metric != metric) continue;
+      if (m.metric == "step_s") return m.error_pct;
+      // predicted/measured = step_measured/step_predicted.
+      return 100.0 * (1.0 / (1.0 + m.error_pct / 100.0) - 1.0);
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<ValidationCase> WithCalibration(std::vector<ValidationCase> cases,
+                                            const std::string& gpu, const GpuCalibration& c) {
+  for (ValidationCase& v : cases) {
+    if (SameGpu(v.scenario.cluster.gpu.name, gpu)) {
+      v.scenario.cluster.gpu.calibration = c;
+    }
+  }
+  return cases;
+}
+
+absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const FitOptions& o) {
+  for (const ValidationCase& c : cases) {
+    if (!SameGpu(c.scenario.cluster.gpu.name, o.gpu)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: case %s runs on %s, not %s: a calibration belongs to one GPU type (leave the "
+          "case's file out, or pass --skip-other-gpus)",
+          c.file, c.line, c.id, c.scenario.cluster.gpu.name, o.gpu));
+    }
+  }
+  if (cases.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("no case runs on ", o.gpu));
+  }
+  FitResult fit;
+  fit.gpu = cases.front().scenario.cluster.gpu.name;
+  for (const ValidationCase& c : cases) {
+    if (std::find(fit.sources.begin(), fit.sources.end(), GroupOf(c)) == fit.sources.end()) {
+      fit.sources.push_back(GroupOf(c));
+    }
+  }
+  GpuCalibration start = cases.front().scenario.cluster.gpu.calibration;
+  // The parameters the search moves.
+  std::vector<const CalibrationParam*> free;
+  for (const CalibrationParam& p : CalibrationParams()) {
+    const bool listed = o.params.empty()
+                            ? p.fitted_by_default
+                            : std::find(o.params.begin(), o.params.end(), p.name) != o.params.end();
+    const bool pinned = std::any_of(o.fixed.begin(), o.fixed.end(),
+                                    [&](const auto& f) { return f.first == p.name; });
+    if (listed && !pinned) free.push_back(&p);
+  }
+  for (const std::string& name : o.params) {
+    if (!ParamValue(start, name)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown calibration parameter '", name, "'"));
+    }
+  }
+  for (const auto& [name, value] : o.fixed) {
+    auto it = std::find_if(CalibrationParams().begin(), CalibrationParams().end(),
+                           [&](const CalibrationParam& p) { return p.name == name; });
+    if (it == CalibrationParams().end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown calibration parameter '", name, "'"));
+    }
+    if (value < it->low || value > it->high) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s = %g is outside its bounds [%g, %g]",
+                                                        name, value, it->low, it->high));
+    }
+    SetParam(start, name, value);
+  }
+  for (const auto& f : o.fixed) fit.pinned.push_back(f.first);
+  // The first estimates for what the search moves; the rest keeps the catalog's values.
+  if (o.start_from_defaults) {
+    const GpuCalibration d;
+    for (const CalibrationParam* p : free) SetParam(start, p->name, *ParamValue(d, p->name));
+  }
+  std::vector<double> x;
+  for (const CalibrationParam* p : free) {
+    x.push_back(Quantize(std::clamp(*ParamValue(start, p->name), p->low, p->high)));
+  }
+  auto calibration = [&](const std::vector<double>& v) {
+    GpuCalibration c = start;
+    for (size_t i = 0; i < free.size(); ++i) SetParam(c, free[i]->name, v[i]);
+    return c;
+  };
+  std::map<std::vector<double>, double> seen;
+  auto objective = [&](const std::vector<double>& v) {
+    if (auto it = seen.find(v); it != seen.end()) return it->second;
+    ++fit.evaluations;
+    const double m = Evaluate(cases, fit.gpu, calibration(v), o.jobs).mape;
+    seen.emplace(v, m);
+    return m;
+  };
+  fit.start = calibration(x);
+  const Evaluation first = Evaluate(cases, fit.gpu, fit.start, o.jobs);
+  for (const CaseResult& r : first.results) fit.cases += StepTimeError(r).has_value();
+  if (fit.cases == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "none of the ", cases.size(), " cases on ", fit.gpu,
+        " measured a step time, tokens/s, MFU or HFU: nothing to fit a calibration to"));
+  }
+  fit.start_mape = first.mape;
+  seen.emplace(x, first.mape);
+  double best = first.mape;
+  // Rounds of descent, each from the best point so far with the initial steps again, until a
+  // round improves nothing (a halving descent can settle in a valley a larger step leaves).
+  constexpr int kMaxRounds = 4, kMaxSweeps = 200;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    const double round_start = best;
+    std::vector<double> step;
+    for (const CalibrationParam* p : free) step.push_back(p->step);
+    for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
+      bool moved = false;
+      const std::vector<double> before = x;
+      for (size_t i = 0; i < free.size(); ++i) {
+        for (double dir : {+1.0, -1.0}) {
+          std::vector<double> y = x;
+          y[i] = Quantize(std::clamp(x[i] + dir * step[i], free[i]->low, free[i]->high));
+          if (y[i] == x[i]) continue;
+          const double f = objective(y);
+          if (f < best - 1e-9) {
+            best = f;
+            x = y;
+            moved = true;
+            break;
+          }
+        }
+      }
+      if (moved) {
+        // Hooke-Jeeves' pattern move: the sweep's whole displacement once more, which follows a
+        // valley two correlated parameters make (gemm_efficiency against roofline_blend).
+        std::vector<double> y = x;
+        for (size_t i = 0; i < free.size(); ++i) {
+          y[i] = Quantize(std::clamp(2 * x[i] - before[i], free[i]->low, free[i]->high));
+        }
+        if (y != x) {
+          const double f = objective(y);
+          if (f < best - 1e-9) {
+            best = f;
+            x = y;
+          }
+        }
+        continue;
+      }
+      bool fine = true;
+      for (size_t i = 0; i < free.size(); ++i) {
+        step[i] /= 2;
+        fine = fine && step[i] < free[i]->step / 64;
+      }
+      if (fine) break;
+    }
+    if (best >= round_start - 1e-9) break;
+  }
+  fit.fitted = calibration(x);
+  fit.mape = best;
+  for (const CalibrationParam* p : free) fit.params.emplace_back(p->name);
+  return fit;
+}
+
+std::string FitText(const FitResult& fit) {
+  report::Table t({"parameter", "start", "fitted", "bounds", ""});
+  for (const CalibrationParam& p : CalibrationParams()) {
+    const bool moved = std::find(fit.params.begin(), fit.params.end(), p.name) != fit.params.end();
+    t.AddRow({std::string(p.name), absl::StrFormat("%.4g", *ParamValue(fit.start, p.name)),
+              absl::StrFormat("%.4g", *ParamValue(fit.fitted, p.name)),
+              absl::StrFormat("%g .. %g", p.low, p.high), moved ? "fitted" : "kept"});
+  }
+  return absl::StrCat(
+      "Calibration of ", fit.gpu, " (launch and dispatch overheads in us)\n", t.Render(0),
+      absl::StrFormat("\nstep-time MAPE %.2f%% -> %.2f%% over %d cases (%s), %d evaluations\n",
+                      fit.start_mape, fit.mape, fit.cases, absl::StrJoin(fit.sources, ", "),
+                      fit.evaluations));
+}
+
+std::string CalibrationFileText(const FitResult& fit, const std::string& command) {
+  std::string out = absl::StrCat("# Written by `", command, "`.\n",
+                                 "# Read it back with --calibration FILE (run, sweep, compare, "
+                                 "plan, validate); terms it does\n",
+                                 "# not set keep the catalog's values for the GPU.\n",
+                                 "schema_version: 1\n", "gpu: ", fit.gpu, "\n", "calibration:\n");
+  for (const CalibrationParam& p : CalibrationParams()) {
+    const auto in = [&](const std::vector<std::string>& v) {
+      return std::find(v.begin(), v.end(), p.name) != v.end();
+    };
+    if (!in(fit.params) && !in(fit.pinned)) continue;
+    const double v = *ParamValue(fit.fitted, p.name);
+    if (p.name == "launch_overhead" || p.name == "dispatch_overhead") {
+      absl::StrAppendFormat(&out, "  %s: \"%.4f us\"\n", p.name, v);
+    } else {
+      absl::StrAppendFormat(&out, "  %s: %.4f\n", p.name, v);
+    }
+  }
+  absl::StrAppendFormat(&out, "  fit: {sources: [%s], cases: %d, in_sample_mape: %.2f}\n",
+                        absl::StrJoin(fit.sources, ", "), fit.cases, fit.mape);
+  absl::StrAppendFormat(
+      &out,
+      "  note: \"fitted by stepsim calibrate to the step times of %d %s cases (%s): %s moved%s, "
+      "step-time MAPE %.2f%% -> %.2f%%\"\n",
+      fit.cases, fit.gpu, absl::StrJoin(fit.sources, ", "), absl::StrJoin(fit.params, ", "),
+      fit.pinned.empty() ? "" : absl::StrCat(", ", absl::StrJoin(fit.pinned, ", "), " pinned"),
+      fit.start_mape, fit.mape);
+  return out;
+}
+
+CrossValidation CrossValidate(const std::vector<ValidationCase>& cases,
+                              const std::vector<CaseResult>& in_sample, int jobs) {
+  CrossValidation cv;
+  cv.results = in_sample;
+  for (const ValidationCase& c : cases) cv.gpu.push_back(c.scenario.cluster.gpu.name);
+  // GPUs in order of first appearance, and their cases that measured a time.
+  std::vector<std::string> gpus;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (!StepTimeError(in_sample[i])) continue;
+    const std::string& g = cases[i].scenario.cluster.gpu.name;
+    if (std::find(gpus.begin(), gpus.end(), g) == gpus.end()) gpus.push_back(g);
+  }
+  for (const std::string& gpu : gpus) {
+    std::vector<size_t> mine;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].scenario.cluster.gpu.name == gpu && StepTimeError(in_sample[i])) {
+        mine.push_back(i);
+      }
+    }
+    const std::vector<std::string>& sources =
+        cases[mine.front()].scenario.cluster.gpu.calibration.fit_sources;
+    CrossValidation::Gpu entry{gpu,
+                               sources.empty()       ? "none"
+                               : sources.size() == 1 ? "model"
+                                                     : "source",
+                               {}};
+    // Each case's fold: its file among several fitted ones, its model within a single one; none
+    // for a file the calibration never saw.
+    auto fold = [&](size_t i) -> std::optional<std::string> {
+      const std::string group = GroupOf(cases[i]);
+      if (std::find(sources.begin(), sources.end(), group) == sources.end()) return std::nullopt;
+      return sources.size() == 1 ? cases[i].scenario.model.name : group;
+    };
+    for (size_t i : mine) {
+      const auto f = fold(i);
+      if (f && std::find(entry.folds.begin(), entry.folds.end(), *f) == entry.folds.end()) {
+        entry.folds.push_back(*f);
+      }
+    }
+    for (const std::string& k : entry.folds) {
+      std::vector<ValidationCase> train, held;
+      std::vector<size_t> held_at;
+      for (size_t i : mine) {
+        const auto f = fold(i);
+        if (!f) continue;
+        if (*f == k) {
+          held.push_back(cases[i]);
+          held_at.push_back(i);
+        } else {
+          train.push_back(cases[i]);
+        }
+      }
+      if (train.empty()) continue;  // nothing else to fit to: the fold keeps its prediction
+      FitOptions o;
+      o.gpu = gpu;
+      o.start_from_defaults = true;
+      o.jobs = jobs;
+      auto fit = Fit(train, o);
+      if (!fit.ok()) continue;
+      const std::vector<CaseResult> predicted =
+          RunCases(WithCalibration(held, gpu, fit->fitted), jobs);
+      for (size_t j = 0; j < held_at.size(); ++j) cv.results[held_at[j]] = predicted[j];
+    }
+    cv.gpus.push_back(std::move(entry));
+  }
+  return cv;
+}
+
+namespace {
+
+// The results of one GPU.
+std::vector<CaseResult> OfGpu(const std::vector<CaseResult>& results,
+                              const std::vector<std::string>& gpu_of, const std::string& gpu) {
+  std::vector<CaseResult> out;
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (gpu_of[i] == gpu) out.push_back(results[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void AddCrossValidation(const CrossValidation& cv, nlohmann::ordered_json& j) {
+  j["cross_validated_mape"] = nlohmann::ordered_json::object();
+  for (const auto& [metric, m] : MapeByMetric(cv.results)) j["cross_validated_mape"][metric] = m;
+  j["cross_validated_cases"] = nlohmann::ordered_json::array();
+  for (const CaseResult& r : cv.results) {
+    for (const MetricResult& m : r.metrics) {
+      j["cross_validated_cases"].push_back({{"id", r.id},
+                                            {"group", r.group},
+                                            {"metric", m.metric},
+                                            {"predicted", m.predicted},
+                                            {"error_pct", m.error_pct}});
+    }
+  }
+  j["cross_validated_mape_by_gpu"] = nlohmann::ordered_json::object();
+  j["cross_validation"] = nlohmann::ordered_json::array();
+  for (const CrossValidation::Gpu& g : cv.gpus) {
+    nlohmann::ordered_json per = nlohmann::ordered_json::object();
+    for (const auto& [metric, m] : MapeByMetric(OfGpu(cv.results, cv.gpu, g.gpu))) per[metric] = m;
+    j["cross_validated_mape_by_gpu"][g.gpu] = per;
+    j["cross_validation"].push_back({{"gpu", g.gpu}, {"folding", g.folding}, {"folds", g.folds}});
+  }
+}
+
+std::string CrossValidationText(const CrossValidation& cv,
+                                const std::vector<CaseResult>& in_sample) {
+  report::Table t({"gpu", "left out one", "metric", "cases", "in-sample", "cross-validated"});
+  for (const CrossValidation::Gpu& g : cv.gpus) {
+    const auto ins = MapeByMetric(OfGpu(in_sample, cv.gpu, g.gpu));
+    const std::vector<CaseResult> mine = OfGpu(cv.results, cv.gpu, g.gpu);
+    std::map<std::string, int> count;
+    for (const CaseResult& r : mine) {
+      for (const MetricResult& m : r.metrics) count[m.metric]++;
+    }
+    const std::string folding = g.folding == "none"    ? "(not fitted)"
+                                : g.folding == "model" ? "model"
+                                                       : "source";
+    for (const auto& [metric, m] : MapeByMetric(mine)) {
+      if (metric.find("memory") != std::string::npos) continue;  // calibration moves time only
+      t.AddRow({g.gpu, folding, metric, absl::StrCat(count[metric]),
+                absl::StrFormat("%.1f%%", ins.at(metric)), absl::StrFormat("%.1f%%", m)});
+    }
+  }
+  std::string out =
+      "\nCross-validated: each case predicted by a calibration fitted without its source (GPUs\n"
+      "fitted to one source: without its model); cases from sources no fit used keep their\n"
+      "prediction, already out of sample.\n";
+  absl::StrAppend(&out, t.Render(0));
+  for (const CrossValidation::Gpu& g : cv.gpus) {
+    if (g.folds.empty()) continue;
+    absl::StrAppend(&out, "  ", g.gpu, " folds: ", absl::StrJoin(g.folds, ", "), "\n");
+  }
+  return out;
+}
+
+}  // namespace sim::validate

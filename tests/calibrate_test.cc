@@ -1,0 +1,185 @@
+// stepsim calibrate's fit (sim/validate/calibrate.h): it recovers a calibration from cases
+// whose "measurements" were made with it, is the same for any thread count, refuses cases of
+// another GPU type, writes a file that reads back as what it fitted, and cross-validation
+// predicts each held-out source with a fit that never saw it.
+
+#include "sim/validate/calibrate.h"
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "sim/config/catalog.h"
+#include "sim/replay/replay.h"
+#include "sim/report/run_summary.h"
+
+namespace sim::validate {
+namespace {
+
+// A small Llama-style job on 8 A100s whose shape moves the GEMM, attention and memory shares.
+constexpr const char* kCase = R"(schema_version: 1
+name: synthetic
+model: {name: synthetic, family: llama, layers: 4, hidden: HIDDEN, heads: 16, kv_heads: 8,
+        ffn_hidden: FFN, vocab: 32000, mlp: swiglu, norm: rmsnorm, position: rope,
+        tied_embeddings: false}
+cluster: {node: NODE, nodes: 1}
+training: {seq_len: SEQ, micro_batch: MB, global_batch: GB, recompute: none, attention: flash}
+parallel: {framework: fsdp, zero: 3}
+)";
+
+Scenario Make(const char* node, int64_t hidden, int64_t seq, int64_t mb) {
+  const std::string text = absl::StrReplaceAll(kCase, {{"HIDDEN", absl::StrCat(hidden)},
+                                                       {"FFN", absl::StrCat(hidden * 7 / 2)},
+                                                       {"NODE", node},
+                                                       {"SEQ", absl::StrCat(seq)},
+                                                       {"MB", absl::StrCat(mb)},
+                                                       {"GB", absl::StrCat(8 * mb * 2)}});
+  auto loader = config::ScenarioLoader::FromText(config::DataRoot{STEPSIM_SOURCE_DIR}, text,
+                                                 "calibrate_test");
+  REQUIRE(loader.ok());
+  auto s = loader->Load({});
+  INFO(s.status().message());
+  REQUIRE(s.ok());
+  return *s;
+}
+
+// What the fit is to find: off every default and every bound.
+GpuCalibration Truth(const Scenario& s) {
+  GpuCalibration c = s.cluster.gpu.calibration;
+  c.gemm_efficiency = 0.55;
+  c.attention_efficiency = 0.45;
+  c.roofline_blend = 0.2;
+  return c;
+}
+
+// Cases of `file` on `node` whose measured step times are the replay's under Truth().
+std::vector<ValidationCase> Synthetic(const char* node, const std::string& file) {
+  std::vector<ValidationCase> cases;
+  int i = 0;
+  for (int64_t hidden : {1024, 2048, 4096}) {
+    for (auto [seq, mb] : {std::pair<int64_t, int64_t>{512, 1}, {2048, 2}, {8192, 1}}) {
+      ValidationCase c;
+      c.id = absl::StrCat("synthetic-", hidden, "-", seq, "-", mb);
+      c.file = file;
+      c.line = ++i;
+      c.scenario = Make(node, hidden, seq, mb);
+      Scenario truth = c.scenario;
+      truth.cluster.gpu.calibration = Truth(truth);
+      auto r = replay::Simulate(truth, {});
+      REQUIRE(r.ok());
+      c.measured["step_s"] = report::Summarize(truth, *r).step.seconds();
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+FitOptions Options(const std::string& gpu, int jobs = 1) {
+  FitOptions o;
+  o.gpu = gpu;
+  o.params = {"gemm_efficiency", "attention_efficiency", "roofline_blend"};
+  o.start_from_defaults = true;
+  o.jobs = jobs;
+  return o;
+}
+
+TEST_CASE("calibrate recovers the calibration synthetic cases were made with", "[calibrate]") {
+  const std::vector<ValidationCase> cases = Synthetic("dgx-a100-80gb", "synthetic-a.yaml");
+  auto fit = Fit(cases, Options("A100-SXM4-80GB"));
+  REQUIRE(fit.ok());
+  const GpuCalibration truth = Truth(cases[0].scenario);
+  CHECK(fit->start_mape > 10);
+  CHECK(fit->mape < 0.5);
+  CHECK(fit->fitted.gemm_efficiency == Approx(truth.gemm_efficiency).margin(0.01));
+  CHECK(fit->fitted.attention_efficiency == Approx(truth.attention_efficiency).margin(0.02));
+  CHECK(fit->fitted.roofline_blend == Approx(truth.roofline_blend).margin(0.05));
+  // Terms the fit does not move keep the catalog's (microbenchmarked) values.
+  CHECK(fit->fitted.memory_efficiency ==
+        cases[0].scenario.cluster.gpu.calibration.memory_efficiency);
+  CHECK(fit->cases == 9);
+  CHECK(fit->sources == std::vector<std::string>{"synthetic-a"});
+}
+
+TEST_CASE("calibrate is the same for any thread count", "[calibrate]") {
+  const std::vector<ValidationCase> cases = Synthetic("dgx-a100-80gb", "synthetic-a.yaml");
+  auto one = Fit(cases, Options("A100-SXM4-80GB", 1));
+  auto two = Fit(cases, Options("A100-SXM4-80GB", 2));
+  REQUIRE(one.ok());
+  REQUIRE(two.ok());
+  CHECK(CalibrationFileText(*one, "cmd") == CalibrationFileText(*two, "cmd"));
+  CHECK(FitText(*one) == FitText(*two));
+}
+
+TEST_CASE("calibrate refuses cases of another GPU type", "[calibrate]") {
+  std::vector<ValidationCase> cases = Synthetic("dgx-a100-80gb", "synthetic-a.yaml");
+  cases.push_back(Synthetic("dgx-h100", "synthetic-h.yaml").front());
+  auto fit = Fit(cases, Options("A100-SXM4-80GB"));
+  REQUIRE_FALSE(fit.ok());
+  CHECK(fit.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(fit.status().message()) ==
+        "synthetic-h.yaml:1: case synthetic-1024-512-1 runs on H100-SXM5-80GB, not "
+        "A100-SXM4-80GB: a calibration belongs to one GPU type (leave the case's file out, or "
+        "pass --skip-other-gpus)");
+}
+
+TEST_CASE("the calibration file reads back as the calibration that was fitted", "[calibrate]") {
+  const std::vector<ValidationCase> cases = Synthetic("dgx-a100-80gb", "synthetic-a.yaml");
+  auto fit = Fit(cases, Options("A100-SXM4-80GB"));
+  REQUIRE(fit.ok());
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "stepsim-calibrate-test.yaml").string();
+  std::ofstream(path) << CalibrationFileText(*fit, "stepsim calibrate test");
+  auto file = config::LoadCalibrationFile(config::DataRoot{STEPSIM_SOURCE_DIR}, path);
+  std::remove(path.c_str());
+  REQUIRE(file.ok());
+  CHECK(file->gpu == "A100-SXM4-80GB");
+  CHECK(file->calibration.gemm_efficiency == fit->fitted.gemm_efficiency);
+  CHECK(file->calibration.attention_efficiency == fit->fitted.attention_efficiency);
+  CHECK(file->calibration.roofline_blend == fit->fitted.roofline_blend);
+  CHECK(file->calibration.fit_sources == fit->sources);
+  // The cases predict the same with the file read back: the fit's MAPE.
+  const std::vector<CaseResult> r =
+      RunCases(WithCalibration(cases, file->gpu, file->calibration), 1);
+  double sum = 0;
+  for (const CaseResult& c : r) sum += std::abs(*StepTimeError(c));
+  CHECK(sum / static_cast<double>(r.size()) == Approx(fit->mape).epsilon(1e-9));
+}
+
+TEST_CASE("a calibration file naming an unknown GPU is refused with the nearest name",
+          "[calibrate]") {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "stepsim-calibrate-bad.yaml").string();
+  std::ofstream(path) << "schema_version: 1\ngpu: A100-SXM4-81GB\ncalibration: {}\n";
+  auto file = config::LoadCalibrationFile(config::DataRoot{STEPSIM_SOURCE_DIR}, path);
+  std::remove(path.c_str());
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.status().code() == absl::StatusCode::kNotFound);
+  CHECK(std::string(file.status().message()) ==
+        absl::StrCat(path, ": gpu: unknown GPU 'A100-SXM4-81GB' (did you mean 'A100-SXM4-80GB'?)"));
+}
+
+TEST_CASE("cross-validation predicts each fitted source with a fit to the others", "[calibrate]") {
+  // Two sources made with the same truth: each fold's fit to the other recovers it, so the
+  // cross-validated errors are near zero while the in-sample ones (catalog calibration) are not.
+  std::vector<ValidationCase> cases = Synthetic("dgx-a100-80gb", "source-a.yaml");
+  for (ValidationCase& c : Synthetic("dgx-a100-80gb", "source-b.yaml")) {
+    c.id += "-b";
+    cases.push_back(std::move(c));
+  }
+  for (ValidationCase& c : cases)
+    c.scenario.cluster.gpu.calibration.fit_sources = {"source-a", "source-b"};
+  const std::vector<CaseResult> in_sample = RunCases(cases, 1);
+  const CrossValidation cv = CrossValidate(cases, in_sample, 2);
+  REQUIRE(cv.gpus.size() == 1);
+  CHECK(cv.gpus[0].folding == "source");
+  CHECK(cv.gpus[0].folds == std::vector<std::string>{"source-a", "source-b"});
+  const auto in = MapeByMetric(in_sample), out = MapeByMetric(cv.results);
+  CHECK(in.at("step_s") > 5);
+  CHECK(out.at("step_s") < 1);
+}
+
+}  // namespace
+}  // namespace sim::validate

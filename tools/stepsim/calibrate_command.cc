@@ -1,0 +1,129 @@
+// stepsim calibrate CASES.yaml... --gpu GPU --out FILE: fits one GPU type's calibration to
+// measured step times (sim/validate/calibrate.h).
+
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "sim/config/catalog.h"
+#include "sim/explore/runner.h"
+#include "sim/validate/calibrate.h"
+#include "tools/stepsim/cli.h"
+#include "tools/stepsim/flags.h"
+
+namespace stepsim_cli {
+
+namespace {
+
+nlohmann::ordered_json FitJson(const sim::validate::FitResult& fit) {
+  nlohmann::ordered_json params = nlohmann::ordered_json::object();
+  for (const sim::validate::CalibrationParam& p : sim::validate::CalibrationParams()) {
+    const bool moved = std::find(fit.params.begin(), fit.params.end(), p.name) != fit.params.end();
+    params[std::string(p.name)] = {{"start", *sim::validate::ParamValue(fit.start, p.name)},
+                                   {"fitted", *sim::validate::ParamValue(fit.fitted, p.name)},
+                                   {"low", p.low},
+                                   {"high", p.high},
+                                   {"moved", moved}};
+  }
+  return {{"schema_version", 1},    {"gpu", fit.gpu},
+          {"params", params},       {"start_mape", fit.start_mape},
+          {"mape", fit.mape},       {"cases", fit.cases},
+          {"sources", fit.sources}, {"evaluations", fit.evaluations}};
+}
+
+}  // namespace
+
+int CalibrateCommand(const std::vector<std::string>& args) {
+  FlagSet flags(
+      "stepsim calibrate CASES.yaml... --gpu GPU --out FILE [flags]",
+      "Fits the calibration of one GPU type (the compute efficiencies of topologies/gpus.yaml)\n"
+      "to the step times the cases measured: a bounded, deterministic coordinate descent on the\n"
+      "mean absolute step-time error, one error per case (its step_s, or the step time its\n"
+      "tokens/s, MFU or HFU imply). Prints each parameter before and after with its bounds and\n"
+      "the MAPE, and writes FILE, which --calibration FILE reads back in run, sweep, compare,\n"
+      "plan and validate. The search moves gemm_efficiency, attention_efficiency,\n"
+      "roofline_blend and overlap_slowdown; memory_efficiency, launch_overhead,\n"
+      "dispatch_overhead and comm_efficiency rest on microbenchmarks and keep the catalog's\n"
+      "values unless --params names them.",
+      {{"gpu", "GPU", "the GPU type (catalog name) whose calibration is fitted; required"},
+       {"out", "FILE", "write the calibration file here; required"},
+       {"fix", "NAME=VALUE", "pin a parameter instead of fitting it", true},
+       {"params", "NAMES", "comma-separated parameters to fit (default: the compute terms)"},
+       {"from-defaults", "", "start from the first estimates, not the catalog's calibration"},
+       {"skip-other-gpus", "", "leave out the cases that run on other GPUs instead of failing"},
+       {"jobs", "N", "worker threads (default: all cores); the fit is the same for any N"},
+       {"json", "PATH", "write the fit (parameters, MAPE, cases) as JSON (- = standard output)"},
+       CalibrationFlag()});
+  if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("calibrate", st);
+  if (flags.help_requested()) {
+    std::cout << flags.Help();
+    return kExitOk;
+  }
+  const auto gpu = flags.Get("gpu");
+  const auto out = flags.Get("out");
+  if (flags.positional().empty() || !gpu || !out) {
+    return Fail("calibrate",
+                absl::InvalidArgumentError("expected CASES.yaml files, --gpu GPU and --out FILE"));
+  }
+  if (absl::Status st = CheckOutputPath(*out); !st.ok()) return Fail("calibrate", st);
+  auto root = DataRootFor(flags);
+  if (!root.ok()) return Fail("calibrate", root.status());
+  auto catalogs = sim::config::LoadCatalogs(*root);
+  if (!catalogs.ok()) return Fail("calibrate", catalogs.status());
+  auto spec = sim::config::FindGpu(catalogs->gpus, *gpu);
+  if (!spec.ok()) return Fail("calibrate", spec.status());
+
+  sim::validate::FitOptions options;
+  options.gpu = spec->name;
+  options.start_from_defaults = flags.Has("from-defaults");
+  options.jobs = sim::explore::DefaultJobs();
+  if (auto j = flags.Get("jobs"); j && (!absl::SimpleAtoi(*j, &options.jobs) || options.jobs < 1)) {
+    return Fail("calibrate", absl::InvalidArgumentError("--jobs expects a positive integer"));
+  }
+  if (auto p = flags.Get("params")) options.params = absl::StrSplit(*p, ',', absl::SkipEmpty());
+  for (const std::string& kv : flags.GetAll("fix")) {
+    const std::pair<std::string, std::string> nv = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    double v = 0;
+    if (nv.first.empty() || !absl::SimpleAtod(nv.second, &v)) {
+      return Fail("calibrate",
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "--fix expects NAME=VALUE (comm_efficiency=0.81), got '", kv, "'")));
+    }
+    options.fixed.push_back({nv.first, v});
+  }
+  std::vector<sim::ValidationCase> cases;
+  int others = 0;
+  for (const std::string& f : flags.positional()) {
+    auto c = sim::config::LoadCases(*root, f);
+    if (!c.ok()) return Fail("calibrate", c.status());
+    for (sim::ValidationCase& v : *c) {
+      if (flags.Has("skip-other-gpus") && absl::AsciiStrToLower(v.scenario.cluster.gpu.name) !=
+                                              absl::AsciiStrToLower(options.gpu)) {
+        ++others;
+        continue;
+      }
+      cases.push_back(std::move(v));
+    }
+  }
+  auto fit = sim::validate::Fit(cases, options);
+  if (!fit.ok()) return Fail("calibrate", fit.status());
+  const std::string command = absl::StrCat("stepsim calibrate ", absl::StrJoin(args, " "));
+  if (absl::Status st = WriteOutput(*out, sim::validate::CalibrationFileText(*fit, command));
+      !st.ok()) {
+    return Fail("calibrate", st);
+  }
+  if (auto p = flags.Get("json")) {
+    if (absl::Status st = WriteOutput(*p, FitJson(*fit).dump(2) + "\n"); !st.ok()) {
+      return Fail("calibrate", st);
+    }
+    if (*p == "-") return kExitOk;
+  }
+  std::cout << sim::validate::FitText(*fit);
+  if (others > 0) std::cout << others << " cases on other GPUs left out (--skip-other-gpus).\n";
+  std::cout << "Wrote " << *out << "; use it with --calibration " << *out << "\n";
+  return kExitOk;
+}
+
+}  // namespace stepsim_cli
