@@ -126,8 +126,8 @@ absl::StatusOr<CalibrationFile> ReadCalibrationFile(const std::string& path,
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {
   if (!CheckMapping(node, path,
                     {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
-                     "nvlink_bandwidth", "calibration", "calibration_file", "price_per_hour_usd",
-                     "price_source", "source"},
+                     "nvlink_bandwidth", "blas_workspace", "calibration", "calibration_file",
+                     "price_per_hour_usd", "price_source", "source"},
                     errors)) {
     return std::nullopt;
   }
@@ -146,6 +146,7 @@ std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, Y
   ReadString(opt("usable_hbm_source"), errors);
   if (auto v = ReadBandwidth(req("hbm_bandwidth"), errors)) g.hbm_bandwidth = *v;
   if (auto v = ReadBandwidth(req("nvlink_bandwidth"), errors)) g.nvlink_bandwidth = *v;
+  if (auto v = ReadBytes(opt("blas_workspace"), errors)) g.blas_workspace = *v;
   if (auto v = ReadDouble(opt("price_per_hour_usd"), errors, 0.0, 1e4)) g.price_per_hour_usd = *v;
   ReadString(opt("price_source"), errors);
   if (auto v = ReadString(req("source"), errors)) g.source = *v;

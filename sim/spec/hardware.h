@@ -58,6 +58,10 @@ struct GpuSpec {
   // Per-GPU NVLink/Infinity Fabric bandwidth, both directions summed, as datasheets quote it.
   Bandwidth nvlink_bandwidth;
   GpuCalibration calibration;
+  // The cuBLAS workspace PyTorch allocates through its caching allocator for the compute
+  // stream's handle (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: 32 MiB
+  // from compute capability 9.0 on, 2 x 4 MiB + 8 x 16 KiB before): in torch's counters.
+  Bytes blas_workspace = Bytes::Count(4096 * 1024 * 2 + 16 * 1024 * 8);
   std::optional<double> price_per_hour_usd;
   std::string source;
 

@@ -168,6 +168,7 @@ class Lowerer {
             {MemWhen::kIssue, MemCategory::kGradients, LazyGradients() ? Bytes() : st.gradients},
             {MemWhen::kIssue, MemCategory::kOptimizer, st.optimizer},
             {MemWhen::kIssue, MemCategory::kCommBuffers, policy_.PersistentBuffers()},
+            {MemWhen::kIssue, MemCategory::kWorkspace, s_.cluster.gpu.blas_workspace},
             {MemWhen::kIssue, MemCategory::kReserved, s_.runtime.reserved}};
   }
 
