@@ -43,8 +43,8 @@ TEST_CASE("help for the command and each subcommand", "[cli]") {
                            "--micro-batch", "--json", "--framework", "--tp", "--sp"}) {
     CHECK(absl::StrContains(ledger.out, flag));
   }
-  for (const char* cmd :
-       {"run", "sweep", "compare", "plan", "merge", "validate", "calibrate", "topo"}) {
+  for (const char* cmd : {"run", "sweep", "compare", "plan", "merge", "validate", "calibrate",
+                          "topo", "collective"}) {
     INFO(cmd);
     Result r = Stepsim(std::string(cmd) + " --help");
     CHECK(r.status == 0);
@@ -279,6 +279,39 @@ TEST_CASE("calibrate writes a file that run and validate read back with --calibr
   Result bad = Stepsim("run scenarios/default.yaml --calibration tests/bad/scenario-scalar.yaml");
   CHECK(bad.status == 2);
   CHECK(absl::StrContains(bad.out, "scenario-scalar.yaml"));
+}
+
+TEST_CASE("collective prints nccl-tests rows with a latency floor and refuses bad input", "[cli]") {
+  Result r = Stepsim("collective all_reduce --node dgx-h100 --sizes 8..1G:x8 --json -");
+  REQUIRE(r.status == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["rows"].size() == 10);  // 8, 64, ..., 2^30
+  CHECK(j["gpus"] == 8);
+  double last_bus = 0;
+  for (const auto& row : j["rows"]) {
+    const double bytes = row["bytes"].get<double>(), t = row["time_s"].get<double>();
+    // nccl-tests' conventions: algbw = size / time, all-reduce busbw = algbw x 2(n-1)/n.
+    CHECK(row["algbw_bytes_per_s"].get<double>() == Approx(bytes / t));
+    CHECK(row["busbw_bytes_per_s"].get<double>() == Approx(bytes / t * 2 * 7 / 8));
+    CHECK(row["busbw_bytes_per_s"].get<double>() >= last_bus);  // rises with size
+    last_bus = row["busbw_bytes_per_s"].get<double>();
+  }
+  Result gather = Stepsim(
+      "collective all_gather --cluster topologies/dgx-h100-superpod.yaml "
+      "--gpus 16 --sizes 1M,64M --algo ring");
+  CHECK(gather.status == 0);
+  CHECK(absl::StrContains(gather.out, "all_gather over 16 x H100-SXM5-80GB (2 nodes"));
+  for (const char* bad :
+       {"collective all_reduc --node dgx-h100", "collective all_reduce --node dgx-h10",
+        "collective all_reduce --node dgx-h100 --sizes 1Q",
+        "collective all_reduce --node dgx-h100 --nodes 2 --gpus 12",
+        "collective all_reduce --node dgx-h100 --algo rign"}) {
+    INFO(bad);
+    const Result b = Stepsim(bad);
+    CHECK(b.status == 2);
+  }
+  CHECK(absl::StrContains(Stepsim("collective all_reduc --node dgx-h100").out,
+                          "did you mean 'all_reduce'"));
 }
 
 TEST_CASE("bad input exits 2 with a located message and writes nothing", "[cli]") {

@@ -5,6 +5,7 @@
 // per problem.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,12 @@ struct FabricLimits {
 absl::StatusOr<FabricSpec> LoadFabric(const DataRoot& root, absl::string_view name_or_path,
                                       const FabricLimits& limits = {});
 std::vector<std::string> CatalogFabricNames(const DataRoot& root);
+
+// A cluster from a node type of the catalog, a node count and a fabric (a catalog name or a
+// path; none: the non-blocking rail-optimised default), as the command line gives them.
+// NotFound with the nearest name for an unknown node type or fabric.
+absl::StatusOr<ClusterSpec> ResolveCluster(const DataRoot& root, absl::string_view node,
+                                           int64_t nodes, std::optional<std::string> fabric);
 
 // A cluster topology file (topologies/NAME.yaml): node type x nodes x fabric.
 struct ClusterTopologyFile {

@@ -149,6 +149,34 @@ absl::StatusOr<FabricSpec> LoadFabric(const DataRoot& root, absl::string_view na
   return *f;
 }
 
+absl::StatusOr<ClusterSpec> ResolveCluster(const DataRoot& root, absl::string_view node,
+                                           int64_t nodes, std::optional<std::string> fabric) {
+  auto catalogs = LoadCatalogs(root);
+  if (!catalogs.ok()) return catalogs.status();
+  ClusterSpec c;
+  c.nodes = nodes;
+  std::vector<std::string> names;
+  const NodeSpec* found = nullptr;
+  for (const NodeSpec& n : catalogs->nodes) {
+    names.push_back(n.name);
+    if (n.name == node) found = &n;
+  }
+  if (found == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown node type '", node, "'", DidYouMean(node, names)));
+  }
+  c.node = *found;
+  auto g = FindGpu(catalogs->gpus, c.node.gpu);
+  if (!g.ok()) return g.status();
+  c.gpu = *g;
+  if (fabric) {
+    auto f = LoadFabric(root, *fabric, FabricLimits{nodes, c.node.nics_per_node});
+    if (!f.ok()) return f.status();
+    c.fabric = *f;
+  }
+  return c;
+}
+
 absl::StatusOr<ClusterTopologyFile> LoadClusterTopology(const DataRoot& root,
                                                         const std::string& file) {
   auto doc = LoadYamlFile(file);

@@ -46,6 +46,7 @@ int MergeCommand(const std::vector<std::string>& args);
 int PlanCommand(const std::vector<std::string>& args);
 int ValidateCommand(const std::vector<std::string>& args);
 int CalibrateCommand(const std::vector<std::string>& args);
+int CollectiveCommand(const std::vector<std::string>& args);
 int TopoCommand(const std::vector<std::string>& args);
 
 }  // namespace stepsim_cli

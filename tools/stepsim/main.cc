@@ -32,7 +32,8 @@ std::string TopHelp() {
       "  validate [CASES] predictions against published measurements, per case and as MAPE\n"
       "  calibrate CASES  fit a GPU type's calibration to measured step times (--gpu, --out)\n"
       "  topo CLUSTER     the cluster graph: switches, links, bisection, collective bus "
-      "bandwidth\n\n"
+      "bandwidth\n"
+      "  collective KIND  one collective across message sizes, as nccl-tests prints it\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
       "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
       "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
@@ -58,10 +59,11 @@ int main(int argc, char** argv) {
   if (command == "validate") return stepsim_cli::ValidateCommand(rest);
   if (command == "calibrate") return stepsim_cli::CalibrateCommand(rest);
   if (command == "topo") return stepsim_cli::TopoCommand(rest);
+  if (command == "collective") return stepsim_cli::CollectiveCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
             << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge",
-                                         "validate", "calibrate", "topo"})
+                                         "validate", "calibrate", "topo", "collective"})
             << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
 }
