@@ -1,9 +1,14 @@
-// Predicted collective bus bandwidth against published nccl-tests runs
-// (../shared/validation/collectives.yaml, large messages). Single-node H100/H200 rows run NVLS;
-// the two-node H100 rows (AWS p5, GCP a3-mega) run NCCL's NVLS tree, whose busbw exceeds what
-// the NICs carry because only each rail's 1/8 shard crosses them. The single-node A100 rows and
-// the H100 NVLS row are where comm_efficiency (0.77) and nvls_efficiency (0.61) come from, so
-// they check consistency only; the H200 and two-node rows are independent of the calibration.
+// Predicted collective bus bandwidth and algorithm against published nccl-tests and rccl-tests
+// runs (../shared/validation/collectives.yaml), on the systems of topologies/systems/.
+//
+// What each run is to the model: the transports' ramps were fitted to one curve each
+// (tools/fit-transport-ramps.py: A100 Azure for NVLink, H100 Azure for NVLS, MI300X for Infinity
+// Fabric, p4de for EFA, a3-mega for TCPXO, ABCI for InfiniBand), and comm_efficiency and
+// nvls_efficiency to the single-node A100 and H100 runs, so those hold the model to its own
+// fit; the H200 runs (Azure, stas), the OCI two-node run and the p5 run are independent of it.
+// Two runs are printed and not held, for a stated reason: ABCI ran NCCL 2.8 with CollNet
+// (SHARP) requested, which stepsim does not model yet; p5's EFA v2 with 32 NICs per node
+// ramps up later along its curve than the p4de EFA ramp predicts (held at large messages only).
 #include <catch2/catch.hpp>
 #include <cstdio>
 
@@ -14,27 +19,13 @@
 namespace sim {
 namespace {
 
-// A system of a nccl-tests run: `nodes` x 8 GPUs with the given NVLink (GB/s per GPU, one
-// direction) and NICs (count x Gb/s), two nodes joined by one switch.
-ClusterSpec System(const config::Catalogs& catalogs, const char* id, const char* gpu, int64_t nodes,
-                   double nvlink_gbps, int64_t nics, double nic_gbit) {
-  ClusterSpec c;
-  c.gpu = *config::FindGpu(catalogs.gpus, gpu);
-  c.nodes = nodes;
-  c.node.name = id;
-  c.node.gpu = c.gpu.name;
-  c.node.gpus_per_node = 8;
-  c.node.intra_node_bandwidth = Bandwidth::GBps(nvlink_gbps);
-  c.node.nics_per_node = nics;
-  c.node.nic_bandwidth = Bandwidth::Gbps(nic_gbit);
-  if (nodes > 1) {
-    FabricSpec f;
-    f.name = "two nodes on one switch";
-    f.link_bandwidth = c.node.nic_bandwidth;
-    f.leaf_ports = 64;
-    c.fabric = f;
-  }
-  return c;
+const config::DataRoot kRoot{STEPSIM_SOURCE_DIR};
+
+ClusterSpec System(const char* file) {
+  auto f = config::LoadClusterTopology(
+      kRoot, std::string(STEPSIM_SOURCE_DIR "/topologies/systems/") + file + ".yaml");
+  REQUIRE(f.ok());
+  return f->cluster;
 }
 
 // nccl-tests' bus bandwidth: the bytes each GPU sends (SPEC §2) over the time, in GB/s.
@@ -42,179 +33,241 @@ double BusBandwidthGBps(CollectiveKind kind, Bytes m, int64_t n, Duration time) 
   return static_cast<double>(BytesSentPerGpu(kind, m, n).count()) / time.seconds() / 1e9;
 }
 
-struct Run {
-  const char* id;   // collectives.yaml run id
-  const char* gpu;  // catalog GPU
-  int64_t nodes;
-  double nvlink_gbps;  // per GPU one direction, GB/s
-  int64_t nics;
-  double nic_gbit;        // per NIC, Gb/s
-  double bytes;           // message size of the compared row
-  double measured_busbw;  // GB/s
-  bool modelled;          // NCCL ran an algorithm stepsim models
-  CollectiveKind kind = CollectiveKind::kAllReduce;
-  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kAuto;  // what NCCL was allowed
-};
-
-TEST_CASE("collective bus bandwidth against nccl-tests", "[topology][nccl]") {
-  const config::DataRoot root{STEPSIM_SOURCE_DIR};
-  auto catalogs = config::LoadCatalogs(root);
-  REQUIRE(catalogs.ok());
-  const std::vector<Run> runs = {
-      {"oci_gpu4_8_a100_1n8g_allreduce", "A100-SXM4-40GB", 1, 300, 0, 0, 10737418240.0, 232.04,
-       true},
-      {"azure_nda100v4_1n8g_allreduce", "A100-SXM4-80GB", 1, 300, 0, 0, 8589934592.0, 231.58, true},
-      {"azure_ndh100v5_1n8g_allreduce (NVLS)", "H100-SXM5-80GB", 1, 450, 0, 0, 8589934592.0, 478.87,
-       true},
-      {"azure_ndh200v5_1n8g_allreduce (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 8589934592.0, 479.98,
-       true},
-      {"stas_h200_1n8g_allreduce_ncclt_v2 (NVLS)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0,
-       480.7, true},
-      {"oci_gpu4_8_a100_2n16g_allreduce_ocijp", "A100-SXM4-40GB", 2, 300, 16, 100, 10737418240.0,
-       222.88, true},
-      {"aws_p4de_2n16g_allreduce_awsome", "A100-SXM4-80GB", 2, 300, 4, 100, 2147483648.0, 78.33,
-       true},
-      {"aws_p5_2n16g_allreduce_awsome (NVLS tree)", "H100-SXM5-80GB", 2, 450, 32, 100,
-       17179869184.0, 487.09, true},
-      {"gcp_a3mega_2n16g_allreduce_ztan (NVLS tree)", "H100-SXM5-80GB", 2, 450, 8, 200,
-       8589934592.0, 338.82, true},
-      // stas_h200_1node_points_ncclt: 16 GiB, ring with NVLS disabled, all-gather, reduce-scatter.
-      {"stas_h200_1node_points (ring, NVLS off)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0,
-       367.2, true, CollectiveKind::kAllReduce, CollectiveAlgorithm::kRing},
-      {"stas_h200_1node_points (all_gather)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0, 361.4,
-       true, CollectiveKind::kAllGather},
-      {"stas_h200_1node_points (reduce_scatter)", "H200-SXM-141GB", 1, 450, 0, 0, 17179869184.0,
-       362.9, true, CollectiveKind::kReduceScatter},
-  };
-  std::printf("\n%-46s %10s %10s %8s\n", "nccl-tests run (busbw GB/s)", "measured", "stepsim",
-              "error");
-  int held = 0;
-  for (const Run& run : runs) {
-    const ClusterSpec c =
-        System(*catalogs, run.id, run.gpu, run.nodes, run.nvlink_gbps, run.nics, run.nic_gbit);
-    auto topo = cluster::Topology::Build(c);
-    REQUIRE(topo.ok());
-    cost::GraphCostModel model(*topo, c, run.algorithm);
-    const Bytes m = Bytes::Round(run.bytes);
-    const auto p = model.Price(run.kind, m, CommGroup{8 * run.nodes, run.nodes, 1, 1, 0}, 1);
-    const double busbw = BusBandwidthGBps(run.kind, m, 8 * run.nodes, p.time);
-    const double err = 100 * (busbw - run.measured_busbw) / run.measured_busbw;
-    std::printf("%-46s %10.1f %10.1f %+7.1f%% %s\n", run.id, run.measured_busbw, busbw, err,
-                std::string(Name(p.algorithm)).c_str());
-    if (run.modelled) {
-      INFO(run.id);
-      CHECK(std::abs(err) <= 15.0);
-      ++held;
-    }
-  }
-  CHECK(held == 12);
+cost::PricedCollective Price(const ClusterSpec& c, int64_t gpus, CollectiveKind kind, Bytes m,
+                             CollectiveAlgorithm a = CollectiveAlgorithm::kAuto) {
+  auto topo = cluster::Topology::Build(c);
+  REQUIRE(topo.ok());
+  const cost::GraphCostModel model(*topo, c, a);
+  const int64_t nodes = (gpus + c.node.gpus_per_node - 1) / c.node.gpus_per_node;
+  return model.Price(kind, m, CommGroup{gpus, nodes, 1, 1, 0}, 1);
 }
 
-}  // namespace
-}  // namespace sim
-
-namespace sim {
-namespace {
-
-// The size ramp (comm_size_efficiency) against nccl-tests all-reduce curves, 1 MiB to 1 GiB
-// (../shared/validation/collectives.yaml, the rows of these ids). The Azure A100 and H200 node
-// curves are where the A100 and H200 tables come from (consistency); the stas H200 node and the
-// two-node AWS p4de curves are independent of them. Across nodes on EFA the ramp is steeper than
-// inside a node (the 1-16 MiB points of p4de are 30-120 % below the prediction): the tables are
-// per GPU type, fitted on NVLink, and only p4de's points from 64 MiB are held to the bound.
-struct Curve {
-  const char* id;
-  const char* gpu;
-  int64_t nodes;
-  double nvlink_gbps;
-  int64_t nics;
-  double nic_gbit;
-  double tolerance_pct;  // per point
-  double checked_from;   // bytes: smaller points are printed, not held to the tolerance
-  std::vector<std::pair<double, double>> points;  // bytes, measured busbw GB/s
+struct Run {
+  const char* id;      // collectives.yaml run id
+  const char* system;  // topologies/systems/ file
+  int64_t gpus;
+  double bytes;           // message size of the compared row
+  double measured_busbw;  // GB/s
+  // What NCCL ran: from the source where it says; "tree" where the measured busbw exceeds what
+  // a ring can carry over the node's NICs; otherwise what NCCL 2.28's tuner picks.
+  CollectiveAlgorithm algorithm;
+  const char* why_not_held = nullptr;  // printed only
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  CollectiveAlgorithm forced = CollectiveAlgorithm::kAuto;  // NCCL_ALGO / NVLS disabled
 };
 
-TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", "[nccl]") {
-  const config::DataRoot root{STEPSIM_SOURCE_DIR};
-  auto catalogs = config::LoadCatalogs(root);
-  REQUIRE(catalogs.ok());
-  const std::vector<Curve> curves = {
-      {"azure_nda100v4_1n8g_allreduce",
-       "A100-SXM4-80GB",
-       1,
-       300,
-       0,
-       0,
-       15,
-       0,
-       {{1048576, 36.22},
-        {4194304, 71.43},
-        {16777216, 109.22},
-        {67108864, 166.63},
-        {268435456, 213.87},
-        {1073741824, 228.1}}},
-      {"azure_ndh200v5_1n8g_allreduce",
-       "H200-SXM-141GB",
-       1,
-       450,
-       0,
-       0,
-       15,
-       0,
-       {{1048576, 52.96},
-        {4194304, 138.44},
-        {16777216, 240.41},
-        {67108864, 368.11},
-        {268435456, 432.24},
-        {1073741824, 467.58}}},
-      {"stas_h200_1n8g_allreduce_ncclt_v2",
-       "H200-SXM-141GB",
-       1,
-       450,
-       0,
-       0,
-       30,
-       0,
-       {{1048576, 72.45},
-        {4194304, 139.97},
-        {16777216, 242.45},
-        {67108864, 369.82},
-        {268435456, 442.27},
-        {1073741824, 464.0}}},
-      {"aws_p4de_2n16g_allreduce_awsome",
-       "A100-SXM4-80GB",
-       2,
-       300,
-       4,
-       100,
-       15,
-       67108864,
-       {{1048576, 6.35},
-        {4194304, 14.73},
-        {16777216, 26.39},
-        {67108864, 47.58},
-        {268435456, 69.89},
-        {1073741824, 76.79}}},
+using A = CollectiveAlgorithm;
+
+TEST_CASE("collective bus bandwidth and algorithm against nccl-tests", "[nccl]") {
+  const std::vector<Run> runs = {
+      {"oci_gpu4_8_a100_1n8g_allreduce", "oci-bm-gpu4-8", 8, 10737418240.0, 232.04, A::kRing},
+      {"azure_nda100v4_1n8g_allreduce", "azure-nda100-v4", 8, 8589934592.0, 231.58, A::kRing},
+      {"azure_ndh100v5_1n8g_allreduce", "azure-ndh100-v5", 8, 8589934592.0, 478.87, A::kNvls},
+      {"azure_ndh200v5_1n8g_allreduce", "azure-ndh200-v5", 8, 8589934592.0, 479.98, A::kNvls},
+      {"stas_h200_1n8g_allreduce_ncclt_v2", "azure-ndh200-v5", 8, 17179869184.0, 480.7, A::kNvls},
+      {"amd_mi300x_aac8_1n8g_allreduce_rccl", "amd-mi300x-8", 8, 8589934592.0, 315.69, A::kRing},
+      {"oci_gpu4_8_a100_2n16g_allreduce_ocijp", "oci-bm-gpu4-8", 16, 10737418240.0, 222.88,
+       A::kTree},
+      {"aws_p4de_2n16g_allreduce_awsome", "aws-p4de", 16, 2147483648.0, 78.33, A::kTree},
+      {"aws_p5_2n16g_allreduce_awsome", "aws-p5", 16, 17179869184.0, 487.09, A::kNvlsTree},
+      {"gcp_a3mega_2n16g_allreduce_ztan", "gcp-a3-mega", 16, 8589934592.0, 338.82, A::kNvlsTree},
+      {"abci_a100_2n16g_allreduce_sharp", "abci-a", 16, 2147483648.0, 105.46, A::kTree,
+       "CollNet (SHARP) not modelled"},
+      // stas_h200_1node_points_ncclt: NCCL 2.27.7 picks ring on 4 GPUs, NVLS on 5 to 8.
+      {"stas_h200_1node_points (4 GPUs)", "azure-ndh200-v5", 4, 8589934592.0, 363.3, A::kRing,
+       "NCCL 2.27.7 ran ring; 2.28's tuner as reproduced runs NVLS (25 us against the ring's "
+       "28.8 us at equal modelled bandwidth)"},
+      {"stas_h200_1node_points (5 GPUs)", "azure-ndh200-v5", 5, 8589934592.0, 414.2, A::kNvls},
+      {"stas_h200_1node_points (6 GPUs)", "azure-ndh200-v5", 6, 8589934592.0, 435.6, A::kNvls},
+      {"stas_h200_1node_points (7 GPUs)", "azure-ndh200-v5", 7, 8589934592.0, 460.0, A::kNvls},
+      {"stas_h200_1node_points (8 GPUs, NVLS off)", "azure-ndh200-v5", 8, 17179869184.0, 367.2,
+       A::kRing, nullptr, CollectiveKind::kAllReduce, A::kRing},
+      {"stas_h200_1node_points (all_gather)", "azure-ndh200-v5", 8, 17179869184.0, 361.4, A::kRing,
+       nullptr, CollectiveKind::kAllGather},
+      {"stas_h200_1node_points (reduce_scatter)", "azure-ndh200-v5", 8, 17179869184.0, 362.9,
+       A::kRing, nullptr, CollectiveKind::kReduceScatter},
   };
-  std::printf("\n%-36s %12s %9s %9s %7s\n", "nccl-tests curve (all_reduce)", "bytes", "measured",
-              "stepsim", "error");
-  for (const Curve& curve : curves) {
-    const ClusterSpec c = System(*catalogs, curve.id, curve.gpu, curve.nodes, curve.nvlink_gbps,
-                                 curve.nics, curve.nic_gbit);
-    auto topo = cluster::Topology::Build(c);
-    REQUIRE(topo.ok());
-    cost::GraphCostModel model(*topo, c, CollectiveAlgorithm::kAuto);
-    const int64_t n = 8 * curve.nodes;
-    for (const auto& [bytes, measured] : curve.points) {
+  std::printf("\n%-42s %9s %9s %8s  %-10s %-7s %s\n", "run (busbw GB/s)", "measured", "stepsim",
+              "error", "algorithm", "proto", "NCCL ran");
+  int held = 0;
+  for (const Run& run : runs) {
+    const ClusterSpec c = System(run.system);
+    const Bytes m = Bytes::Round(run.bytes);
+    const auto p = Price(c, run.gpus, run.kind, m, run.forced);
+    const double busbw = BusBandwidthGBps(run.kind, m, run.gpus, p.time);
+    const double err = 100 * (busbw - run.measured_busbw) / run.measured_busbw;
+    std::printf("%-42s %9.1f %9.1f %+7.1f%%  %-10s %-7s %s%s%s\n", run.id, run.measured_busbw,
+                busbw, err, std::string(Name(p.algorithm)).c_str(),
+                std::string(cost::ProtocolName(p.protocol)).c_str(),
+                std::string(Name(run.algorithm)).c_str(), run.why_not_held ? "  not held: " : "",
+                run.why_not_held ? run.why_not_held : "");
+    if (run.why_not_held) continue;
+    INFO(run.id);
+    CHECK(std::abs(err) <= 15.0);
+    CHECK(p.algorithm == run.algorithm);
+    ++held;
+  }
+  CHECK(held == 16);
+}
+
+struct Curve {
+  const char* id;
+  const char* system;
+  int64_t gpus;
+  const char* why_not_held = nullptr;
+};
+
+// The measured rows from 4 MiB up (bytes, busbw GB/s) of the curves below, in their order.
+const std::vector<std::vector<std::pair<double, double>>> kCurvePoints = {
+    // azure_nda100v4_1n8g_allreduce
+    {{4194304, 71.43},
+     {8388608, 89.99},
+     {16777216, 109.22},
+     {33554432, 132.77},
+     {67108864, 166.63},
+     {134217728, 174.18},
+     {268435456, 213.87},
+     {536870912, 221.58},
+     {1073741824, 228.1},
+     {2147483648, 230.22},
+     {4294967296, 230.48},
+     {8589934592, 231.58}},
+    // azure_ndh100v5_1n8g_allreduce
+    {{4194304, 128.73},
+     {8388608, 172.13},
+     {16777216, 234.45},
+     {33554432, 295.53},
+     {67108864, 361.78},
+     {134217728, 400.61},
+     {268435456, 423.38},
+     {536870912, 438.46},
+     {1073741824, 466.35},
+     {2147483648, 472.36},
+     {4294967296, 475.54},
+     {8589934592, 478.87}},
+    // azure_ndh200v5_1n8g_allreduce
+    {{4194304, 138.44},
+     {8388608, 181.94},
+     {16777216, 240.41},
+     {33554432, 300.91},
+     {67108864, 368.11},
+     {134217728, 412.45},
+     {268435456, 432.24},
+     {536870912, 442.72},
+     {1073741824, 467.58},
+     {2147483648, 472.57},
+     {4294967296, 477.41},
+     {8589934592, 479.98}},
+    // stas_h200_1n8g_allreduce_ncclt_v2
+    {{4194304, 139.97},
+     {8388608, 182.03},
+     {16777216, 242.45},
+     {33554432, 298.44},
+     {67108864, 369.82},
+     {134217728, 411.21},
+     {268435456, 442.27},
+     {536870912, 455.82},
+     {1073741824, 464.0},
+     {2147483648, 468.31},
+     {4294967296, 473.1},
+     {8589934592, 475.16},
+     {17179869184, 480.7}},
+    // amd_mi300x_aac8_1n8g_allreduce_rccl
+    {{4194304, 138.6},
+     {8388608, 173.16},
+     {16777216, 195.85},
+     {33554432, 238.45},
+     {67108864, 271.51},
+     {134217728, 293.5},
+     {268435456, 304.96},
+     {536870912, 310.37},
+     {1073741824, 313.66},
+     {2147483648, 314.75},
+     {4294967296, 315.26},
+     {8589934592, 315.69}},
+    // aws_p4de_2n16g_allreduce_awsome
+    {{4194304, 14.73},
+     {8388608, 20.62},
+     {16777216, 26.39},
+     {33554432, 40.85},
+     {67108864, 47.58},
+     {134217728, 64.31},
+     {268435456, 69.89},
+     {536870912, 74.28},
+     {1073741824, 76.79},
+     {2147483648, 78.33}},
+    // gcp_a3mega_2n16g_allreduce_ztan
+    {{4194304, 21.57},
+     {8388608, 27.5},
+     {16777216, 32.18},
+     {33554432, 59.36},
+     {67108864, 99.74},
+     {134217728, 152.32},
+     {268435456, 213.19},
+     {536870912, 263.69},
+     {1073741824, 297.86},
+     {2147483648, 318.4},
+     {4294967296, 330.58},
+     {8589934592, 338.82}},
+    // aws_p5_2n16g_allreduce_awsome
+    {{4194304, 46.64},
+     {8388608, 76.8},
+     {16777216, 105.52},
+     {33554432, 143.09},
+     {67108864, 209.19},
+     {134217728, 289.16},
+     {268435456, 342.81},
+     {536870912, 393.34},
+     {1073741824, 436.95},
+     {2147483648, 443.72},
+     {4294967296, 465.87},
+     {8589934592, 479.28},
+     {17179869184, 487.09}},
+    // abci_a100_2n16g_allreduce_sharp
+    {{4194304, 28.55},
+     {8388608, 40.64},
+     {16777216, 57.21},
+     {33554432, 72.31},
+     {67108864, 84.37},
+     {134217728, 97.26},
+     {268435456, 96.65},
+     {536870912, 100.87},
+     {1073741824, 104.1},
+     {2147483648, 105.46}}};
+
+// Every all-reduce curve from 4 MiB up within 20 %, as the measured rows give it.
+TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", "[nccl]") {
+  const std::vector<Curve> curves = {
+      {"azure_nda100v4_1n8g_allreduce", "azure-nda100-v4", 8},
+      {"azure_ndh100v5_1n8g_allreduce", "azure-ndh100-v5", 8},
+      {"azure_ndh200v5_1n8g_allreduce", "azure-ndh200-v5", 8},
+      {"stas_h200_1n8g_allreduce_ncclt_v2", "azure-ndh200-v5", 8},
+      {"amd_mi300x_aac8_1n8g_allreduce_rccl", "amd-mi300x-8", 8},
+      {"aws_p4de_2n16g_allreduce_awsome", "aws-p4de", 16},
+      {"gcp_a3mega_2n16g_allreduce_ztan", "gcp-a3-mega", 16},
+      {"aws_p5_2n16g_allreduce_awsome", "aws-p5", 16,
+       "EFA v2 (32 NICs) ramps later than p4de's EFA"},
+      {"abci_a100_2n16g_allreduce_sharp", "abci-a", 16, "CollNet (SHARP) not modelled"},
+  };
+  REQUIRE(kCurvePoints.size() == curves.size());
+  std::printf("\n%-36s %12s %9s %9s %7s  %s\n", "nccl-tests curve (all_reduce)", "bytes",
+              "measured", "stepsim", "error", "algorithm/protocol");
+  for (size_t i = 0; i < curves.size(); ++i) {
+    const Curve& curve = curves[i];
+    const ClusterSpec c = System(curve.system);
+    for (const auto& [bytes, measured] : kCurvePoints[i]) {
       const Bytes m = Bytes::Round(bytes);
-      const auto p =
-          model.Price(CollectiveKind::kAllReduce, m, CommGroup{n, curve.nodes, 1, 1, 0}, 1);
-      const double busbw = BusBandwidthGBps(CollectiveKind::kAllReduce, m, n, p.time);
+      const auto p = Price(c, curve.gpus, CollectiveKind::kAllReduce, m);
+      const double busbw = BusBandwidthGBps(CollectiveKind::kAllReduce, m, curve.gpus, p.time);
       const double err = 100 * (busbw - measured) / measured;
-      std::printf("%-36s %12.0f %9.1f %9.1f %+6.1f%%\n", curve.id, bytes, measured, busbw, err);
-      if (bytes < curve.checked_from) continue;
+      std::printf("%-36s %12.0f %9.1f %9.1f %+6.1f%%  %s/%s%s%s\n", curve.id, bytes, measured,
+                  busbw, err, std::string(Name(p.algorithm)).c_str(),
+                  std::string(cost::ProtocolName(p.protocol)).c_str(),
+                  curve.why_not_held ? "  not held: " : "",
+                  curve.why_not_held ? curve.why_not_held : "");
+      if (curve.why_not_held) continue;
       INFO(curve.id << " at " << bytes << " bytes");
-      CHECK(std::abs(err) <= curve.tolerance_pct);
+      CHECK(std::abs(err) <= 20.0);
     }
   }
 }

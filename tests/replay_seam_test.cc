@@ -30,7 +30,11 @@ struct HostPacedCompute final : cost::ComputeCostModel {
 // Every collective takes 5 s on a ring.
 struct FixedComm final : cost::CollectiveCostModel {
   cost::PricedCollective Price(CollectiveKind, Bytes, CommGroup, int32_t) const override {
-    return {Duration::FromSeconds(5), CollectiveAlgorithm::kRing, "link", 1};
+    cost::PricedCollective p;
+    p.time = Duration::FromSeconds(5);
+    p.busiest_link = "link";
+    p.busiest_load = 1;
+    return p;
   }
 };
 

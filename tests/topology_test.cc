@@ -82,38 +82,40 @@ TEST_CASE("routes: NVSwitch inside a node, rail leaf across, spine between leave
   CHECK(t->LinkName(r[2]).rfind("leaf", 0) == 0);
 }
 
-TEST_CASE("ring all-reduce on one switch: 2(n-1) alpha + 2(n-1)/n M / B", "[topology]") {
+TEST_CASE("ring all-reduce on one switch: NCCL's latency + 2(n-1)/n M / B", "[topology]") {
   const ClusterSpec c = Cluster("dgx-h100", 1);
   auto t = cluster::Topology::Build(c);
   REQUIRE(t.ok());
   cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kRing);
   const int64_t n = 8;
   const Bytes m = Bytes::GB(1);
-  const double alpha = c.node.intra_node_latency.seconds();
   const double b = c.node.intra_node_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency;
-  // The bandwidth reached at 1 GB per rank (the calibrated size ramp, 0.97 on H100).
-  const double f = c.gpu.calibration.CommSizeEfficiency(m);
-  CHECK(f < 1.0);
-  const double want =
-      2 * (n - 1) * alpha + 2.0 * (n - 1) / n * static_cast<double>(m.count()) / (b * f);
-  const Duration got = model.Cost(CollectiveKind::kAllReduce, m, CommGroup{n, 1, 1, 1, 0}, 1);
-  CHECK(got.seconds() == Approx(want).epsilon(1e-9));
+  // The bandwidth reached at 1 GB per rank: NVLink's ramp there.
+  const double f = FindTransport("nvlink")->RampAt(m);
+  // NCCL's ring Simple latency on one NVLink node (tuning.cc): base 8.4 us + 2(n-1) steps of
+  // 3.4 us = 56 us for all-reduce; n - 1 steps, 32.2 us, for all-gather.
+  const double want = 56.0e-6 + 2.0 * (n - 1) / n * static_cast<double>(m.count()) / (b * f);
+  const auto got = model.Price(CollectiveKind::kAllReduce, m, CommGroup{n, 1, 1, 1, 0}, 1);
+  CHECK(got.protocol == cost::NcclProtocol::kSimple);
+  CHECK(got.latency.seconds() == Approx(56.0e-6));
+  CHECK(got.time.seconds() == Approx(want).epsilon(1e-9));
   // All-gather: half the steps and half the bytes.
   const Duration ag = model.Cost(CollectiveKind::kAllGather, m, CommGroup{n, 1, 1, 1, 0}, 1);
-  CHECK(ag.seconds() == Approx(want / 2).epsilon(1e-9));
+  CHECK(ag.seconds() ==
+        Approx(32.2e-6 + (n - 1.0) / n * static_cast<double>(m.count()) / (b * f)).epsilon(1e-9));
 }
 
 TEST_CASE("the size ramp: log-linear between table rows, flat beyond its ends", "[topology]") {
-  GpuCalibration c;
-  CHECK(c.CommSizeEfficiency(Bytes::MiB(1)) == 1.0);  // no table: no ramp
-  c.comm_size_efficiency = {{Bytes::MiB(1), 0.2}, {Bytes::MiB(16), 0.6}};
-  CHECK(c.CommSizeEfficiency(Bytes::KiB(4)) == 0.2);
-  CHECK(c.CommSizeEfficiency(Bytes::MiB(4)) == Approx(0.4));  // halfway in log(size)
-  CHECK(c.CommSizeEfficiency(Bytes::MiB(16)) == Approx(0.6));
-  CHECK(c.CommSizeEfficiency(Bytes::GiB(1)) == 1.0);
+  Transport t;
+  CHECK(t.RampAt(Bytes::MiB(1)) == 1.0);  // no table: no ramp
+  t.ramp = {{Bytes::MiB(1), 0.2}, {Bytes::MiB(16), 0.6}};
+  CHECK(t.RampAt(Bytes::KiB(4)) == 0.2);
+  CHECK(t.RampAt(Bytes::MiB(4)) == Approx(0.4));  // halfway in log(size)
+  CHECK(t.RampAt(Bytes::MiB(16)) == Approx(0.6));
+  CHECK(t.RampAt(Bytes::GiB(1)) == 1.0);
 }
 
-TEST_CASE("across nodes: ring uses every NIC, hierarchical wins where latency binds",
+TEST_CASE("across nodes: ring uses every NIC, NCCL's latency by algorithm and protocol",
           "[topology]") {
   const ClusterSpec c = Cluster("dgx-h100", 16);
   auto t = cluster::Topology::Build(c);
@@ -122,22 +124,28 @@ TEST_CASE("across nodes: ring uses every NIC, hierarchical wins where latency bi
   const CommGroup all{128, 16, 1, 1, 0};
   const Bytes big = Bytes::GiB(8);
   // Bandwidth-bound: one ring per NIC, so the bus bandwidth approaches the node's NICs
-  // (8 x 50 GB/s = 400 GB/s, times the comm efficiency).
+  // (8 x 50 GB/s = 400 GB/s, times InfiniBand's efficiency).
   const auto ring =
       model.Price(CollectiveKind::kAllReduce, big, all, 1, CollectiveAlgorithm::kRing);
   const double busbw =
       BytesSentPerGpu(CollectiveKind::kAllReduce, big, 128).count() / ring.time.seconds();
-  CHECK(busbw == Approx(400e9 * c.gpu.calibration.comm_efficiency).epsilon(0.10));
-  // Latency-bound (a 25 MB bucket): 2·127 ring steps lose to 2·(7 + 15) hierarchical ones.
+  CHECK(busbw == Approx(400e9 * *FindTransport("ib")->efficiency).epsilon(0.10));
+  // A 25 MB bucket: NCCL's tuner runs the ring in LL128 there, paying 2·127 steps (224 of
+  // 1.9 us on NVLink, 30 of 4.0 us across nodes, 14 us base: 559.6 us); the hierarchical
+  // reduce-scatter, ring and all-gather (Simple) pay 56 + 428.4 + 56 us.
   const Bytes small = Bytes::MB(25);
   const auto r = model.Price(CollectiveKind::kAllReduce, small, all, 1, CollectiveAlgorithm::kRing);
   const auto h =
       model.Price(CollectiveKind::kAllReduce, small, all, 1, CollectiveAlgorithm::kHierarchical);
-  CHECK(h.time < r.time);
-  CHECK(model.Price(CollectiveKind::kAllReduce, small, all, 1).time ==
-        std::min({r.time, h.time,
-                  model.Price(CollectiveKind::kAllReduce, small, all, 1, CollectiveAlgorithm::kTree)
-                      .time}));
+  CHECK(r.protocol == cost::NcclProtocol::kLL128);
+  CHECK(r.latency.seconds() == Approx(559.6e-6));
+  CHECK(h.latency.seconds() == Approx(540.4e-6));
+  // auto runs what NCCL's tuner picks for the group and the size.
+  const auto pick = cost::NcclTuner(model.GraphsFor(all)).Choose(CollectiveKind::kAllReduce, small);
+  REQUIRE(pick);
+  const auto a = model.Price(CollectiveKind::kAllReduce, small, all, 1);
+  CHECK(a.algorithm == pick->algorithm);
+  CHECK(a.protocol == pick->protocol);
   // Tree exists for all-reduce only; all-gather falls back to the ring.
   CHECK(model.Price(CollectiveKind::kAllGather, small, all, 1, CollectiveAlgorithm::kTree)
             .algorithm == CollectiveAlgorithm::kRing);
@@ -236,11 +244,12 @@ TEST_CASE("NVLS: in-switch all-reduce inside an H100 node, not on A100 or for al
     CHECK(ag.algorithm == CollectiveAlgorithm::kRing);
     if (std::string(node) == "dgx-h100") {
       CHECK(ar.algorithm == CollectiveAlgorithm::kNvls);
-      // M / (B · η_nvls) plus two step latencies.
+      // M / (B · η_nvls) at NVLS's ramp, plus NCCL's NVLS latency (25 us on NVLink).
       const double want =
           static_cast<double>(Bytes::GiB(8).count()) /
-              (c.node.intra_node_bandwidth.bytes_per_s() * *c.gpu.calibration.nvls_efficiency) +
-          2 * c.node.intra_node_latency.seconds();
+              (c.node.intra_node_bandwidth.bytes_per_s() * *c.gpu.calibration.nvls_efficiency *
+               NvlsTransport().RampAt(Bytes::GiB(8))) +
+          25e-6;
       CHECK(ar.time.seconds() == Approx(want).epsilon(1e-9));
     } else {
       CHECK(ar.algorithm == CollectiveAlgorithm::kRing);
@@ -263,11 +272,13 @@ TEST_CASE("NVLS tree: NVLS in each node pipelined with the rails' inter-node all
   CHECK(model.Price(CollectiveKind::kAllReduce, m, all, 1).algorithm ==
         CollectiveAlgorithm::kNvlsTree);
   // The slower phase sets the time: NVLS moves M at B·η_nvls; each rail's ring all-reduces
-  // M/8 between 2 nodes over one 400 Gb/s NIC per GPU: 2·(2−1)/2 · M/8 / (50 GB/s · η).
-  const double nvls = static_cast<double>(m.count()) / (c.node.intra_node_bandwidth.bytes_per_s() *
-                                                        *c.gpu.calibration.nvls_efficiency);
+  // M/8 between 2 nodes over one 400 Gb/s NIC per GPU: 2·(2−1)/2 · M/8 / (50 GB/s · η_ib).
+  const double nvls = static_cast<double>(m.count()) /
+                      (c.node.intra_node_bandwidth.bytes_per_s() *
+                       *c.gpu.calibration.nvls_efficiency * NvlsTransport().RampAt(m));
+  const Transport& ib = *FindTransport("ib");
   const double rails = static_cast<double>(m.count()) / 8 /
-                       (c.node.nic_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency);
+                       (c.node.nic_bandwidth.bytes_per_s() * *ib.efficiency * ib.RampAt(m));
   CHECK(tree.time.seconds() == Approx(std::max(nvls, rails)).epsilon(0.01));
   CHECK(tree.time < hier.time);
   // All-gather has no NVLS tree.
@@ -284,11 +295,13 @@ TEST_CASE("a GPU that owns several NICs drives them all in an inter-node ring", 
   REQUIRE(t.ok());
   cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kRing);
   const Bytes m = Bytes::GiB(1);
-  // A 2-member ring, one GPU per node: all-gather sends M/2 over 4 NICs of 12.5 GB/s.
+  // A 2-member ring, one GPU per node: all-gather sends M/2 over 4 NICs of 12.5 GB/s, M/8
+  // through each (where InfiniBand's ramp is read).
   const auto ag = model.Price(CollectiveKind::kAllGather, m, CommGroup{2, 2, 8, 1, 0}, 1);
+  const Transport& ib = *FindTransport("ib");
+  CHECK(ag.ramp_bytes == m / 8);
   const double want = static_cast<double>(m.count()) / 2 /
-                      (4 * c.node.nic_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency *
-                       c.gpu.calibration.CommSizeEfficiency(m));
+                      (4 * c.node.nic_bandwidth.bytes_per_s() * *ib.efficiency * ib.RampAt(m / 8));
   CHECK(ag.time.seconds() == Approx(want).epsilon(0.01));
 }
 

@@ -72,10 +72,10 @@ struct Topology::Impl {
   int32_t AddVertex(Kind k, int64_t index) {
     return static_cast<int32_t>(boost::add_vertex(VertexProp{k, index}, g));
   }
-  void Connect(int32_t a, int32_t b, Bandwidth bw, Duration latency) {
+  void Connect(int32_t a, int32_t b, Bandwidth bw, Duration latency, bool nvlink = false) {
     for (auto [u, v] : {std::pair{a, b}, std::pair{b, a}}) {
       const int32_t id = static_cast<int32_t>(links.size());
-      links.push_back({u, v, bw, latency});
+      links.push_back({u, v, bw, latency, nvlink});
       boost::add_edge(u, v, EdgeProp{id}, g);
     }
   }
@@ -145,7 +145,8 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
     t.nvs.push_back(t.AddVertex(Kind::kNvSwitch, n));
     for (int64_t i = 0; i < t.gpn; ++i) {
       t.gpu.push_back(t.AddVertex(Kind::kGpu, n * t.gpn + i));
-      t.Connect(t.gpu.back(), t.nvs.back(), c.node.intra_node_bandwidth, Duration());
+      t.Connect(t.gpu.back(), t.nvs.back(), c.node.intra_node_bandwidth, Duration(),
+                /*nvlink=*/true);
     }
     if (t.nodes == 1) continue;
     for (int64_t k = 0; k < t.nics; ++k) {

@@ -30,6 +30,7 @@ struct Link {
   int32_t from = 0, to = 0;  // vertex ids
   Bandwidth bandwidth;       // one direction
   Duration latency;
+  bool nvlink = false;  // a GPU's link into its node's NVSwitch (else PCIe to a NIC, or fabric)
 };
 
 struct TopologySummary {

@@ -73,7 +73,9 @@ std::vector<std::string> CatalogFabricNames(const DataRoot& root);
 absl::StatusOr<ClusterSpec> ResolveCluster(const DataRoot& root, absl::string_view node,
                                            int64_t nodes, std::optional<std::string> fabric);
 
-// A cluster topology file (topologies/NAME.yaml): node type x nodes x fabric.
+// A cluster topology file (topologies/NAME.yaml): node type x nodes x fabric. The node type is
+// a catalog name or a mapping with the keys of topologies/nodes.yaml; the fabric a catalog
+// name, a path or a mapping, and may be left out on one node.
 struct ClusterTopologyFile {
   std::string name;
   std::string source;

@@ -99,7 +99,7 @@ std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view p
   if (!CheckMapping(node, path,
                     {"schema_version", "name", "kind", "levels", "rail_optimized",
                      "oversubscription", "leaf_ports", "pod_leaves", "link_bandwidth",
-                     "switch_latency", "switches", "links", "source"},
+                     "switch_latency", "transport", "switches", "links", "source"},
                     errors)) {
     return std::nullopt;
   }
@@ -108,6 +108,7 @@ std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view p
   auto opt = [&](absl::string_view k) { return Key{node, k, path, false}; };
   if (auto v = ReadString(req("name"), errors)) f.name = *v;
   if (auto v = ReadDuration(opt("switch_latency"), errors)) f.switch_latency = *v;
+  if (auto v = ReadTransportName(opt("transport"), true, errors)) f.transport = *v;
   if (auto v = ReadString(req("source"), errors)) f.source = *v;
   auto kind = ReadChoice(req("kind"), errors, {"fat_tree", "explicit"});
   if (kind && *kind == "explicit") {
@@ -194,7 +195,14 @@ absl::StatusOr<ClusterTopologyFile> LoadClusterTopology(const DataRoot& root,
   if (auto v = ReadString({r, "name", "", true}, errors)) out.name = *v;
   if (auto v = ReadString({r, "source", "", false}, errors)) out.source = *v;
   if (auto v = ReadInt({r, "nodes", "", true}, errors, 1, int64_t{1} << 20)) out.cluster.nodes = *v;
-  if (auto v = ReadString({r, "node", "", true}, errors)) {
+  if (const YAML::Node inline_node = Child(r, "node");
+      inline_node.IsDefined() && inline_node.IsMap()) {
+    // A node type described in the file, with the keys of topologies/nodes.yaml.
+    if (auto n = ReadNodeType(inline_node, "node", catalogs->gpus, errors)) {
+      out.cluster.node = *n;
+      if (auto g = FindGpu(catalogs->gpus, n->gpu); g.ok()) out.cluster.gpu = *g;
+    }
+  } else if (auto v = ReadString({r, "node", "", true}, errors)) {
     std::vector<std::string> names;
     bool found = false;
     for (const NodeSpec& n : catalogs->nodes) {
@@ -214,7 +222,9 @@ absl::StatusOr<ClusterTopologyFile> LoadClusterTopology(const DataRoot& root,
   const FabricLimits limits{out.cluster.nodes, out.cluster.node.nics_per_node};
   const YAML::Node f = Child(r, "fabric");
   if (!f.IsDefined()) {
-    errors.Add(r, "fabric", "missing required key (a name in topologies/fabrics/ or a mapping)");
+    if (out.cluster.nodes > 1) {
+      errors.Add(r, "fabric", "missing required key (a name in topologies/fabrics/ or a mapping)");
+    }
   } else if (f.IsMap()) {
     out.cluster.fabric = ReadFabric(f, "fabric", errors, limits);
   } else if (auto v = ReadString({r, "fabric", "", true}, errors)) {

@@ -4,57 +4,24 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/config/loaders.h"
 #include "sim/config/yaml_fields.h"
+#include "sim/spec/transport.h"
 
 namespace sim::config {
 
 namespace {
-
-// comm_size_efficiency: {"1 MiB": 0.35, "16 MiB": 0.53, ...}, sizes increasing, fractions
-// in (0, 1].
-void ReadSizeTable(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
-                   YamlErrors& errors) {
-  const YAML::Node table = Child(node, "comm_size_efficiency");
-  if (!table.IsDefined()) return;
-  c.comm_size_efficiency.clear();  // a calibration file's table replaces the catalog's
-  const std::string tpath = JoinPath(path, "comm_size_efficiency");
-  if (!table.IsMap()) {
-    errors.Add(table, tpath,
-               "expected a mapping of message size to bandwidth fraction, e.g. "
-               "{\"1 MiB\": 0.35, \"1 GiB\": 0.99}");
-    return;
-  }
-  for (auto it = table.begin(); it != table.end(); ++it) {
-    const std::string size = it->first.as<std::string>();
-    const std::string entry = JoinPath(tpath, size);
-    auto bytes = ParseBytes(size);
-    if (!bytes.ok()) {
-      errors.Add(it->first, entry, std::string(bytes.status().message()));
-      continue;
-    }
-    double f = 0;
-    if (!it->second.IsScalar() || !absl::SimpleAtod(it->second.Scalar(), &f) || f <= 0 || f > 1) {
-      errors.Add(it->second, entry, "expected a bandwidth fraction in (0, 1]");
-      continue;
-    }
-    if (!c.comm_size_efficiency.empty() && *bytes <= c.comm_size_efficiency.back().first) {
-      errors.Add(it->first, entry, "sizes must increase down the table");
-      continue;
-    }
-    c.comm_size_efficiency.push_back({*bytes, f});
-  }
-}
 
 void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
                      YamlErrors& errors) {
   if (!CheckMapping(node, path,
                     {"gemm_efficiency", "attention_efficiency", "memory_efficiency",
                      "roofline_blend", "launch_overhead", "dispatch_overhead", "comm_efficiency",
-                     "nvls_efficiency", "overlap_slowdown", "comm_size_efficiency", "fit", "note"},
+                     "nvls_efficiency", "overlap_slowdown", "fit", "note"},
                     errors)) {
     return;
   }
@@ -94,7 +61,6 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
   if (auto v = ReadDouble(k("comm_efficiency"), errors, 0.01, 1.0)) c.comm_efficiency = *v;
   if (auto v = ReadDouble(k("nvls_efficiency"), errors, 0.01, 1.0)) c.nvls_efficiency = *v;
   if (auto v = ReadDouble(k("overlap_slowdown"), errors, 1.0, 4.0)) c.overlap_slowdown = *v;
-  ReadSizeTable(node, path, c, errors);
   ReadString(k("note"), errors);
 }
 
@@ -123,10 +89,26 @@ absl::StatusOr<CalibrationFile> ReadCalibrationFile(const std::string& path,
 
 }  // namespace
 
+std::optional<std::string> ReadTransportName(const Key& key, bool network, YamlErrors& errors) {
+  auto v = ReadString(key, errors);
+  if (!v) return std::nullopt;
+  const Transport* t = FindTransport(*v);
+  if (t == nullptr || t->network != network || t->name == "nvls") {
+    const std::vector<std::string> names = TransportNames(network);
+    errors.Add(key.map[std::string(key.name)], JoinPath(key.parent_path, key.name),
+               absl::StrCat("unknown ", network ? "network" : "intra-node", " transport '", *v,
+                            "'", DidYouMean(*v, names), " (one of ", absl::StrJoin(names, ", "),
+                            ")"));
+    return std::nullopt;
+  }
+  return t->name;
+}
+
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {
   if (!CheckMapping(node, path,
                     {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
-                     "nvlink_bandwidth", "blas_workspace", "calibration", "calibration_file",
+                     "nvlink_bandwidth", "blas_workspace", "compute_capability", "calibration",
+                     "calibration_file",
                      "price_per_hour_usd", "price_source", "source"},
                     errors)) {
     return std::nullopt;
@@ -147,6 +129,7 @@ std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, Y
   if (auto v = ReadBandwidth(req("hbm_bandwidth"), errors)) g.hbm_bandwidth = *v;
   if (auto v = ReadBandwidth(req("nvlink_bandwidth"), errors)) g.nvlink_bandwidth = *v;
   if (auto v = ReadBytes(opt("blas_workspace"), errors)) g.blas_workspace = *v;
+  if (auto v = ReadDouble(opt("compute_capability"), errors, 1.0, 20.0)) g.compute_capability = *v;
   if (auto v = ReadDouble(opt("price_per_hour_usd"), errors, 0.0, 1e4)) g.price_per_hour_usd = *v;
   ReadString(opt("price_source"), errors);
   if (auto v = ReadString(req("source"), errors)) g.source = *v;
@@ -274,6 +257,44 @@ std::optional<HostSpec> ReadHost(const YAML::Node& n, const std::string& p, Yaml
 
 }  // namespace
 
+std::optional<NodeSpec> ReadNodeType(const YAML::Node& n, const std::string& p,
+                                     const std::vector<GpuSpec>& gpus, YamlErrors& errors) {
+  if (!CheckMapping(
+          n, p,
+          {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
+           "nic_bandwidth", "intra_node_transport", "intra_node_latency", "inter_node_latency",
+           "host", "source"},
+          errors)) {
+    return std::nullopt;
+  }
+  NodeSpec node;
+  auto req = [&](absl::string_view k) { return Key{n, k, p, true}; };
+  auto opt = [&](absl::string_view k) { return Key{n, k, p, false}; };
+  if (auto v = ReadString(req("name"), errors)) node.name = *v;
+  if (auto v = ReadString(req("gpu"), errors)) {
+    auto g = FindGpu(gpus, *v);
+    if (!g.ok()) {
+      errors.Add(n["gpu"], JoinPath(p, "gpu"), g.status().message());
+    } else {
+      node.gpu = g->name;
+    }
+  }
+  if (auto v = ReadInt(req("gpus_per_node"), errors, 1, 1024)) node.gpus_per_node = *v;
+  if (auto v = ReadBandwidth(req("intra_node_bandwidth"), errors)) {
+    node.intra_node_bandwidth = *v;
+  }
+  if (auto v = ReadInt(req("nics_per_node"), errors, 0, 1024)) node.nics_per_node = *v;
+  if (auto v = ReadBandwidth(req("nic_bandwidth"), errors)) node.nic_bandwidth = *v;
+  if (auto v = ReadTransportName(opt("intra_node_transport"), false, errors)) {
+    node.intra_node_transport = *v;
+  }
+  if (auto v = ReadDuration(opt("intra_node_latency"), errors)) node.intra_node_latency = *v;
+  if (auto v = ReadDuration(opt("inter_node_latency"), errors)) node.inter_node_latency = *v;
+  if (auto v = ReadString(req("source"), errors)) node.source = *v;
+  if (const YAML::Node h = n["host"]; h) node.host = ReadHost(h, JoinPath(p, "host"), errors);
+  return node;
+}
+
 absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
                                                       const std::vector<GpuSpec>& gpus) {
   auto root = LoadYamlFile(path);
@@ -288,38 +309,9 @@ absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,
   }
   std::vector<NodeSpec> nodes;
   for (size_t i = 0; i < list.size(); ++i) {
-    const YAML::Node n = list[i];
-    const std::string p = absl::StrCat("nodes[", i, "]");
-    if (!CheckMapping(
-            n, p,
-            {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
-             "nic_bandwidth", "intra_node_latency", "inter_node_latency", "host", "source"},
-            errors)) {
-      continue;
+    if (auto node = ReadNodeType(list[i], absl::StrCat("nodes[", i, "]"), gpus, errors)) {
+      nodes.push_back(*node);
     }
-    NodeSpec node;
-    auto req = [&](absl::string_view k) { return Key{n, k, p, true}; };
-    auto opt = [&](absl::string_view k) { return Key{n, k, p, false}; };
-    if (auto v = ReadString(req("name"), errors)) node.name = *v;
-    if (auto v = ReadString(req("gpu"), errors)) {
-      auto g = FindGpu(gpus, *v);
-      if (!g.ok()) {
-        errors.Add(n["gpu"], JoinPath(p, "gpu"), g.status().message());
-      } else {
-        node.gpu = g->name;
-      }
-    }
-    if (auto v = ReadInt(req("gpus_per_node"), errors, 1, 1024)) node.gpus_per_node = *v;
-    if (auto v = ReadBandwidth(req("intra_node_bandwidth"), errors)) {
-      node.intra_node_bandwidth = *v;
-    }
-    if (auto v = ReadInt(req("nics_per_node"), errors, 0, 1024)) node.nics_per_node = *v;
-    if (auto v = ReadBandwidth(req("nic_bandwidth"), errors)) node.nic_bandwidth = *v;
-    if (auto v = ReadDuration(opt("intra_node_latency"), errors)) node.intra_node_latency = *v;
-    if (auto v = ReadDuration(opt("inter_node_latency"), errors)) node.inter_node_latency = *v;
-    if (auto v = ReadString(req("source"), errors)) node.source = *v;
-    if (const YAML::Node h = n["host"]; h) node.host = ReadHost(h, JoinPath(p, "host"), errors);
-    nodes.push_back(node);
   }
   if (!errors.empty()) return errors.ToStatus();
   return nodes;

@@ -25,6 +25,14 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
 std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view path,
                                      YamlErrors& errors, const FabricLimits& limits);
 
+// A transport name of sim/spec/transport.h's table: a network one (fabrics) or an intra-node
+// one (node types); an unknown name is an error with the nearest valid one.
+std::optional<std::string> ReadTransportName(const Key& key, bool network, YamlErrors& errors);
+
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors);
+
+// One node type (an entry of topologies/nodes.yaml, or a cluster file's inline `node:`).
+std::optional<NodeSpec> ReadNodeType(const YAML::Node& node, const std::string& path,
+                                     const std::vector<GpuSpec>& gpus, YamlErrors& errors);
 
 }  // namespace sim::config

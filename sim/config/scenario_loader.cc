@@ -141,6 +141,9 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
   if (auto v = ReadBandwidth(k("intra_node_bandwidth"), errors)) c.node.intra_node_bandwidth = *v;
   if (auto v = ReadInt(k("nics_per_node"), errors, 0, 1024)) c.node.nics_per_node = *v;
   if (auto v = ReadBandwidth(k("nic_bandwidth"), errors)) c.node.nic_bandwidth = *v;
+  if (auto v = ReadTransportName(k("intra_node_transport"), false, errors)) {
+    c.node.intra_node_transport = *v;
+  }
   if (auto v = ReadDuration(k("intra_node_latency"), errors)) c.node.intra_node_latency = *v;
   if (auto v = ReadDuration(k("inter_node_latency"), errors)) c.node.inter_node_latency = *v;
   if (const YAML::Node f = Child(node, "fabric"); f.IsDefined()) {

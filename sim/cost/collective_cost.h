@@ -7,17 +7,24 @@
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
+#include "sim/cost/nccl_tuner.h"
 #include "sim/spec/scenario.h"
 #include "sim/workload/program.h"
 
 namespace sim::cost {
 
-// A collective's price: its time, the algorithm it ran with and the link that bounded it.
+// A collective's price: its time, the algorithm and NCCL protocol it ran with and the link that
+// bounded it.
 struct PricedCollective {
   Duration time;
+  Duration latency;  // the part of `time` that does not depend on the bytes (NCCL's floor)
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
+  NcclProtocol protocol = NcclProtocol::kSimple;
   std::string busiest_link;  // the bottleneck of its slowest phase: least bandwidth per transfer
   int32_t busiest_load = 0;  // transfers sharing it in one step
+  double ramp = 1.0;         // the size ramp applied to the slowest phase (sim/spec/transport.h)
+  std::string transport;     // the slowest phase's transport, whose ramp that is
+  Bytes ramp_bytes;          // where the ramp was read: bytes per rank, or per NIC on a network
 };
 
 // What the replay asks of a collective model (a test can hand it a model of its own).

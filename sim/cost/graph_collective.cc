@@ -9,76 +9,27 @@ namespace sim::cost {
 
 namespace {
 
-// A point-to-point transfer of one step: its links and its share of the phase's tensor.
-struct Transfer {
-  std::vector<int32_t> links;
-  double share = 0;
-};
+// NCCL's per-channel search speeds at the top of its arrays (src/graph/search.cc
+// speedArrayIntra 40 GB/s, sm90SpeedArrayIntra 60 GB/s): one node's channels are its NVLink
+// bandwidth over that speed, doubled as ncclTopoCompute duplicates channels of >= 25 GB/s.
+constexpr double kTopSearchSpeed = 40.0, kTopSearchSpeedSm90 = 60.0;
+constexpr int kMaxChannels = 32;  // MAXCHANNELS
 
-}  // namespace
-
-GraphCostModel::GraphCostModel(cluster::Topology topology, const ClusterSpec& cluster,
-                               CollectiveAlgorithm algorithm)
-    : topology_(std::move(topology)),
-      intra_latency_(cluster.node.intra_node_latency),
-      inter_latency_(cluster.node.inter_node_latency),
-      efficiency_(cluster.gpu.calibration.comm_efficiency),
-      nvls_efficiency_(cluster.gpu.calibration.nvls_efficiency),
-      size_efficiency_(cluster.gpu.calibration),
-      nvlink_(cluster.node.intra_node_bandwidth),
-      algorithm_(algorithm) {}
-
-std::vector<std::vector<int64_t>> GraphCostModel::Members(const CommGroup& g) const {
-  std::vector<std::vector<int64_t>> out;
-  for (int64_t q = 0; q < g.copies; ++q) {
-    std::vector<int64_t> m;
-    for (int64_t i = 0; i < g.size; ++i) m.push_back(q * g.copy_offset + i * g.stride);
-    out.push_back(std::move(m));
+// Bytes a protocol moves per byte of line: LL sends 8 bytes of data in 16 (a flag per word),
+// LL128 120 in 128; NCCL's tuner prices LL128 at 0.92 of Simple (tuning.cc).
+double ProtocolEfficiency(NcclProtocol p) {
+  switch (p) {
+    case NcclProtocol::kLL:
+      return 0.5;
+    case NcclProtocol::kLL128:
+      return 0.92;
+    case NcclProtocol::kSimple:
+      return 1.0;
   }
-  return out;
-}
-
-namespace {
-
-// Prices one step of concurrent transfers: each link's bandwidth is shared equally by the
-// transfers crossing it; a transfer runs at its most loaded link's share.
-void Settle(const cluster::Topology& topo, const std::vector<Transfer>& transfers,
-            Duration base_latency, double& seconds_per_byte, Duration& latency,
-            int32_t& busiest_link, int32_t& busiest_load) {
-  std::vector<int32_t> load(topo.num_links(), 0);
-  for (const Transfer& t : transfers) {
-    for (int32_t l : t.links) load[l]++;
-  }
-  seconds_per_byte = 0;
-  latency = Duration();
-  busiest_load = 0;
-  busiest_link = -1;
-  for (const Transfer& t : transfers) {
-    double bw = 1e300;
-    Duration hops;
-    for (int32_t l : t.links) {
-      bw = std::min(bw, topo.link(l).bandwidth.bytes_per_s() / load[l]);
-      hops += topo.link(l).latency;
-    }
-    if (!t.links.empty()) seconds_per_byte = std::max(seconds_per_byte, t.share / bw);
-    latency = std::max(latency, base_latency + hops);
-  }
-  // The bottleneck: the used link with the smallest share of bandwidth per transfer.
-  double tightest = 1e300;
-  for (int32_t l = 0; l < topo.num_links(); ++l) {
-    if (load[l] == 0) continue;
-    const double per_transfer = topo.link(l).bandwidth.bytes_per_s() / load[l];
-    if (per_transfer < tightest) {
-      tightest = per_transfer;
-      busiest_link = l;
-      busiest_load = load[l];
-    }
-  }
+  return 1.0;
 }
 
 int64_t NodeOf(const cluster::Topology& topo, int64_t gpu) { return gpu / topo.gpus_per_node(); }
-// The local GPU of a node that owns NIC `rail`.
-int64_t RailGpu(const cluster::Topology& topo, int64_t rail) { return topo.RailOwner(rail); }
 
 // Members grouped by node, in order of first appearance.
 std::vector<std::vector<int64_t>> ByNode(const cluster::Topology& topo,
@@ -101,20 +52,101 @@ std::vector<std::vector<int64_t>> ByNode(const cluster::Topology& topo,
 // The member of a node group that owns NIC `rail`, or the rail-th member when none does.
 size_t RailIndex(const cluster::Topology& topo, const std::vector<int64_t>& group, int64_t rail) {
   for (size_t i = 0; i < group.size(); ++i) {
-    if (group[i] % topo.gpus_per_node() == RailGpu(topo, rail)) return i;
+    if (group[i] % topo.gpus_per_node() == topo.RailOwner(rail)) return i;
   }
   return static_cast<size_t>(rail) % group.size();
 }
 
+int64_t Log2Ceil(int64_t n) {
+  return static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(std::max<int64_t>(n, 1)))));
+}
+
 }  // namespace
+
+GraphCostModel::GraphCostModel(cluster::Topology topology, const ClusterSpec& cluster,
+                               CollectiveAlgorithm algorithm)
+    : topology_(std::move(topology)),
+      cluster_(cluster),
+      intra_(FindTransport(cluster.node.intra_node_transport)),
+      inter_(FindTransport(cluster.fabric ? cluster.fabric->transport : "ib")),
+      nvls_efficiency_(cluster.gpu.calibration.nvls_efficiency),
+      nvlink_(cluster.node.intra_node_bandwidth),
+      switch_latency_(cluster.fabric ? cluster.fabric->switch_latency
+                                     : cluster::DefaultFabric(cluster.node).switch_latency),
+      algorithm_(algorithm) {
+  // The loaders accept only names of the table; a hand-built spec falls back to the defaults.
+  if (intra_ == nullptr) intra_ = FindTransport("nvlink");
+  if (inter_ == nullptr) inter_ = FindTransport("ib");
+  const double gpu = cluster.gpu.calibration.comm_efficiency;
+  intra_efficiency_ = intra_->efficiency.value_or(gpu);
+  inter_efficiency_ = inter_->efficiency.value_or(gpu);
+  // NVLink SHARP needs NVSwitches (NVLink, not a mesh or PCIe).
+  if (intra_->name != "nvlink") nvls_efficiency_.reset();
+}
+
+std::vector<std::vector<int64_t>> GraphCostModel::Members(const CommGroup& g) const {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t q = 0; q < g.copies; ++q) {
+    std::vector<int64_t> m;
+    for (int64_t i = 0; i < g.size; ++i) m.push_back(q * g.copy_offset + i * g.stride);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+// One step of concurrent transfers: each link's bandwidth (at its transport's efficiency) is
+// shared equally by the transfers crossing it; a transfer runs at its most loaded link's share.
+GraphCostModel::Phase GraphCostModel::Settle(const std::vector<Transfer>& transfers) const {
+  std::vector<int32_t> load(topology_.num_links(), 0);
+  for (const Transfer& t : transfers) {
+    for (int32_t l : t.links) load[l]++;
+  }
+  auto effective = [&](int32_t l) {
+    const cluster::Link& link = topology_.link(l);
+    return link.bandwidth.bytes_per_s() * (link.nvlink ? intra_efficiency_ : inter_efficiency_);
+  };
+  Phase p;
+  for (const Transfer& t : transfers) {
+    double bw = 1e300;
+    Duration path;
+    bool network = false;
+    for (int32_t l : t.links) {
+      bw = std::min(bw, effective(l) / load[l]);
+      path += topology_.link(l).latency;
+      network = network || !topology_.link(l).nvlink;
+    }
+    if (!t.links.empty()) p.seconds_per_byte = std::max(p.seconds_per_byte, t.share / bw);
+    // NCCL's network latencies hold one switch (a NIC-leaf-NIC path of two link latencies).
+    if (network) p.hop_extra = std::max(p.hop_extra, path - switch_latency_ * 2.0);
+  }
+  // The bottleneck: the used link with the smallest share of bandwidth per transfer.
+  double tightest = 1e300;
+  for (int32_t l = 0; l < topology_.num_links(); ++l) {
+    if (load[l] == 0) continue;
+    const double per_transfer = effective(l) / load[l];
+    if (per_transfer < tightest) {
+      tightest = per_transfer;
+      p.busiest_link = l;
+      p.busiest_load = load[l];
+    }
+  }
+  p.transport = p.busiest_link >= 0 && !topology_.link(p.busiest_link).nvlink ? inter_ : intra_;
+  for (const Transfer& t : transfers) {
+    if (std::find(t.links.begin(), t.links.end(), p.busiest_link) != t.links.end()) {
+      p.busiest_share += t.share;
+    }
+  }
+  return p;
+}
 
 GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<int64_t>>& rings,
                                                 int64_t passes) const {
   std::vector<Transfer> transfers;
-  bool spans = false;
+  int64_t nodes = 1, size = 1;
   for (const auto& ring : rings) {
     const auto groups = ByNode(topology_, ring);
-    spans = spans || groups.size() > 1;
+    nodes = static_cast<int64_t>(groups.size());
+    size = static_cast<int64_t>(ring.size());
     // One channel per NIC a node's members drive (NCCL builds a ring per NIC): every NIC of
     // the node when several members per node take turns at the exit; the NICs one GPU owns
     // when it is the node's only member (the inter-node rings of hierarchical algorithms).
@@ -161,11 +193,11 @@ GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<in
       }
     }
   }
-  Phase p;
+  Phase p = Settle(transfers);
   p.bw_passes = passes;
-  p.latency_steps = passes;
-  Settle(topology_, transfers, spans ? inter_latency_ : intra_latency_, p.seconds_per_byte,
-         p.latency, p.busiest_link, p.busiest_load);
+  // Of a ring's steps, those whose slowest transfer crosses nodes: nodes − 1 per n − 1.
+  p.inter_steps = nodes > 1 ? passes * (nodes - 1) / std::max<int64_t>(size - 1, 1) : 0;
+  p.intra_steps = passes - p.inter_steps;
   return p;
 }
 
@@ -177,7 +209,7 @@ GraphCostModel::Phase GraphCostModel::TreePhase(
     const auto groups = ByNode(topology_, members);
     nodes = static_cast<int64_t>(groups.size());
     per_node = static_cast<int64_t>(groups.front().size());
-    const int64_t channels = per_node > 1 ? topology_.nics_per_node() : 1;
+    const int64_t channels = per_node > 1 && nodes > 1 ? topology_.nics_per_node() : 1;
     for (int64_t k = 0; k < channels; ++k) {
       std::vector<int64_t> rail_gpu;
       for (const auto& g : groups) rail_gpu.push_back(g[RailIndex(topology_, g, k)]);
@@ -203,12 +235,10 @@ GraphCostModel::Phase GraphCostModel::TreePhase(
       }
     }
   }
-  Phase p;
+  Phase p = Settle(transfers);
   p.bw_passes = 2;
-  p.latency_steps =
-      2 * (static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(nodes)))) + per_node - 1);
-  Settle(topology_, transfers, inter_latency_, p.seconds_per_byte, p.latency, p.busiest_link,
-         p.busiest_load);
+  p.inter_steps = 2 * Log2Ceil(nodes);
+  p.intra_steps = 2 * (per_node - 1);
   return p;
 }
 
@@ -230,12 +260,9 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
       topology_.Route(copy[0], copy[1], t.links);
       if (!t.links.empty()) transfers.push_back(std::move(t));
     }
-    Phase ph;
+    Phase ph = Settle(transfers);
     ph.bw_passes = 1;
-    ph.latency_steps = 1;
-    const bool spans = g.nodes > 1;
-    Settle(topology_, transfers, spans ? inter_latency_ : intra_latency_, ph.seconds_per_byte,
-           ph.latency, ph.busiest_link, ph.busiest_load);
+    (g.nodes > 1 ? ph.inter_steps : ph.intra_steps) = 1;
     p.phases.push_back({ph, 1.0});
     return p;
   }
@@ -246,26 +273,27 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
   const auto groups = ByNode(topology_, members.front());
   const int64_t nodes = static_cast<int64_t>(groups.size());
   const int64_t per_node = static_cast<int64_t>(groups.front().size());
+  // NVLink SHARP: each GPU's NVLink carries M out (multimem reduce-load) and M in (multicast
+  // store), at the NVLS efficiency.
+  Phase nvls;
+  nvls.seconds_per_byte = 1.0 / (nvlink_.bytes_per_s() * nvls_efficiency_.value_or(1.0));
+  nvls.bw_passes = 1;
+  nvls.intra_steps = 1;
+  nvls.transport = &NvlsTransport();
+  nvls.busiest_load = static_cast<int32_t>(per_node);  // GPUs multicasting into the switch
   if (a == CollectiveAlgorithm::kNvls) {
     if (!all_reduce || nodes > 1 || !nvls_efficiency_) return std::nullopt;
-    // Each GPU's NVLink carries M out (multimem reduce-load) and M in (multicast store); the
-    // efficiency is already the NVLS one, so the efficiency_ division in Price is undone here.
-    Phase p1;
-    p1.seconds_per_byte = efficiency_ / (nvlink_.bytes_per_s() * *nvls_efficiency_);
-    p1.latency = intra_latency_;
-    p1.bw_passes = 1;
-    p1.latency_steps = 2;
-    p.phases.push_back({p1, 1.0});
+    p.phases.push_back({nvls, 1.0});
+    return p;
+  }
+  if (a == CollectiveAlgorithm::kTree) {
+    if (!all_reduce) return std::nullopt;  // NCCL: tree for all-reduce only
+    p.phases.push_back({TreePhase(members), 1.0});
     return p;
   }
   if (nodes < 2) return std::nullopt;  // the others are inter-node algorithms
   if (a == CollectiveAlgorithm::kNvlsTree) {
     if (!all_reduce || per_node < 2 || !nvls_efficiency_) return std::nullopt;
-    Phase intra;
-    intra.seconds_per_byte = efficiency_ / (nvlink_.bytes_per_s() * *nvls_efficiency_);
-    intra.latency = intra_latency_;
-    intra.bw_passes = 1;
-    intra.latency_steps = 2;
     std::vector<std::vector<int64_t>> inter;
     for (const auto& copy : members) {
       const auto by_node = ByNode(topology_, copy);
@@ -275,14 +303,11 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
         inter.push_back(std::move(ring));
       }
     }
-    p.phases = {{intra, 1.0},
-                {RingPhase(inter, 2 * (nodes - 1)), 1.0 / static_cast<double>(per_node)}};
+    Phase across = RingPhase(inter, 2 * (nodes - 1));
+    across.inter_steps = 2 * Log2Ceil(nodes);  // NCCL's NVLS tree: log2 of the nodes, twice
+    across.intra_steps = 0;
+    p.phases = {{nvls, 1.0}, {across, 1.0 / static_cast<double>(per_node)}};
     p.pipelined = true;
-    return p;
-  }
-  if (a == CollectiveAlgorithm::kTree) {
-    if (!all_reduce) return std::nullopt;  // NCCL: tree for all-reduce only
-    p.phases.push_back({TreePhase(members), 1.0});
     return p;
   }
   if (per_node < 2) return std::nullopt;
@@ -325,53 +350,145 @@ const GraphCostModel::Pattern* GraphCostModel::CachedPattern(CollectiveKind kind
   return it->second ? &*it->second : nullptr;
 }
 
+NcclGraphs GraphCostModel::GraphsFor(const CommGroup& group) const {
+  NcclGraphs g;
+  g.arch = ArchOf(cluster_.gpu.compute_capability.value_or(9.0));
+  g.ranks = group.size;
+  g.nodes = std::max<int64_t>(group.nodes, 1);
+  g.nvlink = intra_->name != "pcie";
+  g.net_latency_us = inter_->net_latency_us;
+  const int64_t ppn = (g.ranks + g.nodes - 1) / g.nodes;
+  const double intra = nvlink_.bytes_per_s() * intra_efficiency_ / 1e9;  // GB/s per GPU
+  if (g.nodes == 1) {
+    const double speed = g.arch >= NcclArch::kHopper ? kTopSearchSpeedSm90 : kTopSearchSpeed;
+    g.ring_channels =
+        std::min<int>(kMaxChannels, 2 * std::max(1, static_cast<int>(std::floor(intra / speed))));
+    g.bw_intra_gbps = g.bw_inter_gbps = g.tree_bw_intra_gbps = intra / g.ring_channels;
+  } else {
+    // The NICs the node's members reach: all of the node's when every GPU is in the group,
+    // their share of them otherwise (at least the one nearest).
+    const int64_t gpn = cluster_.node.gpus_per_node, nics = cluster_.node.nics_per_node;
+    const int64_t used = std::max<int64_t>(1, std::min(nics, (nics * ppn + gpn - 1) / gpn));
+    const double net = static_cast<double>(used) * cluster_.node.nic_bandwidth.bytes_per_s() *
+                       inter_efficiency_ / 1e9;
+    g.ring_channels = std::min<int>(kMaxChannels, static_cast<int>(2 * used));
+    g.bw_inter_gbps = net / g.ring_channels;
+    g.bw_intra_gbps = std::min(intra, net) / g.ring_channels;
+    g.tree_bw_intra_gbps = std::min(intra / g.ring_channels, 2 * g.bw_inter_gbps);
+    g.nvls_bw_inter_gbps = net;  // divided by the NVLS channels below
+  }
+  // NCCL enables NVLS on more than two GPUs of an NVSwitch with multicast (transport/nvls.cc).
+  if (nvls_efficiency_ && ppn > 2 && g.arch >= NcclArch::kHopper) {
+    g.nvls_channels = g.arch == NcclArch::kBlackwell ? (g.nodes > 1 ? 32 : 24) : 16;
+    g.nvls_bw_intra_gbps = intra / g.nvls_channels;
+    g.nvls_bw_inter_gbps /= g.nvls_channels;
+  }
+  return g;
+}
+
+const NcclTuner& GraphCostModel::TunerFor(const CommGroup& g) const {
+  const auto key = std::make_pair(g.size, g.nodes);
+  auto it = tuners_.find(key);
+  if (it == tuners_.end()) {
+    it = tuners_.emplace(key, std::make_unique<NcclTuner>(GraphsFor(g))).first;
+  }
+  return *it->second;
+}
+
+Duration GraphCostModel::Latency(CollectiveKind kind, CollectiveAlgorithm a, NcclProtocol p,
+                                 Bytes call, const CommGroup& g, const Pattern& pattern) const {
+  double us = 0;
+  if (kind == CollectiveKind::kSendRecv) {
+    us = TunerFor(g).P2pLatencyUs(g.nodes > 1);
+  } else if (a == CollectiveAlgorithm::kHierarchical) {
+    // Not an NCCL algorithm: the NCCL ring latency of each of its phases' communicators.
+    const int64_t per_node = g.size / std::max<int64_t>(g.nodes, 1);
+    const NcclTuner& in = TunerFor(CommGroup{per_node, 1, 1, 1, 0});
+    const NcclTuner& across = TunerFor(CommGroup{g.nodes, g.nodes, 1, 1, 0});
+    const double intra = in.Latency(kind, CollectiveAlgorithm::kRing, p);
+    const double inter = across.Latency(kind, CollectiveAlgorithm::kRing, p);
+    us = inter + (kind == CollectiveKind::kAllReduce ? 2 : 1) * intra;
+  } else {
+    us = TunerFor(g).CallLatencyUs(kind, a, p, call);
+  }
+  Duration extra;
+  for (const auto& [phase, fraction] : pattern.phases) {
+    extra += cluster_.node.intra_node_latency * static_cast<double>(phase.intra_steps) +
+             (cluster_.node.inter_node_latency + phase.hop_extra) *
+                 static_cast<double>(phase.inter_steps);
+  }
+  return Duration::FromSeconds(us * 1e-6) + extra;
+}
+
 PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGroup group,
                                        int32_t buckets, CollectiveAlgorithm algorithm) const {
   PricedCollective best;
   if (group.size <= 1 || kind == CollectiveKind::kNone) return best;
-  std::vector<CollectiveAlgorithm> candidates;
+  buckets = std::max<int32_t>(buckets, 1);
+  const Bytes call = tensor / buckets;  // each bucket is one NCCL call
+  // (algorithm, protocol) in the order NCCL's tuner ranks them, restricted to what was asked.
+  std::vector<std::pair<CollectiveAlgorithm, NcclProtocol>> candidates;
   if (kind == CollectiveKind::kSendRecv) {
-    candidates = {CollectiveAlgorithm::kRing};  // point-to-point: no algorithm choice
-  } else if (algorithm == CollectiveAlgorithm::kAuto) {
-    candidates = {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,
-                  CollectiveAlgorithm::kHierarchical, CollectiveAlgorithm::kNvls,
-                  CollectiveAlgorithm::kNvlsTree};
+    candidates = {{CollectiveAlgorithm::kRing, NcclProtocol::kSimple}};
+  } else if (algorithm == CollectiveAlgorithm::kHierarchical) {
+    candidates = {{CollectiveAlgorithm::kHierarchical, NcclProtocol::kSimple}};
   } else {
-    candidates = {algorithm};
-  }
-  bool found = false;
-  // The bandwidth ramp of a bucket of this size (per-rank bytes, as nccl-tests counts them).
-  const double ramp = size_efficiency_.CommSizeEfficiency(tensor / std::max<int32_t>(buckets, 1));
-  for (CollectiveAlgorithm a : candidates) {
-    const Pattern* p = CachedPattern(kind, group, a);
-    if (p == nullptr) continue;
-    double seconds = 0, latency = 0, slowest_bw = 0;
-    int32_t busiest = -1, load = 0;
-    double slowest = -1;
-    for (const auto& [phase, fraction] : p->phases) {
-      const double bw = static_cast<double>(tensor.count()) * fraction * phase.seconds_per_byte *
-                        static_cast<double>(phase.bw_passes) / (efficiency_ * ramp);
-      const double lat = phase.latency.seconds() * static_cast<double>(phase.latency_steps) *
-                         static_cast<double>(buckets);
-      seconds += bw + lat;
-      latency += lat;
-      slowest_bw = std::max(slowest_bw, bw);
-      if (bw + lat > slowest) {
-        slowest = bw + lat;
-        busiest = phase.busiest_link;
-        load = phase.busiest_load;
+    for (const NcclChoice& c : TunerFor(group).Ranked(kind, call)) {
+      if (algorithm == CollectiveAlgorithm::kAuto || c.algorithm == algorithm) {
+        candidates.push_back({c.algorithm, c.protocol});
       }
     }
-    if (p->pipelined) seconds = slowest_bw + latency;
-    const Duration t = Duration::FromSeconds(seconds);
-    if (!found || t < best.time) {
-      found = true;
-      best = {t, a, busiest >= 0 ? topology_.LinkName(busiest) : "", load};
-    }
   }
-  if (!found) {
-    // The chosen algorithm does not apply (tree for all-gather, or within one node): NCCL
-    // runs the ring.
+  for (const auto& [a, proto] : candidates) {
+    const Pattern* p = CachedPattern(kind, group, a);
+    if (p == nullptr) continue;  // the tuner's pick has no pattern here: take its next
+    double total = 0, slowest_bw = 0, slowest = -1;
+    int32_t busiest = -1, load = 0;
+    bool in_switch = false;  // the slowest phase is NVLS's (the NVSwitch's multicast)
+    double slowest_ramp = 1.0;
+    Bytes slowest_ramp_bytes;
+    const Transport* slowest_transport = nullptr;
+    for (const auto& [phase, fraction] : p->phases) {
+      // Intra-node ramps are read at the call's bytes per rank (as nccl-tests count them, and
+      // as they were fitted); network ones at the bytes the busiest NIC moves in the call, so
+      // that a node with more NICs (smaller messages per NIC) ramps up later.
+      const Bytes at =
+          phase.transport != nullptr && phase.transport->network
+              ? Bytes::Round(static_cast<double>(call.count()) * fraction *
+                             static_cast<double>(phase.bw_passes) * phase.busiest_share)
+              : call;
+      const double ramp = phase.transport != nullptr ? phase.transport->RampAt(at) : 1.0;
+      const double bw = static_cast<double>(tensor.count()) * fraction * phase.seconds_per_byte *
+                        static_cast<double>(phase.bw_passes) / (ProtocolEfficiency(proto) * ramp);
+      total += bw;
+      slowest_bw = std::max(slowest_bw, bw);
+      if (bw > slowest) {
+        slowest = bw;
+        busiest = phase.busiest_link;
+        load = phase.busiest_load;
+        in_switch = phase.transport == &NvlsTransport();
+        slowest_ramp = ramp;
+        slowest_ramp_bytes = at;
+        slowest_transport = phase.transport;
+      }
+    }
+    const Duration latency =
+        Latency(kind, a, proto, call, group, *p) * static_cast<double>(buckets);
+    const double bandwidth_s = p->pipelined ? slowest_bw : total;
+    best = {Duration::FromSeconds(bandwidth_s) + latency,
+            latency,
+            a,
+            proto,
+            busiest >= 0 ? topology_.LinkName(busiest) : (in_switch ? "nvswitch multicast" : ""),
+            load,
+            slowest_ramp,
+            slowest_transport != nullptr ? slowest_transport->name : "",
+            slowest_ramp_bytes};
+    return best;
+  }
+  // The chosen algorithm does not apply (tree for all-gather, NVLS without NVLink SHARP, an
+  // inter-node algorithm within one node): NCCL runs the ring.
+  if (algorithm != CollectiveAlgorithm::kRing) {
     return Price(kind, tensor, group, buckets, CollectiveAlgorithm::kRing);
   }
   return best;

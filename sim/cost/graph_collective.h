@@ -12,23 +12,26 @@
 //   tree          all-reduce across nodes only (NCCL has no tree all-gather/reduce-scatter, so
 //                 those fall back to ring): a double binary tree over the nodes per channel,
 //                 each tree carrying M/2; pipelined, so time = 2 · M · max over transfers of
-//                 (share / bandwidth) + 2 · (⌈log2 nodes⌉ + m − 1) step latencies.
+//                 (share / bandwidth).
 //   hierarchical  intra-node reduce-scatter (m GPUs per node), inter-node ring of the M/m shard
 //                 among same-rail GPUs (m groups at once), intra-node all-gather; all-gather
-//                 and reduce-scatter use the inter + intra (or intra + inter) halves.
+//                 and reduce-scatter use the inter + intra (or intra + inter) halves. Not an
+//                 NCCL algorithm: only when asked for by name.
 //   nvls          all-reduce inside one node whose NVSwitch reduces (NVLink SHARP, H100 and
 //                 later): every GPU pushes M into the switch and reads the reduced M back, so
-//                 time = M / (B · η_nvls) + 2 step latencies (η_nvls from nccl-tests).
+//                 time = M / (B · η_nvls) (η_nvls from nccl-tests).
 //   nvls_tree     all-reduce across NVSwitch nodes (NCCL 2.18+ NVLS tree): NVLS inside each
 //                 node and an inter-node all-reduce of each rail's 1/m shard, the two pipelined
-//                 in chunks, so time = the slower of the two + both latencies.
-//   auto          the fastest of these for each collective, as NCCL's tuner chooses.
-// Per-step latency: the node type's intra- or inter-node latency plus the switch hops of the
-// slowest transfer. Bandwidth is derated by the GPU type's calibrated comm efficiency and by its
-// size ramp (comm_size_efficiency: the fraction of the large-message bandwidth NCCL reaches at
-// a bucket's size, fitted to nccl-tests). The
-// pattern of a group (seconds per byte per step, latency, busiest link) is cached, so a
-// collective costs O(1) after its group's first.
+//                 in chunks, so time = the slower of the two.
+//   auto          what NCCL's tuner runs (nccl_tuner.h): its choice of algorithm and protocol.
+//
+// A call's time = NCCL's latency for the algorithm and protocol it runs (the tuner's tables,
+// plus the node type's added step latencies and the switch hops beyond one) + the bytes over
+// the graph's bandwidth, where each link carries its transport's efficiency (NVLink: the GPU's
+// comm_efficiency; a NIC: its fabric transport's, sim/spec/transport.h), derated by the
+// protocol (LL moves 8 bytes per 16, LL128 120 per 128) and by the ramp of the bottleneck's
+// transport at the call's size. The pattern of a group (seconds per byte, busiest link) is
+// cached, so a collective costs O(1) after its group's first.
 
 #include <map>
 #include <memory>
@@ -37,8 +40,16 @@
 
 #include "sim/cluster/topology.h"
 #include "sim/cost/collective_cost.h"
+#include "sim/cost/nccl_tuner.h"
+#include "sim/spec/transport.h"
 
 namespace sim::cost {
+
+// A point-to-point transfer of one step: its links and its share of the phase's tensor.
+struct Transfer {
+  std::vector<int32_t> links;
+  double share = 0;
+};
 
 class GraphCostModel final : public CollectiveCostModel {
  public:
@@ -51,15 +62,20 @@ class GraphCostModel final : public CollectiveCostModel {
     return Price(kind, tensor, group, buckets, algorithm_);
   }
   const cluster::Topology& topology() const { return topology_; }
+  // What NCCL's tuner is told about a group (nccl_tuner.h NcclGraphs), from this cluster.
+  NcclGraphs GraphsFor(const CommGroup& group) const;
 
  private:
-  // One phase: time = bw_passes · bytes · seconds_per_byte / η
-  //                   + latency_steps · buckets · latency.
+  // One phase: time = bw_passes · bytes · seconds_per_byte / (protocol · ramp).
   struct Phase {
-    double seconds_per_byte = 0;  // of the phase's tensor, for one pass of its transfers
-    Duration latency;             // one step: software latency plus the slowest path's hops
+    double seconds_per_byte = 0;  // of the phase's tensor, one pass, at the links' efficiency
     int64_t bw_passes = 0;        // ring: its steps; tree: 2 (reduce, broadcast), pipelined
-    int64_t latency_steps = 0;
+    Duration hop_extra;           // switch hops of the slowest transfer beyond one switch
+    int64_t intra_steps = 0, inter_steps = 0;  // steps within and across nodes
+    const Transport* transport = nullptr;      // of the busiest link: its ramp
+    // Of the phase's tensor, the share that crosses the busiest link in one pass (the sum of
+    // its transfers' shares): a network transport's ramp is read at the bytes each NIC moves.
+    double busiest_share = 0;
     int32_t busiest_link = -1;
     int32_t busiest_load = 0;
   };
@@ -71,21 +87,29 @@ class GraphCostModel final : public CollectiveCostModel {
   std::vector<std::vector<int64_t>> Members(const CommGroup& g) const;
   Phase RingPhase(const std::vector<std::vector<int64_t>>& rings, int64_t passes) const;
   Phase TreePhase(const std::vector<std::vector<int64_t>>& groups) const;
+  Phase Settle(const std::vector<Transfer>& transfers) const;
   std::optional<Pattern> MakePattern(CollectiveKind kind, const CommGroup& g,
                                      CollectiveAlgorithm a) const;
   const Pattern* CachedPattern(CollectiveKind kind, const CommGroup& g,
                                CollectiveAlgorithm a) const;
+  const NcclTuner& TunerFor(const CommGroup& g) const;
+  // NCCL's latency of one call with the node type's added step latencies and extra hops.
+  Duration Latency(CollectiveKind kind, CollectiveAlgorithm a, NcclProtocol p, Bytes call,
+                   const CommGroup& g, const Pattern& pattern) const;
 
   cluster::Topology topology_;
-  Duration intra_latency_, inter_latency_;
-  double efficiency_;
+  ClusterSpec cluster_;
+  const Transport* intra_;
+  const Transport* inter_;
+  double intra_efficiency_, inter_efficiency_;
   std::optional<double> nvls_efficiency_;
-  GpuCalibration size_efficiency_;  // its comm_size_efficiency ramp
   Bandwidth nvlink_;
+  Duration switch_latency_;
   CollectiveAlgorithm algorithm_;
   mutable std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int>,
                    std::optional<Pattern>>
       cache_;
+  mutable std::map<std::pair<int64_t, int64_t>, std::unique_ptr<NcclTuner>> tuners_;
 };
 
 }  // namespace sim::cost

@@ -116,6 +116,7 @@ class ReplayListener {
         st.count++;
         st.time += d;
         st.by_algorithm[static_cast<int>(priced.algorithm)]++;
+        st.by_protocol[static_cast<int>(priced.protocol)]++;
         if (d > st.slowest) {
           st.slowest = d;
           st.busiest_link = priced.busiest_link;

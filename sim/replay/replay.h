@@ -79,6 +79,7 @@ struct ReplayResult {
     int64_t count = 0;
     Duration time;  // sum over the step (per GPU: averaged over pipeline stages)
     std::array<int64_t, kNumCollectiveAlgorithms> by_algorithm{};  // by CollectiveAlgorithm
+    std::array<int64_t, cost::kNumNcclProtocols> by_protocol{};    // by NcclProtocol
     std::string busiest_link;  // of the slowest collective of this kind
     int32_t busiest_load = 0;  // transfers sharing it in one step
     Duration slowest;

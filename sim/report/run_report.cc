@@ -123,8 +123,11 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
     if (c.count == 0) continue;
     nlohmann::ordered_json algos = nlohmann::ordered_json::object();
     for (const auto& [a, n] : c.algorithms) algos[std::string(Name(a))] = n;
+    nlohmann::ordered_json protos = nlohmann::ordered_json::object();
+    for (const auto& [p, n] : c.protocols) protos[std::string(cost::ProtocolName(p))] = n;
     coll[std::string(Name(c.kind))] = {{"count", c.count},
                                        {"algorithms", algos},
+                                       {"protocols", protos},
                                        {"time_s", c.time.seconds()},
                                        {"bus_bandwidth_bytes_per_s", c.bus_bandwidth_bytes_per_s},
                                        {"busiest_link", c.busiest_link},
@@ -269,7 +272,7 @@ std::string RunText(const RunSummary& r) {
                         "TFLOP/s dense %s\n\n",
                         r.tokens_per_s, r.tokens_per_s_per_gpu, 100 * r.mfu, 100 * r.hfu,
                         r.peak_rate.tflops(), Name(r.precision));
-  Table comm({"per GPU per step", "sent GB", "time s", "bus GB/s", "algorithm",
+  Table comm({"per GPU per step", "sent GB", "time s", "bus GB/s", "algorithm", "protocol",
               "busiest link (transfers)"});
   for (const CollectiveSummary& c : r.collectives) {
     if (c.kind == CollectiveKind::kSendRecv && c.count == 0) continue;
@@ -277,11 +280,14 @@ std::string RunText(const RunSummary& r) {
     std::string algo;
     for (const auto& [a, n] : c.algorithms)
       absl::StrAppend(&algo, algo.empty() ? "" : "+", Name(a));
+    std::string proto;
+    for (const auto& [p, n] : c.protocols)
+      absl::StrAppend(&proto, proto.empty() ? "" : "+", cost::ProtocolName(p));
     comm.AddRow(
         {std::string(Name(c.kind)), absl::StrFormat("%.3f", sent),
          absl::StrFormat("%.3f", c.time.seconds()),
          c.time.seconds() > 0 ? absl::StrFormat("%.1f", sent / c.time.seconds()) : "-",
-         algo.empty() ? "-" : algo,
+         algo.empty() ? "-" : algo, proto.empty() ? "-" : proto,
          c.busiest_link.empty() ? "-" : absl::StrCat(c.busiest_link, " (", c.busiest_load, ")")});
   }
   absl::StrAppend(&out, comm.Render());

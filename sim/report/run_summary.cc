@@ -131,6 +131,12 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
         c.algorithms.push_back({a, st.by_algorithm[static_cast<int>(a)]});
       }
     }
+    for (cost::NcclProtocol p :
+         {cost::NcclProtocol::kLL, cost::NcclProtocol::kLL128, cost::NcclProtocol::kSimple}) {
+      if (st.by_protocol[static_cast<int>(p)] > 0) {
+        c.protocols.push_back({p, st.by_protocol[static_cast<int>(p)]});
+      }
+    }
     c.time = st.time;
     c.sent = r.comm_bytes_sent[static_cast<int>(k)];
     const double seconds = st.time.seconds();

@@ -51,6 +51,8 @@ struct CollectiveSummary {
   int64_t count = 0;
   // (algorithm, collectives priced with it), in CollectiveAlgorithm order, only those used.
   std::vector<std::pair<CollectiveAlgorithm, int64_t>> algorithms;
+  // (NCCL protocol, collectives run with it), LL, LL128, Simple, only those used.
+  std::vector<std::pair<cost::NcclProtocol, int64_t>> protocols;
   Duration time;
   Bytes sent;
   // nccl-tests conventions: bytes each GPU sends / time (0 when the time is 0).

@@ -34,6 +34,9 @@ struct FabricSpec {
   int64_t pod_leaves = 16;   // leaves per pod (three levels)
   Bandwidth link_bandwidth;  // switch-to-switch port bandwidth, one direction
   Duration switch_latency = Duration::Nanoseconds(600);
+  // NCCL's network transport over this fabric (sim/spec/transport.h): ib, roce, efa, tcpx,
+  // tcpxo or socket.
+  std::string transport = "ib";
   std::string source;
 };
 

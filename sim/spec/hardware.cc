@@ -27,20 +27,4 @@ Bandwidth HostSpec::PcieLink() const {
   return Bandwidth::GBps(gts * coding * static_cast<double>(pcie_lanes) / 8.0);
 }
 
-double GpuCalibration::CommSizeEfficiency(Bytes m) const {
-  const auto& t = comm_size_efficiency;
-  if (t.empty()) return 1.0;
-  if (m <= t.front().first) return t.front().second;
-  for (size_t i = 1; i < t.size(); ++i) {
-    if (m <= t[i].first) {
-      // Linear in log(size) between the neighbouring rows.
-      const double x0 = std::log(static_cast<double>(t[i - 1].first.count()));
-      const double x1 = std::log(static_cast<double>(t[i].first.count()));
-      const double x = std::log(static_cast<double>(m.count()));
-      return t[i - 1].second + (t[i].second - t[i - 1].second) * (x - x0) / (x1 - x0);
-    }
-  }
-  return 1.0;  // beyond the table: the large-message bandwidth
-}
-
 }  // namespace sim

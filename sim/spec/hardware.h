@@ -33,13 +33,6 @@ struct GpuCalibration {
   // bandwidth an NVLS all-reduce reaches; absent where the node has no NVLS.
   std::optional<double> nvls_efficiency;
   double overlap_slowdown = 1.10;  // compute stretch while a collective runs beside it
-  // NCCL's bandwidth ramp with message size (protocol choice, channels in use, pipeline
-  // fill): the fraction of the large-message bandwidth a collective of M bytes per rank (the
-  // nccl-tests "size") reaches, by size, increasing; interpolated in log(size), 1 beyond the
-  // table. Fitted to the GPU's single-node nccl-tests curve. Empty: no ramp.
-  std::vector<std::pair<Bytes, double>> comm_size_efficiency;
-  // The fraction at M bytes per rank.
-  double CommSizeEfficiency(Bytes m) const;
   // The case files (by name, without .yaml) the compute efficiencies were fitted to; validate
   // --cross-validate refits without each in turn. Empty: first estimates, fitted to nothing.
   std::vector<std::string> fit_sources;
@@ -62,6 +55,9 @@ struct GpuSpec {
   // stream's handle (aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize: 32 MiB
   // from compute capability 9.0 on, 2 x 4 MiB + 8 x 16 KiB before): in torch's counters.
   Bytes blas_workspace = Bytes::Count(4096 * 1024 * 2 + 16 * 1024 * 8);
+  // CUDA compute capability (7.0 Volta ... 10.0 Blackwell): the GPU generation NCCL's tuner
+  // tables are indexed by. Absent (non-NVIDIA parts): the tuner uses Hopper's rows.
+  std::optional<double> compute_capability;
   std::optional<double> price_per_hour_usd;
   std::string source;
 
@@ -94,8 +90,12 @@ struct NodeSpec {
   Bandwidth intra_node_bandwidth;
   int64_t nics_per_node = 0;
   Bandwidth nic_bandwidth;  // per NIC, one direction
-  Duration intra_node_latency = Duration::Microseconds(2);
-  Duration inter_node_latency = Duration::Microseconds(5);
+  // How the node's GPUs reach each other (sim/spec/transport.h): nvlink, xgmi or pcie.
+  std::string intra_node_transport = "nvlink";
+  // Added to NCCL's latency of each intra- or inter-node step (its tuner's tables, which
+  // already hold the links' own latency): a slower fabric or host than NCCL assumes.
+  Duration intra_node_latency;
+  Duration inter_node_latency;
   std::optional<HostSpec> host;  // absent: offload cannot be priced on this node
   std::string source;
 };

@@ -218,24 +218,28 @@ int CollectiveCommand(const std::vector<std::string>& args) {
 
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   sim::report::Table t({"size (B)", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm",
-                        "busiest link (transfers)"});
+                        "protocol", "latency (us)", "busiest link (transfers)"});
   for (int64_t bytes : *sizes) {
     const sim::cost::PricedCollective p =
         model.Price(*kind, sim::Bytes::Count(bytes), group, 1, algo);
     const double algbw = static_cast<double>(bytes) / p.time.seconds();
     const double busbw = algbw * BusFactor(*kind, n);
-    // NCCL's protocol (LL, LL128, Simple) is not modelled yet: null in the JSON, "-" here.
     rows.push_back({{"bytes", bytes},
                     {"time_s", p.time.seconds()},
                     {"algbw_bytes_per_s", algbw},
                     {"busbw_bytes_per_s", busbw},
                     {"algorithm", sim::Name(p.algorithm)},
-                    {"protocol", nullptr},
+                    {"protocol", sim::cost::ProtocolName(p.protocol)},
+                    {"latency_s", p.latency.seconds()},
+                    {"ramp", p.ramp},
+                    {"transport", p.transport},
+                    {"ramp_bytes", p.ramp_bytes.count()},
                     {"busiest_link", p.busiest_link},
                     {"busiest_load", p.busiest_load}});
     t.AddRow({absl::StrCat(bytes), absl::StrFormat("%.2f", p.time.seconds() * 1e6),
               absl::StrFormat("%.2f", algbw / 1e9), absl::StrFormat("%.2f", busbw / 1e9),
-              std::string(sim::Name(p.algorithm)),
+              std::string(sim::Name(p.algorithm)), std::string(sim::cost::ProtocolName(p.protocol)),
+              absl::StrFormat("%.1f", p.latency.seconds() * 1e6),
               p.busiest_link.empty() ? std::string("-")
                                      : absl::StrFormat("%s (%d)", p.busiest_link, p.busiest_load)});
   }

@@ -1,0 +1,132 @@
+// NCCL's tuner model (sim/cost/nccl_tuner.h) on hand-worked cases: each expected number is
+// NCCL 2.28's tuning.cc arithmetic done by hand on the graphs given.
+#include "sim/cost/nccl_tuner.h"
+
+#include <catch2/catch.hpp>
+
+#include "sim/cluster/topology.h"
+#include "sim/config/catalog.h"
+#include "sim/cost/graph_collective.h"
+
+namespace sim::cost {
+namespace {
+
+using A = CollectiveAlgorithm;
+using P = NcclProtocol;
+constexpr CollectiveKind kAR = CollectiveKind::kAllReduce;
+
+// One 8-GPU Hopper node: 12 ring channels of 30 GB/s (360 GB/s of NVLink), 16 NVLS channels
+// of 22.5 GB/s.
+NcclGraphs HopperNode(int64_t ranks) {
+  NcclGraphs g;
+  g.arch = NcclArch::kHopper;
+  g.ranks = ranks;
+  g.nodes = 1;
+  g.ring_channels = 12;
+  g.bw_intra_gbps = g.bw_inter_gbps = g.tree_bw_intra_gbps = 30;
+  g.nvls_channels = 16;
+  g.nvls_bw_intra_gbps = 22.5;
+  return g;
+}
+
+TEST_CASE("NCCL tuner: latencies of one Hopper node", "[nccl_tuner]") {
+  const NcclTuner t(HopperNode(8));
+  // Ring all-reduce: base + 2(n-1) NVLink steps.
+  CHECK(t.Latency(kAR, A::kRing, P::kLL) == Approx(6.6 + 14 * 0.6));
+  CHECK(t.Latency(kAR, A::kRing, P::kLL128) == Approx(14.0 + 14 * 1.9));
+  CHECK(t.Latency(kAR, A::kRing, P::kSimple) == Approx(8.4 + 14 * 3.4));
+  // Tree inside one node: 2 (ppn - 1) chain steps.
+  CHECK(t.Latency(kAR, A::kTree, P::kSimple) == Approx(8.4 + 2 * 7 * 4.0));
+  // NVLS: the NVLink SHARP latency alone; only Simple; no NVLS tree on one node.
+  CHECK(t.Latency(kAR, A::kNvls, P::kSimple) == Approx(25.0));
+  CHECK(t.Bandwidth(kAR, A::kNvls, P::kLL) == 0);
+  CHECK(t.Bandwidth(kAR, A::kNvlsTree, P::kSimple) == 0);
+  // All-gather: n - 1 steps.
+  CHECK(t.Latency(CollectiveKind::kAllGather, A::kRing, P::kSimple) == Approx(8.4 + 7 * 3.4));
+}
+
+TEST_CASE("NCCL tuner: bandwidths of one Hopper node", "[nccl_tuner]") {
+  const NcclTuner t(HopperNode(8));
+  const double bus = 12 * 30.0, ratio = 8.0 / 14.0;
+  CHECK(t.Bandwidth(kAR, A::kRing, P::kSimple) == Approx(bus * ratio));
+  CHECK(t.Bandwidth(kAR, A::kRing, P::kLL) == Approx(141.0 * ratio));  // llMaxBw caps 180
+  CHECK(t.Bandwidth(kAR, A::kRing, P::kLL128) == Approx(0.92 * bus * ratio));
+  // Tree: 0.92, capped at 38.7 per channel, halved to algorithm bandwidth.
+  CHECK(t.Bandwidth(kAR, A::kTree, P::kSimple) == Approx(0.92 * bus * 0.5));
+  CHECK(t.Bandwidth(kAR, A::kTree, P::kLL128) == Approx(0.92 * bus * 7 / 9 * 0.5));
+  // NVLS: min(22.5 x 0.85 x 15/16 x 2, 22.5) per channel x 16, as the ring converts.
+  CHECK(t.Bandwidth(kAR, A::kNvls, P::kSimple) == Approx(16 * 22.5 * ratio));
+  // NVLS all-gather: in bus bandwidth, the intra term x (ppn-1)/ppn: 22.5 x .85 x 15/16 x 7/8.
+  CHECK(t.Bandwidth(CollectiveKind::kAllGather, A::kNvls, P::kSimple) ==
+        Approx(16 * 22.5 * 0.85 * 15.0 / 16.0 * 7.0 / 8.0));
+}
+
+TEST_CASE("NCCL tuner: LL for small all-reduces, NVLS for large, on a Hopper node",
+          "[nccl_tuner]") {
+  const NcclTuner t(HopperNode(8));
+  // 64 KiB: ring LL 15 + 65536 / (1000 x 80.57) = 15.81 us beats NVLS 25.32 us.
+  auto small = t.Choose(kAR, Bytes::KiB(64));
+  REQUIRE(small);
+  CHECK(small->algorithm == A::kRing);
+  CHECK(small->protocol == P::kLL);
+  CHECK(small->time_us == Approx(15.0 + 65536.0 / (1000 * 141.0 * 8 / 14)));
+  // 1 GiB: equal bandwidth, NVLS's 25 us against the ring's 56.
+  auto big = t.Choose(kAR, Bytes::GiB(1));
+  REQUIRE(big);
+  CHECK(big->algorithm == A::kNvls);
+  CHECK(t.Choose(kAR, Bytes::GiB(1), A::kRing)->protocol == P::kSimple);
+}
+
+TEST_CASE("NCCL tuner: two nodes run a tree whose intra-node bandwidth the search doubled",
+          "[nccl_tuner]") {
+  // Two Ampere nodes, 8 GPUs each, NIC-bound at 40 GB/s per node over 8 channels of 5 GB/s;
+  // the tree graph's intra-node bandwidth raised to twice the inter-node one.
+  NcclGraphs g;
+  g.arch = NcclArch::kAmpere;
+  g.ranks = 16;
+  g.nodes = 2;
+  g.ring_channels = 8;
+  g.bw_intra_gbps = g.bw_inter_gbps = 5;
+  g.tree_bw_intra_gbps = 10;
+  const NcclTuner t(g);
+  // Ring: 8 x 5 x 16/30; tree: min(0.92 x 80, 8 x 23.6) / 2.
+  CHECK(t.Bandwidth(kAR, A::kRing, P::kSimple) == Approx(40.0 * 16 / 30));
+  CHECK(t.Bandwidth(kAR, A::kTree, P::kSimple) == Approx(0.92 * 80 * 0.5));
+  // Ring Simple: 28 NVLink steps at max(3.4, 3 x 1 us net overhead), 2 at 14 us.
+  CHECK(t.Latency(kAR, A::kRing, P::kSimple) == Approx(8.4 + 28 * 3.4 + 2 * 14.0));
+  // and NCCL's plateau factor once every channel of every rank has 64 bytes.
+  CHECK(t.CallLatencyUs(kAR, A::kRing, P::kSimple, Bytes::MiB(64)) ==
+        Approx(1.4 * (8.4 + 28 * 3.4 + 2 * 14.0)));
+  // Tree Simple: 2 x (7 chain steps x 4.0 + log2(2) x 14).
+  CHECK(t.Latency(kAR, A::kTree, P::kSimple) == Approx(8.4 + 2 * (7 * 4.0 + 14.0)));
+  const auto big = t.Choose(kAR, Bytes::GiB(1));
+  REQUIRE(big);
+  CHECK(big->algorithm == A::kTree);
+  CHECK(big->protocol == P::kSimple);
+}
+
+TEST_CASE("NCCL tuner graphs from the cluster: channels, NICs, NVLS channel counts",
+          "[nccl_tuner]") {
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  for (auto [node, nodes, want_nvls] : {std::tuple{"dgx-h100", 1, 16},
+                                        {"dgx-b200", 1, 24},
+                                        {"dgx-b200", 2, 32},
+                                        {"dgx-a100-80gb", 1, 0}}) {
+    INFO(node << " x " << nodes);
+    auto c = config::ResolveCluster(root, node, nodes, std::nullopt);
+    REQUIRE(c.ok());
+    auto topo = cluster::Topology::Build(*c);
+    REQUIRE(topo.ok());
+    const GraphCostModel model(*topo, *c, A::kAuto);
+    const NcclGraphs g = model.GraphsFor(CommGroup{8 * nodes, nodes, 1, 1, 0});
+    CHECK(g.nvls_channels == want_nvls);
+    if (nodes > 1) {
+      // Two channels per NIC; each carries an eighth of 8 x 400 Gb/s at InfiniBand's efficiency.
+      CHECK(g.ring_channels == 16);
+      CHECK(g.bw_inter_gbps == Approx(8 * 50.0 * 0.93 / 16));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sim::cost
