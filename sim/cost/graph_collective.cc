@@ -422,6 +422,25 @@ Duration GraphCostModel::Latency(CollectiveKind kind, CollectiveAlgorithm a, Ncc
 
 PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGroup group,
                                        int32_t buckets, CollectiveAlgorithm algorithm) const {
+  const PriceKey key{static_cast<int>(kind),
+                     tensor.count(),
+                     group.size,
+                     group.nodes,
+                     group.stride,
+                     group.copies,
+                     group.copy_offset,
+                     buckets,
+                     static_cast<int>(algorithm)};
+  auto it = prices_.find(key);
+  if (it == prices_.end()) {
+    it = prices_.emplace(key, PriceUncached(kind, tensor, group, buckets, algorithm)).first;
+  }
+  return it->second;
+}
+
+PricedCollective GraphCostModel::PriceUncached(CollectiveKind kind, Bytes tensor, CommGroup group,
+                                               int32_t buckets,
+                                               CollectiveAlgorithm algorithm) const {
   PricedCollective best;
   if (group.size <= 1 || kind == CollectiveKind::kNone) return best;
   buckets = std::max<int32_t>(buckets, 1);
@@ -489,7 +508,7 @@ PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGr
   // The chosen algorithm does not apply (tree for all-gather, NVLS without NVLink SHARP, an
   // inter-node algorithm within one node): NCCL runs the ring.
   if (algorithm != CollectiveAlgorithm::kRing) {
-    return Price(kind, tensor, group, buckets, CollectiveAlgorithm::kRing);
+    return PriceUncached(kind, tensor, group, buckets, CollectiveAlgorithm::kRing);
   }
   return best;
 }

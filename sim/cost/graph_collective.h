@@ -93,6 +93,8 @@ class GraphCostModel final : public CollectiveCostModel {
   const Pattern* CachedPattern(CollectiveKind kind, const CommGroup& g,
                                CollectiveAlgorithm a) const;
   const NcclTuner& TunerFor(const CommGroup& g) const;
+  PricedCollective PriceUncached(CollectiveKind kind, Bytes tensor, CommGroup group,
+                                 int32_t buckets, CollectiveAlgorithm algorithm) const;
   // NCCL's latency of one call with the node type's added step latencies and extra hops.
   Duration Latency(CollectiveKind kind, CollectiveAlgorithm a, NcclProtocol p, Bytes call,
                    const CommGroup& g, const Pattern& pattern) const;
@@ -110,6 +112,11 @@ class GraphCostModel final : public CollectiveCostModel {
                    std::optional<Pattern>>
       cache_;
   mutable std::map<std::pair<int64_t, int64_t>, std::unique_ptr<NcclTuner>> tuners_;
+  // Whole prices by (kind, bytes, group, buckets, algorithm): a replay asks the same few
+  // collectives thousands of times.
+  using PriceKey =
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t, int>;
+  mutable std::map<PriceKey, PricedCollective> prices_;
 };
 
 }  // namespace sim::cost
