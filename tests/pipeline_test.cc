@@ -139,8 +139,7 @@ TEST_CASE("1F1B: stage s holds p - s micro-batches, and interleaving multiplies 
     // Interleaving shrinks the bubble by v (Narayanan et al. SC21 §2.2.2), less the p·v − 1
     // boundary sends it adds to the critical path (each 16.8 MB at about 0.6 of the NVLink
     // bandwidth, NVLink's size ramp, plus NCCL's 11.8 us p2p latency).
-    CHECK(ri1.stages[0].bubble.seconds() >=
-          r1.stages[0].bubble.seconds() / static_cast<double>(v));
+    CHECK(ri1.stages[0].bubble.seconds() >= r1.stages[0].bubble.seconds() / static_cast<double>(v));
     CHECK(ri1.stages[0].bubble.seconds() ==
           Approx(r1.stages[0].bubble.seconds() / static_cast<double>(v)).epsilon(0.12));
     // With the A100's fitted overlap cost the sends also stretch the compute beside them.

@@ -96,9 +96,8 @@ std::optional<std::string> ReadTransportName(const Key& key, bool network, YamlE
   if (t == nullptr || t->network != network || t->name == "nvls") {
     const std::vector<std::string> names = TransportNames(network);
     errors.Add(key.map[std::string(key.name)], JoinPath(key.parent_path, key.name),
-               absl::StrCat("unknown ", network ? "network" : "intra-node", " transport '", *v,
-                            "'", DidYouMean(*v, names), " (one of ", absl::StrJoin(names, ", "),
-                            ")"));
+               absl::StrCat("unknown ", network ? "network" : "intra-node", " transport '", *v, "'",
+                            DidYouMean(*v, names), " (one of ", absl::StrJoin(names, ", "), ")"));
     return std::nullopt;
   }
   return t->name;
@@ -108,8 +107,7 @@ std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, Y
   if (!CheckMapping(node, path,
                     {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
                      "nvlink_bandwidth", "blas_workspace", "compute_capability", "calibration",
-                     "calibration_file",
-                     "price_per_hour_usd", "price_source", "source"},
+                     "calibration_file", "price_per_hour_usd", "price_source", "source"},
                     errors)) {
     return std::nullopt;
   }
@@ -261,9 +259,8 @@ std::optional<NodeSpec> ReadNodeType(const YAML::Node& n, const std::string& p,
                                      const std::vector<GpuSpec>& gpus, YamlErrors& errors) {
   if (!CheckMapping(
           n, p,
-          {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
-           "nic_bandwidth", "intra_node_transport", "intra_node_latency", "inter_node_latency",
-           "host", "source"},
+          {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node", "nic_bandwidth",
+           "intra_node_transport", "intra_node_latency", "inter_node_latency", "host", "source"},
           errors)) {
     return std::nullopt;
   }
