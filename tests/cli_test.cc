@@ -301,6 +301,19 @@ TEST_CASE("collective prints nccl-tests rows with a latency floor and refuses ba
       "--gpus 16 --sizes 1M,64M --algo ring");
   CHECK(gather.status == 0);
   CHECK(absl::StrContains(gather.out, "all_gather over 16 x H100-SXM5-80GB (2 nodes"));
+  // Each row says what NCCL ran and its latency floor; all-to-all is point-to-point.
+  for (const auto& row : j["rows"]) {
+    CHECK(row["latency_s"].get<double>() > 0);
+    CHECK(row["latency_s"].get<double>() < row["time_s"].get<double>());
+    const std::string proto = row["protocol"];
+    CHECK((proto == "LL" || proto == "LL128" || proto == "Simple"));
+  }
+  Result a2a = Stepsim("collective all_to_all --node dgx-h100 --nodes 2 --sizes 64M --json -");
+  REQUIRE(a2a.status == 0);
+  auto ja = nlohmann::json::parse(a2a.out);
+  CHECK(ja["rows"][0]["algorithm"] == "p2p");
+  CHECK(ja["rows"][0]["busbw_bytes_per_s"].get<double>() ==
+        Approx(ja["rows"][0]["algbw_bytes_per_s"].get<double>() * 15 / 16));
   for (const char* bad :
        {"collective all_reduc --node dgx-h100", "collective all_reduce --node dgx-h10",
         "collective all_reduce --node dgx-h100 --sizes 1Q",

@@ -307,3 +307,48 @@ TEST_CASE("a GPU that owns several NICs drives them all in an inter-node ring", 
 
 }  // namespace
 }  // namespace sim
+
+namespace sim {
+namespace {
+
+TEST_CASE("all-to-all: grouped point-to-point, slices of M/n, rail-aligned across nodes",
+          "[topology]") {
+  const Bytes m = Bytes::GiB(1);
+  {
+    // One H100 node: every GPU sends 7 slices of M/8 over its NVLink at once. NCCL's p2p
+    // latency: base 8.4 us + 7 NVLink hops of 3.4 us.
+    const ClusterSpec c = Cluster("dgx-h100", 1);
+    auto t = cluster::Topology::Build(c);
+    REQUIRE(t.ok());
+    cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kAuto);
+    const auto p = model.Price(CollectiveKind::kAllToAll, m, CommGroup{8, 1, 1, 1, 0}, 1);
+    CHECK(p.latency.seconds() == Approx((8.4 + 7 * 3.4) * 1e-6));
+    CHECK(p.busiest_load == 7);
+    const double b = c.node.intra_node_bandwidth.bytes_per_s() * c.gpu.calibration.comm_efficiency;
+    CHECK(p.time.seconds() ==
+          Approx(p.latency.seconds() + 7.0 / 8.0 * static_cast<double>(m.count()) /
+                                           (b * FindTransport("nvlink")->RampAt(m))));
+    CHECK(BytesSentPerGpu(CollectiveKind::kAllToAll, m, 8) == m * 7 / 8);
+  }
+  {
+    // Two nodes: the 8 slices bound for GPU 8 (rail 0) leave through GPU 0's NIC (PXN), M/16
+    // each: M/2 through every NIC, at InfiniBand's efficiency and its ramp at M/2. Latency:
+    // base + 7 NVLink hops + 8 network hops of 14 us.
+    const ClusterSpec c = Cluster("dgx-h100", 2);
+    auto t = cluster::Topology::Build(c);
+    REQUIRE(t.ok());
+    cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kAuto);
+    const auto p = model.Price(CollectiveKind::kAllToAll, m, CommGroup{16, 2, 1, 1, 0}, 1);
+    CHECK(p.latency.seconds() == Approx((8.4 + 7 * 3.4 + 8 * 14.0) * 1e-6));
+    CHECK(p.busiest_link == "gpu0->nic0");
+    CHECK(p.busiest_load == 8);
+    CHECK(p.ramp_bytes == m / 2);
+    const Transport& ib = *FindTransport("ib");
+    CHECK(p.time.seconds() ==
+          Approx(p.latency.seconds() +
+                 static_cast<double>(m.count()) / 2 / (50e9 * *ib.efficiency * ib.RampAt(m / 2))));
+  }
+}
+
+}  // namespace
+}  // namespace sim

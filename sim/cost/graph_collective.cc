@@ -266,6 +266,40 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
     p.phases.push_back({ph, 1.0});
     return p;
   }
+  if (kind == CollectiveKind::kAllToAll) {
+    // NCCL's all-to-all is grouped point-to-point: every member sends M/n to each other
+    // member at once. Across nodes the slice leaves through the NIC of the destination's rail,
+    // reaching that rail's local GPU over NVLink first (PXN, NCCL 2.12+), so that it crosses
+    // the fabric rail-aligned.
+    if (a != CollectiveAlgorithm::kRing) return std::nullopt;
+    std::vector<Transfer> transfers;
+    const int64_t gpn = topology_.gpus_per_node();
+    int64_t across = 0;
+    for (const auto& copy : members) {
+      for (int64_t from : copy) {
+        for (int64_t to : copy) {
+          if (from == to) continue;
+          Transfer t;
+          t.share = 1.0 / static_cast<double>(n);
+          if (NodeOf(topology_, from) == NodeOf(topology_, to)) {
+            topology_.Route(from, to, t.links);
+          } else {
+            const int64_t exit = NodeOf(topology_, from) * gpn + to % gpn;
+            topology_.Route(from, exit, t.links);
+            topology_.Route(exit, to, t.links);
+            if (copy.front() == members.front().front() && from == copy.front()) ++across;
+          }
+          if (!t.links.empty()) transfers.push_back(std::move(t));
+        }
+      }
+    }
+    Phase ph = Settle(transfers);
+    ph.bw_passes = 1;
+    ph.inter_steps = across;  // the first member's peers on other nodes
+    ph.intra_steps = n - 1 - across;
+    p.phases.push_back({ph, 1.0});
+    return p;
+  }
   if (a == CollectiveAlgorithm::kRing) {
     p.phases.push_back({RingPhase(members, (all_reduce ? 2 : 1) * (n - 1)), 1.0});
     return p;
@@ -335,6 +369,7 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
       break;
     case CollectiveKind::kNone:
     case CollectiveKind::kSendRecv:
+    case CollectiveKind::kAllToAll:
       return std::nullopt;
   }
   return p;
@@ -400,6 +435,15 @@ Duration GraphCostModel::Latency(CollectiveKind kind, CollectiveAlgorithm a, Ncc
   double us = 0;
   if (kind == CollectiveKind::kSendRecv) {
     us = TunerFor(g).P2pLatencyUs(g.nodes > 1);
+  } else if (kind == CollectiveKind::kAllToAll) {
+    // Grouped point-to-point: the p2p base latency, plus one hop per peer (NCCL runs a rank's
+    // peers in turn on its channels): NVLink steps for those in the node, network ones for
+    // the rest. An estimate from NCCL's tables; no public all-to-all curve to hold it to yet.
+    const NcclTuner& t = TunerFor(g);
+    const Phase& ph = pattern.phases.front().first;
+    us = t.P2pLatencyUs(false) - t.P2pHopUs(false) +
+         static_cast<double>(ph.intra_steps) * t.P2pHopUs(false) +
+         static_cast<double>(ph.inter_steps) * t.P2pHopUs(true);
   } else if (a == CollectiveAlgorithm::kHierarchical) {
     // Not an NCCL algorithm: the NCCL ring latency of each of its phases' communicators.
     const int64_t per_node = g.size / std::max<int64_t>(g.nodes, 1);
@@ -413,6 +457,7 @@ Duration GraphCostModel::Latency(CollectiveKind kind, CollectiveAlgorithm a, Ncc
   }
   Duration extra;
   for (const auto& [phase, fraction] : pattern.phases) {
+    if (kind == CollectiveKind::kAllToAll) break;  // its hops are counted above, per peer
     extra += cluster_.node.intra_node_latency * static_cast<double>(phase.intra_steps) +
              (cluster_.node.inter_node_latency + phase.hop_extra) *
                  static_cast<double>(phase.inter_steps);
@@ -447,7 +492,7 @@ PricedCollective GraphCostModel::PriceUncached(CollectiveKind kind, Bytes tensor
   const Bytes call = tensor / buckets;  // each bucket is one NCCL call
   // (algorithm, protocol) in the order NCCL's tuner ranks them, restricted to what was asked.
   std::vector<std::pair<CollectiveAlgorithm, NcclProtocol>> candidates;
-  if (kind == CollectiveKind::kSendRecv) {
+  if (kind == CollectiveKind::kSendRecv || kind == CollectiveKind::kAllToAll) {
     candidates = {{CollectiveAlgorithm::kRing, NcclProtocol::kSimple}};
   } else if (algorithm == CollectiveAlgorithm::kHierarchical) {
     candidates = {{CollectiveAlgorithm::kHierarchical, NcclProtocol::kSimple}};

@@ -225,10 +225,13 @@ std::optional<NcclChoice> NcclTuner::Choose(CollectiveKind kind, Bytes bytes,
   return std::nullopt;
 }
 
+double NcclTuner::P2pHopUs(bool across_nodes) const {
+  return across_nodes ? kNetLatency[kRing][2]
+                      : (graphs_.nvlink ? kNvlinkLatency : kPciLatency)[kRing][2];
+}
+
 double NcclTuner::P2pLatencyUs(bool across_nodes) const {
-  const double hop = across_nodes ? kNetLatency[kRing][2]
-                                  : (graphs_.nvlink ? kNvlinkLatency : kPciLatency)[kRing][2];
-  return kBaseLatency[kRing][2] + hop;
+  return kBaseLatency[kRing][2] + P2pHopUs(across_nodes);
 }
 
 }  // namespace sim::cost

@@ -83,6 +83,8 @@ class NcclTuner {
   // A point-to-point send/receive: the ring's Simple base latency plus one step of the link
   // it crosses (NCCL prices p2p outside the tuner; this is the same table's one-step cost).
   double P2pLatencyUs(bool across_nodes) const;
+  // The one step of that: the ring Simple per-hop latency of NVLink (or PCIe) or the network.
+  double P2pHopUs(bool across_nodes) const;
   const NcclGraphs& graphs() const { return graphs_; }
 
  private:

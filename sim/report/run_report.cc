@@ -117,7 +117,8 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
   j["comm_bytes_per_gpu"] = {{"all_gather", r.Sent(CollectiveKind::kAllGather).count()},
                              {"reduce_scatter", r.Sent(CollectiveKind::kReduceScatter).count()},
                              {"all_reduce", r.Sent(CollectiveKind::kAllReduce).count()},
-                             {"send_recv", r.Sent(CollectiveKind::kSendRecv).count()}};
+                             {"send_recv", r.Sent(CollectiveKind::kSendRecv).count()},
+                             {"all_to_all", r.Sent(CollectiveKind::kAllToAll).count()}};
   nlohmann::ordered_json coll = nlohmann::ordered_json::object();
   for (const CollectiveSummary& c : r.collectives) {
     if (c.count == 0) continue;
@@ -275,7 +276,10 @@ std::string RunText(const RunSummary& r) {
   Table comm({"per GPU per step", "sent GB", "time s", "bus GB/s", "algorithm", "protocol",
               "busiest link (transfers)"});
   for (const CollectiveSummary& c : r.collectives) {
-    if (c.kind == CollectiveKind::kSendRecv && c.count == 0) continue;
+    if ((c.kind == CollectiveKind::kSendRecv || c.kind == CollectiveKind::kAllToAll) &&
+        c.count == 0) {
+      continue;
+    }
     const double sent = c.sent.gb();
     std::string algo;
     for (const auto& [a, n] : c.algorithms)

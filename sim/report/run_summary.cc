@@ -11,9 +11,9 @@ std::string OpLabelOr(const replay::ReplayResult& r, std::optional<int32_t> op) 
   return op ? OpLabel(r.program.ops[*op], r.program.layers) : "persistent states";
 }
 
-constexpr CollectiveKind kReportedKinds[] = {CollectiveKind::kAllGather,
-                                             CollectiveKind::kReduceScatter,
-                                             CollectiveKind::kAllReduce, CollectiveKind::kSendRecv};
+constexpr CollectiveKind kReportedKinds[] = {
+    CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce,
+    CollectiveKind::kSendRecv, CollectiveKind::kAllToAll};
 constexpr CollectiveAlgorithm kAlgorithms[] = {
     CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree, CollectiveAlgorithm::kHierarchical,
     CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kNvlsTree};

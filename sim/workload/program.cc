@@ -10,6 +10,7 @@ Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size) {
   switch (kind) {
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
       return tensor * (n - 1) / n;
     case CollectiveKind::kAllReduce:
       return tensor * (2 * (n - 1)) / n;
@@ -47,6 +48,8 @@ absl::string_view Name(CollectiveKind k) {
       return "all_reduce";
     case CollectiveKind::kSendRecv:
       return "send_recv";
+    case CollectiveKind::kAllToAll:
+      return "all_to_all";
   }
   return "?";
 }

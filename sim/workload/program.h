@@ -51,8 +51,15 @@ inline bool SharesSms(StreamKind s) {
 // of the step it belongs to; the two are independent (a ZeRO-3 gather serves the forward).
 enum class OpKind : uint8_t { kCompute, kCollective };
 enum class OpPass : uint8_t { kForward, kRecompute, kBackward, kStep };
-enum class CollectiveKind : uint8_t { kNone, kAllGather, kReduceScatter, kAllReduce, kSendRecv };
-inline constexpr int kNumCollectiveKinds = 5;
+enum class CollectiveKind : uint8_t {
+  kNone,
+  kAllGather,
+  kReduceScatter,
+  kAllReduce,
+  kSendRecv,
+  kAllToAll
+};
+inline constexpr int kNumCollectiveKinds = 6;
 
 // Which GPUs a collective spans: `size` ranks on `nodes` distinct nodes, member i of copy q
 // being GPU q·copy_offset + i·stride. `copies` identical groups run the same collective at
@@ -105,6 +112,8 @@ struct Op {
 // A collective: the full tensor M (SPEC §2: ring all-gather/reduce-scatter send M(n-1)/n per
 // GPU, all-reduce 2M(n-1)/n) over `group`, launched as `buckets` collectives of equal size.
 // kSendRecv: member 0 of each copy sends M to member 1 (a pipeline stage boundary).
+// kAllToAll: each member's buffer of M bytes is split in n, member i's j-th slice going to
+// member j (expert parallelism's dispatch and combine): M(n-1)/n sent per GPU.
 struct CollectiveSpec {
   CollectiveKind kind = CollectiveKind::kNone;
   Bytes tensor;

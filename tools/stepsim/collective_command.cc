@@ -112,6 +112,7 @@ double BusFactor(sim::CollectiveKind k, int64_t n) {
       return 2 * f;
     case sim::CollectiveKind::kAllGather:
     case sim::CollectiveKind::kReduceScatter:
+    case sim::CollectiveKind::kAllToAll:
       return f;
     default:
       return 1;
@@ -124,11 +125,12 @@ int CollectiveCommand(const std::vector<std::string>& args) {
   FlagSet flags(
       "stepsim collective KIND (--cluster FILE | --node NODE [--nodes N] [--fabric F]) "
       "[--sizes RANGE] [flags]",
-      "Prices one collective (all_reduce, all_gather, reduce_scatter) over GPUs of a cluster at\n"
-      "each message size, as nccl-tests prints it: size (the buffer of all_reduce_perf,\n"
-      "all_gather_perf's output, reduce_scatter_perf's input), time, algbw = size / time,\n"
-      "busbw = algbw x 2(n-1)/n (all-reduce) or (n-1)/n, the algorithm and the link that\n"
-      "bounds it. The cost model is the replay's (graph-routed, calibrated per GPU type).",
+      "Prices one collective (all_reduce, all_gather, reduce_scatter, all_to_all) over GPUs of\n"
+      "a cluster at each message size, as nccl-tests prints it: size (the buffer of\n"
+      "all_reduce_perf and alltoall_perf, all_gather_perf's output, reduce_scatter_perf's\n"
+      "input), time, algbw = size / time, busbw = algbw x 2(n-1)/n (all-reduce) or (n-1)/n,\n"
+      "the algorithm and protocol NCCL's tuner runs, its latency and the link that bounds it.\n"
+      "The cost model is the replay's (graph-routed, calibrated per GPU type).",
       {{"cluster", "FILE", "a topology file (topologies/*.yaml)"},
        {"node", "NODE", "a node type of topologies/nodes.yaml (instead of --cluster)"},
        {"nodes", "N", "with --node: how many (default 1)"},
@@ -145,21 +147,23 @@ int CollectiveCommand(const std::vector<std::string>& args) {
   }
   if (flags.positional().size() != 1) {
     return Fail("collective",
-                absl::InvalidArgumentError("expected one KIND: all_reduce, all_gather or "
-                                           "reduce_scatter"));
+                absl::InvalidArgumentError("expected one KIND: all_reduce, all_gather, "
+                                           "reduce_scatter or all_to_all"));
   }
   const std::string kind_name = flags.positional()[0];
   std::optional<sim::CollectiveKind> kind;
-  for (sim::CollectiveKind k : {sim::CollectiveKind::kAllReduce, sim::CollectiveKind::kAllGather,
-                                sim::CollectiveKind::kReduceScatter}) {
+  for (sim::CollectiveKind k :
+       {sim::CollectiveKind::kAllReduce, sim::CollectiveKind::kAllGather,
+        sim::CollectiveKind::kReduceScatter, sim::CollectiveKind::kAllToAll}) {
     if (sim::Name(k) == kind_name) kind = k;
   }
   if (!kind) {
     return Fail("collective",
                 absl::InvalidArgumentError(absl::StrCat(
                     "unknown collective '", kind_name, "'",
-                    sim::DidYouMean(kind_name, {"all_reduce", "all_gather", "reduce_scatter"}),
-                    "; expected all_reduce, all_gather or reduce_scatter")));
+                    sim::DidYouMean(kind_name,
+                                    {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}),
+                    "; expected all_reduce, all_gather, reduce_scatter or all_to_all")));
   }
   auto root = DataRootFor(flags);
   if (!root.ok()) return Fail("collective", root.status());
@@ -224,11 +228,14 @@ int CollectiveCommand(const std::vector<std::string>& args) {
         model.Price(*kind, sim::Bytes::Count(bytes), group, 1, algo);
     const double algbw = static_cast<double>(bytes) / p.time.seconds();
     const double busbw = algbw * BusFactor(*kind, n);
+    // All-to-all is NCCL's grouped point-to-point, not one of its algorithms.
+    const std::string algorithm =
+        *kind == sim::CollectiveKind::kAllToAll ? "p2p" : std::string(sim::Name(p.algorithm));
     rows.push_back({{"bytes", bytes},
                     {"time_s", p.time.seconds()},
                     {"algbw_bytes_per_s", algbw},
                     {"busbw_bytes_per_s", busbw},
-                    {"algorithm", sim::Name(p.algorithm)},
+                    {"algorithm", algorithm},
                     {"protocol", sim::cost::ProtocolName(p.protocol)},
                     {"latency_s", p.latency.seconds()},
                     {"ramp", p.ramp},
@@ -237,8 +244,8 @@ int CollectiveCommand(const std::vector<std::string>& args) {
                     {"busiest_link", p.busiest_link},
                     {"busiest_load", p.busiest_load}});
     t.AddRow({absl::StrCat(bytes), absl::StrFormat("%.2f", p.time.seconds() * 1e6),
-              absl::StrFormat("%.2f", algbw / 1e9), absl::StrFormat("%.2f", busbw / 1e9),
-              std::string(sim::Name(p.algorithm)), std::string(sim::cost::ProtocolName(p.protocol)),
+              absl::StrFormat("%.2f", algbw / 1e9), absl::StrFormat("%.2f", busbw / 1e9), algorithm,
+              std::string(sim::cost::ProtocolName(p.protocol)),
               absl::StrFormat("%.1f", p.latency.seconds() * 1e6),
               p.busiest_link.empty() ? std::string("-")
                                      : absl::StrFormat("%s (%d)", p.busiest_link, p.busiest_load)});
