@@ -9,6 +9,11 @@
 // Two runs are printed and not held, for a stated reason: ABCI ran NCCL 2.8 with CollNet
 // (SHARP) requested, which stepsim does not model yet; p5's EFA v2 with 32 NICs per node
 // ramps up later along its curve than the p4de EFA ramp predicts (held at large messages only).
+//
+// kCoreWeaveGb200: GB200 NVL72 all-reduce runs published outside ../shared/validation, in the
+// README of github.com/coreweave/nccl-tests ("Expected Performance", GB200, NCCL 2.26.2,
+// NCCL_MNNVL_ENABLE=1; commit cb86553), out-of-place busbw: one rack of 72 GPUs, two racks
+// (144) and 20 racks (1440) over 4x 400 Gb/s InfiniBand per compute tray.
 #include <catch2/catch.hpp>
 #include <cstdio>
 
@@ -86,6 +91,17 @@ TEST_CASE("collective bus bandwidth and algorithm against nccl-tests", "[nccl]")
        nullptr, CollectiveKind::kAllGather},
       {"stas_h200_1node_points (reduce_scatter)", "azure-ndh200-v5", 8, 17179869184.0, 362.9,
        A::kRing, nullptr, CollectiveKind::kReduceScatter},
+      // CoreWeave's GB200 NVL72 runs (kCoreWeaveGb200): one rack (the GB200 nvls_efficiency's
+      // fit), two racks over InfiniBand (a prediction), 20 racks.
+      {"coreweave_gb200_nvl72 (1 rack)", "coreweave-gb200-nvl72", 72, 8589934592.0, 834.57,
+       A::kNvls},
+      {"coreweave_gb200_nvl72 (2 racks)", "coreweave-gb200-nvl72", 144, 17179869184.0, 810.41,
+       A::kNvlsTree},
+      {"coreweave_gb200_nvl72 (20 racks)", "coreweave-gb200-nvl72", 1440, 17179869184.0, 405.74,
+       A::kRing,
+       "NCCL 2.26.2 ran a ring (its curve is 4.6 ms + bytes / 214 GB/s: 1440 ring steps) at "
+       "every size; the tuner as reproduced runs NVLS tree to 4 GiB: NCCL's MNNVL graph search "
+       "across NVLink domains is not modelled"},
   };
   std::printf("\n%-42s %9s %9s %8s  %-10s %-7s %s\n", "run (busbw GB/s)", "measured", "stepsim",
               "error", "algorithm", "proto", "NCCL ran");
@@ -107,7 +123,7 @@ TEST_CASE("collective bus bandwidth and algorithm against nccl-tests", "[nccl]")
     CHECK(p.algorithm == run.algorithm);
     ++held;
   }
-  CHECK(held == 16);
+  CHECK(held == 18);
 }
 
 struct Curve {
@@ -233,7 +249,27 @@ const std::vector<std::vector<std::pair<double, double>>> kCurvePoints = {
      {268435456, 96.65},
      {536870912, 100.87},
      {1073741824, 104.1},
-     {2147483648, 105.46}}};
+     {2147483648, 105.46}},
+    // coreweave_gb200_nvl72, 1 rack (the runs' smallest size is 512 MiB)
+    {{536870912, 586.06},
+     {1073741824, 681.17},
+     {2147483648, 757.78},
+     {4294967296, 839.16},
+     {8589934592, 834.57}},
+    // coreweave_gb200_nvl72, 2 racks
+    {{536870912, 493.94},
+     {1073741824, 596.1},
+     {2147483648, 680.3},
+     {4294967296, 743.09},
+     {8589934592, 793.06},
+     {17179869184, 810.41}},
+    // coreweave_gb200_nvl72, 20 racks
+    {{536870912, 150.95},
+     {1073741824, 218.85},
+     {2147483648, 286.52},
+     {4294967296, 346.38},
+     {8589934592, 381.48},
+     {17179869184, 405.74}}};
 
 // Every all-reduce curve from 4 MiB up within 20 %, as the measured rows give it.
 TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", "[nccl]") {
@@ -248,6 +284,11 @@ TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", 
       {"aws_p5_2n16g_allreduce_awsome", "aws-p5", 16,
        "EFA v2 (32 NICs) ramps later than p4de's EFA"},
       {"abci_a100_2n16g_allreduce_sharp", "abci-a", 16, "CollNet (SHARP) not modelled"},
+      {"coreweave_gb200_nvl72 (1 rack)", "coreweave-gb200-nvl72", 72},
+      {"coreweave_gb200_nvl72 (2 racks)", "coreweave-gb200-nvl72", 144,
+       "the inter-rack IB phase ramps later than the NVSwitch-bound phase the model prices"},
+      {"coreweave_gb200_nvl72 (20 racks)", "coreweave-gb200-nvl72", 1440,
+       "NCCL ran a ring across 20 NVLink domains (MNNVL search not modelled)"},
   };
   REQUIRE(kCurvePoints.size() == curves.size());
   std::printf("\n%-36s %12s %9s %9s %7s  %s\n", "nccl-tests curve (all_reduce)", "bytes",

@@ -352,3 +352,69 @@ TEST_CASE("all-to-all: grouped point-to-point, slices of M/n, rail-aligned acros
 
 }  // namespace
 }  // namespace sim
+
+namespace sim {
+namespace {
+
+TEST_CASE("NVLink domains across nodes: a job takes the fewest domains, split evenly",
+          "[topology]") {
+  struct Case {
+    int64_t trays;
+    int64_t domains, gpus_per_domain;
+  };
+  // An NVL72 rack is 18 trays of 4: 9 trays are half a rack, 32 trays two racks of 16 (the
+  // fewest domains that hold them, ceil(32 / 18) = 2, split evenly), 36 two full racks.
+  for (const Case& k : {Case{1, 1, 4}, Case{9, 1, 36}, Case{18, 1, 72}, Case{32, 2, 64},
+                        Case{36, 2, 72}, Case{360, 20, 72}}) {
+    ClusterSpec c = Cluster("gb200-nvl72", k.trays);
+    REQUIRE(c.node.nvlink_domain == 72);
+    INFO(k.trays << " trays");
+    CHECK_FALSE(config::FoldNvlinkDomain(c).has_value());
+    CHECK(c.nodes == k.domains);
+    CHECK(c.node.gpus_per_node == k.gpus_per_domain);
+    CHECK(c.node.nics_per_node == 4 * (k.gpus_per_domain / 4));
+    CHECK(c.node.domain_nodes == k.gpus_per_domain / 4);
+    CHECK(c.gpus() == 4 * k.trays);
+  }
+  // 19 trays need two domains and do not split evenly over them.
+  ClusterSpec odd = Cluster("gb200-nvl72", 19);
+  const auto problem = config::FoldNvlinkDomain(odd);
+  REQUIRE(problem.has_value());
+  CHECK(*problem ==
+        "19 nodes of gb200-nvl72 do not split evenly over the 2 NVLink domains of at most 18 "
+        "nodes (72 GPUs) they need; use 18 or 20 nodes");
+  // A node type without a multi-node domain is left alone.
+  ClusterSpec h100 = Cluster("dgx-h100", 4);
+  CHECK_FALSE(config::FoldNvlinkDomain(h100).has_value());
+  CHECK(h100.nodes == 4);
+  CHECK(h100.node.gpus_per_node == 8);
+}
+
+TEST_CASE("NVLS spans an NVL72 rack, NICs carry only what crosses racks", "[topology]") {
+  ClusterSpec c = Cluster("gb200-nvl72", 36, Fabric(1.0, 64));
+  REQUIRE_FALSE(config::FoldNvlinkDomain(c).has_value());
+  auto t = cluster::Topology::Build(c);
+  REQUIRE(t.ok());
+  cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kAuto);
+  // All 72 GPUs of one rack: NVLS in the rack's NVLink switches, no NIC.
+  const Bytes m = Bytes::GiB(8);
+  const auto rack = model.Price(CollectiveKind::kAllReduce, m, CommGroup{72, 1, 1, 1, 0}, 1);
+  CHECK(rack.algorithm == CollectiveAlgorithm::kNvls);
+  // M / (B x nvls_efficiency x ramp) + NCCL's NVLS latency; the ramp read at the slice each
+  // GPU reduces, scaled to the 8-GPU node it was fitted on: 8 GiB x 8 / 72.
+  const double want =
+      static_cast<double>(m.count()) /
+          (c.node.intra_node_bandwidth.bytes_per_s() * *c.gpu.calibration.nvls_efficiency *
+           NvlsTransport().RampAt(Bytes::Round(static_cast<double>(m.count()) * 8.0 / 72.0))) +
+      25e-6;
+  CHECK(rack.time.seconds() == Approx(want).epsilon(1e-9));
+  CHECK(NvlsTransport().RampAt(Bytes::Round(static_cast<double>(m.count()) * 8.0 / 72.0)) <
+        NvlsTransport().RampAt(m));
+  // Both racks: NVLS tree, NVLS inside each rack and the inter-rack tree over the NICs.
+  const auto both = model.Price(CollectiveKind::kAllReduce, m, CommGroup{144, 2, 1, 1, 0}, 1);
+  CHECK(both.algorithm == CollectiveAlgorithm::kNvlsTree);
+  CHECK(both.time >= rack.time);
+}
+
+}  // namespace
+}  // namespace sim

@@ -73,6 +73,14 @@ std::vector<std::string> CatalogFabricNames(const DataRoot& root);
 absl::StatusOr<ClusterSpec> ResolveCluster(const DataRoot& root, absl::string_view node,
                                            int64_t nodes, std::optional<std::string> fabric);
 
+// A cluster of nodes whose NVLink domain spans several of them (NodeSpec::nvlink_domain),
+// folded so that the nodes of each domain are one priced node: the job takes ceil(nodes / k)
+// domains of k = nvlink_domain / gpus_per_node nodes, split evenly, and each becomes one node
+// of nodes/domains x gpus_per_node GPUs with the NICs and host of its nodes summed
+// (NodeSpec::domain_nodes keeps how many). An error message when the nodes do not split
+// evenly; nullopt when done or nothing to do.
+std::optional<std::string> FoldNvlinkDomain(ClusterSpec& c);
+
 // A cluster topology file (topologies/NAME.yaml): node type x nodes x fabric. The node type is
 // a catalog name or a mapping with the keys of topologies/nodes.yaml; the fabric a catalog
 // name, a path or a mapping, and may be left out on one node.

@@ -170,6 +170,7 @@ absl::StatusOr<ClusterSpec> ResolveCluster(const DataRoot& root, absl::string_vi
   auto g = FindGpu(catalogs->gpus, c.node.gpu);
   if (!g.ok()) return g.status();
   c.gpu = *g;
+  if (auto problem = FoldNvlinkDomain(c)) return absl::InvalidArgumentError("--nodes: " + *problem);
   if (fabric) {
     auto f = LoadFabric(root, *fabric, FabricLimits{nodes, c.node.nics_per_node});
     if (!f.ok()) return f.status();
@@ -219,6 +220,7 @@ absl::StatusOr<ClusterTopologyFile> LoadClusterTopology(const DataRoot& root,
       out.cluster.gpu = *g;
     }
   }
+  if (auto problem = FoldNvlinkDomain(out.cluster)) errors.Add(r["nodes"], "nodes", *problem);
   const FabricLimits limits{out.cluster.nodes, out.cluster.node.nics_per_node};
   const YAML::Node f = Child(r, "fabric");
   if (!f.IsDefined()) {

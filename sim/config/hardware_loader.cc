@@ -257,11 +257,11 @@ std::optional<HostSpec> ReadHost(const YAML::Node& n, const std::string& p, Yaml
 
 std::optional<NodeSpec> ReadNodeType(const YAML::Node& n, const std::string& p,
                                      const std::vector<GpuSpec>& gpus, YamlErrors& errors) {
-  if (!CheckMapping(
-          n, p,
-          {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node", "nic_bandwidth",
-           "intra_node_transport", "intra_node_latency", "inter_node_latency", "host", "source"},
-          errors)) {
+  if (!CheckMapping(n, p,
+                    {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
+                     "nic_bandwidth", "intra_node_transport", "nvlink_domain", "intra_node_latency",
+                     "inter_node_latency", "host", "source"},
+                    errors)) {
     return std::nullopt;
   }
   NodeSpec node;
@@ -285,11 +285,55 @@ std::optional<NodeSpec> ReadNodeType(const YAML::Node& n, const std::string& p,
   if (auto v = ReadTransportName(opt("intra_node_transport"), false, errors)) {
     node.intra_node_transport = *v;
   }
+  if (auto v = ReadInt(opt("nvlink_domain"), errors, 1, 1 << 20)) {
+    if (*v % node.gpus_per_node != 0 || node.intra_node_transport != "nvlink") {
+      errors.Add(n["nvlink_domain"], JoinPath(p, "nvlink_domain"),
+                 absl::StrCat("an NVLink domain is whole nodes of NVLink GPUs: a multiple of "
+                              "gpus_per_node (",
+                              node.gpus_per_node, "), got ", *v));
+    } else {
+      node.nvlink_domain = *v;
+    }
+  }
   if (auto v = ReadDuration(opt("intra_node_latency"), errors)) node.intra_node_latency = *v;
   if (auto v = ReadDuration(opt("inter_node_latency"), errors)) node.inter_node_latency = *v;
   if (auto v = ReadString(req("source"), errors)) node.source = *v;
   if (const YAML::Node h = n["host"]; h) node.host = ReadHost(h, JoinPath(p, "host"), errors);
   return node;
+}
+
+std::optional<std::string> FoldNvlinkDomain(ClusterSpec& c) {
+  NodeSpec& n = c.node;
+  if (n.nvlink_domain <= n.gpus_per_node) return std::nullopt;
+  if (n.nvlink_domain % n.gpus_per_node != 0) {
+    return absl::StrCat("the NVLink domain of ", n.name, " (", n.nvlink_domain,
+                        " GPUs) is whole nodes: gpus_per_node must divide it, got ",
+                        n.gpus_per_node);
+  }
+  // A job is placed on as few domains as hold it, split evenly (a scheduler fills racks
+  // alike: 32 trays of an NVL72 are two racks of 16): domains = ceil(nodes / k).
+  const int64_t k = n.nvlink_domain / n.gpus_per_node;
+  const int64_t domains = (c.nodes + k - 1) / k;
+  if (c.nodes % domains != 0) {
+    const int64_t below = c.nodes / domains * domains, above = (c.nodes / domains + 1) * domains;
+    return absl::StrCat(c.nodes, " nodes of ", n.name, " do not split evenly over the ", domains,
+                        " NVLink domains of at most ", k, " nodes (", n.nvlink_domain,
+                        " GPUs) they need; use ", below, " or ", above, " nodes");
+  }
+  const int64_t per = c.nodes / domains;
+  c.nodes = domains;
+  n.gpus_per_node *= per;
+  n.nics_per_node *= per;
+  n.domain_nodes = per;
+  if (n.host) {
+    HostSpec& h = *n.host;
+    h.dram = h.dram * per;
+    h.dram_bandwidth = h.dram_bandwidth * static_cast<double>(per);
+    h.cores *= per;
+    h.nvme = h.nvme * per;
+    h.nvme_bandwidth = h.nvme_bandwidth * static_cast<double>(per);
+  }
+  return std::nullopt;
 }
 
 absl::StatusOr<std::vector<NodeSpec>> LoadNodeCatalog(const std::string& path,

@@ -159,6 +159,9 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
       }
     }
   }
+  if (auto problem = FoldNvlinkDomain(c)) {
+    errors.Add(node["nodes"] ? node["nodes"] : node, "cluster.nodes", *problem);
+  }
   if (c.nodes > 1 && (c.node.nics_per_node == 0 || c.node.nic_bandwidth.bytes_per_s() <= 0)) {
     errors.Add(node, "cluster.nics_per_node",
                "a cluster of more than one node needs nics_per_node and nic_bandwidth");

@@ -14,6 +14,8 @@ namespace {
 // bandwidth over that speed, doubled as ncclTopoCompute duplicates channels of >= 25 GB/s.
 constexpr double kTopSearchSpeed = 40.0, kTopSearchSpeedSm90 = 60.0;
 constexpr int kMaxChannels = 32;  // MAXCHANNELS
+// The NVLS ramp (sim/spec/transport.cc) was fitted on an 8-GPU node (azure_ndh100v5).
+constexpr double kNvlsRampRanks = 8.0;
 
 // Bytes a protocol moves per byte of line: LL sends 8 bytes of data in 16 (a flag per word),
 // LL128 120 in 128; NCCL's tuner prices LL128 at 0.92 of Simple (tuning.cc).
@@ -515,11 +517,18 @@ PricedCollective GraphCostModel::PriceUncached(CollectiveKind kind, Bytes tensor
     for (const auto& [phase, fraction] : p->phases) {
       // Intra-node ramps are read at the call's bytes per rank (as nccl-tests count them, and
       // as they were fitted); network ones at the bytes the busiest NIC moves in the call, so
-      // that a node with more NICs (smaller messages per NIC) ramps up later.
+      // that a node with more NICs (smaller messages per NIC) ramps up later. NVLS's at the
+      // slice each GPU reduces and multicasts (call / ranks in the NVLink domain), scaled to
+      // the 8 GPUs of the run it was fitted on (kNvlsRampRanks): a 72-GPU NVL72 domain fills
+      // its pipeline at 9x the message size of an 8-GPU node (CoreWeave's GB200 rack curve).
       const Bytes at =
           phase.transport != nullptr && phase.transport->network
               ? Bytes::Round(static_cast<double>(call.count()) * fraction *
                              static_cast<double>(phase.bw_passes) * phase.busiest_share)
+          : phase.transport == &NvlsTransport()
+              ? Bytes::Round(static_cast<double>(call.count()) * kNvlsRampRanks /
+                             static_cast<double>(std::max<int64_t>(
+                                 group.size / std::max<int64_t>(group.nodes, 1), 1)))
               : call;
       const double ramp = phase.transport != nullptr ? phase.transport->RampAt(at) : 1.0;
       const double bw = static_cast<double>(tensor.count()) * fraction * phase.seconds_per_byte *

@@ -26,9 +26,16 @@ std::string ResolvedScenarioText(const Scenario& s) {
       "  model      %s: %d layers, hidden %d, %d heads (%d KV), FFN %d, vocab %d, %s params\n",
       s.model.name, s.model.layers, s.model.hidden, s.model.heads, s.model.kv_heads,
       s.model.ffn_hidden, s.model.vocab, FormatCount(params.total));
-  absl::StrAppendFormat(&out, "  cluster    %d x %s (%d x %s, %s HBM each) = %d GPUs\n",
-                        s.cluster.nodes, s.cluster.node.name, s.cluster.node.gpus_per_node,
-                        s.cluster.gpu.name, FormatGiB(s.cluster.gpu.hbm, 0), s.cluster.gpus());
+  const int64_t domain_nodes = s.cluster.node.domain_nodes;  // config::FoldNvlinkDomain
+  absl::StrAppendFormat(&out, "  cluster    %d x %s (%d x %s, %s HBM each) = %d GPUs",
+                        s.cluster.nodes * domain_nodes, s.cluster.node.name,
+                        s.cluster.node.gpus_per_node / domain_nodes, s.cluster.gpu.name,
+                        FormatGiB(s.cluster.gpu.hbm, 0), s.cluster.gpus());
+  if (domain_nodes > 1) {
+    absl::StrAppendFormat(&out, " in %d NVLink domain%s of %d GPUs", s.cluster.nodes,
+                          s.cluster.nodes == 1 ? "" : "s", s.cluster.node.gpus_per_node);
+  }
+  out += "\n";
   absl::StrAppendFormat(&out,
                         "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "
                         "recompute %s, %s attention\n",

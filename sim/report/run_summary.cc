@@ -28,8 +28,10 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.gpu = s.cluster.gpu.name;
   o.node = s.cluster.node.name;
   o.gpus = s.cluster.gpus();
-  o.nodes = s.cluster.nodes;
-  o.gpus_per_node = s.cluster.node.gpus_per_node;
+  // Physical nodes: a multi-node NVLink domain was priced as one node (config::FoldNvlinkDomain).
+  const int64_t domain_nodes = s.cluster.node.domain_nodes;
+  o.nodes = s.cluster.nodes * domain_nodes;
+  o.gpus_per_node = s.cluster.node.gpus_per_node / domain_nodes;
   o.dp = s.dp();
   o.tp = s.parallel.tp;
   o.pp = s.parallel.pp;
@@ -81,8 +83,9 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
     o.host_peak = (host + activations) * o.gpus_per_node;
     o.nvme = nvme * o.gpus_per_node;
     if (s.cluster.node.host) {
-      o.host_capacity = s.cluster.node.host->dram;
-      o.host_fits = o.host_peak <= o.host_capacity && o.nvme <= s.cluster.node.host->nvme;
+      o.host_capacity = s.cluster.node.host->dram / domain_nodes;
+      o.host_fits =
+          o.host_peak <= o.host_capacity && o.nvme * domain_nodes <= s.cluster.node.host->nvme;
     }
     o.gpu_fits = o.fits;
     o.fits = o.fits && o.host_fits;

@@ -92,6 +92,12 @@ struct NodeSpec {
   Bandwidth nic_bandwidth;  // per NIC, one direction
   // How the node's GPUs reach each other (sim/spec/transport.h): nvlink, xgmi or pcie.
   std::string intra_node_transport = "nvlink";
+  // GPUs on one NVLink switch fabric when it spans several nodes (GB200/GB300 NVL72: 72 GPUs
+  // over 18 trays of 4); 0: the node. A cluster of such nodes is priced with each domain as
+  // one node of `nvlink_domain` GPUs (config::FoldNvlinkDomain), as NCCL's multi-node NVLink
+  // (MNNVL) treats it: NVLink and NVLS across the domain, NICs only between domains.
+  int64_t nvlink_domain = 0;
+  int64_t domain_nodes = 1;  // after folding: the physical nodes each priced node stands for
   // Added to NCCL's latency of each intra- or inter-node step (its tuner's tables, which
   // already hold the links' own latency): a slower fabric or host than NCCL assumes.
   Duration intra_node_latency;
