@@ -136,6 +136,98 @@ TEST_CASE("compare: communication ratios to DDP at m = 1 and m = 8", "[explore]"
   }
 }
 
+TEST_CASE("uneven first/last stages where the layers do not split", "[explore]") {
+  using Ends = std::optional<std::pair<int64_t, int64_t>>;
+  // Llama 3 405B's 126 layers: 16 stages are 7 + 14 x 8 + 7 (the paper's layout), 2 chunks on
+  // 16 stages 3 + 30 x 4 + 3 (scenarios/llama3-405b-8k.yaml), 64 virtual stages 1 + 62 x 2 + 1.
+  CHECK(UnevenEnds(126, 16, 1) == Ends({7, 7}));
+  CHECK(UnevenEnds(126, 16, 2) == Ends({3, 3}));
+  CHECK(UnevenEnds(126, 32, 2) == Ends({1, 1}));
+  CHECK(UnevenEnds(126, 2, 1) == Ends({0, 0}));  // even
+  CHECK(UnevenEnds(80, 16, 1) == Ends({0, 0}));
+  CHECK(UnevenEnds(80, 32, 1) == std::nullopt);  // 30 x 3 stages already exceed 80 layers
+  CHECK(UnevenEnds(7, 2, 1) == std::nullopt);    // no middle stage to hold the rest
+  CHECK(UnevenEnds(5, 8, 1) == std::nullopt);    // more stages than layers
+}
+
+// The plan's screening (sim/explore/plan.cc ScreenSizes): a step at m micro-batches is the
+// step at 2 pp plus (m - 2 pp) periods, the period the difference of the steps at pp and 2 pp.
+TEST_CASE("the replayed step is linear in the micro-batches past pp: the plan's screening",
+          "[explore]") {
+  auto loader = DefaultLoader();
+  struct Layout {
+    std::vector<config::Override> overrides;
+    int64_t pp, dp;
+  };
+  const std::vector<Layout> layouts = {
+      {{{"parallel.zero", "3"}}, 1, 32},
+      {{{"parallel.framework", "megatron"},
+        {"parallel.zero", "1"},
+        {"parallel.tp", "4"},
+        {"parallel.sequence_parallel", "true"},
+        {"parallel.pp", "4"},
+        {"training.recompute", "selective"}},
+       4,
+       2},
+      {{{"parallel.framework", "megatron"},
+        {"parallel.zero", "1"},
+        {"parallel.tp", "2"},
+        {"parallel.sequence_parallel", "true"},
+        {"parallel.pp", "4"},
+        {"parallel.pp_schedule", "interleaved"},
+        {"parallel.pp_chunks", "2"},
+        {"training.recompute", "selective"}},
+       4,
+       4},
+  };
+  for (const Layout& l : layouts) {
+    const int64_t m1 = std::max<int64_t>(l.pp, 2), m2 = std::max<int64_t>(2 * l.pp, 4),
+                  m = 8 * l.pp;
+    std::vector<std::vector<config::Override>> configs;
+    for (int64_t mb : {m1, m2, m}) {
+      std::vector<config::Override> o = l.overrides;
+      o.push_back({"training.global_batch", absl::StrCat(mb * l.dp)});
+      configs.push_back(o);
+    }
+    const auto r = RunConfigs(loader, configs, 2, nullptr);
+    for (const ConfigResult& c : r) REQUIRE(c.status.ok());
+    const double s1 = r[0].summary->step.seconds(), s2 = r[1].summary->step.seconds();
+    const double estimate =
+        s2 + (s2 - s1) / static_cast<double>(m2 - m1) * static_cast<double>(m - m2);
+    INFO("pp " << l.pp << ": " << s1 << " s at " << m1 << ", " << s2 << " s at " << m2);
+    CHECK(estimate == Approx(r[2].summary->step.seconds()).epsilon(1e-6));
+    // And the peak is reached by 2 pp micro-batches.
+    CHECK(r[1].summary->peak == r[2].summary->peak);
+  }
+}
+
+TEST_CASE("plan: Llama-3-405B on 256 H100 needs deep pipelines with uneven stages", "[explore]") {
+  PlanRequest req;
+  req.model = "llama3-405b";
+  req.gpus = {"H100-SXM5-80GB"};
+  req.tokens = 15e12;
+  req.max_gpus = 256;
+  req.global_batch_tokens = 1 << 20;
+  req.prices = {{"H100-SXM5-80GB", 2.49}};
+  req.jobs = 2;
+  auto plan = Plan(kRoot, req, nullptr);
+  REQUIRE(plan.ok());
+  REQUIRE_FALSE(plan->pareto.empty());
+  for (const PlanFit& f : plan->pareto) {
+    INFO(f.gpus << " GPUs tp" << f.config.tp << " pp" << f.config.pp);
+    CHECK_FALSE(f.estimated);  // the front is replayed in full
+    CHECK(f.config.pp >= 16);  // 405B's states need it on 256 GPUs
+    // 126 layers do not split over 16 or 32 (virtual) stages: the ends take the rest.
+    CHECK(f.config.first_stage_layers > 0);
+    // The batch is the request's 1M tokens (256 sequences of 4096), whole micro-batches on
+    // every data-parallel rank.
+    CHECK(f.global_batch == 256);
+  }
+  // Every layout the search considered ends as a fit or a rejection with its reason, once.
+  CHECK(plan->considered ==
+        static_cast<int64_t>(plan->fits.size()) + static_cast<int64_t>(plan->rejected.size()));
+}
+
 TEST_CASE("plan: smallest Llama-2-70B cluster on A100-80GB, checked by replay", "[explore]") {
   PlanRequest req;
   req.model = "llama2-70b";

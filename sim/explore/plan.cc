@@ -1,8 +1,10 @@
 #include "sim/explore/plan.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -24,31 +26,96 @@ struct Candidate {
   int64_t gpus = 0;
   PlanConfig config;
   std::vector<config::Override> overrides;
+  int64_t global_batch = 0;  // sequences per step, derived from the request's tokens
 };
 
 // The model-parallel family searched beside ZeRO: Megatron-LM layouts with TP inside a node
-// (1, 2, 4, 8 up to its GPUs) and PP 1, 2, 4, 8 (1F1B), the distributed optimizer, sequence
-// parallelism with TP, micro-batch 1 and selective or full recompute.
-std::vector<Candidate> ModelParallelCandidates(const std::string& gpu, int64_t n, int64_t gpn) {
+// (1, 2, 4, 8 up to its GPUs), PP 1 to 32, CP 1 to 8, 1F1B or the interleaved schedule with 2
+// chunks, uneven first/last stages where the layers do not split evenly, the distributed
+// optimizer, sequence parallelism with TP, micro-batch 1 or 2, selective or full recompute.
+std::vector<Candidate> ModelParallelCandidates(const std::string& gpu, int64_t n, int64_t gpn,
+                                               int64_t layers) {
   std::vector<Candidate> out;
   for (int64_t tp : {1, 2, 4, 8}) {
-    for (int64_t pp : {1, 2, 4, 8}) {
-      if (tp * pp == 1 || tp > gpn || tp * pp > n || n % (tp * pp) != 0) continue;
-      for (Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
-        Candidate c{gpu, n, PlanConfig{.zero = 1, .recompute = recompute, .tp = tp, .pp = pp}, {}};
-        c.overrides = {{"parallel.framework", std::string(Name(Framework::kMegatron))},
-                       {"parallel.zero", "1"},
-                       {"parallel.tp", absl::StrCat(tp)},
-                       {"parallel.pp", absl::StrCat(pp)},
-                       {"parallel.sequence_parallel", tp > 1 ? "true" : "false"},
-                       {"training.micro_batch", "1"},
-                       {"training.recompute", std::string(Name(recompute))}};
-        out.push_back(std::move(c));
+    for (int64_t pp : {1, 2, 4, 8, 16, 32}) {
+      for (int64_t cp : {1, 2, 4, 8}) {
+        const int64_t mp = tp * pp * cp;
+        if (mp == 1 || tp > gpn || mp > n || n % mp != 0) continue;
+        for (int64_t chunks : {1, 2}) {
+          if (chunks > 1 && pp < 2) continue;
+          const auto ends = UnevenEnds(layers, pp, chunks);
+          if (!ends) continue;  // more virtual stages than layers
+          for (int64_t micro : {1, 2}) {
+            for (Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
+              Candidate c{gpu,
+                          n,
+                          PlanConfig{.zero = 1,
+                                     .micro_batch = micro,
+                                     .recompute = recompute,
+                                     .tp = tp,
+                                     .pp = pp,
+                                     .cp = cp,
+                                     .pp_chunks = chunks,
+                                     .first_stage_layers = ends->first,
+                                     .last_stage_layers = ends->second},
+                          {}};
+              c.overrides = {{"parallel.framework", std::string(Name(Framework::kMegatron))},
+                             {"parallel.zero", "1"},
+                             {"parallel.tp", absl::StrCat(tp)},
+                             {"parallel.pp", absl::StrCat(pp)},
+                             {"parallel.cp", absl::StrCat(cp)},
+                             {"parallel.sequence_parallel", tp > 1 ? "true" : "false"},
+                             {"training.micro_batch", absl::StrCat(micro)},
+                             {"training.recompute", std::string(Name(recompute))}};
+              if (chunks > 1) {
+                c.overrides.push_back({"parallel.pp_schedule", "interleaved"});
+                c.overrides.push_back({"parallel.pp_chunks", absl::StrCat(chunks)});
+              }
+              if (ends->first > 0) {
+                c.overrides.push_back({"parallel.first_stage_layers", absl::StrCat(ends->first)});
+                c.overrides.push_back({"parallel.last_stage_layers", absl::StrCat(ends->second)});
+              }
+              out.push_back(std::move(c));
+            }
+          }
+        }
       }
     }
   }
   return out;
 }
+
+// Micro-batches per step of a candidate at a batch of `global_batch` sequences.
+int64_t MicroBatches(const Candidate& c, int64_t global_batch) {
+  const int64_t replicas = c.gpus / (c.config.tp * c.config.pp * c.config.cp);
+  return global_batch / (c.config.micro_batch * replicas);
+}
+
+// The two short batches (in micro-batches per step) a long candidate is screened at: pp and
+// 2 pp (at least 2 and 4), multiples of pp as the interleaved schedule needs. The replayed step
+// is linear in the micro-batches from there (each adds one steady-state period): over the 887
+// layouts of a 70B plan replayed both ways the extrapolation agreed with the full replay to
+// the microsecond. None when replaying in full costs no more than the two short runs.
+std::optional<std::pair<int64_t, int64_t>> ScreenSizes(const Candidate& c) {
+  const int64_t pp = c.config.pp;
+  const int64_t m1 = std::max<int64_t>(pp, 2), m2 = std::max<int64_t>(2 * pp, 4);
+  if (MicroBatches(c, c.global_batch) <= m1 + m2) return std::nullopt;
+  return std::pair<int64_t, int64_t>{m1, m2};
+}
+
+// The candidate's overrides at `micro_batches` micro-batches per step.
+std::vector<config::Override> WithBatch(const Candidate& c, int64_t micro_batches) {
+  std::vector<config::Override> o = c.overrides;
+  const int64_t replicas = c.gpus / (c.config.tp * c.config.pp * c.config.cp);
+  o.push_back(
+      {"training.global_batch", absl::StrCat(micro_batches * c.config.micro_batch * replicas)});
+  return o;
+}
+
+// An estimate is replayed in full when it is within this factor of the fastest fit on as many
+// GPUs and no fit beats it by the factor in both days and cost. The extrapolation agrees with
+// the full replay to the microsecond (tests/plan_test.cc); the margin keeps ties honest.
+constexpr double kConfirmMargin = 1.02;
 
 // Largest divisor of n not above `cap`.
 int64_t PerNode(int64_t n, int64_t cap) {
@@ -225,20 +292,28 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
           }
         }
       }
-      for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn))
+      for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn, model->layers))
         family.push_back(std::move(c));
       for (Candidate& c : family) {
         ++out.considered;
         c.overrides.insert(c.overrides.begin(), {"cluster.nodes", absl::StrCat(nodes)});
-        const int64_t replicas = n / (c.config.tp * c.config.pp);
-        if (global_batch % (c.config.micro_batch * replicas) != 0) {
+        // The batch in tokens, as sequences: the nearest whole number of micro-batches on every
+        // data-parallel rank (a multiple of pp of them for the interleaved schedule, which
+        // Megatron-LM asserts); refused when even one per rank overshoots it by half.
+        const int64_t replicas = n / (c.config.tp * c.config.pp * c.config.cp);
+        const int64_t unit =
+            c.config.micro_batch * replicas * (c.config.pp_chunks > 1 ? c.config.pp : 1);
+        const int64_t units = (global_batch + unit / 2) / unit;
+        if (units == 0) {
           ++out.pruned;
           reject(c, RejectionKind::kBatch,
-                 absl::StrFormat("global batch %d is not a multiple of "
-                                 "micro-batch x data-parallel ranks = %d",
-                                 global_batch, c.config.micro_batch * replicas));
+                 absl::StrFormat("a batch of %d sequences is less than half of one step's "
+                                 "least, %d (micro-batch x data-parallel ranks%s)",
+                                 global_batch, unit, c.config.pp_chunks > 1 ? " x pp" : ""));
           continue;
         }
+        c.global_batch = units * unit;
+        c.overrides.push_back({"training.global_batch", absl::StrCat(c.global_batch)});
         std::vector<config::ConfigProblem> problems;
         auto s = loader->Load(c.overrides, &problems);
         if (!s.ok()) {
@@ -260,16 +335,20 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         candidates.push_back(c);
       }
     }
-    std::vector<std::vector<config::Override>> configs;
-    for (const Candidate& c : candidates) configs.push_back(c.overrides);
-    const auto results = RunConfigs(*loader, configs, req.jobs, progress);
-    out.replayed += static_cast<int64_t>(results.size());
-    for (size_t i = 0; i < results.size(); ++i) {
-      const Candidate& c = candidates[i];
-      const ConfigResult& r = results[i];
+    // Rounds by recompute policy, lightest first (none, selective, full): a layout is replayed
+    // with more recompute only when the lighter policy did not fit, since recomputing less
+    // takes less time on the same GPUs.
+    //
+    // Screening: a layout with many micro-batches per step is first replayed at two short
+    // batches (ScreenSizes) and its step extrapolated along the period they differ by; the
+    // layouts whose estimate lands within kConfirmMargin of the front are then replayed in
+    // full, and only full replays make the front. Short layouts are replayed in full at once.
+    // The fit a run makes, or its rejection recorded.
+    auto FitOf = [&](const Candidate& c, const ConfigResult& r,
+                     std::optional<double> step_s) -> std::optional<PlanFit> {
       if (!r.status.ok()) {
         reject(c, RejectionKind::kInvalid, std::string(r.status.message()));
-        continue;
+        return std::nullopt;
       }
       const report::RunSummary& run = *r.summary;
       if (!run.fits) {
@@ -282,17 +361,183 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
                    : absl::StrFormat("replay: host memory %.0f GiB per node exceeds the "
                                      "node's %.0f GiB of DRAM (GPU peak %.1f GiB fits)",
                                      run.host_peak.gib(), run.host_capacity.gib(), run.peak.gib()));
-        continue;
+        return std::nullopt;
       }
-      PlanFit fit{gpu->name,
-                  c.gpus,
-                  c.config,
-                  run.step.seconds(),
-                  req.tokens / run.tokens_per_s / 86400.0,
-                  std::nullopt,
-                  run.host_peak};
+      const double step = step_s.value_or(run.step.seconds());
+      const double tokens_per_s =
+          static_cast<double>(c.global_batch) * static_cast<double>(req.seq_len) / step;
+      PlanFit fit{gpu->name,      c.gpus,        c.config,
+                  c.global_batch, step,          req.tokens / tokens_per_s / 86400.0,
+                  std::nullopt,   run.host_peak, step_s.has_value()};
       if (price) fit.cost = fit.days * 24.0 * static_cast<double>(c.gpus) * *price;
-      out.fits.push_back(fit);
+      return fit;
+    };
+    auto Fits = [](const ConfigResult& r) { return r.status.ok() && r.summary->fits; };
+    std::vector<std::optional<PlanFit>> fits(candidates.size());
+    auto family_of = [&](const Candidate& c) {
+      PlanConfig k = c.config;
+      k.recompute = Recompute::kNone;
+      return std::make_tuple(c.gpus, k.zero, k.micro_batch, k.tp, k.pp, k.cp, k.pp_chunks,
+                             k.first_stage_layers);
+    };
+    std::map<decltype(family_of(candidates.front())), bool> family_fits;
+    for (Recompute round : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      std::vector<size_t> todo;
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        const Candidate& c = candidates[i];
+        if (c.config.recompute != round) continue;
+        if (family_fits[family_of(c)]) {
+          reject(c, RejectionKind::kLighter,
+                 "the same layout with less recompute fits, and recomputing less is faster");
+          continue;
+        }
+        todo.push_back(i);
+      }
+      // Stage A: short layouts in full, long ones at their first screening batch.
+      std::vector<std::vector<config::Override>> configs;
+      std::vector<size_t> full_runs, screened;
+      for (size_t i : todo) {
+        const Candidate& c = candidates[i];
+        if (const auto screen = ScreenSizes(c)) {
+          screened.push_back(i);
+          configs.push_back(WithBatch(c, screen->first));
+        } else {
+          full_runs.push_back(i);
+          configs.push_back(c.overrides);
+        }
+      }
+      // configs follow todo: one run per candidate, in order.
+      const auto a = RunConfigs(*loader, configs, req.jobs, progress);
+      out.replayed += static_cast<int64_t>(a.size());
+      std::map<size_t, const ConfigResult*> first_run;
+      {
+        size_t k = 0;
+        for (size_t i : todo) first_run[i] = &a[k++];
+      }
+      for (size_t i : full_runs) {
+        fits[i] = FitOf(candidates[i], *first_run[i], std::nullopt);
+        if (fits[i]) family_fits[family_of(candidates[i])] = true;
+      }
+      // Bounds on a screened layout's step from its first short run of m1 micro-batches, with
+      // c the busiest stage's compute and recompute per micro-batch: below, m x c (a stage
+      // computes its micro-batches one after another) and the short step + (m - m1) x c (the
+      // step is linear in the micro-batches past pp, and each period holds at least c on that
+      // stage); above, the short step x m / m1 (the fixed part of the step is positive).
+      struct Bounds {
+        double lower, upper;
+      };
+      std::map<size_t, Bounds> bounds;
+      std::vector<size_t> live;  // screened and fitting at m1
+      for (size_t i : screened) {
+        const Candidate& c = candidates[i];
+        const ConfigResult& r = *first_run[i];
+        if (!Fits(r)) {
+          FitOf(c, r, std::nullopt);  // records the rejection
+          continue;
+        }
+        const report::RunSummary& run = *r.summary;
+        const double m1 = static_cast<double>(ScreenSizes(c)->first);
+        const double m = static_cast<double>(MicroBatches(c, c.global_batch));
+        double busiest = (run.compute + run.recompute).seconds();
+        for (const report::StageSummary& st : run.stages) {
+          busiest = std::max(busiest, (st.times.compute + st.times.recompute).seconds());
+        }
+        const double s1 = run.step.seconds(), per = busiest / m1;
+        bounds[i] = {std::max(m * per, s1 + (m - m1) * per), s1 * m / m1};
+        live.push_back(i);
+        family_fits[family_of(c)] = true;
+      }
+      // Stage B: the second screening run, first for the two layouts of lowest bound on each
+      // cluster size, then for the others whose lower bound does not exceed the fastest step
+      // known on that size (the same GPUs cost the same per day, so only the fastest layout
+      // of a size can be on the front).
+      auto best_known = [&](int64_t gpus) {
+        double best = std::numeric_limits<double>::infinity();
+        for (const std::optional<PlanFit>& f : fits) {
+          if (f && f->gpus == gpus) best = std::min(best, f->step_s);
+        }
+        for (const auto& [i, b] : bounds) {
+          if (candidates[i].gpus == gpus) best = std::min(best, b.upper);
+        }
+        return best;
+      };
+      auto second = [&](const std::vector<size_t>& which) {
+        std::vector<std::vector<config::Override>> cfg;
+        for (size_t i : which)
+          cfg.push_back(WithBatch(candidates[i], ScreenSizes(candidates[i])->second));
+        const auto b = RunConfigs(*loader, cfg, req.jobs, progress);
+        out.replayed += static_cast<int64_t>(b.size());
+        for (size_t k = 0; k < which.size(); ++k) {
+          const size_t i = which[k];
+          const Candidate& c = candidates[i];
+          if (!Fits(b[k])) {
+            FitOf(c, b[k], std::nullopt);
+            continue;
+          }
+          const auto screen = *ScreenSizes(c);
+          const double s1 = first_run[i]->summary->step.seconds(),
+                       s2 = b[k].summary->step.seconds();
+          const double period = (s2 - s1) / static_cast<double>(screen.second - screen.first);
+          const int64_t m = MicroBatches(c, c.global_batch);
+          fits[i] = FitOf(c, b[k], s2 + period * static_cast<double>(m - screen.second));
+        }
+      };
+      std::stable_sort(live.begin(), live.end(),
+                       [&](size_t x, size_t y) { return bounds[x].lower < bounds[y].lower; });
+      std::vector<size_t> lead, rest;
+      std::map<int64_t, int> per_size;
+      for (size_t i : live) (per_size[candidates[i].gpus]++ < 2 ? lead : rest).push_back(i);
+      second(lead);
+      std::vector<size_t> kept;
+      for (size_t i : rest) {
+        const Candidate& c = candidates[i];
+        if (bounds[i].lower > best_known(c.gpus)) {
+          reject(c, RejectionKind::kSlower,
+                 absl::StrFormat("slower than another layout on the same GPUs: at least %.2f s "
+                                 "per step (its busiest stage's compute), against %.2f s",
+                                 bounds[i].lower, best_known(c.gpus)));
+          continue;
+        }
+        kept.push_back(i);
+      }
+      second(kept);
+    }
+    // Confirm by full replay every estimate within kConfirmMargin of the fastest fit on as many
+    // GPUs (only the fastest of a size can be on the front: the same GPUs cost the same per
+    // day) that no other fit beats by that margin in both days and cost.
+    auto cost_of = [](const PlanFit& f) {
+      return f.cost.value_or(f.days * static_cast<double>(f.gpus));
+    };
+    std::map<int64_t, double> fastest;
+    for (const std::optional<PlanFit>& f : fits) {
+      if (!f) continue;
+      auto [it, fresh] = fastest.emplace(f->gpus, f->step_s);
+      if (!fresh) it->second = std::min(it->second, f->step_s);
+    }
+    std::vector<size_t> confirm;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (!fits[i] || !fits[i]->estimated) continue;
+      if (fits[i]->step_s > fastest[fits[i]->gpus] * kConfirmMargin) continue;
+      bool dominated = false;
+      for (size_t j = 0; j < candidates.size() && !dominated; ++j) {
+        if (j == i || !fits[j]) continue;
+        dominated = fits[j]->days * kConfirmMargin < fits[i]->days &&
+                    cost_of(*fits[j]) * kConfirmMargin < cost_of(*fits[i]);
+      }
+      if (!dominated) confirm.push_back(i);
+    }
+    std::vector<std::vector<config::Override>> confirm_configs;
+    for (size_t i : confirm) confirm_configs.push_back(candidates[i].overrides);
+    const auto confirmed = RunConfigs(*loader, confirm_configs, req.jobs, progress);
+    out.replayed += static_cast<int64_t>(confirmed.size());
+    out.confirmed += static_cast<int64_t>(confirmed.size());
+    for (size_t k = 0; k < confirm.size(); ++k) {
+      fits[confirm[k]] = FitOf(candidates[confirm[k]], confirmed[k], std::nullopt);
+    }
+    for (std::optional<PlanFit>& f : fits) {
+      if (!f) continue;
+      if (f->estimated) ++out.estimated;
+      out.fits.push_back(std::move(*f));
     }
     for (PlanRejection& j : rejected) out.rejected.push_back(std::move(j));
     if (!mine(gpu->name, 0)) continue;
@@ -359,10 +604,22 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
   return out;
 }
 
+std::optional<std::pair<int64_t, int64_t>> UnevenEnds(int64_t layers, int64_t pp, int64_t chunks) {
+  const int64_t stages = pp * chunks;
+  if (stages <= 0 || layers < stages) return std::nullopt;
+  if (layers % stages == 0) return std::pair<int64_t, int64_t>{0, 0};
+  if (stages < 3) return std::nullopt;  // no middle stage to hold the rest
+  const int64_t middle = (layers + stages - 1) / stages;
+  const int64_t rest = layers - (stages - 2) * middle;
+  const int64_t first = rest / 2, last = rest - first;
+  if (first < 1 || last > middle) return std::nullopt;
+  return std::pair<int64_t, int64_t>{first, last};
+}
+
 std::vector<PlanFit> ParetoFrontier(const std::vector<PlanFit>& fits) {
   std::vector<const PlanFit*> sorted;
   for (const PlanFit& f : fits) {
-    if (f.cost) sorted.push_back(&f);
+    if (f.cost && !f.estimated) sorted.push_back(&f);
   }
   std::stable_sort(sorted.begin(), sorted.end(), [](const PlanFit* a, const PlanFit* b) {
     if (a->days != b->days) return a->days < b->days;
@@ -390,6 +647,7 @@ absl::StatusOr<PlanResult> MergePlans(std::vector<PlanResult> shards) {
   merged.fits.clear();
   merged.min_gpus.clear();
   merged.considered = merged.pruned = merged.replayed = 0;
+  merged.estimated = merged.confirmed = 0;
   merged.seconds = 0;
   for (const PlanResult& s : shards) {
     const char* differs = s.model != merged.model                 ? "model"
@@ -412,6 +670,8 @@ absl::StatusOr<PlanResult> MergePlans(std::vector<PlanResult> shards) {
     merged.considered += s.considered;
     merged.pruned += s.pruned;
     merged.replayed += s.replayed;
+    merged.estimated += s.estimated;
+    merged.confirmed += s.confirmed;
     merged.seconds += s.seconds;
   }
   if (expect != total) {

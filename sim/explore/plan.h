@@ -9,10 +9,18 @@
 //    nodes of the largest divisor of N not above the node type's GPUs per node.
 // 2. The Pareto set of time-to-train against cost over whole-node clusters (node counts
 //    1, 2, 4, ... up to --max-gpus), every stage, micro-batch 1/2/4 and recompute policy, and
-//    the Megatron-LM layouts TP 1/2/4/8 (within a node) × PP 1/2/4/8 with the distributed
-//    optimizer, SP, micro-batch 1 and selective or full recompute;
+//    the Megatron-LM layouts TP 1/2/4/8 (within a node) × PP 1/2/4/8/16/32 × CP 1/2/4/8 ×
+//    1F1B or interleaved (2 chunks), with uneven first/last stages where the layers do not
+//    split, the distributed optimizer, SP, micro-batch 1/2 and selective or full recompute;
+//    the batch is the request's tokens rounded per layout to whole micro-batches per rank;
 //    configurations whose static states plus kept activations exceed the HBM are pruned
 //    before replay; every rejected family is reported with its reason.
+// 3. What keeps it affordable (plan.cc): rounds by recompute policy, lightest first (a heavier
+//    policy of a layout only when the lighter did not fit); layouts of many micro-batches
+//    screened at pp and 2 pp of them and extrapolated (the step is linear from there), bounded
+//    below after the first short run and dropped when slower than the fastest step on as many
+//    GPUs; the estimates near the fastest of their size replayed in full. Only full replays
+//    make the Pareto set.
 
 #include <map>
 #include <optional>
@@ -59,23 +67,42 @@ struct PlanConfig {
   // ZeRO-3 layers gathered ahead: the framework's default, which the plan does not vary (none
   // where DeepSpeed counts elements).
   std::optional<int64_t> prefetch = std::nullopt;
-  int64_t tp = 1, pp = 1;
-  bool ModelParallel() const { return tp * pp > 1; }
+  int64_t tp = 1, pp = 1, cp = 1;
+  int64_t pp_chunks = 1;  // > 1: the interleaved schedule with that many model chunks per stage
+  // Layers of the first and last virtual stage where the layers do not split evenly (Megatron's
+  // --decoder-first/last-pipeline-num-layers; the other virtual stages equal); 0: even.
+  int64_t first_stage_layers = 0, last_stage_layers = 0;
+  bool ModelParallel() const { return tp * pp * cp > 1; }
   bool SequenceParallel() const { return tp > 1; }
 };
+
+// Uneven ends for `layers` over pp × chunks virtual stages that do not split evenly: the middle
+// stages take ceil(layers / stages) each and the first and last share the rest (the first the
+// smaller half), as Llama 3 405B's 126 layers over 16 stages are 7 + 14 × 8 + 7. {0, 0} when
+// the layers split evenly; nullopt when no such split exists (more stages than layers).
+std::optional<std::pair<int64_t, int64_t>> UnevenEnds(int64_t layers, int64_t pp, int64_t chunks);
 
 // A configuration that fits, with its time to train and (given a price) its cost.
 struct PlanFit {
   std::string gpu;
   int64_t gpus = 0;
   PlanConfig config;
+  // Sequences per step: the request's batch in tokens rounded to a whole number of
+  // micro-batches on every data-parallel rank (and of pp for the interleaved schedule).
+  int64_t global_batch = 0;
   double step_s = 0, days = 0;
   std::optional<double> cost;  // USD; none without a price for the GPU
   Bytes host;                  // host memory per node (offload, paged optimizers)
+  // The step extrapolated from two short replays (the plan's screening), not replayed in
+  // full: never on the Pareto front.
+  bool estimated = false;
 };
 
 // Why a configuration was left out, in the order the search applies the filters.
-enum class RejectionKind { kBatch, kLayout, kStatic, kReplay, kInvalid };
+// kLighter: the same layout with less recompute fits, and is faster (it recomputes less).
+// kSlower: a bound from a short replay shows another layout on as many GPUs of the type faster
+// (same GPUs, same cost per day: it cannot be on the front).
+enum class RejectionKind { kBatch, kLayout, kStatic, kReplay, kInvalid, kLighter, kSlower };
 
 struct PlanRejection {
   std::string gpu;
@@ -115,6 +142,8 @@ struct PlanResult {
   PlanShard shard;
   std::vector<PlanFit> fits;  // every fitting configuration
   int64_t considered = 0, pruned = 0, replayed = 0;
+  // Fits whose step is a screening estimate, and the estimates near the front replayed in full.
+  int64_t estimated = 0, confirmed = 0;
   double seconds = 0;  // wall time of the search
 };
 
@@ -141,11 +170,13 @@ namespace sim {
 template <>
 struct EnumNames<explore::RejectionKind> {
   using K = explore::RejectionKind;
-  static constexpr NameTable<K, 5> kNames{{{K::kBatch, "batch"},
+  static constexpr NameTable<K, 7> kNames{{{K::kBatch, "batch"},
                                            {K::kLayout, "layout"},
                                            {K::kStatic, "static"},
                                            {K::kReplay, "replay"},
-                                           {K::kInvalid, "invalid"}}};
+                                           {K::kInvalid, "invalid"},
+                                           {K::kLighter, "lighter"},
+                                           {K::kSlower, "slower"}}};
 };
 }  // namespace sim
 

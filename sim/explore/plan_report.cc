@@ -24,6 +24,10 @@ Json ConfigJson(const PlanConfig& c) {
     j["framework"] = Name(Framework::kMegatron);
     j["tp"] = c.tp;
     j["pp"] = c.pp;
+    j["cp"] = c.cp;
+    j["pp_chunks"] = c.pp_chunks;
+    j["first_stage_layers"] = c.first_stage_layers;
+    j["last_stage_layers"] = c.last_stage_layers;
     j["sequence_parallel"] = c.SequenceParallel();
   }
   return j;
@@ -36,17 +40,30 @@ Json BreakdownJson(const memory::Breakdown& b) {
 }
 
 Json FitJson(const PlanFit& f) {
-  Json j = {{"gpu", f.gpu},       {"gpus", f.gpus}, {"config", ConfigJson(f.config)},
-            {"step_s", f.step_s}, {"days", f.days}, {"cost", nullptr}};
+  Json j = {{"gpu", f.gpu},
+            {"gpus", f.gpus},
+            {"config", ConfigJson(f.config)},
+            {"global_batch", f.global_batch},
+            {"step_s", f.step_s},
+            {"days", f.days},
+            {"cost", nullptr}};
   if (f.cost) j["cost"] = *f.cost;
   j["host_bytes_per_node"] = f.host.count();
+  j["estimated"] = f.estimated;
   return j;
 }
 
-// "ZeRO-3 mb1 full", or "megatron tp8 pp2 sp mb1 selective".
+// "ZeRO-3 mb1 full", or "megatron tp8 pp16 v2 ends 3/3 sp mb1 selective": v the model chunks
+// of the interleaved schedule, ends the layers of uneven first/last (virtual) stages.
 std::string ConfigLabel(const PlanConfig& c) {
   if (c.ModelParallel()) {
-    return absl::StrFormat("megatron tp%d pp%d%s mb%d %s", c.tp, c.pp,
+    std::string pp = absl::StrCat("pp", c.pp);
+    if (c.pp_chunks > 1) absl::StrAppend(&pp, " v", c.pp_chunks);
+    if (c.first_stage_layers > 0) {
+      absl::StrAppend(&pp, " ends ", c.first_stage_layers, "/", c.last_stage_layers);
+    }
+    return absl::StrFormat("megatron tp%d %s%s%s mb%d %s", c.tp, pp,
+                           c.cp > 1 ? absl::StrCat(" cp", c.cp) : "",
                            c.SequenceParallel() ? " sp" : "", c.micro_batch, Name(c.recompute));
   }
   return absl::StrFormat("ZeRO-%d mb%d %s", c.zero, c.micro_batch, Name(c.recompute));
@@ -151,6 +168,10 @@ std::optional<PlanConfig> ReadConfig(Reader& in, const Json& j, const std::strin
   if (c->contains("tp")) {
     if (auto v = in.Int(*c, p, "tp", 1)) out.tp = *v;
     if (auto v = in.Int(*c, p, "pp", 1)) out.pp = *v;
+    if (auto v = in.Int(*c, p, "cp", 1)) out.cp = *v;
+    if (auto v = in.Int(*c, p, "pp_chunks", 1)) out.pp_chunks = *v;
+    if (auto v = in.Int(*c, p, "first_stage_layers")) out.first_stage_layers = *v;
+    if (auto v = in.Int(*c, p, "last_stage_layers")) out.last_stage_layers = *v;
   }
   if (!in.ok()) return std::nullopt;
   return out;
@@ -165,9 +186,12 @@ std::optional<PlanFit> ReadFit(Reader& in, const Json& j, const std::string& pat
   if (auto v = in.String(j, path, "gpu")) f.gpu = *v;
   if (auto v = in.Int(j, path, "gpus", 1)) f.gpus = *v;
   if (auto c = ReadConfig(in, j, path)) f.config = *c;
+  if (auto v = in.Int(j, path, "global_batch", 1)) f.global_batch = *v;
   if (auto v = in.Real(j, path, "step_s")) f.step_s = *v;
   if (auto v = in.Real(j, path, "days")) f.days = *v;
   if (auto v = in.Int(j, path, "host_bytes_per_node")) f.host = Bytes::Count(*v);
+  if (j.is_object() && j.contains("estimated"))
+    f.estimated = j.at("estimated").is_boolean() && j.at("estimated").get<bool>();
   if (j.is_object() && j.contains("cost") && !j.at("cost").is_null()) {
     if (auto v = in.Real(j, path, "cost")) f.cost = *v;
   } else if (!j.is_object() || !j.contains("cost")) {
@@ -229,6 +253,8 @@ Json PlanJson(const PlanResult& p) {
   out["considered"] = p.considered;
   out["pruned"] = p.pruned;
   out["replayed"] = p.replayed;
+  out["estimated"] = p.estimated;
+  out["confirmed"] = p.confirmed;
   out["seconds"] = p.seconds;
   return out;
 }
@@ -321,6 +347,8 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
   if (auto v = in.Int(j, "", "considered")) p.considered = *v;
   if (auto v = in.Int(j, "", "pruned")) p.pruned = *v;
   if (auto v = in.Int(j, "", "replayed")) p.replayed = *v;
+  if (auto v = in.Int(j, "", "estimated")) p.estimated = *v;
+  if (auto v = in.Int(j, "", "confirmed")) p.confirmed = *v;
   if (auto v = in.Real(j, "", "seconds")) p.seconds = *v;
   if (!in.ok()) return in.status();
   p.pareto = ParetoFrontier(p.fits);
@@ -371,7 +399,9 @@ std::string PlanText(const PlanResult& p) {
   std::map<std::string, int> kinds;
   for (const PlanRejection& r : p.rejected) kinds[std::string(Name(r.kind))]++;
   const std::map<std::string, std::string> what = {
-      {"batch", "the global batch does not divide"},
+      {"batch", "the batch is less than half of one micro-batch per data-parallel rank"},
+      {"lighter", "the same layout with less recompute fits (and is faster)"},
+      {"slower", "a short replay bounds them slower than another layout on as many GPUs"},
       {"static", "the static ledger exceeds the HBM"},
       {"replay", "the replayed peak exceeds the HBM"},
       {"layout", "the model does not admit the layout"},
@@ -405,6 +435,15 @@ std::string PlanText(const PlanResult& p) {
                         "Considered %d configurations, "
                         "pruned %d by the static ledger or the batch, replayed %d, in %.1f s.\n",
                         p.considered, p.pruned, p.replayed, p.seconds);
+  if (p.estimated + p.confirmed > 0) {
+    absl::StrAppendFormat(
+        &out,
+        "Layouts of many micro-batches were screened by two short replays (pp and "
+        "2 pp micro-batches, the step extrapolated); %d near the front were "
+        "then replayed in full, %d far from it keep the estimate (\"estimated\" "
+        "in --json) and stay off the front.\n",
+        p.confirmed, p.estimated);
+  }
   return out;
 }
 
