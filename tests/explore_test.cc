@@ -228,6 +228,29 @@ TEST_CASE("plan: Llama-3-405B on 256 H100 needs deep pipelines with uneven stage
         static_cast<int64_t>(plan->fits.size()) + static_cast<int64_t>(plan->rejected.size()));
 }
 
+TEST_CASE("plan --days picks the cheapest in time, --budget the fastest in budget", "[explore]") {
+  PlanResult p;
+  auto fit = [](int64_t gpus, double days, double cost) {
+    PlanFit f;
+    f.gpu = "H100-SXM5-80GB";
+    f.gpus = gpus;
+    f.days = days;
+    f.cost = cost;
+    return f;
+  };
+  p.pareto = {fit(1024, 20, 300), fit(512, 35, 260), fit(256, 70, 250)};  // fastest first
+  CHECK_FALSE(PlanChoice(p).has_value());                                 // nothing asked
+  p.deadline_days = 40;
+  CHECK(PlanChoice(p)->gpus == 512);  // 20 and 35 days meet it; 512 GPUs cost less
+  p.deadline_days = 10;
+  CHECK_FALSE(PlanChoice(p).has_value());  // nothing that fast
+  p.deadline_days.reset();
+  p.budget_usd = 270;
+  CHECK(PlanChoice(p)->gpus == 512);  // the fastest within $270
+  p.deadline_days = 100;
+  CHECK(PlanChoice(p)->gpus == 256);  // both: the cheapest within the deadline and budget
+}
+
 TEST_CASE("plan: smallest Llama-2-70B cluster on A100-80GB, checked by replay", "[explore]") {
   PlanRequest req;
   req.model = "llama2-70b";

@@ -177,6 +177,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
   if (!model.ok()) return model.status();
   PlanResult out;
   out.model = model->name;
+  out.deadline_days = req.deadline_days;
+  out.budget_usd = req.budget_usd;
   out.params = CountParameters(*model).total;
   out.seq_len = req.seq_len;
   out.tokens = req.tokens;
@@ -557,7 +559,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     };
     int64_t lo = 1;  // largest N known not to fit (or 1 as the floor), hi = smallest that fits
     {
-      auto s = loader->Load({});
+      // One node, ZeRO-3, the batch of the count search (whatever the request's batch in tokens).
+      auto s = loader->Load({{"training.global_batch", absl::StrCat(2 * gpn)}});
       if (!s.ok()) return s.status();
       const Bytes act = StaticFloor(*s) - PersistentStates(*s).total() - s->runtime.reserved;
       const double per_gpu_room = (s->cluster.gpu.Usable() - act - s->runtime.reserved).gb();
@@ -614,6 +617,19 @@ std::optional<std::pair<int64_t, int64_t>> UnevenEnds(int64_t layers, int64_t pp
   const int64_t first = rest / 2, last = rest - first;
   if (first < 1 || last > middle) return std::nullopt;
   return std::pair<int64_t, int64_t>{first, last};
+}
+
+std::optional<PlanFit> PlanChoice(const PlanResult& plan) {
+  if (!plan.deadline_days && !plan.budget_usd) return std::nullopt;
+  std::optional<PlanFit> best;
+  for (const PlanFit& f : plan.pareto) {
+    if (plan.deadline_days && f.days > *plan.deadline_days) continue;
+    if (plan.budget_usd && *f.cost > *plan.budget_usd) continue;
+    // With a deadline the cheapest that meets it; with a budget alone the fastest.
+    const bool better = !best || (plan.deadline_days ? *f.cost < *best->cost : f.days < best->days);
+    if (better) best = f;
+  }
+  return best;
 }
 
 std::vector<PlanFit> ParetoFrontier(const std::vector<PlanFit>& fits) {

@@ -53,6 +53,9 @@ struct PlanRequest {
   int64_t lora_rank = 16;
   OffloadSpec offload;
   int jobs = 1;
+  // A deadline (the cheapest Pareto point that trains the budget within it) and a budget in USD
+  // (the fastest within it); both: the cheapest within the deadline and the budget.
+  std::optional<double> deadline_days, budget_usd;
   // Run only one of N contiguous slices of the work: per GPU type, one unit for the
   // smallest-count search and one per whole-node cluster size. `stepsim merge` joins them.
   Shard shard;
@@ -144,8 +147,13 @@ struct PlanResult {
   int64_t considered = 0, pruned = 0, replayed = 0;
   // Fits whose step is a screening estimate, and the estimates near the front replayed in full.
   int64_t estimated = 0, confirmed = 0;
-  double seconds = 0;  // wall time of the search
+  double seconds = 0;                               // wall time of the search
+  std::optional<double> deadline_days, budget_usd;  // the request's (PlanRequest)
 };
+
+// The Pareto point the request's deadline and budget choose (PlanRequest::deadline_days,
+// budget_usd); none when neither is given or no point meets them.
+std::optional<PlanFit> PlanChoice(const PlanResult& plan);
 
 absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest& req,
                                 const Progress& progress);

@@ -236,6 +236,10 @@ Json PlanJson(const PlanResult& p) {
   }
   out["pareto"] = Json::array();
   for (const PlanFit& f : p.pareto) out["pareto"].push_back(FitJson(f));
+  out["deadline_days"] = p.deadline_days ? Json(*p.deadline_days) : Json(nullptr);
+  out["budget_usd"] = p.budget_usd ? Json(*p.budget_usd) : Json(nullptr);
+  const auto choice = PlanChoice(p);
+  out["choice"] = choice ? FitJson(*choice) : Json(nullptr);
   out["rejected"] = Json::array();
   for (const PlanRejection& r : p.rejected) {
     Json j = {{"gpu", r.gpu},
@@ -350,6 +354,12 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
   if (auto v = in.Int(j, "", "estimated")) p.estimated = *v;
   if (auto v = in.Int(j, "", "confirmed")) p.confirmed = *v;
   if (auto v = in.Real(j, "", "seconds")) p.seconds = *v;
+  for (const auto& [key, slot] :
+       {std::pair{"deadline_days", &p.deadline_days}, std::pair{"budget_usd", &p.budget_usd}}) {
+    if (j.is_object() && j.contains(key) && !j.at(key).is_null()) {
+      if (auto v = in.Real(j, "", key)) *slot = *v;
+    }
+  }
   if (!in.ok()) return in.status();
   p.pareto = ParetoFrontier(p.fits);
   return p;
@@ -395,6 +405,33 @@ std::string PlanText(const PlanResult& p) {
   }
   absl::StrAppend(&out, "Pareto set of time-to-train against cost (", p.fits.size(),
                   " fitting configurations):\n", par.Render(), "\n");
+  std::vector<std::string> unpriced;
+  for (const PlanFit& f : p.fits) {
+    if (!f.cost && std::find(unpriced.begin(), unpriced.end(), f.gpu) == unpriced.end()) {
+      unpriced.push_back(f.gpu);
+    }
+  }
+  for (const std::string& g : unpriced) {
+    absl::StrAppendFormat(&out, "%s: no price, so not on the Pareto set: pass --price %s=USD\n", g,
+                          g);
+  }
+  if (p.deadline_days || p.budget_usd) {
+    std::string ask =
+        p.deadline_days ? absl::StrFormat("cheapest within %g days", *p.deadline_days) : "fastest";
+    if (p.budget_usd) absl::StrAppendFormat(&ask, " within $%.0f", *p.budget_usd);
+    if (const auto c = PlanChoice(p)) {
+      absl::StrAppendFormat(&out, "Choice (%s): %d x %s %s, %.1f days, $%.0f\n\n", ask, c->gpus,
+                            c->gpu, ConfigLabel(c->config), c->days, *c->cost);
+    } else if (!p.pareto.empty()) {
+      absl::StrAppendFormat(&out,
+                            "Choice (%s): none of the Pareto set meets it (fastest %.1f days for "
+                            "$%.0f, cheapest $%.0f in %.1f days)\n\n",
+                            ask, p.pareto.front().days, *p.pareto.front().cost,
+                            *p.pareto.back().cost, p.pareto.back().days);
+    } else {
+      absl::StrAppendFormat(&out, "Choice (%s): nothing priced fits\n\n", ask);
+    }
+  }
   // Rejections by kind, with the closest miss of the replayed ones.
   std::map<std::string, int> kinds;
   for (const PlanRejection& r : p.rejected) kinds[std::string(Name(r.kind))]++;

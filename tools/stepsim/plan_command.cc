@@ -17,9 +17,11 @@ namespace stepsim_cli {
 int PlanCommand(const std::vector<std::string>& args) {
   FlagSet flags(
       "stepsim plan MODEL --gpu NAME[,NAME...] [--tokens 2T] [--seq-len 4096] [flags]",
-      "Searches GPU type x GPU count x layout (ZeRO stage, or Megatron TP 1-8 x PP 1-8 with the\n"
-      "distributed optimizer and SP) x micro-batch x recompute for configurations that fit, by\n"
-      "replay (pruning with the static ledger first). Prints the smallest GPU count that fits\n"
+      "Searches GPU type x GPU count x layout (ZeRO stage, or Megatron TP 1-8 x PP 1-32 x CP\n"
+      "1-8, 1F1B or interleaved, uneven first/last stages, with the distributed optimizer and SP)\n"
+      "x micro-batch x recompute for configurations that fit, by replay (pruning with the static\n"
+      "ledger first, screening long layouts by two short replays). Prints the smallest GPU count "
+      "that fits\n"
       "per GPU type with the binding memory term, the Pareto set of time-to-train against\n"
       "cost, and the closest miss of each layout family; every rejection has its reason in\n"
       "--json.\n"
@@ -29,6 +31,8 @@ int PlanCommand(const std::vector<std::string>& args) {
        {"seq-len", "S", "sequence length; default 4096"},
        {"batch-tokens", "COUNT", "tokens per optimizer step; default 4M (4194304)"},
        {"max-gpus", "N", "largest cluster to consider; default 1024"},
+       {"days", "D", "deadline: pick the cheapest Pareto point that trains within D days"},
+       {"budget", "USD", "budget: pick the fastest Pareto point within it (with --days: cheapest)"},
        {"price", "GPU=USD", "price per GPU-hour, overriding the catalog", true},
        {"framework", "F", "deepspeed (default) | fsdp | torchtune"},
        {"finetune", "METHOD", "full (default) | lora | qlora: adapters on every candidate"},
@@ -78,6 +82,17 @@ int PlanCommand(const std::vector<std::string>& args) {
                                  count("batch-tokens", req.global_batch_tokens),
                                  count("max-gpus", req.max_gpus), count("jobs", req.jobs)}) {
     if (!st.ok()) return Fail("plan", st);
+  }
+  for (const auto& [name, slot] :
+       {std::pair{"days", &req.deadline_days}, std::pair{"budget", &req.budget_usd}}) {
+    if (auto v = flags.Get(name)) {
+      double x = 0;
+      if (!absl::SimpleAtod(*v, &x) || !(x > 0)) {
+        return Fail("plan", absl::InvalidArgumentError(absl::StrCat(
+                                "--", name, ": expected a positive number, got '", *v, "'")));
+      }
+      *slot = x;
+    }
   }
   for (const std::string& p : flags.GetAll("price")) {
     std::pair<std::string, std::string> kv = absl::StrSplit(p, absl::MaxSplits('=', 1));
