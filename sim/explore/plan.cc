@@ -345,6 +345,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     // batches (ScreenSizes) and its step extrapolated along the period they differ by; the
     // layouts whose estimate lands within kConfirmMargin of the front are then replayed in
     // full, and only full replays make the front. Short layouts are replayed in full at once.
+    //
     // The fit a run makes, or its rejection recorded.
     auto FitOf = [&](const Candidate& c, const ConfigResult& r,
                      std::optional<double> step_s) -> std::optional<PlanFit> {
@@ -473,7 +474,9 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
           const size_t i = which[k];
           const Candidate& c = candidates[i];
           if (!Fits(b[k])) {
+            // Fitted at pp micro-batches, not at 2 pp: the heavier recompute gets its round.
             FitOf(c, b[k], std::nullopt);
+            family_fits[family_of(c)] = false;
             continue;
           }
           const auto screen = *ScreenSizes(c);
