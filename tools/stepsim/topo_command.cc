@@ -78,13 +78,18 @@ int TopoCommand(const std::vector<std::string>& args) {
     if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("topo", st);
     if (*p == "-") return kExitOk;
   }
+  // A multi-node NVLink domain was folded into one priced node (config::FoldNvlinkDomain).
+  const sim::NodeSpec& node = file->cluster.node;
+  const std::string domain =
+      node.domain_nodes > 1 ? absl::StrFormat(" NVLink domains of %d nodes of", node.domain_nodes)
+                            : "";
   std::cout << absl::StrFormat(
-      "%s: %d x %s (%d GPUs, %d NICs each) on %s\n"
+      "%s: %d x%s %s (%d GPUs, %d NICs each) on %s\n"
       "  GPUs %d, NICs %d, switches %d leaf + %d spine + %d core, %d cables\n"
       "  injection %.1f GB/s per GPU, bisection %.1f GB/s (min cut between the node halves)\n\n",
-      file->name, s.nodes, file->cluster.node.name, file->cluster.node.gpus_per_node,
-      file->cluster.node.nics_per_node, s.fabric, s.gpus, s.nics, s.leaves, s.spines, s.cores,
-      s.cables, s.injection_per_gpu.bytes_per_s() / 1e9, s.bisection.bytes_per_s() / 1e9);
+      file->name, s.nodes, domain, node.name, node.gpus_per_node, node.nics_per_node, s.fabric,
+      s.gpus, s.nics, s.leaves, s.spines, s.cores, s.cables,
+      s.injection_per_gpu.bytes_per_s() / 1e9, s.bisection.bytes_per_s() / 1e9);
   std::cout << t.Render();
   return kExitOk;
 }
