@@ -376,6 +376,15 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       return fit;
     };
     auto Fits = [](const ConfigResult& r) { return r.status.ok() && r.summary->fits; };
+    // The replays of one batch, reported to `progress` as the plan's running count of replays.
+    auto Replay = [&](const std::vector<std::vector<config::Override>>& batch) {
+      const size_t base = static_cast<size_t>(out.replayed);
+      const Progress counted = progress ? Progress([&progress, base](size_t done, size_t total) {
+        progress(base + done, base + total);
+      })
+                                        : Progress();
+      return RunConfigs(*loader, batch, req.jobs, counted);
+    };
     std::vector<std::optional<PlanFit>> fits(candidates.size());
     auto family_of = [&](const Candidate& c) {
       PlanConfig k = c.config;
@@ -410,7 +419,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         }
       }
       // configs follow todo: one run per candidate, in order.
-      const auto a = RunConfigs(*loader, configs, req.jobs, progress);
+      const auto a = Replay(configs);
       out.replayed += static_cast<int64_t>(a.size());
       std::map<size_t, const ConfigResult*> first_run;
       {
@@ -468,7 +477,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         std::vector<std::vector<config::Override>> cfg;
         for (size_t i : which)
           cfg.push_back(WithBatch(candidates[i], ScreenSizes(candidates[i])->second));
-        const auto b = RunConfigs(*loader, cfg, req.jobs, progress);
+        const auto b = Replay(cfg);
         out.replayed += static_cast<int64_t>(b.size());
         for (size_t k = 0; k < which.size(); ++k) {
           const size_t i = which[k];
@@ -533,7 +542,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     }
     std::vector<std::vector<config::Override>> confirm_configs;
     for (size_t i : confirm) confirm_configs.push_back(candidates[i].overrides);
-    const auto confirmed = RunConfigs(*loader, confirm_configs, req.jobs, progress);
+    const auto confirmed = Replay(confirm_configs);
     out.replayed += static_cast<int64_t>(confirmed.size());
     out.confirmed += static_cast<int64_t>(confirmed.size());
     for (size_t k = 0; k < confirm.size(); ++k) {

@@ -1,9 +1,12 @@
 // stepsim plan MODEL --gpu LIST --tokens T: smallest GPU count that fits and the Pareto set.
 
+#include <chrono>
 #include <iostream>
+#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "sim/base/quantity.h"
 #include "sim/explore/grid.h"
@@ -139,7 +142,20 @@ int PlanCommand(const std::vector<std::string>& args) {
     if (!shard.ok()) return Fail("plan", shard.status());
     req.shard = *shard;
   }
-  auto plan = sim::explore::Plan(root, req, nullptr);
+  // A progress line on stderr once the search has taken more than a second: replays so far.
+  const auto start = std::chrono::steady_clock::now();
+  std::mutex mu;
+  bool printed = false;
+  auto progress = [&](size_t done, size_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (s < 1.0) return;
+    std::cerr << absl::StrFormat("\rplan: %d replays, %.0f s", done, s) << std::flush;
+    printed = true;
+  };
+  auto plan = sim::explore::Plan(root, req, progress);
+  if (printed) std::cerr << "\n";
   if (!plan.ok()) return Fail("plan", plan.status());
   if (auto p = flags.Get("json")) {
     if (absl::Status st = WriteOutput(*p, sim::explore::PlanJson(*plan).dump(2) + "\n"); !st.ok()) {
