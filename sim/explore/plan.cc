@@ -85,10 +85,12 @@ std::vector<Candidate> ModelParallelCandidates(const std::string& gpu, int64_t n
   return out;
 }
 
+// Data-parallel ranks of a candidate: its GPUs over the model-parallel group (TP x PP x CP).
+int64_t Replicas(const Candidate& c) { return c.gpus / (c.config.tp * c.config.pp * c.config.cp); }
+
 // Micro-batches per step of a candidate at a batch of `global_batch` sequences.
 int64_t MicroBatches(const Candidate& c, int64_t global_batch) {
-  const int64_t replicas = c.gpus / (c.config.tp * c.config.pp * c.config.cp);
-  return global_batch / (c.config.micro_batch * replicas);
+  return global_batch / (c.config.micro_batch * Replicas(c));
 }
 
 // The two short batches (in micro-batches per step) a long candidate is screened at: pp and
@@ -106,9 +108,8 @@ std::optional<std::pair<int64_t, int64_t>> ScreenSizes(const Candidate& c) {
 // The candidate's overrides at `micro_batches` micro-batches per step.
 std::vector<config::Override> WithBatch(const Candidate& c, int64_t micro_batches) {
   std::vector<config::Override> o = c.overrides;
-  const int64_t replicas = c.gpus / (c.config.tp * c.config.pp * c.config.cp);
   o.push_back(
-      {"training.global_batch", absl::StrCat(micro_batches * c.config.micro_batch * replicas)});
+      {"training.global_batch", absl::StrCat(micro_batches * c.config.micro_batch * Replicas(c))});
   return o;
 }
 
@@ -302,9 +303,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         // The batch in tokens, as sequences: the nearest whole number of micro-batches on every
         // data-parallel rank (a multiple of pp of them for the interleaved schedule, which
         // Megatron-LM asserts); refused when even one per rank overshoots it by half.
-        const int64_t replicas = n / (c.config.tp * c.config.pp * c.config.cp);
         const int64_t unit =
-            c.config.micro_batch * replicas * (c.config.pp_chunks > 1 ? c.config.pp : 1);
+            c.config.micro_batch * Replicas(c) * (c.config.pp_chunks > 1 ? c.config.pp : 1);
         const int64_t units = (global_batch + unit / 2) / unit;
         if (units == 0) {
           ++out.pruned;
