@@ -46,6 +46,25 @@ int64_t Sent(const replay::ReplayResult& r, CollectiveKind k) {
   return r.comm_bytes_sent[static_cast<int>(k)].count();
 }
 
+// Megatron reduces main_grad in its own dtype: fp32 for bf16 training, fp16 for fp16 training
+// (megatron/training/arguments.py forces --accumulate-allreduce-grads-in-fp32 for bf16 only).
+TEST_CASE("megatron all-reduces fp32 gradients in bf16 and fp16 ones in fp16", "[replay][comm]") {
+  auto reduced = [](const std::string& precision) {
+    const Scenario s = Load({{"parallel.framework", "megatron"},
+                             {"parallel.zero", "0"},
+                             {"cluster.nodes", "1"},
+                             {"training.precision", precision}});
+    return std::pair{Sent(Run(s), CollectiveKind::kAllReduce), s};
+  };
+  const auto [bf16, s] = reduced("bf16");
+  const auto [fp16, s16] = reduced("fp16");
+  // One all-reduce of the whole buffer: 2 M (n - 1) / n per GPU (SPEC §2), M = bytes x P.
+  const int64_t n = s.dp();
+  const int64_t params = CountParameters(s.model).total;
+  CHECK(bf16 == 2 * (4 * params) * (n - 1) / n);
+  CHECK(fp16 == 2 * (2 * params) * (n - 1) / n);
+}
+
 // With whole layers gathered ahead (parallel.prefetch) DeepSpeed sends the textbook volumes;
 // its own coordinator (the default) keeps what it reuses soon gathered instead (next test).
 TEST_CASE("bytes sent per GPU per step follow SPEC 3.3 (deepspeed, bf16)", "[replay][comm]") {

@@ -91,6 +91,11 @@ TEST_CASE("framework presets hold different states", "[ledger]") {
   // Distributed optimizer: 6 + 12/N bytes per parameter.
   CHECK(PerGpuStateBytes(meg, Framework::kMegatron, 1, p, n)->count() == 6 * p + 12 * p / n);
   CHECK(PerGpuStateBytes(meg, Framework::kMegatron, 0, p, n)->count() == 18 * p);
+  // fp16 training keeps main_grad in fp16 (Megatron forces fp32 accumulation for bf16 only).
+  const auto meg16 =
+      StateBytesPerParam(Framework::kMegatron, OptimizerKind::kAdamW, Precision::kFp16);
+  CHECK(meg16.gradients.bytes_per_param == 2);
+  CHECK(meg16.total() == 16);
 }
 
 }  // namespace

@@ -302,6 +302,13 @@ def megatron_cases(recs):
             notes.append(f"interleaved schedule, chunks per stage not stated; {chunks} assumed "
                          "(the smallest the layers allow)")
         chunks = chunks or 1
+        precision = ""
+        if rid.startswith(("narayanan", "megatron_readme")):
+            # "mixed precision (16-bit)" only: Megatron-LM's 2021 example for the same README table
+            # (examples/pretrain_gpt3_175B.sh, container 20.12) sets --fp16, whose main_grad
+            # stays fp16 (--accumulate-allreduce-grads-in-fp32 is forced for bf16 only).
+            precision = ", precision: fp16"
+            notes.append("16-bit kind not stated; fp16 assumed (Megatron-LM's 2021 example scripts set --fp16)")
         schedule = f", pp_schedule: interleaved, pp_chunks: {chunks}" if pp > 1 and chunks > 1 else ""
         scenario = [
             "model:",
@@ -310,7 +317,7 @@ def megatron_cases(recs):
             "  norm: layernorm", "  position: learned", f"  max_seq_len: {seq}", "  tied_embeddings: true",
             "  bias: true", "  dropout: 0.1",
             f"cluster: {{node: dgx-a100-80gb, nodes: {max(1, gpus // 8)}}}",
-            f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {p.get('global_batch', mb)}, recompute: {policy}, attention: eager}}",
+            f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {p.get('global_batch', mb)}, recompute: {policy}, attention: eager{precision}}}",
             f"parallel: {{framework: megatron, tp: {tp}, pp: {pp}, sequence_parallel: {'true' if p.get('sp') else 'false'}{schedule}}}",
         ]
         flops = "megatron-hw" if rid.startswith(("narayanan", "megatron")) else "korthikanti"

@@ -49,8 +49,11 @@ BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer,
       b.optimizer_v = {"optimizer_v", v == 4 ? 2 : v, 1};
       break;
     case Framework::kMegatron:
+      // main_grad is fp32 for bf16 (arguments.py forces --accumulate-allreduce-grads-in-fp32
+      // for bf16: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32");
+      // in fp16 that flag defaults off and main_grad is the parameters' fp16.
       b.weights = {"weights", 2, std::nullopt};
-      b.gradients = {"gradients", 4, std::nullopt};
+      b.gradients = {"gradients", precision == Precision::kFp16 ? 2 : 4, std::nullopt};
       b.master_weights = {"master_weights", 4, 1};
       b.optimizer_m = {"optimizer_m", m, 1};
       b.optimizer_v = {"optimizer_v", v, 1};

@@ -42,7 +42,8 @@ struct BytesPerParam {
 //  fsdp:      the sharded fp32 parameter is the master copy; gradients kept sharded in fp32
 //             (4 B); the bf16 unsharded weights are transient (FULL_SHARD) or held from forward
 //             to backward (SHARD_GRAD_OP, NO_SHARD): 2 B counted with the weights.
-//  megatron:  fp32 main_grad accumulation buffer 4 B; the distributed optimizer shards master and
+//  megatron:  main_grad accumulation buffer 4 B in fp32 (bf16 training), 2 B in fp16 training
+//             (--accumulate-allreduce-grads-in-fp32 is forced only for bf16); the distributed optimizer shards master and
 //             m/v over DP: 6 + 12/N B/param, else 18.
 BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer, Precision precision);
 

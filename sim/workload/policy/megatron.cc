@@ -1,7 +1,8 @@
 // Megatron-LM / Megatron-Core (megatron/core/distributed/distributed_data_parallel.py,
 // param_and_grad_buffer.py, optimizer/distrib_optimizer.py):
-//   - gradients accumulate in a persistent fp32 main_grad buffer and are reduced once per step
-//     in fp32: all-reduce, or reduce-scatter with the distributed optimizer (parallel.zero >= 1;
+//   - gradients accumulate in a persistent main_grad buffer and are reduced once per step in
+//     its dtype (fp32 for bf16 training, which arguments.py forces; the fp16 parameters' dtype
+//     for fp16 training, where --accumulate-allreduce-grads-in-fp32 defaults off): all-reduce, or reduce-scatter with the distributed optimizer (parallel.zero >= 1;
 //     Megatron has no ZeRO-2/3, so 2 and 3 are read as 1);
 //   - without --overlap-grad-reduce the whole buffer is reduced in one collective after the
 //     backward; with it, per layer as the last micro-batch's backward finishes it, in buckets of
@@ -24,8 +25,10 @@ class MegatronPolicy : public DataParallelPolicy {
  public:
   using DataParallelPolicy::DataParallelPolicy;
 
+  // main_grad's dtype (sim/workload/static_ledger.h): fp32, or fp16 when training in fp16.
   int64_t ReduceBytes() const override {
-    return s_.parallel.reduce_dtype ? DataParallelPolicy::ReduceBytes() : 4;  // fp32 main_grad
+    if (s_.parallel.reduce_dtype) return DataParallelPolicy::ReduceBytes();
+    return s_.training.precision == Precision::kFp16 ? 2 : 4;
   }
   bool OverlapGradReduce() const override {
     return s_.parallel.overlap_grad_reduce.value_or(false);
