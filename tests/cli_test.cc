@@ -110,6 +110,71 @@ TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the 
   CHECK(absl::StrContains(pp_zero3.out, "ZeRO-2/3 are not combined with pipeline parallelism"));
 }
 
+// Issue 18's rough edges, each as the user saw it.
+TEST_CASE("run names its overrides, counts micro-batches in English, says what overflows",
+          "[cli]") {
+  // 70B with ZeRO-3 on one node: 16 B/param over 8 GPUs is ~130 GiB before any activation.
+  Result r = Stepsim(
+      "run scenarios/default.yaml --set cluster.nodes=1 --set training.global_batch=8 "
+      "--set training.recompute=none");
+  REQUIRE(r.status == 0);
+  // The header says which file and which changes, not the file's name alone.
+  CHECK(absl::StrContains(r.out,
+                          "llama2-70b-32xh100-zero3 with cluster.nodes=1, "
+                          "training.global_batch=8, training.recompute=none: llama2-70b "
+                          "on 8 x H100"));
+  CHECK(absl::StrContains(r.out, ", 1 micro-batch\n"));
+  CHECK_FALSE(absl::StrContains(r.out, "1 micro-batches"));
+  // The first overflow happens part-way through the persistent states; the whole set and the
+  // peak are given beside it.
+  CHECK(absl::StrContains(r.out, "capacity first exceeded at persistent states"));
+  CHECK(absl::StrContains(r.out, "persistent states alone"));
+  Result j = Stepsim(
+      "run scenarios/default.yaml --set cluster.nodes=1 --set training.global_batch=8 "
+      "--set training.recompute=none --json -");
+  REQUIRE(j.status == 0);
+  const auto rep = nlohmann::json::parse(j.out);
+  CHECK(rep["overrides"].size() == 3);
+  CHECK(rep["parallel"].contains("replayed_zero_stage"));
+  const auto& m = rep["memory"];
+  const auto& o = m["first_overflow"];
+  const int64_t cap = m["capacity_bytes"].get<int64_t>();
+  const int64_t persistent = o["persistent_bytes"].get<int64_t>();
+  // The persistent set holds at least the ZeRO-3 states of the static ledger and the reserve.
+  const auto& st = m["static_bytes"];
+  CHECK(persistent >= st["weights"].get<int64_t>() + st["gradients"].get<int64_t>() +
+                          st["optimizer"].get<int64_t>() +
+                          m["runtime_reserved_bytes"].get<int64_t>());
+  CHECK(o["persistent_excess_bytes"].get<int64_t>() == persistent - cap);
+  CHECK(o["excess_bytes"].get<int64_t>() <= o["persistent_excess_bytes"].get<int64_t>());
+  CHECK(o["reserved_peak_excess_bytes"].get<int64_t>() ==
+        m["reserved_peak_bytes"].get<int64_t>() - cap);
+}
+
+TEST_CASE("a forced algorithm that does not apply says where the ring ran instead", "[cli]") {
+  Result r = Stepsim("run scenarios/default.yaml --set parallel.collective=tree");
+  REQUIRE(r.status == 0);
+  // NCCL has no tree all-gather or reduce-scatter (ZeRO-3's collectives).
+  CHECK(absl::StrContains(r.out,
+                          "note: parallel.collective tree does not apply everywhere: "
+                          "all_gather ran ring"));
+  CHECK(absl::StrContains(r.out, "reduce_scatter ran ring"));
+  Result ring = Stepsim("run scenarios/default.yaml --set parallel.collective=ring");
+  REQUIRE(ring.status == 0);
+  CHECK_FALSE(absl::StrContains(ring.out, "does not apply"));
+}
+
+TEST_CASE("ledger says what DeepSpeed's estimator does not know", "[cli]") {
+  Result bare = Stepsim("ledger --params 70e9 --optimizer sgd");
+  REQUIRE(bare.status == 0);
+  CHECK(absl::StrContains(bare.out, "largest layer unknown, 0 assumed"));
+  CHECK(absl::StrContains(bare.out, "its formulas assume mixed-precision Adam"));
+  Result sized = Stepsim("ledger --params 70e9 --largest-layer 1e9");
+  REQUIRE(sized.status == 0);
+  CHECK(absl::StrContains(sized.out, "largest layer 1"));
+  CHECK_FALSE(absl::StrContains(sized.out, "assume mixed-precision Adam"));
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -786,8 +786,14 @@ absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overr
       if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
     }
   }
-  return BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false,
-                       problems);
+  auto s =
+      BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false, problems);
+  if (s.ok()) {
+    for (const Override& o : overrides) {
+      if (o.key != "name") s->overrides.push_back(absl::StrCat(o.key, "=", o.value));
+    }
+  }
+  return s;
 }
 
 const std::string& ScenarioLoader::path() const { return impl_->path; }

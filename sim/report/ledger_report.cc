@@ -168,9 +168,22 @@ std::string LedgerText(const LedgerInput& in) {
     stages.AddRow(row);
   }
   absl::StrAppend(&out, stages.Render());
-  absl::StrAppend(
-      &out, "\nDeepSpeed's own estimator (model states only, zero_init, 1.5x CPU buffer; ",
-      "largest layer ", FormatCount(static_cast<double>(in.largest_layer_params)), " params)\n");
+  // The largest layer sizes ZeRO-3's gathered working set in DeepSpeed's formula; with --params
+  // alone nothing says what it is.
+  const std::string largest =
+      in.largest_layer_params > 0
+          ? absl::StrCat("largest layer ",
+                         FormatCount(static_cast<double>(in.largest_layer_params)), " params")
+          : std::string("largest layer unknown, 0 assumed: pass --largest-layer or a model");
+  absl::StrAppend(&out,
+                  "\nDeepSpeed's own estimator (model states only, zero_init, 1.5x CPU buffer; ",
+                  largest, ")\n");
+  if (in.optimizer != OptimizerKind::kAdamW || in.precision == Precision::kFp8) {
+    // estimate_zero2/3_model_states_mem_needs hard-code mixed-precision Adam: 16-bit weights
+    // and gradients, fp32 master, momentum and variance.
+    absl::StrAppend(&out, "  (its formulas assume mixed-precision Adam, whatever --optimizer ",
+                    "and --precision say; the rows below follow them)\n");
+  }
   Table est({"configuration", "per GPU", "per CPU node"});
   for (const auto& row : EstimatorRows(in)) {
     const DeepSpeedEstimate e = EstimateDeepSpeed(row.input);

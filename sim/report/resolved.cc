@@ -62,10 +62,10 @@ std::string ResolvedScenarioText(const Scenario& s) {
                                              : std::string("framework default"));
   absl::StrAppendFormat(&out,
                         "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
-                        "%d micro-batches per step, %s, %s\n",
+                        "%d micro-batch%s per step, %s, %s\n",
                         Name(p.framework), p.zero, s.dp(), p.tp, p.sequence_parallel ? " + sp" : "",
                         p.cp, p.pp, Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s",
-                        s.micro_batches(), prefetch, bucket);
+                        s.micro_batches(), s.micro_batches() == 1 ? "" : "es", prefetch, bucket);
   absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
                         p.tp_comm_overlap ? ", TP collectives overlapped" : "",
                         policy->OverlapGradReduce() ? ", gradient reduction overlapped"

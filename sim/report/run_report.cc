@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "sim/report/table.h"
 #include "sim/workload/lowering.h"
 
@@ -55,6 +56,7 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
   nlohmann::ordered_json j;
   j["schema_version"] = 1;
   j["scenario"] = r.scenario;
+  j["overrides"] = r.overrides;
   j["cluster"] = {{"gpu", r.gpu},
                   {"gpus", r.gpus},
                   {"nodes", r.nodes},
@@ -70,12 +72,17 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                    {"zero", r.zero},
                    {"micro_batches", r.micro_batches},
                    {"framework", Name(r.framework)},
-                   {"replayed_stage", r.replayed_stage},
+                   {"replayed_zero_stage", r.replayed_zero_stage},
                    {"shard_degree", r.shard_degree},
                    {"prefetch", r.prefetch ? nlohmann::ordered_json(*r.prefetch) : nullptr}};
   nlohmann::ordered_json overflow = nullptr;
   if (const auto& o = r.first_overflow) {
-    overflow = {{"op", o->op}, {"at_s", o->at.seconds()}, {"excess_bytes", o->excess.count()}};
+    overflow = {{"op", o->op},
+                {"at_s", o->at.seconds()},
+                {"excess_bytes", o->excess.count()},
+                {"persistent_bytes", o->persistent.count()},
+                {"persistent_excess_bytes", (o->persistent - r.capacity).count()},
+                {"reserved_peak_excess_bytes", (o->reserved_peak - r.capacity).count()}};
   }
   j["memory"] = {{"capacity_bytes", r.capacity.count()},
                  {"peak_bytes", r.peak.count()},
@@ -144,8 +151,11 @@ std::string RunText(const RunSummary& r) {
   const Bytes cap = r.capacity;
   const bool pipelined = r.stages.size() > 1;
   std::string out;
-  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", r.scenario, r.model,
-                        r.gpus, r.gpu, r.node, Name(r.framework), r.replayed_stage, r.dp);
+  const std::string name =
+      r.overrides.empty() ? r.scenario
+                          : absl::StrCat(r.scenario, " with ", absl::StrJoin(r.overrides, ", "));
+  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", name, r.model, r.gpus,
+                        r.gpu, r.node, Name(r.framework), r.replayed_zero_stage, r.dp);
   if (r.tp > 1) absl::StrAppendFormat(&out, " tp %d%s", r.tp, r.sequence_parallel ? "+sp" : "");
   if (r.cp > 1) absl::StrAppendFormat(&out, " cp %d", r.cp);
   if (r.pp > 1) {
@@ -153,12 +163,30 @@ std::string RunText(const RunSummary& r) {
     if (r.pp_chunks > 1) absl::StrAppendFormat(&out, ", %d chunks", r.pp_chunks);
     out += ")";
   }
-  absl::StrAppendFormat(&out, ", %d micro-batches\n", r.micro_batches);
+  absl::StrAppendFormat(&out, ", %d micro-batch%s\n", r.micro_batches,
+                        r.micro_batches == 1 ? "" : "es");
   if (r.framework == Framework::kMegatron && r.zero >= 2) {
     absl::StrAppendFormat(&out,
                           "note: megatron has no ZeRO-%d; parallel.zero %d is read as its "
                           "distributed optimizer (ZeRO-1-like)\n",
                           r.zero, r.zero);
+  }
+  if (r.requested_algorithm != CollectiveAlgorithm::kAuto) {
+    // An algorithm that does not apply to a collective (NCCL has no tree all-gather, NVLS needs
+    // NVLink SHARP, ...) falls back to the ring (sim/cost/graph_collective.h): say where.
+    std::vector<std::string> fell_back;
+    for (const CollectiveSummary& c : r.collectives) {
+      for (const auto& [algorithm, count] : c.algorithms) {
+        if (algorithm != r.requested_algorithm && count > 0) {
+          fell_back.push_back(
+              absl::StrFormat("%s ran %s (%d collectives)", Name(c.kind), Name(algorithm), count));
+        }
+      }
+    }
+    if (!fell_back.empty()) {
+      absl::StrAppendFormat(&out, "note: parallel.collective %s does not apply everywhere: %s\n",
+                            Name(r.requested_algorithm), absl::StrJoin(fell_back, ", "));
+    }
   }
   out += "\n";
   // Reserved = allocated tensors + the allocator's cached, unused segments + the runtime
@@ -189,6 +217,15 @@ std::string RunText(const RunSummary& r) {
     if (const auto& o = r.first_overflow) {
       absl::StrAppendFormat(&out, "  capacity first exceeded at %s, t = %s, by %s\n", o->op,
                             FormatSeconds(o->at.seconds()), FormatGiB(o->excess));
+      // The first moment counts what was allocated so far; say what the whole persistent set
+      // and the peak need beside it.
+      const std::string persistent =
+          o->persistent > cap ? absl::StrCat(FormatGiB(o->persistent - cap), " over")
+                              : absl::StrCat("fit, ", FormatGiB(cap - o->persistent), " left");
+      absl::StrAppendFormat(&out,
+                            "  persistent states alone %s (%s); the reserved peak %s (%s over)\n",
+                            FormatGiB(o->persistent), persistent, FormatGiB(o->reserved_peak),
+                            FormatGiB(o->reserved_peak - cap));
     }
   }
   absl::StrAppendFormat(
@@ -318,7 +355,9 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
     std::string name = absl::StrCat("GPU ", r.GpuOf(rank));
     if (r.program.stages > 1) absl::StrAppend(&name, " (pipeline stage ", r.StageOf(rank), ")");
     if (symmetric && s.cluster.gpus() > r.program.stages) {
-      absl::StrAppend(&name, ", standing for its ", s.cluster.gpus() / r.program.stages, " peers");
+      const int64_t n = s.cluster.gpus() / r.program.stages;
+      absl::StrAppend(&name, ", standing for ", n, " GPUs (itself and ", n - 1, " peer",
+                      n - 1 == 1 ? "" : "s", ")");
     }
     emit({{"ph", "M"},
           {"name", "process_name"},

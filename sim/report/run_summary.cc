@@ -24,6 +24,8 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   RunSummary o;
   const ShardingPlan& plan = r.program.sharding;
   o.scenario = s.name;
+  o.overrides = s.overrides;
+  o.requested_algorithm = s.parallel.collective;
   o.model = s.model.name;
   o.gpu = s.cluster.gpu.name;
   o.node = s.cluster.node.name;
@@ -40,7 +42,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.pp_schedule = s.parallel.pp_schedule;
   o.pp_chunks = s.parallel.pp_chunks;
   o.zero = s.parallel.zero;
-  o.replayed_stage = plan.stage;
+  o.replayed_zero_stage = plan.stage;
   o.shard_degree = plan.shard_degree;
   if (const auto rule = MakeDataParallelPolicy(s)->Gathers(); !rule.elements) {
     o.prefetch = rule.layers;
@@ -65,13 +67,19 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.static_states = r.program.stage_states[o.peak_stage];
   o.runtime_reserved = s.runtime.reserved;
   // The peak's GPU first; another stage's when only that one overflows.
-  if (const auto& f = ledger.first_overflow()) {
-    o.first_overflow = OverflowSummary{OpLabelOr(r, f->op), f->time, f->excess};
-  }
-  for (const memory::MemoryLedger& l : r.ledgers) {
-    if (const auto& f = l.first_overflow(); f && !o.first_overflow) {
-      o.first_overflow = OverflowSummary{OpLabelOr(r, f->op), f->time, f->excess};
+  auto overflow_of = [&](int32_t rank) -> std::optional<OverflowSummary> {
+    const memory::MemoryLedger& l = r.ledgers[rank];
+    const auto& f = l.first_overflow();
+    if (!f) return std::nullopt;
+    Bytes persistent;
+    for (const MemAction& a : r.program.persistent[r.StageOf(rank)]) {
+      if (a.bytes > Bytes()) persistent += a.bytes;
     }
+    return OverflowSummary{OpLabelOr(r, f->op), f->time, f->excess, persistent, l.reserved_peak()};
+  };
+  o.first_overflow = overflow_of(r.peak_rank);
+  for (int32_t rank = 0; rank < static_cast<int32_t>(r.ledgers.size()); ++rank) {
+    if (!o.first_overflow) o.first_overflow = overflow_of(rank);
   }
   {
     Bytes host, nvme, activations;

@@ -28,7 +28,11 @@ namespace sim::report {
 struct OverflowSummary {
   std::string op;  // label of the op ("mb0 L12 bwd qkv") or "persistent states"
   Duration at;
-  Bytes excess;
+  Bytes excess;  // at that first moment (the persistent states are allocated one by one)
+  // The same GPU's whole persistent set (weights, gradients, optimizer, buffers, reserve, as
+  // allocated) and its reserved peak over the step, each against the capacity.
+  Bytes persistent;
+  Bytes reserved_peak;
 };
 
 // Memory and time of one pipeline stage's GPU (one entry without pp).
@@ -64,13 +68,16 @@ struct CollectiveSummary {
 struct RunSummary {
   // ---- what ran -------------------------------------------------------------------------
   std::string scenario, model, gpu, node;
+  std::vector<std::string> overrides;  // Scenario::overrides
+  // parallel.collective: what the scenario asked for (auto = NCCL's tuner).
+  CollectiveAlgorithm requested_algorithm = CollectiveAlgorithm::kAuto;
   int64_t gpus = 0, nodes = 0, gpus_per_node = 0;
   int64_t dp = 1, tp = 1, pp = 1, cp = 1;
   bool sequence_parallel = false;
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
   int64_t pp_chunks = 1;
-  int zero = 0;            // as written in the scenario
-  int replayed_stage = 0;  // the ZeRO stage the replay used (sim/workload/sharding.h)
+  int zero = 0;                 // as written in the scenario
+  int replayed_zero_stage = 0;  // the ZeRO stage the replay used (sim/workload/sharding.h)
   int64_t shard_degree = 1;
   // ZeRO-3 layers gathered ahead; none where DeepSpeed's coordinator counts elements instead.
   std::optional<int64_t> prefetch;

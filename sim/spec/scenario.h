@@ -231,6 +231,10 @@ struct RuntimeSpec {
 struct Scenario {
   std::string name;
   std::string file;  // where it was loaded from ("" for generated scenarios)
+  // The caller's overrides (--set KEY=VALUE, a sweep's or compare's point), as KEY=VALUE in the
+  // order applied: reports name the run "NAME with KEY=VALUE, ..." so that a header never shows
+  // the file's name for a model or cluster the overrides replaced.
+  std::vector<std::string> overrides;
   ModelSpec model;
   ClusterSpec cluster;
   TrainingSpec training;

@@ -43,8 +43,8 @@ struct BytesPerParam {
 //             (4 B); the bf16 unsharded weights are transient (FULL_SHARD) or held from forward
 //             to backward (SHARD_GRAD_OP, NO_SHARD): 2 B counted with the weights.
 //  megatron:  main_grad accumulation buffer 4 B in fp32 (bf16 training), 2 B in fp16 training
-//             (--accumulate-allreduce-grads-in-fp32 is forced only for bf16); the distributed optimizer shards master and
-//             m/v over DP: 6 + 12/N B/param, else 18.
+//             (--accumulate-allreduce-grads-in-fp32 is forced only for bf16); the distributed
+//             optimizer shards master and m/v over DP: 6 + 12/N B/param, else 18.
 BytesPerParam StateBytesPerParam(Framework framework, OptimizerKind optimizer, Precision precision);
 
 // Per-GPU model-state bytes at ZeRO `stage` for `params` parameters sharded over N GPUs:

@@ -304,8 +304,9 @@ int CompareCommand(const std::vector<std::string>& args) {
     stdout_used = stdout_used || *p == "-";
   }
   if (!stdout_used) {
-    std::cout << absl::StrFormat("%s: %s, %d GPUs, %d micro-batches per step\n\n", base->name,
-                                 base->model.name, base->cluster.gpus(), base->micro_batches())
+    std::cout << absl::StrFormat("%s: %s, %d GPUs, %d micro-batch%s per step\n\n", base->name,
+                                 base->model.name, base->cluster.gpus(), base->micro_batches(),
+                                 base->micro_batches() == 1 ? "" : "es")
               << table(FormatOf(flags));
   }
   return kExitOk;

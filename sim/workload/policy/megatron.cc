@@ -2,8 +2,9 @@
 // param_and_grad_buffer.py, optimizer/distrib_optimizer.py):
 //   - gradients accumulate in a persistent main_grad buffer and are reduced once per step in
 //     its dtype (fp32 for bf16 training, which arguments.py forces; the fp16 parameters' dtype
-//     for fp16 training, where --accumulate-allreduce-grads-in-fp32 defaults off): all-reduce, or reduce-scatter with the distributed optimizer (parallel.zero >= 1;
-//     Megatron has no ZeRO-2/3, so 2 and 3 are read as 1);
+//     for fp16 training, where --accumulate-allreduce-grads-in-fp32 defaults off): all-reduce, or
+//     reduce-scatter with the distributed optimizer (parallel.zero >= 1; Megatron has no ZeRO-2/3,
+//     so 2 and 3 are read as 1);
 //   - without --overlap-grad-reduce the whole buffer is reduced in one collective after the
 //     backward; with it, per layer as the last micro-batch's backward finishes it, in buckets of
 //     max(40M, 1M x DP) elements (megatron/training/training.py's ddp_bucket_size default);
