@@ -461,9 +461,12 @@ TEST_CASE("inputs that used to abort exit 2 and name the file", "[cli][reliabili
   std::filesystem::create_symlink("loop.yaml", dir / "loop.yaml");
   expect2("run " + (dir / "loop.yaml").string(), "loop.yaml: cannot open file: Too many levels");
   expect2("run scenarios/default.yaml --set model=" + std::string(300, 'x'), "unknown model");
-  // 4. a token count typed as sequences
-  expect2("run scenarios/default.yaml --set training.global_batch=4194304",
+  // 4. a token count typed as sequences, beyond any step (a 4,194,304-sequence batch is folded
+  // and answered now; unfolded it is refused before the program is built)
+  expect2("run scenarios/default.yaml --set training.global_batch=100000000000",
           "global_batch counts sequences, not tokens");
+  expect2("run scenarios/default.yaml --set training.global_batch=4194304 --no-fold",
+          "to lower one by one, above the limit of 500000");
   // 6. a nested set: mapping in a validation case is read as dotted keys
   const std::string cases = file(
       "case.yaml", absl::StrCat("schema_version: 1\ncases:\n  - id: a\n    source: s\n",

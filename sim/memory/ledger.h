@@ -72,6 +72,12 @@ class MemoryLedger {
   // the peak).
   const Breakdown& category_peaks() const { return category_peaks_; }
   const std::vector<MemoryChange>& changes() const { return changes_; }
+  // Micro-batch folding (sim/replay/fold.h) moves a peak or overflow that happens after the
+  // folded micro-batches (the optimizer's, at the end of the step) by the time they add.
+  void ShiftLateMoments(Duration peak, Duration overflow) {
+    peak_time_ += peak;
+    if (first_overflow_) first_overflow_->time += overflow;
+  }
 
  private:
   Bytes capacity_;

@@ -1,5 +1,6 @@
 #include "sim/replay/replay.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "sim/base/check.h"
@@ -8,6 +9,8 @@
 #include "sim/cost/graph_collective.h"
 #include "sim/cost/link_sharing.h"
 #include "sim/engine/executor.h"
+#include "sim/replay/fold.h"
+#include "sim/replay/replay_steps.h"
 #include "sim/workload/lowering.h"
 
 namespace sim::replay {
@@ -297,44 +300,83 @@ class ReplayListener {
   cost::LinkSharing sharing_;
 };
 
-// Work per GPU per step, averaged over the pipeline stages (every stage is a GPU).
-void CountWork(ReplayResult& r) {
+// Bytes each stage's GPU sends per collective kind, summed over the stages (Finalize averages).
+void CountBytes(ReplayResult& r) {
   for (const Op& op : r.program.ops) {
-    if (op.kind == OpKind::kCollective) {
-      const CollectiveSpec& c = r.program.CollectiveOf(op);
-      r.comm_bytes_sent[static_cast<int>(c.kind)] +=
-          BytesSentPerGpu(c.kind, c.tensor, c.group.size);
-      continue;
+    if (op.kind != OpKind::kCollective) continue;
+    const CollectiveSpec& c = r.program.CollectiveOf(op);
+    r.comm_bytes_sent[static_cast<int>(c.kind)] += BytesSentPerGpu(c.kind, c.tensor, c.group.size);
+  }
+}
+
+}  // namespace
+
+// FLOPs per GPU per step, averaged over the pipeline stages (every stage is a GPU). A stage's
+// micro-batches run the same ops, so its FLOPs are one micro-batch's (summed op by op in program
+// order) times `micro_batches`: the same double whether the program holds every micro-batch or
+// a folded few (sim/replay/fold.h). A stage whose micro-batches differ is summed micro-batch by
+// micro-batch.
+void CountFlops(ReplayResult& r, int64_t micro_batches) {
+  struct Work {
+    Flops model, hardware, recompute;
+    bool operator==(const Work& o) const {
+      return model.count() == o.model.count() && hardware.count() == o.hardware.count() &&
+             recompute.count() == o.recompute.count();
     }
+  };
+  const int32_t stages = r.program.stages;
+  std::vector<std::vector<Work>> by(stages);  // [stage][micro-batch]
+  for (const Op& op : r.program.ops) {
+    if (op.kind == OpKind::kCollective || op.pass == OpPass::kStep) continue;
+    std::vector<Work>& w = by[op.stage];
+    if (static_cast<int32_t>(w.size()) <= op.micro_batch) w.resize(op.micro_batch + 1);
+    Work& m = w[op.micro_batch];
     switch (op.pass) {
       case OpPass::kForward:
-        r.model_flops += op.flops;
-        r.hardware_flops += op.flops;
+        m.model += op.flops;
+        m.hardware += op.flops;
         break;
       case OpPass::kBackward:
         // The flash backward's recompute of QK^T and the softmax is hardware work only.
-        r.model_flops +=
+        m.model +=
             op.op_class == OpClass::kAttention ? op.flops * (2.0 / kFlashBackwardFactor) : op.flops;
-        r.hardware_flops += op.flops;
+        m.hardware += op.flops;
         break;
       case OpPass::kRecompute:
-        r.recompute_flops += op.flops;
-        r.hardware_flops += op.flops;
+        m.recompute += op.flops;
+        m.hardware += op.flops;
         break;
       case OpPass::kStep:
         break;  // neither model nor hardware FLOPs by convention
     }
   }
-  const int64_t stages = r.program.stages;
+  r.model_flops = r.hardware_flops = r.recompute_flops = Flops();
+  for (const std::vector<Work>& w : by) {
+    if (w.empty()) continue;
+    Work stage;
+    if (std::all_of(w.begin(), w.end(), [&](const Work& x) { return x == w.front(); })) {
+      const double m = static_cast<double>(micro_batches);
+      stage = {w.front().model * m, w.front().hardware * m, w.front().recompute * m};
+    } else {
+      for (const Work& x : w) {
+        stage.model += x.model;
+        stage.hardware += x.hardware;
+        stage.recompute += x.recompute;
+      }
+    }
+    r.model_flops += stage.model;
+    r.hardware_flops += stage.hardware;
+    r.recompute_flops += stage.recompute;
+  }
   if (stages > 1) {
     auto average = [&](Flops f) { return f * (1.0 / static_cast<double>(stages)); };
     r.model_flops = average(r.model_flops);
     r.hardware_flops = average(r.hardware_flops);
     r.recompute_flops = average(r.recompute_flops);
-    for (Bytes& b : r.comm_bytes_sent) b = b / stages;
-    for (auto& c : r.collectives) c.time = Duration::FromSeconds(c.time.seconds() / stages);
   }
 }
+
+namespace {
 
 // The report's time keys come from the stage that paces the pipeline: the most busy one.
 void PickTimeStage(ReplayResult& r) {
@@ -360,9 +402,9 @@ int64_t ReplayResult::GpuOf(int32_t rank) const {
   return program.stage_gpu[StageOf(rank)] + (rank / program.stages) * program.dp_stride;
 }
 
-ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
-                    const cost::CollectiveCostModel& comm, Bytes capacity,
-                    const ReplayOptions& options) {
+ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
+                       const cost::CollectiveCostModel& comm, Bytes capacity,
+                       const ReplayOptions& options) {
   ReplayResult r;
   r.program = std::move(program);
   const int32_t replicas = options.replicas;
@@ -379,13 +421,13 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
   engine::TaskGraph graph = BuildGraph(r.program, replicas);
   SetReleaseTimes(r.program, compute, replicas, graph);
   ReplayListener listener(compute, comm, options, r);
-  CountWork(r);
+  CountBytes(r);
   engine::Executor<ReplayListener> executor(graph, listener);
   const engine::ExecutionStats stats = executor.Run();
   r.step = stats.makespan;
   r.events = stats.events;
+  r.ops = static_cast<int64_t>(r.program.ops.size());
   listener.Close(r.step);
-  PickTimeStage(r);
   for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
     SIM_CHECK(r.ledgers[gpu].Transient() == Bytes(),
               "memory did not return to the persistent level at the end of the step");
@@ -396,15 +438,45 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
   return r;
 }
 
+void Finalize(ReplayResult& r, int64_t micro_batches) {
+  CountFlops(r, micro_batches);
+  const int64_t stages = r.program.stages;
+  if (stages > 1) {
+    for (Bytes& b : r.comm_bytes_sent) b = b / stages;
+    for (auto& c : r.collectives) c.time = Duration::FromSeconds(c.time.seconds() / stages);
+  }
+  PickTimeStage(r);
+}
+
+int64_t MicroBatchesOf(const OpProgram& p) {
+  int32_t last = 0;
+  for (const Op& op : p.ops) last = std::max(last, op.micro_batch);
+  return last + 1;
+}
+
+ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
+                    const cost::CollectiveCostModel& comm, Bytes capacity,
+                    const ReplayOptions& options) {
+  const int64_t micro_batches = MicroBatchesOf(program);
+  ReplayResult r = ReplayRaw(std::move(program), compute, comm, capacity, options);
+  Finalize(r, micro_batches);
+  return r;
+}
+
 absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) {
-  auto program = Lower(s);
-  if (!program.ok()) return program.status();
   auto comm = cost::MakeCollectiveCostModel(s);
-  if (!comm.ok()) return comm.status();
   const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
                                         s.cluster.node.gpus_per_node);
   if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
   options.allocator.expandable_segments = s.runtime.expandable_segments;
+  if (comm.ok() && options.fold) {
+    auto folded = FoldedReplay(s, compute, **comm, options);
+    if (!folded.ok()) return folded.status();
+    if (*folded) return **std::move(folded);
+  }
+  auto program = Lower(s);
+  if (!program.ok()) return program.status();
+  if (!comm.ok()) return comm.status();
   return Replay(*std::move(program), compute, **comm, s.cluster.gpu.Usable(), options);
 }
 

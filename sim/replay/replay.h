@@ -32,6 +32,8 @@ struct ReplayOptions {
   bool record_ops = false;     // per-op start/end times (for --trace)
   bool record_memory = false;  // every ledger change (for --trace and --timeline)
   memory::AllocatorOptions allocator = {};
+  // Simulate: fold the repeating micro-batches (sim/replay/fold.h); off = replay each (--no-fold).
+  bool fold = true;
 };
 
 struct OpTiming {
@@ -57,8 +59,11 @@ struct StageTimes {
 
 struct ReplayResult {
   OpProgram program;
+  // The program replayed: with folding, that of the last short replay (sim/replay/fold.h),
+  // whose ops and memory actions the full step repeats.
   int32_t simulated_ranks = 1;  // simulated GPUs: stages x (explicit ? DP replicas : 1)
   uint64_t events = 0;
+  int64_t ops = 0;  // ops of the whole step (folded: as if every micro-batch were lowered)
 
   Duration step;
   // The pacing stage's times (the one with the most compute): the report's time keys.

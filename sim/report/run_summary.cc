@@ -165,7 +165,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
                                     r.stages[stage]});
   }
 
-  o.ops = static_cast<int64_t>(r.program.ops.size());
+  o.ops = r.ops;
   o.events = r.events;
   o.simulated_ranks = r.simulated_ranks;
   return o;

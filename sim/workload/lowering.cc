@@ -1174,6 +1174,15 @@ class Lowerer {
 }  // namespace
 
 absl::StatusOr<OpProgram> Lower(const Scenario& s) {
+  if (const int64_t passes = s.micro_batches() * (s.model.layers + 2); passes > kMaxGroupPasses) {
+    // The program holds every micro-batch's ops (~40 per layer and micro-batch, some 6 KB).
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.global_batch: ", s.micro_batches(), " micro-batches x ", s.model.layers + 2,
+        " layer groups = ", passes, " to lower one by one, above the limit of ", kMaxGroupPasses,
+        ": the step is replayed micro-batch by micro-batch when folding is off (--no-fold), a "
+        "trace or timeline is written, or its micro-batches do not repeat (GPipe's memory grows "
+        "with them); fewer micro-batches (raise training.micro_batch) or a folded run answer it"));
+  }
   const std::unique_ptr<DataParallelPolicy> policy = MakeDataParallelPolicy(s);
   if (absl::Status st = policy->Check(); !st.ok()) return st;
   return Lowerer(s, *policy).Run();

@@ -25,6 +25,11 @@
 
 namespace sim {
 
+// Micro-batches x (layers + 2) one program may hold: about 40 ops for each (some 6 KB), so this
+// bounds a program near 3 GB. Larger steps are folded (sim/replay/fold.h), which lowers a few
+// micro-batches only; Lower refuses a larger program with InvalidArgument.
+inline constexpr int64_t kMaxGroupPasses = 500'000;
+
 absl::StatusOr<OpProgram> Lower(const Scenario& s);
 
 }  // namespace sim

@@ -41,6 +41,9 @@ FlagSet RunFlags() {
        {"explicit-ranks", "",
         "simulate every data-parallel replica (of every stage) instead of one "
         "standing for all"},
+       {"no-fold", "",
+        "replay every micro-batch instead of folding the repeating ones (the report is the "
+        "same, byte for byte)"},
        {"dump-ops", "", "print the lowered op program (one line per op) instead of replaying"},
        {"resolved", "", "print the resolved scenario instead of replaying"},
        {"list-keys", "", "print every scenario key with its type, default and meaning"},
@@ -95,6 +98,7 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   sim::replay::ReplayOptions options;
   options.explicit_ranks = flags.Has("explicit-ranks");
+  options.fold = !flags.Has("no-fold");
   options.record_ops = flags.Has("trace");
   options.record_memory = flags.Has("trace") || flags.Has("timeline");
   auto result = sim::replay::Simulate(*scenario, options);

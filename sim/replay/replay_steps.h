@@ -1,0 +1,23 @@
+#pragma once
+// The two halves of Replay (sim/replay/replay.h), for the fold (sim/replay/fold.h): the raw
+// replay leaves every additive quantity summed over the pipeline stages, so that the fold can
+// extrapolate integers; Finalize averages them and picks the pacing stage.
+
+#include <cstdint>
+
+#include "sim/replay/replay.h"
+
+namespace sim::replay {
+
+// Replays the program: times, events, ops, ledgers, per-stage times; collective times and
+// bytes summed over stages; no FLOPs yet.
+ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
+                       const cost::CollectiveCostModel& comm, Bytes capacity,
+                       const ReplayOptions& options);
+// FLOPs for `micro_batches` micro-batches per step (one micro-batch's ops times the count),
+// averages over the stages, the report's time keys from the pacing stage.
+void Finalize(ReplayResult& r, int64_t micro_batches);
+// Micro-batches the program holds (its highest op index + 1).
+int64_t MicroBatchesOf(const OpProgram& p);
+
+}  // namespace sim::replay

@@ -1,0 +1,123 @@
+// Micro-batch folding (sim/replay/fold.h): the folded step's report is the unfolded one, byte for
+// byte, on every shipped scenario and on the golden runs' grid of layouts (ZeRO 0-3, FSDP's
+// shardings, Megatron 1F1B / interleaved / CP, GPipe), each at a batch long enough to fold.
+#include "sim/replay/fold.h"
+
+#include <catch2/catch.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_split.h"
+#include "sim/config/catalog.h"
+#include "sim/cost/graph_collective.h"
+#include "sim/report/run_report.h"
+#include "sim/report/run_summary.h"
+
+namespace sim {
+namespace {
+
+Scenario Load(const std::string& file, std::vector<config::Override> overrides = {}) {
+  auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR}, file, overrides);
+  REQUIRE(s.ok());
+  return *s;
+}
+
+// The report as `stepsim run` writes it (text and JSON).
+std::string Report(const Scenario& s, bool fold) {
+  replay::ReplayOptions o;
+  o.fold = fold;
+  auto r = replay::Simulate(s, o);
+  REQUIRE(r.ok());
+  const report::RunSummary summary = report::Summarize(s, *r);
+  return report::RunText(summary) + report::RunJson(summary).dump(2);
+}
+
+// Whether the folded path ran (rather than falling back to the full replay).
+bool Folded(const Scenario& s) {
+  auto comm = cost::MakeCollectiveCostModel(s);
+  REQUIRE(comm.ok());
+  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+                                        s.cluster.node.gpus_per_node);
+  replay::ReplayOptions o;
+  o.allocator.expandable_segments = s.runtime.expandable_segments;
+  auto r = replay::FoldedReplay(s, compute, **comm, o);
+  REQUIRE(r.ok());
+  return r->has_value();
+}
+
+// The same scenario with the fewest micro-batches PlanFold folds (its K and d read at a long
+// batch): 3 (K + d) + d.
+Scenario Foldable(Scenario s) {
+  const int64_t per_micro_batch = s.training.micro_batch * s.dp();
+  Scenario probe = s;
+  probe.training.global_batch = 4096 * s.parallel.pp * per_micro_batch;
+  const auto plan = replay::PlanFold(probe);
+  REQUIRE(plan.has_value());
+  s.training.global_batch = (3 * (plan->k + plan->d) + plan->d) * per_micro_batch;
+  REQUIRE(replay::PlanFold(s).has_value());
+  return s;
+}
+
+TEST_CASE("folded and unfolded reports are byte-identical on the shipped scenarios", "[fold]") {
+  for (const char* file : {"scenarios/default.yaml", "scenarios/gpt3-175b-korthikanti.yaml",
+                           "scenarios/llama2-70b-finetune.yaml", "scenarios/llama3-405b-8k.yaml"}) {
+    INFO(file);
+    const Scenario s = Load(std::string(STEPSIM_SOURCE_DIR "/") + file);
+    CHECK(Report(s, true) == Report(s, false));
+    const Scenario longer = Foldable(s);
+    INFO(longer.micro_batches() << " micro-batches");
+    CHECK(Folded(longer));
+    CHECK(Report(longer, true) == Report(longer, false));
+  }
+}
+
+TEST_CASE("folded and unfolded reports are byte-identical across the golden layouts", "[fold]") {
+  std::ifstream cases(STEPSIM_SOURCE_DIR "/tests/golden/cases.txt");
+  std::string line;
+  int checked = 0;
+  while (std::getline(cases, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    std::vector<config::Override> sets;
+    for (size_t i = 2; i + 1 < words.size(); i += 2) {
+      REQUIRE(words[i] == "--set");
+      auto o = config::ParseOverride(words[i + 1]);
+      REQUIRE(o.ok());
+      sets.push_back(*o);
+    }
+    INFO(line);
+    const Scenario s = Foldable(Load(STEPSIM_SOURCE_DIR "/tests/golden/" + words[1], sets));
+    // GPipe holds every micro-batch's activations until its backward: the peak grows with the
+    // batch, nothing repeats, and the step is replayed in full.
+    CHECK(Folded(s) == (s.parallel.pp_schedule != PipelineSchedule::kGpipe));
+    CHECK(Report(s, true) == Report(s, false));
+    ++checked;
+  }
+  CHECK(checked >= 14);
+}
+
+TEST_CASE("a folded step of 131,072 micro-batches is the unfolded step's arithmetic", "[fold]") {
+  // Linear in the micro-batches past the warm-up: the step at M is the step at M' plus
+  // (M - M') periods, each what one more micro-batch adds (measured at a count both replay).
+  const Scenario base = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
+  auto at = [&](int64_t m) {
+    Scenario s = base;
+    s.training.global_batch = m * s.training.micro_batch * s.dp();
+    replay::ReplayOptions o;
+    o.fold = m > 131072 / 2;
+    auto r = replay::Simulate(s, o);
+    REQUIRE(r.ok());
+    return std::move(*r);
+  };
+  const replay::ReplayResult a = at(40), b = at(41), big = at(131072);
+  const int64_t period = b.step.picoseconds() - a.step.picoseconds();
+  CHECK(period > 0);
+  CHECK(big.step.picoseconds() == a.step.picoseconds() + (131072 - 40) * period);
+  CHECK(big.ops == a.ops + (131072 - 40) * (b.ops - a.ops));
+  // The program stays that of a few micro-batches.
+  CHECK(static_cast<int64_t>(big.program.ops.size()) < 10 * (b.ops - a.ops));
+  CHECK(big.ledgers[0].peak() == a.ledgers[0].peak());
+}
+
+}  // namespace
+}  // namespace sim
