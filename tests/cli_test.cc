@@ -233,6 +233,9 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
       "plan llama2-70b --gpu A100-SXM4-80GB --max-gpus 64 --tokens 2T --batch-tokens 524288");
   CHECK(p.status == 0);
   CHECK(absl::StrContains(p.out, "Smallest GPU count that fits"));
+  // Into a pipe (this test, a log, CI) the progress line is whole lines, never redrawn.
+  CHECK_FALSE(absl::StrContains(p.out, "\r"));
+  CHECK_FALSE(absl::StrContains(c.out, "\r"));
   // The seeds' exercise, 70B on 8 x A100-80GB: neither a ZeRO nor a TP/PP layout fits, and the
   // plan says by how much (16 B/param of 69e9 parameters over 8 GPUs is 138 GB alone).
   Result eight = Stepsim("plan llama2-70b --gpu A100-SXM4-80GB --max-gpus 8");

@@ -1,8 +1,6 @@
 // stepsim plan MODEL --gpu LIST --tokens T: smallest GPU count that fits and the Pareto set.
 
-#include <chrono>
 #include <iostream>
-#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -14,6 +12,7 @@
 #include "sim/explore/plan_report.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
+#include "tools/stepsim/progress_line.h"
 
 namespace stepsim_cli {
 
@@ -142,20 +141,12 @@ int PlanCommand(const std::vector<std::string>& args) {
     if (!shard.ok()) return Fail("plan", shard.status());
     req.shard = *shard;
   }
-  // A progress line on stderr once the search has taken more than a second: replays so far.
-  const auto start = std::chrono::steady_clock::now();
-  std::mutex mu;
-  bool printed = false;
-  auto progress = [&](size_t done, size_t) {
-    std::lock_guard<std::mutex> lock(mu);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s < 1.0) return;
-    std::cerr << absl::StrFormat("\rplan: %d replays, %.0f s", done, s) << std::flush;
-    printed = true;
-  };
-  auto plan = sim::explore::Plan(root, req, progress);
-  if (printed) std::cerr << "\n";
+  // Replays so far (the pruning decides their number as it goes: no total to show).
+  auto plan = [&] {
+    ProgressLine line(
+        [](size_t done, size_t) { return absl::StrFormat("plan: %d replays", done); });
+    return sim::explore::Plan(root, req, [&](size_t done, size_t) { line.Update(done, 0); });
+  }();
   if (!plan.ok()) return Fail("plan", plan.status());
   if (auto p = flags.Get("json")) {
     if (absl::Status st = WriteOutput(*p, sim::explore::PlanJson(*plan).dump(2) + "\n"); !st.ok()) {

@@ -3,12 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +23,7 @@
 #include "sim/report/sweep_report.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
+#include "tools/stepsim/progress_line.h"
 
 namespace stepsim_cli {
 
@@ -34,21 +33,6 @@ namespace report = sim::report;
 using sim::Framework;
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// A progress line on stderr, once the work has taken more than a second.
-explore::Progress ProgressLine(const std::string& what) {
-  auto start = std::make_shared<Clock::time_point>(Clock::now());
-  auto mu = std::make_shared<std::mutex>();
-  return [start, mu, what](size_t done, size_t total) {
-    std::lock_guard<std::mutex> lock(*mu);
-    const double s = std::chrono::duration<double>(Clock::now() - *start).count();
-    if (s < 1.0) return;
-    std::cerr << absl::StrFormat("\r%s: %d/%d configurations, %.1f s", what, done, total, s)
-              << (done == total ? "\n" : "") << std::flush;
-  };
-}
 
 absl::StatusOr<int> Jobs(const FlagSet& f) {
   auto v = f.Get("jobs");
@@ -188,7 +172,11 @@ int SweepCommand(const std::vector<std::string>& args) {
     c.insert(c.end(), configs[i].begin(), configs[i].end());
     mine.push_back(std::move(c));
   }
-  const auto results = explore::RunConfigs(*loader, mine, *jobs, ProgressLine("sweep"));
+  ProgressLine line([](size_t done, size_t total) {
+    return absl::StrFormat("sweep: %d/%d configurations", done, total);
+  });
+  const auto results = explore::RunConfigs(
+      *loader, mine, *jobs, [&](size_t done, size_t total) { line.Update(done, total); });
   if (absl::Status st = AllFailed(results); !st.ok()) return Fail("sweep", st);
 
   std::vector<std::string> keys;
@@ -270,7 +258,11 @@ int CompareCommand(const std::vector<std::string>& args) {
     c.insert(c.end(), st.overrides.begin(), st.overrides.end());
     configs.push_back(c);
   }
-  const auto results = explore::RunConfigs(*loader, configs, *jobs, ProgressLine("compare"));
+  ProgressLine line([](size_t done, size_t total) {
+    return absl::StrFormat("compare: %d/%d configurations", done, total);
+  });
+  const auto results = explore::RunConfigs(
+      *loader, configs, *jobs, [&](size_t done, size_t total) { line.Update(done, total); });
   if (absl::Status st = AllFailed(results); !st.ok()) return Fail("compare", st);
   std::vector<report::Row> rows;
   for (size_t i = 0; i < stages.size(); ++i) {
