@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -50,6 +51,18 @@ TEST_CASE("help for the command and each subcommand", "[cli]") {
     CHECK(r.status == 0);
     CHECK(absl::StrContains(r.out, std::string("usage: stepsim ") + cmd));
     CHECK(absl::StrContains(top.out, cmd));
+    // Flag help in one column at 29, wrapped within 100 columns, --help included.
+    const size_t flags = r.out.find("flags:\n");
+    REQUIRE(flags != std::string::npos);
+    for (absl::string_view line : absl::StrSplit(r.out.substr(flags + 7), '\n')) {
+      INFO(line);
+      CHECK(line.size() <= 100);
+      if (absl::StartsWith(line, "  --") && line.size() > 29) {
+        CHECK(line.substr(0, 29).find("  ", 4) != absl::string_view::npos);
+        CHECK(line[28] == ' ');
+        CHECK(line[29] != ' ');
+      }
+    }
   }
 }
 

@@ -68,10 +68,12 @@ sim::Scenario DefaultScenario(std::vector<sim::config::Override> overrides) {
   return *s;
 }
 
-void ReplayLoop(benchmark::State& state, const sim::Scenario& s) {
+void ReplayLoop(benchmark::State& state, const sim::Scenario& s, bool fold = true) {
   uint64_t events = 0;
+  sim::replay::ReplayOptions options;
+  options.fold = fold;
   for (auto _ : state) {
-    auto r = sim::replay::Simulate(s, {});
+    auto r = sim::replay::Simulate(s, options);
     if (!r.ok()) std::abort();
     events += r->events;
     benchmark::DoNotOptimize(r->step);
@@ -80,9 +82,19 @@ void ReplayLoop(benchmark::State& state, const sim::Scenario& s) {
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 
-// Lowering + replay of scenarios/default.yaml: 32 micro-batches x 80 layers.
+// Lowering + replay of scenarios/default.yaml: 32 micro-batches x 80 layers, folded (three
+// short replays of 2, 3 and 4 micro-batches, sim/replay/fold.h) and each replayed.
 void BM_ReplayDefault(benchmark::State& state) { ReplayLoop(state, DefaultScenario({})); }
 BENCHMARK(BM_ReplayDefault)->Unit(benchmark::kMillisecond);
+void BM_ReplayDefaultNoFold(benchmark::State& state) {
+  ReplayLoop(state, DefaultScenario({}), /*fold=*/false);
+}
+BENCHMARK(BM_ReplayDefaultNoFold)->Unit(benchmark::kMillisecond);
+// A 4,194,304-sequence batch: 131,072 micro-batches, folded.
+void BM_ReplayDefault131072MicroBatches(benchmark::State& state) {
+  ReplayLoop(state, DefaultScenario({{"training.global_batch", "4194304"}}));
+}
+BENCHMARK(BM_ReplayDefault131072MicroBatches)->Unit(benchmark::kMillisecond);
 
 // Issue 7's target: scenarios/llama3-405b-8k.yaml, Llama-3-405B on 16,384 H100 as TP8 PP16
 // DP128, 126 layers, 16 micro-batches; one GPU per stage is simulated (TP and DP peers are

@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "sim/base/suggest.h"
 #include "tools/stepsim/cli.h"
 
@@ -83,14 +84,43 @@ std::vector<std::string> FlagSet::GetAll(const std::string& name) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
+namespace {
+
+// One flag's line: the flag in a 28-column field, its help wrapped at 100 columns under itself
+// (a flag name longer than the field puts the help on the next line).
+void AppendFlagLine(std::string& out, const std::string& left, const std::string& help) {
+  constexpr size_t kField = 28, kWidth = 100;
+  const std::string indent(kField + 1, ' ');
+  std::string line = left.size() < kField + 1 ? left + std::string(kField + 1 - left.size(), ' ')
+                                              : left + "\n" + indent;
+  size_t column = line.size() - (line.rfind('\n') == std::string::npos ? 0 : line.rfind('\n') + 1);
+  bool first = true;
+  for (absl::string_view word : absl::StrSplit(help, ' ', absl::SkipEmpty())) {
+    if (!first && column + 1 + word.size() > kWidth) {
+      absl::StrAppend(&line, "\n", indent);
+      column = indent.size();
+    } else if (!first) {
+      line += ' ';
+      ++column;
+    }
+    absl::StrAppend(&line, word);
+    column += word.size();
+    first = false;
+  }
+  absl::StrAppend(&out, line, "\n");
+}
+
+}  // namespace
+
 std::string FlagSet::Help() const {
   std::string out = absl::StrCat("usage: ", usage_, "\n\n", summary_, "\n\nflags:\n");
   for (const FlagDef& d : defs_) {
-    std::string left =
-        absl::StrCat("  --", d.name, d.value_name.empty() ? "" : absl::StrCat(" ", d.value_name));
-    absl::StrAppendFormat(&out, "%-28s %s%s\n", left, d.help, d.repeated ? " (repeatable)" : "");
+    AppendFlagLine(
+        out,
+        absl::StrCat("  --", d.name, d.value_name.empty() ? "" : absl::StrCat(" ", d.value_name)),
+        absl::StrCat(d.help, d.repeated ? " (repeatable)" : ""));
   }
-  absl::StrAppend(&out, "  --help                       this text\n");
+  AppendFlagLine(out, "  --help", "this text");
   return out;
 }
 
