@@ -164,6 +164,34 @@ TEST_CASE("run names its overrides, counts micro-batches in English, says what o
         m["reserved_peak_bytes"].get<int64_t>() - cap);
 }
 
+TEST_CASE("the batch in tokens holds tokens per step across sequence lengths", "[cli]") {
+  // 4,194,304 tokens: 2,048 sequences of 2,048 (64 micro-batches on 32 ranks), 512 of 8,192.
+  for (const auto& [seq, micro_batches] : {std::pair{2048, 64}, std::pair{8192, 16}}) {
+    Result r = Stepsim(
+        absl::StrCat("run scenarios/default.yaml --set training.global_batch_tokens=4194304 "
+                     "--set training.seq_len=",
+                     seq, " --json -"));
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["parallel"]["micro_batches"] == micro_batches);
+  }
+  Result text = Stepsim("run scenarios/default.yaml --set training.global_batch_tokens=262144");
+  CHECK(absl::StrContains(text.out, "batch: 64 sequences of 4096 tokens = 262144 tokens per step"));
+  // A sweep says what it holds: sequences (and that tokens grow), or tokens.
+  Result seqs = Stepsim(
+      "sweep scenarios/default.yaml --vary training.seq_len=2048,4096 --set "
+      "training.global_batch=64");
+  REQUIRE(seqs.status == 0);
+  CHECK(absl::StrContains(seqs.out,
+                          "held constant: the global batch, 64 sequences (tokens per "
+                          "step grow with training.seq_len"));
+  Result tokens = Stepsim(
+      "sweep scenarios/default.yaml --vary training.seq_len=2048,4096 --set "
+      "training.global_batch_tokens=262144");
+  REQUIRE(tokens.status == 0);
+  CHECK(absl::StrContains(tokens.out, "held constant: 262144 tokens per step"));
+}
+
 TEST_CASE("a forced algorithm that does not apply says where the ring ran instead", "[cli]") {
   Result r = Stepsim("run scenarios/default.yaml --set parallel.collective=tree");
   REQUIRE(r.status == 0);

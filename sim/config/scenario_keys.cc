@@ -74,6 +74,9 @@ std::vector<ScenarioKey> Build() {
        "sequences per micro-batch per data-parallel rank"},
       {"training.global_batch", "integer >= 1", "micro_batch × dp",
        "sequences per optimizer step; m = global / (micro × dp)"},
+      {"training.global_batch_tokens", "integer >= 1", "none (global_batch decides)",
+       "tokens per optimizer step; sets global_batch to the nearest multiple of micro × dp "
+       "(× pp interleaved) of seq_len-token sequences, over any global_batch given"},
       {"training.precision", OneOf<Precision>(), std::string(Name(t.precision)),
        "compute dtype of the GEMMs"},
       {"training.optimizer", OneOf<OptimizerKind>(), std::string(Name(t.optimizer)),

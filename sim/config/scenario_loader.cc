@@ -227,6 +227,9 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadInt(k("seq_len"), errors, 1, int64_t{1} << 24)) t.seq_len = *v;
   if (auto v = ReadInt(k("micro_batch"), errors, 1, int64_t{1} << 20)) t.micro_batch = *v;
   if (auto v = ReadInt(k("global_batch"), errors, 1, kMaxCount)) t.global_batch = *v;
+  if (auto v = ReadInt(k("global_batch_tokens"), errors, 1, kMaxCount)) {
+    t.global_batch_tokens = *v;
+  }
   if (auto v = ReadEnum<Precision>(k("precision"), errors)) t.precision = *v;
   if (auto v = ReadEnum<OptimizerKind>(k("optimizer"), errors)) t.optimizer = *v;
   if (auto v = ReadEnum<Recompute>(k("recompute"), errors)) t.recompute = *v;
@@ -710,6 +713,25 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
   ReadParallel(r["parallel"], s.parallel, errors);
   ReadRuntime(r["runtime"], s.runtime, errors);
   if (!errors.empty()) return failed();
+  if (const int64_t tokens = s.training.global_batch_tokens; tokens > 0 && s.dp() > 0) {
+    // The nearest whole number of steps' least batch (Megatron-LM's interleaved schedule needs
+    // the micro-batches to be a multiple of pp); refused when even one overshoots by half.
+    const int64_t unit =
+        s.training.micro_batch * s.dp() *
+        (s.parallel.pp_schedule == PipelineSchedule::kInterleaved ? s.parallel.pp : 1);
+    const int64_t sequences = (tokens + s.training.seq_len / 2) / s.training.seq_len;
+    const int64_t units = (sequences + unit / 2) / unit;
+    if (units == 0) {
+      const YAML::Node key = Child(Child(r, "training"), "global_batch_tokens");
+      errors.Add(key.IsDefined() ? key : r, "training.global_batch_tokens",
+                 absl::StrCat("global_batch_tokens ", tokens, " is ", sequences, " sequences of ",
+                              s.training.seq_len, " tokens, less than half of one step's least, ",
+                              unit, " (micro_batch x dp",
+                              unit == s.training.micro_batch * s.dp() ? "" : " x pp", ")"));
+      return failed();
+    }
+    s.training.global_batch = units * unit;
+  }
   if (s.training.global_batch == 0) {
     s.training.global_batch = s.training.micro_batch * s.dp();
   }

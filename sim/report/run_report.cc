@@ -171,6 +171,12 @@ std::string RunText(const RunSummary& r) {
                           "distributed optimizer (ZeRO-1-like)\n",
                           r.zero, r.zero);
   }
+  if (r.batch_tokens > 0) {
+    absl::StrAppendFormat(&out,
+                          "batch: %d sequences of %d tokens = %d tokens per step "
+                          "(training.global_batch_tokens %d, rounded to whole micro-batches)\n",
+                          r.global_batch, r.seq_len, r.global_batch * r.seq_len, r.batch_tokens);
+  }
   if (r.requested_algorithm != CollectiveAlgorithm::kAuto) {
     // An algorithm that does not apply to a collective (NCCL has no tree all-gather, NVLS needs
     // NVLink SHARP, ...) falls back to the ring (sim/cost/graph_collective.h): say where.

@@ -26,6 +26,9 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.scenario = s.name;
   o.overrides = s.overrides;
   o.requested_algorithm = s.parallel.collective;
+  o.global_batch = s.training.global_batch;
+  o.seq_len = s.training.seq_len;
+  o.batch_tokens = s.training.global_batch_tokens;
   o.model = s.model.name;
   o.gpu = s.cluster.gpu.name;
   o.node = s.cluster.node.name;

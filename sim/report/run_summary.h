@@ -69,6 +69,9 @@ struct RunSummary {
   // ---- what ran -------------------------------------------------------------------------
   std::string scenario, model, gpu, node;
   std::vector<std::string> overrides;  // Scenario::overrides
+  // The batch: global_batch sequences of seq_len tokens; batch_tokens is
+  // training.global_batch_tokens when that set it (0 otherwise).
+  int64_t global_batch = 0, seq_len = 0, batch_tokens = 0;
   // parallel.collective: what the scenario asked for (auto = NCCL's tuner).
   CollectiveAlgorithm requested_algorithm = CollectiveAlgorithm::kAuto;
   int64_t gpus = 0, nodes = 0, gpus_per_node = 0;

@@ -107,6 +107,10 @@ struct TrainingSpec {
   int64_t seq_len = 4096;
   int64_t micro_batch = 1;   // sequences per micro-batch per data-parallel rank
   int64_t global_batch = 0;  // 0 = one micro-batch per DP rank (m = 1)
+  // The batch in tokens per step (0 = global_batch sequences decide): global_batch becomes the
+  // nearest whole number of micro_batch x dp sequences (x pp for the interleaved schedule) of
+  // seq_len tokens each, so a sequence-length sweep keeps the tokens per step.
+  int64_t global_batch_tokens = 0;
   Precision precision = Precision::kBf16;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   Recompute recompute = Recompute::kNone;

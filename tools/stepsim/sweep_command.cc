@@ -34,6 +34,31 @@ using sim::Framework;
 
 namespace {
 
+// What a sweep holds constant of the batch, above its table: a sequence-length sweep with the
+// batch in sequences changes the tokens per step with the length, and says so.
+std::string BatchHeld(const config::ScenarioLoader& loader,
+                      const std::vector<config::Override>& sets,
+                      const std::vector<std::string>& keys) {
+  auto base = loader.Load(sets);
+  if (!base.ok()) return "";
+  const bool batch_varied = std::any_of(keys.begin(), keys.end(), [](const std::string& k) {
+    return k == "training.global_batch" || k == "training.global_batch_tokens";
+  });
+  if (batch_varied) return "";
+  const bool seq_varied = std::find(keys.begin(), keys.end(), "training.seq_len") != keys.end();
+  if (base->training.global_batch_tokens > 0) {
+    return absl::StrFormat(
+        "held constant: %d tokens per step (training.global_batch_tokens; the sequences per "
+        "step follow the sequence length)\n\n",
+        base->training.global_batch_tokens);
+  }
+  return absl::StrFormat("held constant: the global batch, %d sequences%s\n\n",
+                         base->training.global_batch,
+                         seq_varied ? " (tokens per step grow with training.seq_len; set "
+                                      "training.global_batch_tokens to hold tokens instead)"
+                                    : "");
+}
+
 absl::StatusOr<int> Jobs(const FlagSet& f) {
   auto v = f.Get("jobs");
   if (!v) return explore::DefaultJobs();
@@ -207,7 +232,9 @@ int SweepCommand(const std::vector<std::string>& args) {
     if (!job.ok()) return Fail("sweep", job.status());
     if (absl::Status st = RunGnuplot(*job); !st.ok()) return Fail("sweep", st);
   }
-  if (!stdout_used) std::cout << report::SweepTable(keys, rows, FormatOf(flags));
+  if (!stdout_used) {
+    std::cout << BatchHeld(*loader, *sets, keys) << report::SweepTable(keys, rows, FormatOf(flags));
+  }
   return kExitOk;
 }
 
