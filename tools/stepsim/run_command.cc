@@ -8,6 +8,7 @@
 #include "sim/config/catalog.h"
 #include "sim/config/scenario_keys.h"
 #include "sim/replay/replay.h"
+#include "sim/report/html_report.h"
 #include "sim/report/resolved.h"
 #include "sim/report/run_report.h"
 #include "sim/report/table.h"
@@ -23,7 +24,8 @@ namespace {
 
 FlagSet RunFlags() {
   return FlagSet(
-      "stepsim run SCENARIO [--set KEY=VALUE]... [--json PATH] [--trace PATH] [--timeline PATH]",
+      "stepsim run SCENARIO [--set KEY=VALUE]... [--json PATH] [--trace PATH] [--timeline PATH] "
+      "[--html PATH]",
       "Loads a scenario (SPEC §4), applies the overrides in order, validates it and replays one\n"
       "optimizer step layer by layer: prints whether it fits, the per-GPU peak (when, in which\n"
       "op, and what is live then), the step time split (with the pipeline bubble and a table per\n"
@@ -38,6 +40,9 @@ FlagSet RunFlags() {
        {"timeline", "PATH",
         "write the memory timeline as CSV: time_s, gpu, event, category, "
         "delta_bytes, allocated_bytes"},
+       {"html", "PATH",
+        "write one self-contained page: verdict, memory over the step by category with the "
+        "peak, one micro-batch on the streams, time split, collectives (open in a browser)"},
        {"explicit-ranks", "",
         "simulate every data-parallel replica (of every stage) instead of one "
         "standing for all"},
@@ -99,8 +104,8 @@ int RunCommand(const std::vector<std::string>& args) {
   sim::replay::ReplayOptions options;
   options.explicit_ranks = flags.Has("explicit-ranks");
   options.fold = !flags.Has("no-fold");
-  options.record_ops = flags.Has("trace");
-  options.record_memory = flags.Has("trace") || flags.Has("timeline");
+  options.record_ops = flags.Has("trace") || flags.Has("html");
+  options.record_memory = flags.Has("trace") || flags.Has("timeline") || flags.Has("html");
   auto result = sim::replay::Simulate(*scenario, options);
   if (!result.ok()) return Fail("run", result.status());
   const sim::report::RunSummary summary = sim::report::Summarize(*scenario, *result);
@@ -112,6 +117,9 @@ int RunCommand(const std::vector<std::string>& args) {
   if (auto p = flags.Get("trace"))
     outputs.push_back({*p, sim::report::TraceJson(*scenario, *result)});
   if (auto p = flags.Get("timeline")) outputs.push_back({*p, sim::report::TimelineCsv(*result)});
+  if (auto p = flags.Get("html")) {
+    outputs.push_back({*p, sim::report::RunHtml(*scenario, *result, summary)});
+  }
   bool stdout_used = false;
   for (const auto& [file, text] : outputs) {
     if (absl::Status st = WriteOutput(file, text); !st.ok()) return Fail("run", st);

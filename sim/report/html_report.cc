@@ -1,0 +1,435 @@
+#include "sim/report/html_report.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sim/report/table.h"
+
+namespace sim::report {
+
+namespace {
+
+std::string Escape(absl::string_view text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// A fill: a colour and a hatch, so that series stay apart in grey print.
+struct Fill {
+  const char* id;
+  const char* colour;
+  const char* hatch;  // an SVG path in an 8 x 8 tile ("" = plain)
+};
+constexpr const char* kDiagonal = "M0,8 L8,0";
+constexpr const char* kBackDiagonal = "M0,0 L8,8";
+constexpr const char* kHorizontal = "M0,4 L8,4";
+constexpr const char* kVertical = "M4,0 L4,8";
+constexpr const char* kCross = "M0,4 L8,4 M4,0 L4,8";
+constexpr const char* kDots = "M3,3 L5,5";
+constexpr const char* kDiamond = "M0,0 L8,8 M0,8 L8,0";
+
+// Memory categories, in MemCategory order.
+constexpr std::array<Fill, kNumMemCategories> kCategoryFills = {{
+    {"m-weights", "#4e79a7", ""},
+    {"m-gradients", "#f28e2b", kDiagonal},
+    {"m-optimizer", "#76b7b2", kHorizontal},
+    {"m-activations", "#e15759", kBackDiagonal},
+    {"m-gathered", "#59a14f", kVertical},
+    {"m-comm", "#edc948", kCross},
+    {"m-logits", "#b07aa1", kDots},
+    {"m-workspace", "#ff9da7", kDiamond},
+    {"m-reserved", "#bab0ac", ""},
+}};
+
+// What an op on a stream is, for the stream timeline.
+enum class Work { kForward, kBackward, kRecompute, kOptimizer, kCollective, kSend, kOffload };
+constexpr int kNumWork = 7;
+constexpr std::array<Fill, kNumWork> kWorkFills = {{
+    {"w-forward", "#4e79a7", ""},
+    {"w-backward", "#f28e2b", kDiagonal},
+    {"w-recompute", "#e15759", kBackDiagonal},
+    {"w-optimizer", "#76b7b2", kHorizontal},
+    {"w-collective", "#59a14f", kCross},
+    {"w-send", "#edc948", kVertical},
+    {"w-offload", "#b07aa1", kDots},
+}};
+constexpr std::array<const char*, kNumWork> kWorkNames = {
+    "forward", "backward", "recompute", "optimizer", "collective", "pipeline send", "offload"};
+constexpr std::array<const char*, kNumStreams> kStreamNames = {"compute",  "DP comm", "TP/CP comm",
+                                                               "PP sends", "PCIe",    "host"};
+
+Work WorkOf(const Op& op) {
+  if (op.stream == StreamKind::kP2p) return Work::kSend;
+  if (op.stream == StreamKind::kPcie || op.stream == StreamKind::kHost) return Work::kOffload;
+  if (op.kind == OpKind::kCollective) return Work::kCollective;
+  switch (op.pass) {
+    case OpPass::kForward:
+      return Work::kForward;
+    case OpPass::kBackward:
+      return Work::kBackward;
+    case OpPass::kRecompute:
+      return Work::kRecompute;
+    case OpPass::kStep:
+      return Work::kOptimizer;
+  }
+  return Work::kForward;
+}
+
+std::string Patterns() {
+  std::string out = "<defs>";
+  auto add = [&](const Fill& f) {
+    absl::StrAppend(&out, "<pattern id=\"", f.id,
+                    "\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\">",
+                    "<rect width=\"8\" "
+                    "height=\"8\" fill=\"",
+                    f.colour, "\"/>");
+    if (*f.hatch) {
+      absl::StrAppend(&out, "<path d=\"", f.hatch,
+                      "\" stroke=\"#000\" stroke-opacity=\"0.45\" stroke-width=\"1.2\"/>");
+    }
+    out += "</pattern>";
+  };
+  for (const Fill& f : kCategoryFills) add(f);
+  for (const Fill& f : kWorkFills) add(f);
+  return out + "</defs>";
+}
+
+std::string Legend(const std::vector<std::pair<const Fill*, std::string>>& items) {
+  std::string out = "<ul class=\"legend\">";
+  for (const auto& [fill, label] : items) {
+    absl::StrAppend(&out, "<li><svg width=\"18\" height=\"12\" aria-hidden=\"true\">",
+                    "<rect width=\"18\" height=\"12\" fill=\"url(#", fill->id,
+                    ")\" stroke=\"#333\"/></svg>", Escape(label), "</li>");
+  }
+  return out + "</ul>";
+}
+
+// Round tick steps: 1, 2 or 5 times a power of ten, about `n` of them up to `top`.
+double TickStep(double top, int n) {
+  const double raw = top / n;
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (m * p >= raw) return m * p;
+  }
+  return 10 * p;
+}
+
+constexpr double kW = 960, kH = 320, kLeft = 84, kRight = 20, kTop = 20, kBottom = 40;
+constexpr double kGiB = 1073741824.0;
+
+std::string Axes(double x_max_s, double y_max, absl::string_view y_unit, double plot_h) {
+  std::string out;
+  const double pw = kW - kLeft - kRight;
+  absl::StrAppendFormat(&out,
+                        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"axis\"/>",
+                        kLeft, kTop + plot_h, kLeft + pw, kTop + plot_h);
+  const double xs = TickStep(x_max_s, 8);
+  for (double x = 0; x <= x_max_s * 1.0001; x += xs) {
+    const double px = kLeft + pw * x / x_max_s;
+    absl::StrAppendFormat(&out,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"tick\"/>"
+                          "<text x=\"%.1f\" y=\"%.1f\" class=\"xt\">%s</text>",
+                          px, kTop + plot_h, px, kTop + plot_h + 4, px, kTop + plot_h + 16,
+                          Escape(FormatSeconds(x)));
+  }
+  if (y_max > 0) {
+    const double ys = TickStep(y_max, 5);
+    for (double y = 0; y <= y_max * 1.0001; y += ys) {
+      const double py = kTop + plot_h - plot_h * y / y_max;
+      absl::StrAppendFormat(&out,
+                            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>"
+                            "<text x=\"%.1f\" y=\"%.1f\" class=\"yt\">%g %s</text>",
+                            kLeft, py, kLeft + pw, py, kLeft - 6, py + 4, y, y_unit);
+    }
+  }
+  return out;
+}
+
+// The peak GPU's memory over the step, stacked by category, sampled in kBuckets columns at
+// each column's highest moment (so no peak falls between samples).
+std::string MemoryChart(const replay::ReplayResult& r, const RunSummary& sum) {
+  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
+  const auto& changes = ledger.changes();
+  if (changes.empty() || r.step <= Duration::Zero()) return "<p>No memory timeline.</p>";
+  constexpr int kBuckets = 480;
+  const double step_ps = static_cast<double>(r.step.picoseconds());
+  std::vector<memory::Breakdown> columns(kBuckets);
+  std::vector<bool> seen(kBuckets, false);
+  std::vector<int64_t> best(kBuckets, -1);
+  memory::Breakdown now{};
+  int64_t total = 0;
+  for (const memory::MemoryChange& c : changes) {
+    now[static_cast<int>(c.category)] += c.delta;
+    total += c.delta.count();
+    const int b =
+        std::clamp(static_cast<int>(static_cast<double>(c.time.picoseconds()) / step_ps * kBuckets),
+                   0, kBuckets - 1);
+    if (total > best[b]) {
+      best[b] = total;
+      columns[b] = now;
+      seen[b] = true;
+    }
+  }
+  for (int b = 1; b < kBuckets; ++b) {
+    if (!seen[b]) columns[b] = columns[b - 1];
+  }
+  const double cap = static_cast<double>(sum.capacity.count());
+  const double y_max_bytes = std::max(cap, static_cast<double>(sum.reserved_peak.count())) * 1.08;
+  const double y_max = y_max_bytes / kGiB;
+  const double plot_h = kH - kTop - kBottom, pw = kW - kLeft - kRight;
+  auto px = [&](int b) { return kLeft + pw * (b + 0.5) / kBuckets; };
+  auto py = [&](double bytes) { return kTop + plot_h - plot_h * bytes / y_max_bytes; };
+  std::string out = absl::StrFormat(
+      "<svg viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"memory over the step\" "
+      "id=\"memory-chart\">",
+      kW, kH);
+  out += Patterns();
+  out += Axes(r.step.seconds(), y_max, "GiB", plot_h);
+  std::vector<double> below(kBuckets, 0.0);
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    std::vector<double> above(kBuckets);
+    bool any = false;
+    for (int b = 0; b < kBuckets; ++b) {
+      above[b] = below[b] + static_cast<double>(columns[b][c].count());
+      any = any || columns[b][c] > Bytes();
+    }
+    if (any) {
+      std::string points;
+      for (int b = 0; b < kBuckets; ++b)
+        absl::StrAppendFormat(&points, "%.1f,%.1f ", px(b), py(above[b]));
+      for (int b = kBuckets - 1; b >= 0; --b)
+        absl::StrAppendFormat(&points, "%.1f,%.1f ", px(b), py(below[b]));
+      absl::StrAppend(&out, "<polygon class=\"area\" data-category=\"", kMemCategoryNames[c],
+                      "\" points=\"", points, "\" fill=\"url(#", kCategoryFills[c].id,
+                      ")\"><title>", kMemCategoryNames[c], "</title></polygon>");
+    }
+    below = above;
+  }
+  absl::StrAppendFormat(&out,
+                        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"capacity\"/>"
+                        "<text x=\"%.1f\" y=\"%.1f\" class=\"label\" text-anchor=\"end\">"
+                        "usable capacity %s</text>",
+                        kLeft, py(cap), kLeft + pw, py(cap), kLeft + pw - 6, py(cap) - 5,
+                        Escape(FormatGiB(sum.capacity)));
+  const double peak_x = kLeft + pw * sum.peak_at.seconds() / r.step.seconds();
+  absl::StrAppendFormat(&out,
+                        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"peak\" "
+                        "id=\"peak-marker\"/><text x=\"%.1f\" y=\"%.1f\" class=\"label\" "
+                        "text-anchor=\"%s\">peak %s</text>",
+                        peak_x, kTop, peak_x, kTop + plot_h, peak_x + (peak_x > kW / 2 ? -6 : 6),
+                        std::max(kTop + 12, py(static_cast<double>(sum.peak.count())) - 8),
+                        peak_x > kW / 2 ? "end" : "start", Escape(FormatGiB(sum.peak)));
+  out += "</svg>";
+  std::vector<std::pair<const Fill*, std::string>> legend;
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    if (sum.peak_breakdown[c] == Bytes() && sum.category_peaks[c] == Bytes()) continue;
+    legend.push_back(
+        {&kCategoryFills[c],
+         absl::StrCat(kMemCategoryNames[c], " ", FormatGiB(sum.peak_breakdown[c]), " at peak")});
+  }
+  return out + Legend(legend);
+}
+
+// One micro-batch period of the peak GPU's streams: the middle micro-batch's compute span.
+std::string StreamChart(const Scenario& s, const replay::ReplayResult& r) {
+  const int32_t rank = r.peak_rank;
+  const int32_t target = static_cast<int32_t>(s.micro_batches() / 2);
+  Duration lo = r.step, hi = Duration::Zero();
+  for (const replay::OpTiming& t : r.timings) {
+    const Op& op = r.program.ops[t.op];
+    if (t.rank != rank || op.micro_batch != target || op.stream != StreamKind::kCompute ||
+        op.pass == OpPass::kStep) {
+      continue;
+    }
+    lo = std::min(lo, t.start);
+    hi = std::max(hi, t.end);
+  }
+  if (hi <= lo) {
+    lo = Duration::Zero();
+    hi = r.step;
+  }
+  if (hi <= lo) return "<p>No op timeline.</p>";
+  constexpr double kLane = 34;
+  const double plot_h = kLane * kNumStreams, pw = kW - kLeft - kRight;
+  const double h = plot_h + kTop + kBottom;
+  const double span = static_cast<double>((hi - lo).picoseconds());
+  std::string out = absl::StrFormat(
+      "<svg viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"streams over one micro-batch\" "
+      "id=\"stream-chart\">",
+      kW, h);
+  out += Patterns();
+  for (int st = 0; st < kNumStreams; ++st) {
+    absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" class=\"lane\">%s</text>", kLeft - 6,
+                          kTop + kLane * st + kLane / 2 + 4, kStreamNames[st]);
+  }
+  // The x axis in seconds from the period's start.
+  out += Axes((hi - lo).seconds(), 0, "", plot_h);
+  int drawn = 0;
+  std::array<bool, kNumWork> used{};
+  for (const replay::OpTiming& t : r.timings) {
+    if (t.rank != rank || t.end <= lo || t.start >= hi || drawn >= 20000) continue;
+    const Op& op = r.program.ops[t.op];
+    const Work w = WorkOf(op);
+    used[static_cast<int>(w)] = true;
+    const double x0 = static_cast<double>((std::max(t.start, lo) - lo).picoseconds()) / span;
+    const double x1 = static_cast<double>((std::min(t.end, hi) - lo).picoseconds()) / span;
+    const int lane = static_cast<int>(op.stream);
+    absl::StrAppendFormat(&out,
+                          "<rect class=\"op\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" "
+                          "fill=\"url(#%s)\"><title>%s, %s</title></rect>",
+                          kLeft + pw * x0, kTop + kLane * lane + 4, std::max(0.6, pw * (x1 - x0)),
+                          kLane - 8, kWorkFills[static_cast<int>(w)].id,
+                          Escape(OpLabel(op, r.program.layers)),
+                          Escape(FormatSeconds((t.end - t.start).seconds())));
+    ++drawn;
+  }
+  out += "</svg>";
+  std::vector<std::pair<const Fill*, std::string>> legend;
+  for (int w = 0; w < kNumWork; ++w) {
+    if (used[w]) legend.push_back({&kWorkFills[w], kWorkNames[w]});
+  }
+  return absl::StrCat(
+      out, Legend(legend),
+      absl::StrFormat("<p class=\"note\">Micro-batch %d of %d on GPU %d, from t = %s to %s; "
+                      "blank stretches of the compute lane are waits (pipeline bubble, exposed "
+                      "communication).</p>",
+                      target, s.micro_batches(), r.GpuOf(rank), FormatSeconds(lo.seconds()),
+                      FormatSeconds(hi.seconds())));
+}
+
+std::string Row(const std::vector<std::string>& cells, bool header = false) {
+  std::string out = "<tr>";
+  for (const std::string& c : cells) {
+    absl::StrAppend(&out, header ? "<th>" : "<td>", Escape(c), header ? "</th>" : "</td>");
+  }
+  return out + "</tr>";
+}
+
+std::string TimeTable(const RunSummary& r) {
+  const double step = r.step.seconds();
+  std::string out = "<table id=\"time-table\">" + Row({"time per step", "seconds", "share"}, true);
+  auto add = [&](const char* name, Duration d) {
+    out += Row({name, absl::StrFormat("%.4f", d.seconds()),
+                absl::StrFormat("%.1f %%", step > 0 ? 100 * d.seconds() / step : 0.0)});
+  };
+  add("compute (fwd+bwd)", r.compute);
+  add("recompute", r.recompute);
+  add("exposed communication", r.exposed_comm);
+  add("optimizer", r.optimizer);
+  if (r.bubble > Duration::Zero()) add("pipeline bubble", r.bubble);
+  if (r.exposed_pcie > Duration::Zero()) add("exposed offload copies", r.exposed_pcie);
+  add("step", r.step);
+  return out + "</table>";
+}
+
+std::string CollectiveTable(const RunSummary& r) {
+  std::string out =
+      "<table id=\"collective-table\">" + Row({"per GPU per step", "count", "sent GB", "time s",
+                                               "bus GB/s", "algorithms", "busiest link"},
+                                              true);
+  for (const CollectiveSummary& c : r.collectives) {
+    if (c.sent == Bytes()) continue;
+    std::vector<std::string> algorithms;
+    for (const auto& [a, n] : c.algorithms) algorithms.push_back(absl::StrCat(Name(a), " ", n));
+    out += Row({std::string(Name(c.kind)), absl::StrCat(c.count),
+                absl::StrFormat("%.3f", static_cast<double>(c.sent.count()) / 1e9),
+                absl::StrFormat("%.3f", c.time.seconds()),
+                absl::StrFormat("%.1f", c.bus_bandwidth_bytes_per_s / 1e9),
+                absl::StrJoin(algorithms, ", "), c.busiest_link});
+  }
+  return out + "</table>";
+}
+
+constexpr const char* kStyle = R"(
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#222;margin:0 auto;
+max-width:1000px;padding:1em}
+h1{font-size:1.35em;margin:.2em 0}h2{font-size:1.1em;margin:1.4em 0 .4em;border-bottom:1px solid #ccc}
+.verdict{font-weight:600;padding:.5em .8em;border:2px solid;display:inline-block}
+.fits{border-color:#2e7d32}.nofit{border-color:#c62828}
+svg{width:100%;height:auto;display:block}
+.axis,.tick{stroke:#333}.grid{stroke:#ddd}.xt{font-size:11px;text-anchor:middle}
+.yt,.lane{font-size:11px;text-anchor:end}.label{font-size:12px;font-weight:600}
+.capacity{stroke:#c62828;stroke-width:2;stroke-dasharray:8 4}.peak{stroke:#000;stroke-width:1.5;
+stroke-dasharray:3 3}.area{stroke:#fff;stroke-width:.3}.op{stroke:#222;stroke-width:.2}
+.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:.4em 1.2em;font-size:13px}
+.legend svg{display:inline;width:18px;vertical-align:middle;margin-right:.3em}
+table{border-collapse:collapse;margin:.4em 0;font-size:14px}
+td,th{border:1px solid #bbb;padding:.2em .6em;text-align:right}td:first-child,th:first-child{text-align:left}
+.note{font-size:13px;color:#555}
+@media print{body{max-width:none}h2{break-after:avoid}svg{break-inside:avoid}}
+)";
+
+}  // namespace
+
+std::string RunHtml(const Scenario& s, const replay::ReplayResult& r, const RunSummary& sum) {
+  const std::string name = sum.overrides.empty() ? sum.scenario
+                                                 : absl::StrCat(sum.scenario, " with ",
+                                                                absl::StrJoin(sum.overrides, ", "));
+  std::string out = absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<title>stepsim: ",
+      Escape(name), "</title><style>", kStyle, "</style></head><body>\n");
+  absl::StrAppend(&out, "<h1>", Escape(name), "</h1><p>", Escape(sum.model), " on ", sum.gpus,
+                  " x ", Escape(sum.gpu), " (", Escape(sum.node), "), ", Name(sum.framework),
+                  " ZeRO-", sum.replayed_zero_stage, ", dp ", sum.dp, ", tp ", sum.tp, ", pp ",
+                  sum.pp, ", cp ", sum.cp, ", ", sum.micro_batches, " micro-batch",
+                  sum.micro_batches == 1 ? "" : "es", "</p>\n");
+  const Bytes cap = sum.capacity;
+  const std::string headroom = sum.reserved_peak <= cap
+                                   ? absl::StrCat(FormatGiB(cap - sum.reserved_peak), " free")
+                                   : absl::StrCat(FormatGiB(sum.reserved_peak - cap), " over");
+  absl::StrAppend(&out, "<p id=\"verdict\" class=\"verdict ", sum.fits ? "fits" : "nofit", "\">",
+                  sum.fits ? "FITS" : "DOES NOT FIT", ": reserved peak ",
+                  Escape(FormatGiB(sum.reserved_peak)), " of ", Escape(FormatGiB(cap)),
+                  " usable per GPU (", Escape(headroom), ")</p>\n");
+  absl::StrAppend(&out, "<p id=\"peak\">Peak <strong>", Escape(FormatGiB(sum.peak)),
+                  "</strong> allocated at t = ", Escape(FormatSeconds(sum.peak_at.seconds())),
+                  " in ", Escape(sum.peak_op), " (GPU ", sum.peak_gpu, ")</p>\n");
+  absl::StrAppend(
+      &out, "<p id=\"step\">Step <strong>", Escape(FormatSeconds(sum.step.seconds())),
+      "</strong>; MFU ", absl::StrFormat("%.1f %%", 100 * sum.mfu), ", HFU ",
+      absl::StrFormat("%.1f %%", 100 * sum.hfu), "; ",
+      absl::StrFormat("%.0f tokens/s (%.1f per GPU)", sum.tokens_per_s, sum.tokens_per_s_per_gpu),
+      "</p>\n");
+  absl::StrAppend(&out, "<h2>Memory of the peak GPU over the step</h2>", MemoryChart(r, sum));
+  std::string breakdown = "<table id=\"memory-table\">" +
+                          Row({"memory per GPU", "at peak", "category's own peak"}, true);
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    breakdown += Row({std::string(kMemCategoryNames[c]), FormatGiB(sum.peak_breakdown[c]),
+                      FormatGiB(sum.category_peaks[c])});
+  }
+  breakdown += Row({"total", FormatGiB(sum.peak), ""}) + "</table>";
+  absl::StrAppend(&out, breakdown);
+  absl::StrAppend(&out, "<h2>One micro-batch on the peak GPU's streams</h2>", StreamChart(s, r));
+  absl::StrAppend(&out, "<h2>Where the step goes</h2>", TimeTable(sum));
+  absl::StrAppend(&out, "<h2>Collectives</h2>", CollectiveTable(sum));
+  absl::StrAppend(&out, "<p class=\"note\">Written by stepsim run; ", sum.ops, " ops replayed as ",
+                  sum.events, " events.</p></body></html>\n");
+  return out;
+}
+
+}  // namespace sim::report
