@@ -236,7 +236,7 @@ TEST_CASE("run --html writes a self-contained page that headless Chromium render
   CHECK_FALSE(absl::StrContains(dom.out, "CONSOLE"));  // no console message of any kind
   std::filesystem::remove(dir + "/run.png");
   Result shot = Shell(absl::StrCat(browser, "--window-size=1100,1500 --screenshot=", dir,
-                                     "/run.png file://", page));
+                                   "/run.png file://", page));
   CHECK(std::filesystem::exists(dir + "/run.png"));
   CHECK(std::filesystem::file_size(dir + "/run.png") > 20000);
 }
