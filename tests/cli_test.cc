@@ -42,6 +42,15 @@ std::string Slurp(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The DOM headless Chromium makes of a page, or "" when chromium is not installed (then the
+// caller WARNs and checks the file alone).
+std::string RenderedDom(const std::string& page) {
+  if (std::system("command -v chromium >/dev/null 2>&1") != 0) return "";
+  return Shell(absl::StrCat("chromium --headless --no-sandbox --disable-gpu --dump-dom file://",
+                            page))
+      .out;
+}
+
 TEST_CASE("help for the command and each subcommand", "[cli]") {
   Result top = Stepsim("--help");
   CHECK(top.status == 0);
@@ -291,6 +300,30 @@ TEST_CASE("sweep: --jobs 1 and 2 byte-identical, shards merge into the whole", "
   CHECK(absl::StrContains(bad.out, "did you mean 'seq_len'"));
 }
 
+TEST_CASE("sweep --html draws peak and step against the first key, one series per other", "[cli]") {
+  const std::string page = "/tmp/stepsim-cli-pages-sweep.html";
+  Result r = Stepsim(
+      "sweep scenarios/default.yaml --vary training.seq_len=2048,4096,8192 "
+      "--vary training.recompute=none,selective,full --set training.global_batch=32 --html " +
+      page);
+  REQUIRE(r.status == 0);
+  const std::string html = Slurp(page);
+  for (const char* id : {"id=\"peak-chart\"", "id=\"peak-chart-limit\"", "id=\"step-chart\"",
+                         "id=\"held\"", "training.recompute=selective"}) {
+    CHECK(absl::StrContains(html, id));
+  }
+  // Values spanning less than 10x (2K..8K) keep a linear axis; the README's 2K..128K sweep
+  // spans more and gets a log one.
+  CHECK(absl::StrContains(html, "<polyline"));
+  CHECK_FALSE(absl::StrContains(html, "(log scale)"));
+  const std::string dom = RenderedDom(page);
+  if (dom.empty()) {
+    WARN("chromium not installed: sweep page not rendered");
+    return;
+  }
+  CHECK(absl::StrContains(dom, "id=\"peak-chart\""));
+}
+
 TEST_CASE("sweep plots through gnuplot when it is installed", "[cli]") {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) {
     WARN("gnuplot not installed (tools/install-deps.sh installs gnuplot-nox): plot not checked");
@@ -311,13 +344,40 @@ TEST_CASE("sweep plots through gnuplot when it is installed", "[cli]") {
 }
 
 TEST_CASE("compare and plan print their tables", "[cli]") {
-  Result c = Stepsim("compare scenarios/default.yaml --set training.global_batch=32 --markdown");
+  const std::string dir = "/tmp/stepsim-cli-pages";
+  std::filesystem::create_directories(dir);
+  Result c = Stepsim(
+      "compare scenarios/default.yaml --set training.global_batch=32 --markdown "
+      "--html " +
+      dir + "/compare.html");
   CHECK(c.status == 0);
   CHECK(absl::StrContains(c.out, "| ZeRO-3 | deepspeed | yes |"));
   Result p = Stepsim(
-      "plan llama2-70b --gpu A100-SXM4-80GB --max-gpus 64 --tokens 2T --batch-tokens 524288");
+      "plan llama2-70b --gpu A100-SXM4-80GB --max-gpus 64 --tokens 2T --batch-tokens 524288 "
+      "--price A100-SXM4-80GB=1.5 --html " +
+      dir + "/plan.html");
   CHECK(p.status == 0);
   CHECK(absl::StrContains(p.out, "Smallest GPU count that fits"));
+  // Their pages: self-contained, the charts and tables there, and a browser renders them.
+  for (const auto& [page, ids] :
+       {std::pair<std::string, std::vector<std::string>>{
+            "compare.html", {"peak-chart", "peak-chart-limit", "step-chart", "rows-table"}},
+        {"plan.html", {"pareto-chart", "pareto-table", "min-gpus-table"}}}) {
+    INFO(page);
+    const std::string html = Slurp(dir + "/" + page);
+    CHECK_FALSE(absl::StrContains(html, "src=\"http"));
+    CHECK_FALSE(absl::StrContains(html, "href=\"http"));
+    for (const std::string& id : ids) CHECK(absl::StrContains(html, "id=\"" + id + "\""));
+    const std::string dom = RenderedDom(dir + "/" + page);
+    if (dom.empty()) {
+      WARN("chromium not installed: " << page << " not rendered");
+      continue;
+    }
+    CHECK(absl::StrContains(dom, "id=\"" + ids[0] + "\""));
+    CHECK(absl::StrContains(dom, "<circle"));
+  }
+  // The plan page's points carry their layouts on hover.
+  CHECK(absl::StrContains(Slurp(dir + "/plan.html"), "<title>"));
   // Into a pipe (this test, a log, CI) the progress line is whole lines, never redrawn.
   CHECK_FALSE(absl::StrContains(p.out, "\r"));
   CHECK_FALSE(absl::StrContains(c.out, "\r"));

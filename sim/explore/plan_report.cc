@@ -53,22 +53,6 @@ Json FitJson(const PlanFit& f) {
   return j;
 }
 
-// "ZeRO-3 mb1 full", or "megatron tp8 pp16 v2 ends 3/3 sp mb1 selective": v the model chunks
-// of the interleaved schedule, ends the layers of uneven first/last (virtual) stages.
-std::string ConfigLabel(const PlanConfig& c) {
-  if (c.ModelParallel()) {
-    std::string pp = absl::StrCat("pp", c.pp);
-    if (c.pp_chunks > 1) absl::StrAppend(&pp, " v", c.pp_chunks);
-    if (c.first_stage_layers > 0) {
-      absl::StrAppend(&pp, " ends ", c.first_stage_layers, "/", c.last_stage_layers);
-    }
-    return absl::StrFormat("megatron tp%d %s%s%s mb%d %s", c.tp, pp,
-                           c.cp > 1 ? absl::StrCat(" cp", c.cp) : "",
-                           c.SequenceParallel() ? " sp" : "", c.micro_batch, Name(c.recompute));
-  }
-  return absl::StrFormat("ZeRO-%d mb%d %s", c.zero, c.micro_batch, Name(c.recompute));
-}
-
 // ---- reading a plan back ------------------------------------------------------------------
 
 // Reads typed values out of one JSON document, recording the first problem with its key path.
@@ -202,6 +186,21 @@ std::optional<PlanFit> ReadFit(Reader& in, const Json& j, const std::string& pat
 }
 
 }  // namespace
+
+std::string ConfigLabel(const PlanConfig& c) {
+  if (c.ModelParallel()) {
+    std::string pp = absl::StrCat("pp", c.pp);
+    if (c.pp_chunks > 1) absl::StrAppend(&pp, " v", c.pp_chunks);
+    if (c.first_stage_layers > 0) {
+      absl::StrAppend(&pp, " ends ", c.first_stage_layers, "/", c.last_stage_layers);
+    }
+    return absl::StrFormat("megatron tp%d %s%s%s mb%d %s", c.tp, pp,
+                           c.cp > 1 ? absl::StrCat(" cp", c.cp) : "",
+                           c.SequenceParallel() ? " sp" : "", c.micro_batch, Name(c.recompute));
+  }
+  return absl::StrFormat("ZeRO-%d mb%d %s", c.zero, c.micro_batch, Name(c.recompute));
+}
+
 
 void SortRejected(std::vector<PlanRejection>& rejected) {
   auto key = [](const PlanRejection& r) {

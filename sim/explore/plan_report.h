@@ -12,6 +12,9 @@
 namespace sim::explore {
 
 nlohmann::ordered_json PlanJson(const PlanResult& plan);
+// "ZeRO-3 mb1 full", or "megatron tp8 pp16 v2 ends 3/3 sp mb1 selective": v the model chunks
+// of the interleaved schedule, ends the layers of uneven first/last (virtual) stages.
+std::string ConfigLabel(const PlanConfig& c);
 std::string PlanText(const PlanResult& plan);
 
 // `origin` (the file name) prefixes every error: "FILE: key.path: what was expected".

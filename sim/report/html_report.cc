@@ -8,34 +8,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/report/html_page.h"
 #include "sim/report/table.h"
 
 namespace sim::report {
 
-namespace {
+using html::Escape;
+using html::TickStep;
 
-std::string Escape(absl::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+namespace {
 
 // A fill: a colour and a hatch, so that series stay apart in grey print.
 struct Fill {
@@ -125,16 +106,6 @@ std::string Legend(const std::vector<std::pair<const Fill*, std::string>>& items
                     ")\" stroke=\"#333\"/></svg>", Escape(label), "</li>");
   }
   return out + "</ul>";
-}
-
-// Round tick steps: 1, 2 or 5 times a power of ten, about `n` of them up to `top`.
-double TickStep(double top, int n) {
-  const double raw = top / n;
-  const double p = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (m * p >= raw) return m * p;
-  }
-  return 10 * p;
 }
 
 constexpr double kW = 960, kH = 320, kLeft = 84, kRight = 20, kTop = 20, kBottom = 40;
@@ -320,20 +291,13 @@ std::string StreamChart(const Scenario& s, const replay::ReplayResult& r) {
                       FormatSeconds(hi.seconds())));
 }
 
-std::string Row(const std::vector<std::string>& cells, bool header = false) {
-  std::string out = "<tr>";
-  for (const std::string& c : cells) {
-    absl::StrAppend(&out, header ? "<th>" : "<td>", Escape(c), header ? "</th>" : "</td>");
-  }
-  return out + "</tr>";
-}
-
 std::string TimeTable(const RunSummary& r) {
   const double step = r.step.seconds();
-  std::string out = "<table id=\"time-table\">" + Row({"time per step", "seconds", "share"}, true);
+  std::string out =
+      "<table id=\"time-table\">" + html::TableRow({"time per step", "seconds", "share"}, true);
   auto add = [&](const char* name, Duration d) {
-    out += Row({name, absl::StrFormat("%.4f", d.seconds()),
-                absl::StrFormat("%.1f %%", step > 0 ? 100 * d.seconds() / step : 0.0)});
+    out += html::TableRow({name, absl::StrFormat("%.4f", d.seconds()),
+                           absl::StrFormat("%.1f %%", step > 0 ? 100 * d.seconds() / step : 0.0)});
   };
   add("compute (fwd+bwd)", r.compute);
   add("recompute", r.recompute);
@@ -346,41 +310,22 @@ std::string TimeTable(const RunSummary& r) {
 }
 
 std::string CollectiveTable(const RunSummary& r) {
-  std::string out =
-      "<table id=\"collective-table\">" + Row({"per GPU per step", "count", "sent GB", "time s",
-                                               "bus GB/s", "algorithms", "busiest link"},
-                                              true);
+  std::string out = "<table id=\"collective-table\">" +
+                    html::TableRow({"per GPU per step", "count", "sent GB", "time s", "bus GB/s",
+                                    "algorithms", "busiest link"},
+                                   true);
   for (const CollectiveSummary& c : r.collectives) {
     if (c.sent == Bytes()) continue;
     std::vector<std::string> algorithms;
     for (const auto& [a, n] : c.algorithms) algorithms.push_back(absl::StrCat(Name(a), " ", n));
-    out += Row({std::string(Name(c.kind)), absl::StrCat(c.count),
-                absl::StrFormat("%.3f", static_cast<double>(c.sent.count()) / 1e9),
-                absl::StrFormat("%.3f", c.time.seconds()),
-                absl::StrFormat("%.1f", c.bus_bandwidth_bytes_per_s / 1e9),
-                absl::StrJoin(algorithms, ", "), c.busiest_link});
+    out += html::TableRow({std::string(Name(c.kind)), absl::StrCat(c.count),
+                           absl::StrFormat("%.3f", static_cast<double>(c.sent.count()) / 1e9),
+                           absl::StrFormat("%.3f", c.time.seconds()),
+                           absl::StrFormat("%.1f", c.bus_bandwidth_bytes_per_s / 1e9),
+                           absl::StrJoin(algorithms, ", "), c.busiest_link});
   }
   return out + "</table>";
 }
-
-constexpr const char* kStyle = R"(
-body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#222;margin:0 auto;
-max-width:1000px;padding:1em}
-h1{font-size:1.35em;margin:.2em 0}h2{font-size:1.1em;margin:1.4em 0 .4em;border-bottom:1px solid #ccc}
-.verdict{font-weight:600;padding:.5em .8em;border:2px solid;display:inline-block}
-.fits{border-color:#2e7d32}.nofit{border-color:#c62828}
-svg{width:100%;height:auto;display:block}
-.axis,.tick{stroke:#333}.grid{stroke:#ddd}.xt{font-size:11px;text-anchor:middle}
-.yt,.lane{font-size:11px;text-anchor:end}.label{font-size:12px;font-weight:600}
-.capacity{stroke:#c62828;stroke-width:2;stroke-dasharray:8 4}.peak{stroke:#000;stroke-width:1.5;
-stroke-dasharray:3 3}.area{stroke:#fff;stroke-width:.3}.op{stroke:#222;stroke-width:.2}
-.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:.4em 1.2em;font-size:13px}
-.legend svg{display:inline;width:18px;vertical-align:middle;margin-right:.3em}
-table{border-collapse:collapse;margin:.4em 0;font-size:14px}
-td,th{border:1px solid #bbb;padding:.2em .6em;text-align:right}td:first-child,th:first-child{text-align:left}
-.note{font-size:13px;color:#555}
-@media print{body{max-width:none}h2{break-after:avoid}svg{break-inside:avoid}}
-)";
 
 }  // namespace
 
@@ -388,11 +333,7 @@ std::string RunHtml(const Scenario& s, const replay::ReplayResult& r, const RunS
   const std::string name = sum.overrides.empty() ? sum.scenario
                                                  : absl::StrCat(sum.scenario, " with ",
                                                                 absl::StrJoin(sum.overrides, ", "));
-  std::string out = absl::StrCat(
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-      "<title>stepsim: ",
-      Escape(name), "</title><style>", kStyle, "</style></head><body>\n");
+  std::string out;
   absl::StrAppend(&out, "<h1>", Escape(name), "</h1><p>", Escape(sum.model), " on ", sum.gpus,
                   " x ", Escape(sum.gpu), " (", Escape(sum.node), "), ", Name(sum.framework),
                   " ZeRO-", sum.replayed_zero_stage, ", dp ", sum.dp, ", tp ", sum.tp, ", pp ",
@@ -416,20 +357,22 @@ std::string RunHtml(const Scenario& s, const replay::ReplayResult& r, const RunS
       absl::StrFormat("%.0f tokens/s (%.1f per GPU)", sum.tokens_per_s, sum.tokens_per_s_per_gpu),
       "</p>\n");
   absl::StrAppend(&out, "<h2>Memory of the peak GPU over the step</h2>", MemoryChart(r, sum));
-  std::string breakdown = "<table id=\"memory-table\">" +
-                          Row({"memory per GPU", "at peak", "category's own peak"}, true);
+  std::string breakdown =
+      "<table id=\"memory-table\">" +
+      html::TableRow({"memory per GPU", "at peak", "category's own peak"}, true);
   for (int c = 0; c < kNumMemCategories; ++c) {
-    breakdown += Row({std::string(kMemCategoryNames[c]), FormatGiB(sum.peak_breakdown[c]),
-                      FormatGiB(sum.category_peaks[c])});
+    breakdown +=
+        html::TableRow({std::string(kMemCategoryNames[c]), FormatGiB(sum.peak_breakdown[c]),
+                        FormatGiB(sum.category_peaks[c])});
   }
-  breakdown += Row({"total", FormatGiB(sum.peak), ""}) + "</table>";
+  breakdown += html::TableRow({"total", FormatGiB(sum.peak), ""}) + "</table>";
   absl::StrAppend(&out, breakdown);
   absl::StrAppend(&out, "<h2>One micro-batch on the peak GPU's streams</h2>", StreamChart(s, r));
   absl::StrAppend(&out, "<h2>Where the step goes</h2>", TimeTable(sum));
   absl::StrAppend(&out, "<h2>Collectives</h2>", CollectiveTable(sum));
   absl::StrAppend(&out, "<p class=\"note\">Written by stepsim run; ", sum.ops, " ops replayed as ",
-                  sum.events, " events.</p></body></html>\n");
-  return out;
+                  sum.events, " events.</p>\n");
+  return html::Page(absl::StrCat("stepsim: ", name), out);
 }
 
 }  // namespace sim::report

@@ -55,11 +55,13 @@ std::string Render(const std::vector<std::string>& header,
 std::string SweepTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
                        TableFormat format) {
   const bool text = format == TableFormat::kText;
+  // Column names for people (text, Markdown) or for programs (CSV).
+  const bool csv = format == TableFormat::kCsv;
   std::vector<std::string> header = label_names;
-  for (const char* h :
-       {"fits", text ? "peak GiB" : "peak_gib", text ? "activations GiB" : "activations_gib",
-        text ? "step s" : "step_s", "mfu", text ? "tokens/s/GPU" : "tokens_per_s_per_gpu",
-        text ? "exposed comm s" : "exposed_comm_s", "error"}) {
+  for (const char* h : {"fits", csv ? "peak_gib" : "peak GiB",
+                        csv ? "activations_gib" : "activations GiB", csv ? "step_s" : "step s",
+                        csv ? "mfu" : "MFU", csv ? "tokens_per_s_per_gpu" : "tokens/s/GPU",
+                        csv ? "exposed_comm_s" : "exposed comm s", "error"}) {
     header.push_back(h);
   }
   std::vector<std::vector<std::string>> table;

@@ -9,6 +9,7 @@
 #include "sim/base/quantity.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
+#include "sim/explore/plan_html.h"
 #include "sim/explore/plan_report.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
@@ -43,7 +44,10 @@ int PlanCommand(const std::vector<std::string>& args) {
        {"jobs", "N", "worker threads (default: all cores)"},
        CalibrationFlag(),
        {"shard", "K/N", "run only the K-th of N slices of the search (join with stepsim merge)"},
-       {"json", "PATH", "write min_gpus, pareto, fits, rejected, considered/pruned/replayed"}});
+       {"json", "PATH", "write min_gpus, pareto, fits, rejected, considered/pruned/replayed"},
+       {"html", "PATH",
+        "write one self-contained page: the Pareto front of days against cost (layouts on "
+        "hover), the front and the smallest counts as tables"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("plan", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
@@ -148,6 +152,11 @@ int PlanCommand(const std::vector<std::string>& args) {
     return sim::explore::Plan(root, req, [&](size_t done, size_t) { line.Update(done, 0); });
   }();
   if (!plan.ok()) return Fail("plan", plan.status());
+  if (auto p = flags.Get("html")) {
+    if (absl::Status st = WriteOutput(*p, sim::explore::PlanHtml(*plan)); !st.ok()) {
+      return Fail("plan", st);
+    }
+  }
   if (auto p = flags.Get("json")) {
     if (absl::Status st = WriteOutput(*p, sim::explore::PlanJson(*plan).dump(2) + "\n"); !st.ok()) {
       return Fail("plan", st);

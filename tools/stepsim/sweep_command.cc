@@ -8,9 +8,11 @@
 #include <fstream>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/base/input_file.h"
 #include "sim/config/catalog.h"
@@ -19,6 +21,7 @@
 #include "sim/explore/plan_report.h"
 #include "sim/explore/runner.h"
 #include "sim/explore/sweep.h"
+#include "sim/report/rows_html.h"
 #include "sim/report/run_report.h"
 #include "sim/report/sweep_report.h"
 #include "tools/stepsim/cli.h"
@@ -158,6 +161,9 @@ int SweepCommand(const std::vector<std::string>& args) {
        {"csv", "PATH", "write the table as CSV"},
        {"json", "PATH", "write {results: [{vary, report}]} (- = standard output)"},
        {"markdown", "", "print the table as Markdown"},
+       {"html", "PATH",
+        "write one self-contained page: peak (with the capacity) and step against the first "
+        "varied key, and the table"},
        {"plot", "FILE.svg", "plot metrics against the first varied key (gnuplot)"},
        {"metrics", "LIST", "plotted metrics: peak,step (default), activations, mfu, exposed_comm"},
        {"shard", "K/N",
@@ -232,9 +238,17 @@ int SweepCommand(const std::vector<std::string>& args) {
     if (!job.ok()) return Fail("sweep", job.status());
     if (absl::Status st = RunGnuplot(*job); !st.ok()) return Fail("sweep", st);
   }
-  if (!stdout_used) {
-    std::cout << BatchHeld(*loader, *sets, keys) << report::SweepTable(keys, rows, FormatOf(flags));
+  const std::string held = BatchHeld(*loader, *sets, keys);
+  if (auto p = flags.Get("html")) {
+    const std::string title =
+        absl::StrCat("stepsim sweep of ", std::filesystem::path(loader->path()).filename().string(),
+                     " over ", absl::StrJoin(keys, ", "));
+    const std::string page =
+        report::RowsHtml(title, std::string(absl::StripAsciiWhitespace(held)), keys, rows);
+    if (absl::Status st = WriteOutput(*p, page); !st.ok()) return Fail("sweep", st);
+    stdout_used = stdout_used || *p == "-";
   }
+  if (!stdout_used) std::cout << held << report::SweepTable(keys, rows, FormatOf(flags));
   return kExitOk;
 }
 
@@ -255,7 +269,10 @@ int CompareCommand(const std::vector<std::string>& args) {
        CalibrationFlag(),
        {"json", "PATH", "write {stages: [{zero, mode, report}]} (- = standard output)"},
        {"csv", "PATH", "write the table as CSV"},
-       {"markdown", "", "print the table as Markdown"}});
+       {"markdown", "", "print the table as Markdown"},
+       {"html", "PATH",
+        "write one self-contained page: peak (with the capacity) and step per row, and the "
+        "table"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("compare", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
@@ -318,6 +335,16 @@ int CompareCommand(const std::vector<std::string>& args) {
   };
   if (auto p = flags.Get("csv")) {
     if (absl::Status st = WriteOutput(*p, table(report::TableFormat::kCsv)); !st.ok()) {
+      return Fail("compare", st);
+    }
+    stdout_used = stdout_used || *p == "-";
+  }
+  if (auto p = flags.Get("html")) {
+    const std::string title =
+        absl::StrFormat("stepsim compare: %s, %s on %d GPUs, %d micro-batch%s per step", base->name,
+                        base->model.name, base->cluster.gpus(), base->micro_batches(),
+                        base->micro_batches() == 1 ? "" : "es");
+    if (absl::Status st = WriteOutput(*p, report::RowsHtml(title, "", labels, rows)); !st.ok()) {
       return Fail("compare", st);
     }
     stdout_used = stdout_used || *p == "-";
