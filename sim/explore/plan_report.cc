@@ -201,7 +201,6 @@ std::string ConfigLabel(const PlanConfig& c) {
   return absl::StrFormat("ZeRO-%d mb%d %s", c.zero, c.micro_batch, Name(c.recompute));
 }
 
-
 void SortRejected(std::vector<PlanRejection>& rejected) {
   auto key = [](const PlanRejection& r) {
     return std::make_tuple(r.gpu, r.gpus, ConfigJson(r.config).dump());
