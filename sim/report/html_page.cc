@@ -142,7 +142,10 @@ std::string Chart(const XYChart& c) {
   if (hi <= 0) return "<p>Nothing to chart.</p>";
   const bool log = lo > 0 && hi / lo > 10;
   const double y_lo = log ? std::pow(10.0, std::floor(std::log10(lo))) : 0.0;
-  const double y_hi = log ? std::pow(10.0, std::ceil(std::log10(hi))) : hi * 1.1;
+  // A linear axis ends on a round tick above the highest value.
+  const double linear_step = TickStep(hi * 1.1, 5);
+  const double y_hi = log ? std::pow(10.0, std::ceil(std::log10(hi)))
+                          : std::ceil(hi * 1.1 / linear_step) * linear_step;
   auto py = [&](double y) {
     const double f = log ? (std::log10(std::max(y, y_lo)) - std::log10(y_lo)) /
                                (std::log10(y_hi) - std::log10(y_lo))
@@ -168,8 +171,7 @@ std::string Chart(const XYChart& c) {
   if (log) {
     for (double y = y_lo; y <= y_hi * 1.0001; y *= 10) ticks.push_back(y);
   } else {
-    const double step = TickStep(y_hi, 5);
-    for (double y = 0; y <= y_hi * 1.0001; y += step) ticks.push_back(y);
+    for (double y = 0; y <= y_hi * 1.0001; y += linear_step) ticks.push_back(y);
   }
   for (double y : ticks) {
     absl::StrAppendFormat(&out,
