@@ -164,7 +164,7 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
         " micro-batches is beyond what stepsim counts (2^63 picoseconds, about 106 days, or "
         "2^63 bytes sent); fewer micro-batches answer it"));
   }
-  Finalize(r, s.micro_batches());
+  if (!Finalize(r, s.micro_batches())) return std::nullopt;  // FLOPs differ by micro-batch
   return std::optional<ReplayResult>(std::move(r));
 }
 

@@ -309,14 +309,12 @@ void CountBytes(ReplayResult& r) {
   }
 }
 
-}  // namespace
-
 // FLOPs per GPU per step, averaged over the pipeline stages (every stage is a GPU). A stage's
 // micro-batches run the same ops, so its FLOPs are one micro-batch's (summed op by op in program
 // order) times `micro_batches`: the same double whether the program holds every micro-batch or
 // a folded few (sim/replay/fold.h). A stage whose micro-batches differ is summed micro-batch by
-// micro-batch.
-void CountFlops(ReplayResult& r, int64_t micro_batches) {
+// micro-batch; returns whether none did.
+bool CountFlops(ReplayResult& r, int64_t micro_batches) {
   struct Work {
     Flops model, hardware, recompute;
     bool operator==(const Work& o) const {
@@ -351,6 +349,7 @@ void CountFlops(ReplayResult& r, int64_t micro_batches) {
     }
   }
   r.model_flops = r.hardware_flops = r.recompute_flops = Flops();
+  bool uniform = true;
   for (const std::vector<Work>& w : by) {
     if (w.empty()) continue;
     Work stage;
@@ -358,6 +357,7 @@ void CountFlops(ReplayResult& r, int64_t micro_batches) {
       const double m = static_cast<double>(micro_batches);
       stage = {w.front().model * m, w.front().hardware * m, w.front().recompute * m};
     } else {
+      uniform = false;
       for (const Work& x : w) {
         stage.model += x.model;
         stage.hardware += x.hardware;
@@ -374,9 +374,8 @@ void CountFlops(ReplayResult& r, int64_t micro_batches) {
     r.hardware_flops = average(r.hardware_flops);
     r.recompute_flops = average(r.recompute_flops);
   }
+  return uniform;
 }
-
-namespace {
 
 // The report's time keys come from the stage that paces the pipeline: the most busy one.
 void PickTimeStage(ReplayResult& r) {
@@ -438,14 +437,15 @@ ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
   return r;
 }
 
-void Finalize(ReplayResult& r, int64_t micro_batches) {
-  CountFlops(r, micro_batches);
+bool Finalize(ReplayResult& r, int64_t micro_batches) {
+  const bool uniform = CountFlops(r, micro_batches);
   const int64_t stages = r.program.stages;
   if (stages > 1) {
     for (Bytes& b : r.comm_bytes_sent) b = b / stages;
     for (auto& c : r.collectives) c.time = Duration::FromSeconds(c.time.seconds() / stages);
   }
   PickTimeStage(r);
+  return uniform;
 }
 
 int64_t MicroBatchesOf(const OpProgram& p) {

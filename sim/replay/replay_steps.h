@@ -15,8 +15,10 @@ ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
                        const cost::CollectiveCostModel& comm, Bytes capacity,
                        const ReplayOptions& options);
 // FLOPs for `micro_batches` micro-batches per step (one micro-batch's ops times the count),
-// averages over the stages, the report's time keys from the pacing stage.
-void Finalize(ReplayResult& r, int64_t micro_batches);
+// averages over the stages, the report's time keys from the pacing stage. False when some
+// stage's micro-batches differ in FLOPs (then they were summed as the program holds them, which
+// a folded program cannot stand for).
+bool Finalize(ReplayResult& r, int64_t micro_batches);
 // Micro-batches the program holds (its highest op index + 1).
 int64_t MicroBatchesOf(const OpProgram& p);
 
