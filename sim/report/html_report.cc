@@ -84,9 +84,7 @@ std::string Patterns() {
   auto add = [&](const Fill& f) {
     absl::StrAppend(&out, "<pattern id=\"", f.id,
                     "\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\">",
-                    "<rect width=\"8\" "
-                    "height=\"8\" fill=\"",
-                    f.colour, "\"/>");
+                    "<rect width=\"8\" height=\"8\" fill=\"", f.colour, "\"/>");
     if (*f.hatch) {
       absl::StrAppend(&out, "<path d=\"", f.hatch,
                       "\" stroke=\"#000\" stroke-opacity=\"0.45\" stroke-width=\"1.2\"/>");
@@ -109,7 +107,6 @@ std::string Legend(const std::vector<std::pair<const Fill*, std::string>>& items
 }
 
 constexpr double kW = 960, kH = 320, kLeft = 84, kRight = 20, kTop = 20, kBottom = 40;
-constexpr double kGiB = 1073741824.0;
 
 std::string Axes(double x_max_s, double y_max, absl::string_view y_unit, double plot_h) {
   std::string out;
@@ -148,28 +145,28 @@ std::string MemoryChart(const replay::ReplayResult& r, const RunSummary& sum) {
   constexpr int kBuckets = 480;
   const double step_ps = static_cast<double>(r.step.picoseconds());
   std::vector<memory::Breakdown> columns(kBuckets);
-  std::vector<bool> seen(kBuckets, false);
-  std::vector<int64_t> best(kBuckets, -1);
+  std::vector<int64_t> best(kBuckets, -1);  // the highest total seen in each column
   memory::Breakdown now{};
   int64_t total = 0;
+  int last = 0;  // the column of the previous change
   for (const memory::MemoryChange& c : changes) {
-    now[static_cast<int>(c.category)] += c.delta;
-    total += c.delta.count();
     const int b =
         std::clamp(static_cast<int>(static_cast<double>(c.time.picoseconds()) / step_ps * kBuckets),
-                   0, kBuckets - 1);
+                   last, kBuckets - 1);
+    // Columns no change falls in hold what memory held after the previous change.
+    for (int gap = last + 1; gap < b; ++gap) columns[gap] = now;
+    now[static_cast<int>(c.category)] += c.delta;
+    total += c.delta.count();
     if (total > best[b]) {
       best[b] = total;
       columns[b] = now;
-      seen[b] = true;
     }
+    last = b;
   }
-  for (int b = 1; b < kBuckets; ++b) {
-    if (!seen[b]) columns[b] = columns[b - 1];
-  }
+  for (int gap = last + 1; gap < kBuckets; ++gap) columns[gap] = now;
   const double cap = static_cast<double>(sum.capacity.count());
   const double y_max_bytes = std::max(cap, static_cast<double>(sum.reserved_peak.count())) * 1.08;
-  const double y_max = y_max_bytes / kGiB;
+  const double y_max = std::max(sum.capacity.gib(), sum.reserved_peak.gib()) * 1.08;
   const double plot_h = kH - kTop - kBottom, pw = kW - kLeft - kRight;
   auto px = [&](int b) { return kLeft + pw * (b + 0.5) / kBuckets; };
   auto py = [&](double bytes) { return kTop + plot_h - plot_h * bytes / y_max_bytes; };
@@ -224,7 +221,8 @@ std::string MemoryChart(const replay::ReplayResult& r, const RunSummary& sum) {
   return out + Legend(legend);
 }
 
-// One micro-batch period of the peak GPU's streams: the middle micro-batch's compute span.
+// One micro-batch period of the peak GPU's streams: the middle micro-batch's compute span
+// (at most 20,000 ops drawn, which keeps a page of a long pipeline period readable).
 std::string StreamChart(const Scenario& s, const replay::ReplayResult& r) {
   const int32_t rank = r.peak_rank;
   const int32_t target = static_cast<int32_t>(s.micro_batches() / 2);
@@ -330,9 +328,7 @@ std::string CollectiveTable(const RunSummary& r) {
 }  // namespace
 
 std::string RunHtml(const Scenario& s, const replay::ReplayResult& r, const RunSummary& sum) {
-  const std::string name = sum.overrides.empty() ? sum.scenario
-                                                 : absl::StrCat(sum.scenario, " with ",
-                                                                absl::StrJoin(sum.overrides, ", "));
+  const std::string name = sum.Title();
   std::string out;
   absl::StrAppend(&out, "<h1>", Escape(name), "</h1><p>", Escape(sum.model), " on ", sum.gpus,
                   " x ", Escape(sum.gpu), " (", Escape(sum.node), "), ", Name(sum.framework),

@@ -13,8 +13,6 @@ namespace sim::report {
 
 namespace {
 
-constexpr double kGiB = 1073741824.0;
-
 // The first label's values in first-seen order (the x axis), and the rows grouped by the other
 // labels (the series).
 html::XYChart ChartOf(const std::string& id, const std::string& y_label,
@@ -56,7 +54,7 @@ std::string RowsHtml(const std::string& title, const std::string& held,
                                [](const RunSummary& s) { return s.reserved_peak.gib(); });
   for (const Row& r : rows) {
     if (!r.summary) continue;
-    peak.limit = static_cast<double>(r.summary->capacity.count()) / kGiB;
+    peak.limit = r.summary->capacity.gib();
     peak.limit_label = absl::StrCat("usable capacity ", FormatGiB(r.summary->capacity));
     break;
   }

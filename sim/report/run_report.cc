@@ -151,9 +151,7 @@ std::string RunText(const RunSummary& r) {
   const Bytes cap = r.capacity;
   const bool pipelined = r.stages.size() > 1;
   std::string out;
-  const std::string name =
-      r.overrides.empty() ? r.scenario
-                          : absl::StrCat(r.scenario, " with ", absl::StrJoin(r.overrides, ", "));
+  const std::string name = r.Title();
   absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", name, r.model, r.gpus,
                         r.gpu, r.node, Name(r.framework), r.replayed_zero_stage, r.dp);
   if (r.tp > 1) absl::StrAppendFormat(&out, " tp %d%s", r.tp, r.sequence_parallel ? "+sp" : "");

@@ -1,5 +1,7 @@
 #include "sim/report/run_summary.h"
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/workload/policy/policy.h"
 
@@ -172,6 +174,11 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.events = r.events;
   o.simulated_ranks = r.simulated_ranks;
   return o;
+}
+
+std::string RunSummary::Title() const {
+  return overrides.empty() ? scenario
+                           : absl::StrCat(scenario, " with ", absl::StrJoin(overrides, ", "));
 }
 
 }  // namespace sim::report

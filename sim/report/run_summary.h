@@ -137,6 +137,8 @@ struct RunSummary {
   int32_t simulated_ranks = 1;
 
   Bytes Sent(CollectiveKind k) const { return comm_bytes_sent[static_cast<int>(k)]; }
+  // What the run is called: the scenario's name, "NAME with KEY=VALUE, ..." after overrides.
+  std::string Title() const;
   Bytes PeakOf(MemCategory c) const { return peak_breakdown[static_cast<int>(c)]; }
 };
 
