@@ -30,7 +30,7 @@ declare -A allowed=(
   [replay]="base spec workload cluster cost engine memory replay"
   [report]="base spec workload cluster cost engine memory replay report"
   [explore]="base spec config workload cluster cost engine memory replay report explore"
-  [validate]="base spec workload cluster cost engine memory replay report validate"
+  [validate]="base spec config workload cluster cost engine memory replay report validate"
 )
 for f in $(find sim -name '*.cc' -o -name '*.h' | sort); do
   layer=$(echo "$f" | cut -d/ -f2)

@@ -33,6 +33,12 @@ struct DataRoot {
   std::string path;
   std::vector<CalibrationFile> calibrations = {};
   static DataRoot Default();
+  // Default() with calibration files (`stepsim calibrate --out`) read, each replacing its GPU's
+  // catalog calibration; a bad file is its located error.
+  static absl::StatusOr<DataRoot> WithCalibrations(const std::vector<std::string>& files);
+  // A scenario path as given, or, when that does not exist and is relative, the same path
+  // under the root (so scenarios/default.yaml is found from any folder).
+  std::string ResolveScenarioPath(const std::string& scenario) const;
   std::string ModelsDir() const { return path + "/models"; }
   std::string GpuCatalogFile() const { return path + "/topologies/gpus.yaml"; }
   std::string NodeCatalogFile() const { return path + "/topologies/nodes.yaml"; }
@@ -113,6 +119,11 @@ struct ConfigProblem {
   std::string where;
   std::string key_path;
   std::string message;
+  // The same place as parts (the Python bindings' ScenarioError): the file the problem is in
+  // (for a --set problem, the file it overrides) and its 1-based line and column, 0 when the
+  // problem has no single position (a --set value, a cross-field check).
+  std::string file = {};
+  int line = 0, column = 0;
 };
 
 // A scenario file read once, loadable many times with different overrides (sweeps, plans).

@@ -29,6 +29,24 @@ DataRoot DataRoot::Default() {
   return DataRoot{STEPSIM_SOURCE_DIR};
 }
 
+absl::StatusOr<DataRoot> DataRoot::WithCalibrations(const std::vector<std::string>& files) {
+  DataRoot root = Default();
+  for (const std::string& file : files) {
+    auto c = LoadCalibrationFile(root, file);
+    if (!c.ok()) return c.status();
+    root.calibrations.push_back(*std::move(c));
+  }
+  return root;
+}
+
+std::string DataRoot::ResolveScenarioPath(const std::string& scenario) const {
+  if (!PathExists(scenario) && std::filesystem::path(scenario).is_relative() &&
+      PathExists(path + "/" + scenario)) {
+    return path + "/" + scenario;
+  }
+  return scenario;
+}
+
 absl::StatusOr<Override> ParseOverride(absl::string_view key_equals_value) {
   std::pair<std::string, std::string> kv =
       absl::StrSplit(key_equals_value, absl::MaxSplits('=', 1));

@@ -27,16 +27,16 @@ void YamlErrors::Add(const YAML::Node& at, absl::string_view key_path, absl::str
   const YAML::Mark mark = at.Mark();
   if (mark.is_null() || mark.line < 0) {
     // Nodes created by --set overrides carry no position.
-    problems_.push_back({"--set", std::string(key_path), std::string(message)});
+    problems_.push_back({"--set", std::string(key_path), std::string(message), file_});
     return;
   }
   problems_.push_back({absl::StrCat(file_, ":", mark.line + 1, ":", mark.column + 1),
                        key_path.empty() ? "(top level)" : std::string(key_path),
-                       std::string(message)});
+                       std::string(message), file_, mark.line + 1, mark.column + 1});
 }
 
 void YamlErrors::AddUnlocated(absl::string_view key_path, absl::string_view message) {
-  problems_.push_back({file_, std::string(key_path), std::string(message)});
+  problems_.push_back({file_, std::string(key_path), std::string(message), file_});
 }
 
 void YamlErrors::Append(const YamlErrors& other) {

@@ -36,22 +36,11 @@ FlagDef CalibrationFlag() {
 }
 
 absl::StatusOr<sim::config::DataRoot> DataRootFor(const FlagSet& flags) {
-  sim::config::DataRoot root = sim::config::DataRoot::Default();
-  for (const std::string& file : flags.GetAll("calibration")) {
-    auto c = sim::config::LoadCalibrationFile(root, file);
-    if (!c.ok()) return c.status();
-    root.calibrations.push_back(*std::move(c));
-  }
-  return root;
+  return sim::config::DataRoot::WithCalibrations(flags.GetAll("calibration"));
 }
 
 std::string ResolveScenarioPath(const std::string& path) {
-  const auto root = sim::config::DataRoot::Default();
-  if (!sim::PathExists(path) && std::filesystem::path(path).is_relative() &&
-      sim::PathExists(root.path + "/" + path)) {
-    return root.path + "/" + path;
-  }
-  return path;
+  return sim::config::DataRoot::Default().ResolveScenarioPath(path);
 }
 
 absl::Status WriteOutput(const std::string& path, const std::string& text) {

@@ -2,14 +2,12 @@
 
 #include <iostream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "sim/base/quantity.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
 #include "sim/explore/plan_html.h"
+#include "sim/explore/plan_options.h"
 #include "sim/explore/plan_report.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
@@ -62,88 +60,18 @@ int PlanCommand(const std::vector<std::string>& args) {
   const auto data = DataRootFor(flags);
   if (!data.ok()) return Fail("plan", data.status());
   const sim::config::DataRoot& root = *data;
-  if (auto g = flags.Get("gpu")) {
-    req.gpus = absl::StrSplit(*g, ',', absl::SkipEmpty());
-  } else {
-    auto catalogs = sim::config::LoadCatalogs(root);
-    if (!catalogs.ok()) return Fail("plan", catalogs.status());
-    for (const auto& n : catalogs->nodes) {
-      if (std::find(req.gpus.begin(), req.gpus.end(), n.gpu) == req.gpus.end()) {
-        req.gpus.push_back(n.gpu);
+  for (const std::string& name : sim::explore::PlanOptionNames()) {
+    for (const std::string& value : flags.GetAll(name)) {
+      if (absl::Status st = sim::explore::SetPlanOption(req, name, value, absl::StrCat("--", name));
+          !st.ok()) {
+        return Fail("plan", st);
       }
     }
   }
-  auto count = [&](const char* name, auto& slot) -> absl::Status {
-    auto v = flags.Get(name);
-    if (!v) return absl::OkStatus();
-    auto n = sim::ParseCount(*v);
-    if (!n.ok() || *n < 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, ": expected a count, got '", *v, "'"));
-    }
-    slot = static_cast<std::remove_reference_t<decltype(slot)>>(*n);
-    return absl::OkStatus();
-  };
-  for (const absl::Status& st : {count("tokens", req.tokens), count("seq-len", req.seq_len),
-                                 count("batch-tokens", req.global_batch_tokens),
-                                 count("max-gpus", req.max_gpus), count("jobs", req.jobs)}) {
-    if (!st.ok()) return Fail("plan", st);
-  }
-  for (const auto& [name, slot] :
-       {std::pair{"days", &req.deadline_days}, std::pair{"budget", &req.budget_usd}}) {
-    if (auto v = flags.Get(name)) {
-      double x = 0;
-      if (!absl::SimpleAtod(*v, &x) || !(x > 0)) {
-        return Fail("plan", absl::InvalidArgumentError(absl::StrCat(
-                                "--", name, ": expected a positive number, got '", *v, "'")));
-      }
-      *slot = x;
-    }
-  }
-  for (const std::string& p : flags.GetAll("price")) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(p, absl::MaxSplits('=', 1));
-    double usd = 0;
-    if (kv.first.empty() || !absl::SimpleAtod(kv.second, &usd) || usd < 0) {
-      return Fail("plan", absl::InvalidArgumentError(
-                              absl::StrCat("--price expects GPU=USD_PER_HOUR, got '", p, "'")));
-    }
-    req.prices[kv.first] = usd;
-  }
-  if (auto f = flags.Get("framework")) {
-    if (*f != "deepspeed" && *f != "fsdp" && *f != "torchtune") {
-      return Fail("plan",
-                  absl::InvalidArgumentError("--framework is deepspeed, fsdp or torchtune"));
-    }
-    req.framework = *sim::EnumFromName<sim::Framework>(*f);
-  }
-  if (auto f = flags.Get("finetune")) {
-    auto m = sim::EnumFromName<sim::FinetuneMethod>(*f);
-    if (!m) {
-      return Fail("plan", absl::InvalidArgumentError(
-                              absl::StrCat("--finetune is full, lora or qlora, got '", *f, "'")));
-    }
-    req.finetune = *m;
-  }
-  if (absl::Status st = count("lora-rank", req.lora_rank); !st.ok()) return Fail("plan", st);
-  if (auto o = flags.Get("offload")) {
-    for (absl::string_view what : absl::StrSplit(*o, ',', absl::SkipEmpty())) {
-      if (what == "optimizer") {
-        req.offload.optimizer = sim::OffloadTarget::kCpu;
-      } else if (what == "params") {
-        req.offload.params = sim::OffloadTarget::kCpu;
-      } else if (what == "activations") {
-        req.offload.activations = true;
-      } else {
-        return Fail("plan", absl::InvalidArgumentError(absl::StrCat(
-                                "--offload: unknown '", what,
-                                "'; give optimizer, params or activations, comma-separated")));
-      }
-    }
-  }
-  if (auto sh = flags.Get("shard")) {
-    auto shard = sim::explore::ParseShard(*sh);
-    if (!shard.ok()) return Fail("plan", shard.status());
-    req.shard = *shard;
+  if (req.gpus.empty()) {
+    auto gpus = sim::explore::DefaultPlanGpus(root);
+    if (!gpus.ok()) return Fail("plan", gpus.status());
+    req.gpus = *std::move(gpus);
   }
   // Replays so far (the pruning decides their number as it goes: no total to show).
   auto plan = [&] {

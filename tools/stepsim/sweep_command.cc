@@ -21,6 +21,7 @@
 #include "sim/explore/plan_report.h"
 #include "sim/explore/runner.h"
 #include "sim/explore/sweep.h"
+#include "sim/explore/sweep_run.h"
 #include "sim/report/rows_html.h"
 #include "sim/report/run_report.h"
 #include "sim/report/sweep_report.h"
@@ -116,15 +117,6 @@ absl::Status RunGnuplot(const report::GnuplotJob& job) {
   return absl::OkStatus();
 }
 
-// Every configuration failing means the sweep itself is wrong (a bad key or value): exit 2
-// with the first reason. Some failing is an answer (e.g. a batch that does not divide).
-absl::Status AllFailed(const std::vector<explore::ConfigResult>& results) {
-  for (const auto& r : results) {
-    if (r.status.ok()) return absl::OkStatus();
-  }
-  return results.empty() ? absl::InvalidArgumentError("nothing to run") : results.front().status;
-}
-
 report::TableFormat FormatOf(const FlagSet& f) {
   return f.Has("markdown") ? report::TableFormat::kMarkdown : report::TableFormat::kText;
 }
@@ -182,39 +174,28 @@ int SweepCommand(const std::vector<std::string>& args) {
     if (!parsed.ok()) return Fail("sweep", parsed.status());
     varies.push_back(*parsed);
   }
-  if (varies.empty()) return Fail("sweep", absl::InvalidArgumentError("give at least one --vary"));
   auto sets = Sets(flags);
   auto jobs = Jobs(flags);
   auto loader = Open(flags, flags.positional()[0]);
   for (const absl::Status& s : {sets.status(), jobs.status(), loader.status()}) {
     if (!s.ok()) return Fail("sweep", s);
   }
-  std::vector<std::vector<config::Override>> configs = explore::Product(varies);
-  const size_t total = configs.size();
-  explore::Slice slice{0, total};
+  explore::SweepRequest request{*sets, varies, std::nullopt, *jobs};
   if (auto shard = flags.Get("shard")) {
     auto s = explore::ParseShard(*shard);
     if (!s.ok()) return Fail("sweep", s.status());
-    slice = explore::SliceOf(*s, total);
-  }
-  std::vector<std::vector<config::Override>> mine;
-  for (size_t i = slice.begin; i < slice.end; ++i) {
-    auto c = *sets;
-    c.insert(c.end(), configs[i].begin(), configs[i].end());
-    mine.push_back(std::move(c));
+    request.shard = *s;
   }
   ProgressLine line([](size_t done, size_t total) {
     return absl::StrFormat("sweep: %d/%d configurations", done, total);
   });
-  const auto results = explore::RunConfigs(
-      *loader, mine, *jobs, [&](size_t done, size_t total) { line.Update(done, total); });
-  if (absl::Status st = AllFailed(results); !st.ok()) return Fail("sweep", st);
-
-  std::vector<std::string> keys;
-  for (const auto& v : varies) keys.push_back(v.key);
+  auto outcome = explore::RunSweep(*loader, request,
+                                   [&](size_t done, size_t total) { line.Update(done, total); });
+  if (!outcome.ok()) return Fail("sweep", outcome.status());
+  const std::vector<std::string>& keys = outcome->keys;
+  const std::vector<explore::ConfigResult>& results = outcome->results;
   const auto rows = Rows(results, sets->size());
-  const nlohmann::ordered_json j =
-      explore::SweepJson(loader->path(), keys, slice, total, results, sets->size());
+  const nlohmann::ordered_json j = explore::SweepJson(loader->path(), *outcome);
   bool stdout_used = false;
   if (auto p = flags.Get("json")) {
     if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("sweep", st);
@@ -287,27 +268,23 @@ int CompareCommand(const std::vector<std::string>& args) {
   for (const absl::Status& s : {sets.status(), jobs.status(), loader.status()}) {
     if (!s.ok()) return Fail("compare", s);
   }
-  auto base = loader->Load(*sets);
-  if (!base.ok()) return Fail("compare", base.status());
-  std::vector<explore::CompareStage> stages = explore::CompareStages(*base);
+  explore::CompareRequest request{*sets, {}, *jobs};
   const std::optional<std::string> finetune = flags.Get("finetune");
   if (finetune) {
-    auto ft = explore::FinetuneStages(*base, absl::StrSplit(*finetune, ',', absl::SkipEmpty()));
-    if (!ft.ok()) return Fail("compare", ft.status());
-    stages = *ft;
-  }
-  std::vector<std::vector<config::Override>> configs;
-  for (const explore::CompareStage& st : stages) {
-    auto c = *sets;
-    c.insert(c.end(), st.overrides.begin(), st.overrides.end());
-    configs.push_back(c);
+    request.finetune = absl::StrSplit(*finetune, ',', absl::SkipEmpty());
+    if (request.finetune.empty()) {
+      return Fail("compare", absl::InvalidArgumentError("--finetune: give at least one method"));
+    }
   }
   ProgressLine line([](size_t done, size_t total) {
     return absl::StrFormat("compare: %d/%d configurations", done, total);
   });
-  const auto results = explore::RunConfigs(
-      *loader, configs, *jobs, [&](size_t done, size_t total) { line.Update(done, total); });
-  if (absl::Status st = AllFailed(results); !st.ok()) return Fail("compare", st);
+  auto outcome = explore::RunCompare(*loader, request,
+                                     [&](size_t done, size_t total) { line.Update(done, total); });
+  if (!outcome.ok()) return Fail("compare", outcome.status());
+  const sim::Scenario* base = &outcome->base;
+  const std::vector<explore::CompareStage>& stages = outcome->stages;
+  const std::vector<explore::ConfigResult>& results = outcome->results;
   std::vector<report::Row> rows;
   for (size_t i = 0; i < stages.size(); ++i) {
     report::Row row;

@@ -8,7 +8,7 @@
 #include "sim/config/catalog.h"
 #include "sim/explore/runner.h"
 #include "sim/validate/calibrate.h"
-#include "sim/validate/validate.h"
+#include "sim/validate/validate_files.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
 
@@ -38,34 +38,20 @@ int ValidateCommand(const std::vector<std::string>& args) {
   const auto data = DataRootFor(flags);
   if (!data.ok()) return Fail("validate", data.status());
   const sim::config::DataRoot& root = *data;
-  std::vector<std::string> files = flags.positional();
-  if (files.empty()) {
-    files = sim::config::YamlFilesIn(root.path + "/scenarios/validation", /*stems=*/false);
-    if (files.empty()) {
-      return Fail("validate", absl::NotFoundError("no case files in scenarios/validation/"));
-    }
-  }
   int jobs = sim::explore::DefaultJobs();
   if (auto j = flags.Get("jobs"); j && (!absl::SimpleAtoi(*j, &jobs) || jobs < 1)) {
     return Fail("validate", absl::InvalidArgumentError("--jobs expects a positive integer"));
   }
-  std::vector<sim::ValidationCase> cases;
-  for (const std::string& f : files) {
-    auto c = sim::config::LoadCases(root, f);
-    if (!c.ok()) return Fail("validate", c.status());
-    cases.insert(cases.end(), c->begin(), c->end());
-  }
-  const auto results = sim::validate::RunCases(cases, jobs);
-  std::optional<sim::validate::CrossValidation> cv;
-  if (flags.Has("cross-validate")) cv = sim::validate::CrossValidate(cases, results, jobs);
+  auto run =
+      sim::validate::ValidateFiles(root, flags.positional(), jobs, flags.Has("cross-validate"));
+  if (!run.ok()) return Fail("validate", run.status());
   if (auto p = flags.Get("json")) {
-    nlohmann::ordered_json j = sim::validate::ValidationJson(results);
-    if (cv) sim::validate::AddCrossValidation(*cv, j);
-    if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("validate", st);
+    const std::string text = sim::validate::ValidationRunJson(*run).dump(2) + "\n";
+    if (absl::Status st = WriteOutput(*p, text); !st.ok()) return Fail("validate", st);
     if (*p == "-") return kExitOk;
   }
-  std::cout << sim::validate::ValidationText(results);
-  if (cv) std::cout << sim::validate::CrossValidationText(*cv, results);
+  std::cout << sim::validate::ValidationText(run->results);
+  if (run->crossed) std::cout << sim::validate::CrossValidationText(*run->crossed, run->results);
   return kExitOk;
 }
 

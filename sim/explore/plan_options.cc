@@ -1,0 +1,117 @@
+#include "sim/explore/plan_options.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "sim/base/quantity.h"
+#include "sim/base/suggest.h"
+
+namespace sim::explore {
+
+namespace {
+
+absl::Status Bad(absl::string_view shown, absl::string_view what, absl::string_view value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(shown, ": expected ", what, ", got '", value, "'"));
+}
+
+// A positive count, written plainly or with a suffix (2T, 300B, 4M: sim/base/quantity.h).
+template <class T>
+absl::Status Count(absl::string_view shown, absl::string_view value, T& slot) {
+  auto n = ParseCount(value);
+  if (!n.ok() || *n < 1) return Bad(shown, "a count", value);
+  slot = static_cast<T>(*n);
+  return absl::OkStatus();
+}
+
+absl::Status Positive(absl::string_view shown, absl::string_view value,
+                      std::optional<double>& slot) {
+  double x = 0;
+  if (!absl::SimpleAtod(value, &x) || !(x > 0)) return Bad(shown, "a positive number", value);
+  slot = x;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const std::vector<std::string>& PlanOptionNames() {
+  static const std::vector<std::string> names = {
+      "gpu",    "tokens", "seq-len",   "batch-tokens", "max-gpus",  "jobs",    "days",
+      "budget", "price",  "framework", "finetune",     "lora-rank", "offload", "shard"};
+  return names;
+}
+
+absl::Status SetPlanOption(PlanRequest& req, absl::string_view name, absl::string_view value,
+                           absl::string_view shown) {
+  if (name == "gpu") {
+    req.gpus = absl::StrSplit(value, ',', absl::SkipEmpty());
+    if (req.gpus.empty()) return Bad(shown, "GPU catalog names, comma-separated", value);
+    return absl::OkStatus();
+  }
+  if (name == "tokens") return Count(shown, value, req.tokens);
+  if (name == "seq-len") return Count(shown, value, req.seq_len);
+  if (name == "batch-tokens") return Count(shown, value, req.global_batch_tokens);
+  if (name == "max-gpus") return Count(shown, value, req.max_gpus);
+  if (name == "jobs") return Count(shown, value, req.jobs);
+  if (name == "lora-rank") return Count(shown, value, req.lora_rank);
+  if (name == "days") return Positive(shown, value, req.deadline_days);
+  if (name == "budget") return Positive(shown, value, req.budget_usd);
+  if (name == "price") {
+    std::pair<std::string, std::string> kv = absl::StrSplit(value, absl::MaxSplits('=', 1));
+    double usd = 0;
+    if (kv.first.empty() || !absl::SimpleAtod(kv.second, &usd) || usd < 0) {
+      return Bad(shown, "GPU=USD_PER_HOUR", value);
+    }
+    req.prices[kv.first] = usd;
+    return absl::OkStatus();
+  }
+  if (name == "framework") {
+    if (value != "deepspeed" && value != "fsdp" && value != "torchtune") {
+      return Bad(shown, "deepspeed, fsdp or torchtune", value);
+    }
+    req.framework = *EnumFromName<Framework>(value);
+    return absl::OkStatus();
+  }
+  if (name == "finetune") {
+    auto m = EnumFromName<FinetuneMethod>(value);
+    if (!m) return Bad(shown, "full, lora or qlora", value);
+    req.finetune = *m;
+    return absl::OkStatus();
+  }
+  if (name == "offload") {
+    for (absl::string_view what : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+      if (what == "optimizer") {
+        req.offload.optimizer = OffloadTarget::kCpu;
+      } else if (what == "params") {
+        req.offload.params = OffloadTarget::kCpu;
+      } else if (what == "activations") {
+        req.offload.activations = true;
+      } else {
+        return Bad(shown, "optimizer, params or activations, comma-separated", what);
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (name == "shard") {
+    auto shard = ParseShard(value);
+    if (!shard.ok()) return shard.status();
+    req.shard = *shard;
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown plan option '", shown, "'",
+                                                 DidYouMean(std::string(name), PlanOptionNames())));
+}
+
+absl::StatusOr<std::vector<std::string>> DefaultPlanGpus(const config::DataRoot& root) {
+  auto catalogs = config::LoadCatalogs(root);
+  if (!catalogs.ok()) return catalogs.status();
+  std::vector<std::string> gpus;
+  for (const auto& n : catalogs->nodes) {
+    if (std::find(gpus.begin(), gpus.end(), n.gpu) == gpus.end()) gpus.push_back(n.gpu);
+  }
+  return gpus;
+}
+
+}  // namespace sim::explore
