@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages stepsim needs, only those that are missing (run as root).
 # Run by tools/quickstart.sh; tools/test.sh adds --test for what only the test suite needs
-# (clang-format 14 for the format check, chromium to render the HTML report headless).
+# (clang-format 14 for the format check, chromium to render the HTML report headless, pytest and
+# pandas for the Python bindings' tests, Pillow to read the plot's rendering). pybind11-dev and python3-dev build `import stepsim`.
 set -euo pipefail
 packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libabsl-dev catch2
-          nlohmann-json3-dev libbenchmark-dev gnuplot-nox)
-if [ "${1:-}" = "--test" ]; then packages+=(clang-format chromium); fi
+          nlohmann-json3-dev libbenchmark-dev gnuplot-nox pybind11-dev python3-dev)
+if [ "${1:-}" = "--test" ]; then packages+=(clang-format chromium python3-pytest python3-pandas python3-pil); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

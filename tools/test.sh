@@ -8,7 +8,10 @@ cd "$(dirname "$0")/.."
 bash tools/install-deps.sh --test
 bash tools/check-source.sh
 jobs=$(nproc)
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# The Python module is built for Debian's interpreter, the one apt gives pytest and pandas
+# (another python3 first on PATH, e.g. pyenv's, would lack them).
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTEPSIM_PYTHON=ON \
+      -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 # -O1, as the sanitizers' authors advise: at -O0 the replay's caching-allocator model (node-based
