@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -220,26 +221,42 @@ absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::str
   for (const std::string& m : metrics) {
     const Metric& metric = known.at(m);
     std::vector<std::string> plots;
+    // The value range, for the axis: a log axis when every value is positive and they span
+    // more than 10x (a sequence-length sweep's peaks from 40 GiB to 2,800 GiB would otherwise
+    // squash the capacity line and the series that fit into the bottom row of pixels).
+    double lo = std::numeric_limits<double>::infinity(), hi = 0;
     for (size_t si = 0; si < series_names.size(); ++si) {
       const std::string file = absl::StrCat(m, "-", si, ".dat");
       std::ostringstream out;
       size_t index = 0;
       for (const Row* r : series[series_names[si]]) {
-        out << (numeric_x ? r->labels[0] : absl::StrCat(index)) << " " << metric.value(*r->summary)
-            << " \"" << r->labels[0] << "\"\n";
+        const double v = metric.value(*r->summary);
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+        out << (numeric_x ? r->labels[0] : absl::StrCat(index)) << " " << v << " \"" << r->labels[0]
+            << "\"\n";
         ++index;
       }
       job.data.push_back({file, out.str()});
-      plots.push_back(absl::StrFormat("'%s' using 1:2%s with linespoints lw 2 title \"%s\"", file,
-                                      numeric_x ? "" : ":xtic(3)", series_names[si]));
+      // Each series its own dash pattern and marker, so series with equal values (no recompute
+      // and selective recompute with flash attention) stay visible on top of each other.
+      plots.push_back(absl::StrFormat(
+          "'%s' using 1:2%s with linespoints lw 2 dt %d pt %d ps 1.3 title \"%s\"", file,
+          numeric_x ? "" : ":xtic(3)", si % 5 + 1, si % 13 + 1, series_names[si]));
     }
     if (m == "peak") {
+      // A constant: horizontal at the usable capacity whatever the x axis.
       const double cap = series[series_names[0]][0]->summary->capacity.gib();
+      lo = std::min(lo, cap);
+      hi = std::max(hi, cap);
       plots.push_back(absl::StrFormat(
           "%.3f with lines dt 2 lw 2 lc rgb 'red' title 'GPU capacity (%.0f GiB)'", cap, cap));
     }
-    absl::StrAppendFormat(&script, "set ylabel \"%s\"\nset yrange [0:*]\nplot %s\n", metric.label,
-                          absl::StrJoin(plots, ", \\\n     "));
+    const bool log_y = lo > 0 && hi / lo > 10;
+    absl::StrAppendFormat(
+        &script, "set ylabel \"%s%s\"\n%s\nplot %s\n", metric.label, log_y ? ", log scale" : "",
+        log_y ? "set logscale y 10\nset yrange [*:*]" : "unset logscale y\nset yrange [0:*]",
+        absl::StrJoin(plots, ", \\\n     "));
   }
   script += "unset multiplot\n";
   job.script = std::move(script);

@@ -63,6 +63,22 @@ std::string BatchHeld(const config::ScenarioLoader& loader,
                                     : "");
 }
 
+// "stepsim sweep of default.yaml: training.seq_len x training.recompute on llama2-70b, 32 x
+// H100-SXM5-80GB": what was swept, on which model and cluster (the scenario with the --set
+// overrides, before any vary).
+std::string PlotTitle(const config::ScenarioLoader& loader,
+                      const std::vector<config::Override>& sets,
+                      const std::vector<std::string>& keys) {
+  std::string title =
+      absl::StrCat("stepsim sweep of ", std::filesystem::path(loader.path()).filename().string(),
+                   ": ", absl::StrJoin(keys, " x "));
+  if (auto base = loader.Load(sets); base.ok()) {
+    absl::StrAppend(&title, " on ", base->model.name, ", ", base->cluster.gpus(), " x ",
+                    base->cluster.gpu.name);
+  }
+  return title;
+}
+
 absl::StatusOr<int> Jobs(const FlagSet& f) {
   auto v = f.Get("jobs");
   if (!v) return explore::DefaultJobs();
@@ -212,8 +228,7 @@ int SweepCommand(const std::vector<std::string>& args) {
   if (auto p = flags.Get("plot")) {
     std::vector<std::string> metrics = {"peak", "step"};
     if (auto m = flags.Get("metrics")) metrics = absl::StrSplit(*m, ',');
-    const std::string title = absl::StrCat(
-        "stepsim sweep of ", std::filesystem::path(loader->path()).filename().string());
+    const std::string title = PlotTitle(*loader, *sets, keys);
     const std::string svg = std::filesystem::absolute(*p).string();
     auto job = report::PlotSweep(svg, title, keys, rows, metrics);
     if (!job.ok()) return Fail("sweep", job.status());
