@@ -28,6 +28,11 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) 
   Duration math;
   if (op.flops > Flops() && op.op_class != OpClass::kMemoryBound) {
     math = op.flops / (PeakRate(gpu, p) * eff);
+    if (op.op_class == OpClass::kGemm && op.gemm_inv_k > 0 && c.gemm_k_overhead > 0) {
+      // Each output tile's fixed work, as gemm_k_overhead elements of K (hardware.h).
+      math = Duration::FromSeconds(math.seconds() *
+                                   (1.0 + c.gemm_k_overhead * static_cast<double>(op.gemm_inv_k)));
+    }
   }
   Duration memory;
   if (op.bytes_moved > Bytes()) {

@@ -1,6 +1,9 @@
 #pragma once
 // Time of a compute op on one GPU (SPEC §3.5): a roofline with calibrated efficiencies,
-//   c = FLOPs / (peak × eff_class), m = bytes / (HBM bandwidth × eff_mem),
+//   c = FLOPs / (peak × eff_class) × (1 + k_overhead · mean(1/K)) for GEMMs (K the reduction
+//       length of each kernel the op runs, Op::gemm_inv_k; GpuCalibration::gemm_k_overhead),
+//   c = FLOPs / (peak × eff_class) for attention,
+//   m = bytes / (HBM bandwidth × eff_mem),
 //   t = max(c, m) + blend × min(c, m) + launch overhead,
 // where peak is the dense rate of the op's dtype (fp8 GEMMs when training in fp8, else the
 // 16-bit rate) and eff_class is the GPU's GEMM or attention efficiency. Pure function.

@@ -22,6 +22,14 @@ struct GpuCalibration {
   // How much of a kernel's HBM traffic its math fails to hide: t = max(c, m) + blend·min(c, m)
   // for math time c and memory time m (0: a perfect roofline; 1: no overlap at all).
   double roofline_blend = 0.0;
+  // A GEMM kernel's fixed work per output tile, in elements of its reduction dimension K: the
+  // main loop walks K in CtaTileK-deep stages software-pipelined through shared memory, so it
+  // first fills the pipeline (stages - 1 K-blocks) and after the last block runs the epilogue
+  // that writes the tile (NVIDIA CUTLASS docs, "Efficient GEMM in CUDA"; its Ampere example
+  // tiles 128 x 128 x 32 with 3 stages). A GEMM of reduction length K then runs at
+  // K / (K + gemm_k_overhead) of its large-K rate: a 125M model's h = 768 projections pay most.
+  // Fitted by stepsim calibrate (tools/calibrate.sh); 0: no such term.
+  double gemm_k_overhead = 0.0;
   Duration launch_overhead = Duration::Microseconds(4);
   // Host time to launch one kernel (the framework's Python and dispatcher work per op): the
   // host issues a stage's kernels one after another, and a kernel cannot start before it has

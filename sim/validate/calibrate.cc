@@ -60,6 +60,9 @@ const std::vector<CalibrationParam>& CalibrationParams() {
       {"attention_efficiency", 0.05, 0.90, 0.05},
       {"roofline_blend", 0.0, 1.0, 0.10},
       {"overlap_slowdown", 1.0, 1.5, 0.05},
+      // A GEMM's fixed work per output tile in elements of K (GpuCalibration::gemm_k_overhead):
+      // what makes a small model's short-K projections slower than its large-K ones.
+      {"gemm_k_overhead", 0.0, 512.0, 32.0},
       // What microbenchmarks measure (topologies/gpus.yaml cites them), fitted only on request:
       // streaming kernels' share of HBM bandwidth, a kernel's fixed GPU-side cost, the host's
       // launch cost per kernel, NCCL's share of link bandwidth.
@@ -76,6 +79,7 @@ std::optional<double> ParamValue(const GpuCalibration& c, absl::string_view name
   if (name == "attention_efficiency") return c.attention_efficiency;
   if (name == "memory_efficiency") return c.memory_efficiency;
   if (name == "roofline_blend") return c.roofline_blend;
+  if (name == "gemm_k_overhead") return c.gemm_k_overhead;
   if (name == "launch_overhead") return c.launch_overhead.seconds() * 1e6;
   if (name == "dispatch_overhead") return c.dispatch_overhead.seconds() * 1e6;
   if (name == "overlap_slowdown") return c.overlap_slowdown;
@@ -88,6 +92,7 @@ void SetParam(GpuCalibration& c, absl::string_view name, double v) {
   if (name == "attention_efficiency") c.attention_efficiency = v;
   if (name == "memory_efficiency") c.memory_efficiency = v;
   if (name == "roofline_blend") c.roofline_blend = v;
+  if (name == "gemm_k_overhead") c.gemm_k_overhead = v;
   if (name == "launch_overhead") c.launch_overhead = Duration::FromSeconds(v * 1e-6);
   if (name == "dispatch_overhead") c.dispatch_overhead = Duration::FromSeconds(v * 1e-6);
   if (name == "overlap_slowdown") c.overlap_slowdown = v;

@@ -18,6 +18,9 @@ LayerOp Gemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols) 
   op.bytes_moved = Bytes::Count(kAct * (rows * inner + inner * cols + rows * cols));
   op.fp8_cast_fwd = Bytes::Count(3 * (rows * inner + inner * cols));
   op.fp8_cast_bwd = Bytes::Count(4 * rows * cols + 2 * rows * inner + 2 * inner * cols);
+  op.gemm_rows = rows;
+  op.gemm_inner = inner;
+  op.gemm_cols = cols;
   return op;
 }
 

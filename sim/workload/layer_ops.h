@@ -122,6 +122,9 @@ struct LayerOp {
   // A GEMM-class kernel that runs in 16 bits even in fp8 training (eager attention's batched
   // QK^T and PV).
   bool keep_16bit = false;
+  // A GEMM's per-GPU shape (rows x inner) . (inner x cols), rows the tokens; 0 where the op is
+  // not a linear layer's GEMM.
+  int64_t gemm_rows = 0, gemm_inner = 0, gemm_cols = 0;
 };
 
 struct ActivationShape {

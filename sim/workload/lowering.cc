@@ -501,6 +501,16 @@ class Lowerer {
     return op;
   }
 
+  // Op::gemm_inv_k of a (rows x inner) . (inner x cols) GEMM: the forward (and its recompute)
+  // reduces over inner; the backward's input gradient dX = dY . W^T over cols and its weight
+  // gradient dW = X^T . dY over rows (the tokens), each half of the backward's FLOPs; a frozen
+  // weight has no weight gradient.
+  static float GemmInvK(int64_t rows, int64_t inner, int64_t cols, OpPass pass, bool frozen) {
+    if (pass != OpPass::kBackward) return static_cast<float>(1.0 / static_cast<double>(inner));
+    if (frozen) return static_cast<float>(1.0 / static_cast<double>(cols));
+    return static_cast<float>(0.5 / static_cast<double>(cols) + 0.5 / static_cast<double>(rows));
+  }
+
   Op FromLayerOp(const LayerOp& lo, OpPass pass, int32_t g) const {
     // Backward: a GEMM's input and weight gradients are two GEMMs of the forward's size (one,
     // the input gradient, when its weights are frozen); other kernels read and write about
@@ -514,6 +524,9 @@ class Lowerer {
     Op op = Compute(lo.name, pass, lo.op_class,
                     lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1), lo.bytes_moved * kf, g);
     op.keep_16bit = lo.keep_16bit;
+    if (lo.gemm_inner > 0)
+      op.gemm_inv_k =
+          GemmInvK(lo.gemm_rows, lo.gemm_inner, lo.gemm_cols, pass, backward && lo.frozen);
     if (s_.training.precision == Precision::kFp8 && lo.op_class == OpClass::kGemm &&
         !lo.keep_16bit) {
       // Frozen weights need no weight-gradient GEMM, but the casts stay.
@@ -793,6 +806,7 @@ class Lowerer {
                                    static_cast<double>(v)),
                       Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
     head.keep_16bit = true;  // the LM head stays 16-bit under fp8 (Megatron-LM, Composer + TE)
+    head.gemm_inv_k = GemmInvK(tokens_, h, v, OpPass::kForward, false);
     MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
@@ -842,6 +856,7 @@ class Lowerer {
         Bytes::Count(static_cast<int64_t>(gemms) * kCompute * (tokens_ * h + h * v + tokens_ * v)),
         g);
     head.keep_16bit = true;
+    head.gemm_inv_k = GemmInvK(tokens_, h, v, OpPass::kBackward, s_.training.finetune.adapters());
     // The input gradient exists while it runs; the saved input and the logits gradient are
     // freed when it ends.
     MemList head_mem = {

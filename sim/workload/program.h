@@ -99,6 +99,11 @@ struct Op {
   // GEMM-class ops that stay 16-bit (eager attention's batched matmuls, the LM head).
   Bytes serial_bytes;
   bool keep_16bit = false;
+  // GEMMs: the mean of 1 / K over the kernels the op runs (K each one's reduction length: the
+  // forward's inner dimension; a backward's input gradient reduces over the forward's output
+  // columns and its weight gradient over the tokens), for GpuCalibration::gemm_k_overhead.
+  // 0 where unknown (eager attention's batched matmuls) or not a GEMM.
+  float gemm_inv_k = 0;
   // Collectives: index into OpProgram::collectives (kept apart so that the ops the replay walks
   // stay small); none for compute ops.
   std::optional<int32_t> collective;

@@ -44,7 +44,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       "tokens/s, MFU or HFU imply). Prints each parameter before and after with its bounds and\n"
       "the MAPE, and writes FILE, which --calibration FILE reads back in run, sweep, compare,\n"
       "plan and validate. The search moves gemm_efficiency, attention_efficiency,\n"
-      "roofline_blend and overlap_slowdown; memory_efficiency, launch_overhead,\n"
+      "roofline_blend, overlap_slowdown and gemm_k_overhead; memory_efficiency, launch_overhead,\n"
       "dispatch_overhead and comm_efficiency rest on microbenchmarks and keep the catalog's\n"
       "values unless --params names them.",
       {{"gpu", "GPU", "the GPU type (catalog name) whose calibration is fitted; required"},
