@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "sim/base/bad_input.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/plan.h"
 #include "sim/explore/plan_options.h"
@@ -107,19 +108,6 @@ std::string SetValueText(const py::handle& v, const std::string& key) {
 
 // ---- errors ------------------------------------------------------------------------------
 
-bool IsBadInput(const absl::Status& st) {
-  switch (st.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kUnimplemented:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // A Status message's lines as problems, for the errors that come without ConfigProblems (a
 // YAML syntax error, a --set that cannot apply, one configuration of a sweep). The forms are
 // those YamlErrors::ToStatus writes (sim/config/yaml_fields.cc): "--set KEY (over FILE): MSG",
@@ -171,7 +159,7 @@ py::object OrNone(int n) {
                         std::vector<sim::config::ConfigProblem> problems = {},
                         bool from_dict = false) {
   const std::string message(st.message());
-  if (!IsBadInput(st)) throw std::runtime_error(message);
+  if (!sim::IsBadInput(st)) throw std::runtime_error(message);
   if (problems.empty()) problems = ProblemsOf(message);
   std::vector<std::string> lines;
   py::list listed;

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "sim/base/bad_input.h"
 #include "sim/base/input_file.h"
 #include "sim/config/catalog.h"
 
@@ -17,16 +18,7 @@ namespace stepsim_cli {
 
 int Fail(const std::string& command, const absl::Status& status) {
   std::cerr << "stepsim " << command << ": " << status.message() << "\n";
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kOutOfRange:
-    case absl::StatusCode::kUnimplemented:
-      return kExitBadInput;
-    default:
-      return kExitInternal;
-  }
+  return sim::IsBadInput(status) ? kExitBadInput : kExitInternal;
 }
 
 FlagDef CalibrationFlag() {
