@@ -1,6 +1,8 @@
 #include "sim/explore/plan_options.h"
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,8 @@ template <class T>
 absl::Status Count(absl::string_view shown, absl::string_view value, T& slot) {
   auto n = ParseCount(value);
   if (!n.ok() || *n < 1) return Bad(shown, "a count", value);
+  // A GPU count, a length or a rank is whole: 8.5 is refused, not truncated to 8.
+  if (std::is_integral_v<T> && *n != std::floor(*n)) return Bad(shown, "a whole count", value);
   slot = static_cast<T>(*n);
   return absl::OkStatus();
 }

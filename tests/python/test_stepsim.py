@@ -176,6 +176,9 @@ def test_plan_bad_options():
         stepsim.plan("llama2-7b", tokens="lots")
     assert str(e.value) == "tokens: expected a count, got 'lots'"
     with pytest.raises(stepsim.ScenarioError) as e:
+        stepsim.plan("llama2-7b", max_gpus=8.5)
+    assert str(e.value) == "max_gpus: expected a whole count, got '8.5'"
+    with pytest.raises(stepsim.ScenarioError) as e:
         stepsim.plan("llama2-7b", max_gpu=8)
     assert "max_gpu" in str(e.value) and "max-gpus" in str(e.value)
 
