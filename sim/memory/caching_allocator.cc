@@ -16,8 +16,6 @@ int64_t CachingAllocator::RoundSize(int64_t bytes) {
 
 BlockHandle CachingAllocator::Allocate(int64_t bytes, int32_t stream) {
   SIM_CHECK(bytes > 0, "allocations are positive");
-  SIM_CHECK(stream >= 0 && stream < (1 << kStreamBits) && bytes < (int64_t{1} << kOffsetBits),
-            "allocator stream or size beyond its free-list key");
   const int64_t size = RoundSize(bytes);
   const bool small = size <= kSmallSize;
   if (std::optional<BlockHandle> hit = FindFree(small, stream, size)) {
@@ -32,17 +30,16 @@ BlockHandle CachingAllocator::Allocate(int64_t bytes, int32_t stream) {
 }
 
 std::optional<BlockHandle> CachingAllocator::FindFree(bool small, int32_t stream, int64_t size) {
-  const auto it = free_.lower_bound(KeyOf(small, stream, size, 0, 0));
-  if (it == free_.end() || it->hi >> kSizeBits != PoolBits(small, stream)) return std::nullopt;
-  return BlockHandle{static_cast<int32_t>(it->lo >> kOffsetBits),
-                     static_cast<int64_t>(it->lo & ((uint64_t{1} << kOffsetBits) - 1))};
+  const auto it = free_.lower_bound(FreeKey{small, stream, size, 0, 0});
+  if (it == free_.end()) return std::nullopt;
+  const auto& [s, st, sz, segment, offset] = *it;
+  if (s != small || st != stream) return std::nullopt;
+  return BlockHandle{segment, offset};
 }
 
 BlockHandle CachingAllocator::NewSegment(bool small, int32_t stream, int64_t size) {
   if (reserved_ + size > capacity_) ReleaseCachedSegments();
   Reserve(size);
-  SIM_CHECK(segments_.size() < (size_t{1} << (64 - kOffsetBits)),
-            "more allocator segments than its free-list key holds");
   Segment seg;
   seg.stream = stream;
   seg.small = small;
@@ -88,22 +85,19 @@ BlockHandle CachingAllocator::Expand(int32_t stream, int64_t size) {
 
 BlockHandle CachingAllocator::Take(int32_t segment, int64_t offset, int64_t size) {
   Segment& seg = segments_[segment];
-  const auto it = seg.blocks.find(offset);
-  SIM_CHECK(it != seg.blocks.end() && it->second.free && it->second.size >= size,
-            "allocator took a block that does not fit");
-  const int64_t block_size = it->second.size;
+  Block& block = seg.blocks.at(offset);
+  SIM_CHECK(block.free && block.size >= size, "allocator took a block that does not fit");
   empty_.erase(segment);
-  EraseFree(segment, offset, block_size);
-  const int64_t remaining = block_size - size;
+  EraseFree(segment, offset, block.size);
+  const int64_t remaining = block.size - size;
   const bool split = seg.small ? remaining >= kMinBlockSize : remaining > kSmallSize;
-  it->second.free = false;
-  const int64_t taken = split ? size : block_size;
-  it->second.size = taken;
+  block.free = false;
   if (split) {
-    seg.blocks.emplace(offset + size, Block{remaining, true});  // invalidates `it`
+    block.size = size;
+    seg.blocks.emplace(offset + size, Block{remaining, true});
     InsertFree(segment, offset + size, remaining);
   }
-  allocated_ += taken;
+  allocated_ += block.size;
   return BlockHandle{segment, offset};
 }
 
@@ -112,24 +106,23 @@ void CachingAllocator::Free(BlockHandle handle) {
   auto it = seg.blocks.find(handle.offset);
   SIM_CHECK(it != seg.blocks.end() && !it->second.free, "freed a block that is not allocated");
   allocated_ -= it->second.size;
-  // Merge with the free neighbours: the merged block starts at `start` and spans `size`.
-  int64_t start = handle.offset, size = it->second.size;
+  it->second.free = true;
+  // Merge with the free neighbours.
   if (auto next = std::next(it); next != seg.blocks.end() && next->second.free) {
     EraseFree(handle.segment, next->first, next->second.size);
-    size += next->second.size;
-    it = std::prev(seg.blocks.erase(next));
+    it->second.size += next->second.size;
+    seg.blocks.erase(next);
   }
   if (it != seg.blocks.begin()) {
     auto prev = std::prev(it);
     if (prev->second.free) {
       EraseFree(handle.segment, prev->first, prev->second.size);
-      start = prev->first;
-      size += prev->second.size;
-      it = std::prev(seg.blocks.erase(it));
+      prev->second.size += it->second.size;
+      seg.blocks.erase(it);
+      it = prev;
     }
   }
-  it->second = Block{size, true};
-  InsertFree(handle.segment, start, size);
+  InsertFree(handle.segment, it->first, it->second.size);
   if (!seg.expandable && seg.blocks.size() == 1) empty_.insert(handle.segment);
 }
 
@@ -156,12 +149,12 @@ void CachingAllocator::ReleaseCachedSegments() {
 
 void CachingAllocator::InsertFree(int32_t segment, int64_t offset, int64_t size) {
   const Segment& seg = segments_[segment];
-  free_.insert(KeyOf(seg.small, seg.stream, size, segment, offset));
+  free_.insert(FreeKey{seg.small, seg.stream, size, segment, offset});
 }
 
 void CachingAllocator::EraseFree(int32_t segment, int64_t offset, int64_t size) {
   const Segment& seg = segments_[segment];
-  free_.erase(KeyOf(seg.small, seg.stream, size, segment, offset));
+  free_.erase(FreeKey{seg.small, seg.stream, size, segment, offset});
 }
 
 }  // namespace sim::memory

@@ -27,11 +27,12 @@
 // oversize-block rules that only apply with them, and empty_cache().
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 #include <vector>
 
-#include "absl/container/btree_map.h"
-#include "absl/container/btree_set.h"
 #include "sim/base/units.h"
 
 namespace sim::memory {
@@ -86,31 +87,10 @@ class CachingAllocator {
     bool expandable = false;
     bool released = false;
     int64_t size = 0;
-    // By offset; contiguous, covering [0, size). B-trees rather than std::map/std::set here
-    // and below: the same ordered semantics (best fit is the same block), a few cache lines per
-    // lookup instead of a pointer chase per level; their iterators and references do not survive
-    // an insert or erase, so the code looks blocks up again after changing a tree.
-    absl::btree_map<int64_t, Block> blocks;
+    std::map<int64_t, Block> blocks;  // by offset; contiguous, covering [0, size)
   };
-  // Free blocks ordered for best fit: (small?, stream, size, segment, offset), packed into two
-  // words compared as one 128-bit number — hi: small (1 bit), stream (15), size (48); lo:
-  // segment (24), offset (40) — so that a B-tree node holds more keys and a comparison is two
-  // integer compares. Allocate() checks that the fields fit (a stream below 2^15, 16M segments,
-  // a segment below 1 TiB).
-  struct FreeKey {
-    uint64_t hi = 0, lo = 0;
-    friend bool operator<(const FreeKey& a, const FreeKey& b) {
-      return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
-    }
-  };
-  static constexpr int kStreamBits = 15, kSizeBits = 48, kOffsetBits = 40;
-  static uint64_t PoolBits(bool small, int32_t stream) {
-    return (static_cast<uint64_t>(small) << kStreamBits) | static_cast<uint64_t>(stream);
-  }
-  static FreeKey KeyOf(bool small, int32_t stream, int64_t size, int32_t segment, int64_t offset) {
-    return {PoolBits(small, stream) << kSizeBits | static_cast<uint64_t>(size),
-            static_cast<uint64_t>(segment) << kOffsetBits | static_cast<uint64_t>(offset)};
-  }
+  // Free blocks ordered for best fit: (small?, stream, size, segment, offset).
+  using FreeKey = std::tuple<bool, int32_t, int64_t, int32_t, int64_t>;
 
   std::optional<BlockHandle> FindFree(bool small, int32_t stream, int64_t size);
   BlockHandle NewSegment(bool small, int32_t stream, int64_t size);
@@ -125,9 +105,9 @@ class CachingAllocator {
   int64_t capacity_;
   AllocatorOptions options_;
   std::vector<Segment> segments_;
-  absl::btree_set<FreeKey> free_;
-  absl::btree_map<int32_t, int32_t> expandable_of_stream_;
-  absl::btree_set<int32_t> empty_;  // fixed segments whose one block is free: what a release frees
+  std::set<FreeKey> free_;
+  std::map<int32_t, int32_t> expandable_of_stream_;
+  std::set<int32_t> empty_;  // fixed segments whose one block is free: what a release frees
   int64_t allocated_ = 0, reserved_ = 0, reserved_peak_ = 0, live_segments_ = 0;
   bool overflowed_ = false;
 };
