@@ -20,14 +20,63 @@ constexpr int64_t kMaxLayers = 4096;
 constexpr int64_t kMaxWidth = int64_t{1} << 20;  // hidden, heads, FFN width
 constexpr int64_t kMaxVocab = int64_t{1} << 26;
 constexpr int64_t kMaxSeq = int64_t{1} << 24;
+
+// The `moe:` section (sim/spec/model.h MoeSpec).
+std::optional<MoeSpec> ReadMoe(const YAML::Node& node, const std::string& path, int64_t ffn_hidden,
+                               YamlErrors& errors) {
+  if (!CheckMapping(node, path,
+                    {"experts", "top_k", "expert_ffn_hidden", "shared_experts",
+                     "shared_expert_ffn_hidden", "router"},
+                    errors)) {
+    return std::nullopt;
+  }
+  MoeSpec moe;
+  auto req = [&](absl::string_view k) { return Key{node, k, path, true}; };
+  auto opt = [&](absl::string_view k) { return Key{node, k, path, false}; };
+  if (auto v = ReadInt(req("experts"), errors, 2, 1 << 16)) moe.experts = *v;
+  if (auto v = ReadInt(req("top_k"), errors, 1, 1 << 16)) moe.top_k = *v;
+  moe.expert_ffn_hidden = ffn_hidden;
+  if (auto v = ReadInt(opt("expert_ffn_hidden"), errors, 1, 4 * kMaxWidth)) {
+    moe.expert_ffn_hidden = *v;
+  }
+  if (auto v = ReadInt(opt("shared_experts"), errors, 0, 64)) moe.shared_experts = *v;
+  moe.shared_ffn_hidden = moe.expert_ffn_hidden;
+  if (auto v = ReadInt(opt("shared_expert_ffn_hidden"), errors, 1, 4 * kMaxWidth)) {
+    moe.shared_ffn_hidden = *v;
+  }
+  if (auto v = ReadEnum<RouterKind>(opt("router"), errors)) moe.router = *v;
+  if (moe.experts > 0 && moe.top_k > moe.experts) {
+    errors.Add(node["top_k"], JoinPath(path, "top_k"),
+               absl::StrCat("top_k ", moe.top_k, " exceeds the ", moe.experts, " experts"));
+  }
+  return moe;
+}
+
 }  // namespace
 
 std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view path,
                                    YamlErrors& errors) {
   if (!CheckMapping(node, path,
-                    {"schema_version", "name", "family", "layers", "hidden", "heads", "kv_heads",
-                     "ffn_hidden", "mlp", "norm", "vocab", "tied_embeddings", "position",
-                     "max_seq_len", "bias", "dropout", "params", "source"},
+                    {"schema_version",
+                     "name",
+                     "family",
+                     "layers",
+                     "hidden",
+                     "heads",
+                     "kv_heads",
+                     "ffn_hidden",
+                     "mlp",
+                     "norm",
+                     "vocab",
+                     "tied_embeddings",
+                     "position",
+                     "max_seq_len",
+                     "bias",
+                     "dropout",
+                     "params",
+                     "active_params",
+                     "moe",
+                     "source"},
                     errors)) {
     return std::nullopt;
   }
@@ -51,7 +100,11 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
   if (auto v = ReadBool(opt("bias"), errors)) m.bias = *v;
   if (auto v = ReadDouble(opt("dropout"), errors, 0.0, 0.99)) m.dropout = *v;
   if (auto v = ReadDouble(opt("params"), errors, 1.0, 1e16)) m.nominal_params = *v;
+  if (auto v = ReadDouble(opt("active_params"), errors, 1.0, 1e16)) m.nominal_active_params = *v;
   if (auto v = ReadString(opt("source"), errors)) m.source = *v;
+  if (const YAML::Node moe = Child(node, "moe"); moe.IsDefined()) {
+    m.moe = ReadMoe(moe, JoinPath(path, "moe"), m.ffn_hidden, errors);
+  }
 
   // Cross-field checks, reported at the key that makes the combination wrong.
   if (m.heads > 0 && m.hidden % m.heads != 0) {

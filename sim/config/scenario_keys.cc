@@ -116,6 +116,8 @@ std::vector<ScenarioKey> Build() {
       {"parallel.pp", "integer >= 1", absl::StrCat(p.pp), "pipeline-parallel degree"},
       {"parallel.cp", "integer >= 1", absl::StrCat(p.cp),
        "context-parallel degree; dp = GPUs / (tp × pp × cp)"},
+      {"parallel.ep", "integer >= 1", absl::StrCat(p.ep),
+       "expert-parallel degree (MoE models): divides dp and the experts"},
       {"parallel.sequence_parallel", "true | false", Bool(p.sequence_parallel),
        "sequence parallelism; needs tp > 1"},
       {"parallel.rank_order", "tp, cp, dp, pp joined by -", rank_order,

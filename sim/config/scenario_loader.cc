@@ -314,6 +314,7 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   if (auto v = ReadInt(k("tp"), errors, 1, 1024)) par.tp = *v;
   if (auto v = ReadInt(k("pp"), errors, 1, 1024)) par.pp = *v;
   if (auto v = ReadInt(k("cp"), errors, 1, 1024)) par.cp = *v;
+  if (auto v = ReadInt(k("ep"), errors, 1, 1 << 16)) par.ep = *v;
   if (auto v = ReadEnum<PipelineSchedule>(k("pp_schedule"), errors)) par.pp_schedule = *v;
   if (auto v = ReadInt(k("pp_chunks"), errors, 1, 64)) par.pp_chunks = *v;
   if (auto v = ReadInt(k("first_stage_layers"), errors, 0, 100000)) par.first_stage_layers = *v;
@@ -589,6 +590,37 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     return;
   }
   const int64_t dp = gpus / (tp * pp * cp);
+  if (par.ep > 1 && !m.moe) {
+    errors.Add(at("parallel", "ep"), "parallel.ep",
+               absl::StrCat("ep ", par.ep, ": model ", m.name,
+                            " has no experts (expert parallelism needs a `moe:` model)"));
+  } else if (par.ep > 1 && (dp % par.ep != 0 || m.moe->experts % par.ep != 0)) {
+    errors.Add(at("parallel", "ep"), "parallel.ep",
+               absl::StrCat("ep ", par.ep, " must divide dp (", dp, ") and the model's ",
+                            m.moe->experts, " experts"));
+  }
+  if (m.moe && s.training.finetune.adapters()) {
+    errors.Add(At(root, "training", "finetune", "method"), "training.finetune.method",
+               absl::StrCat("adapters on a mixture-of-experts model (", m.name,
+                            ") are not modelled; fine-tune it fully (method: full)"));
+  }
+  // ZeRO-3 / FULL_SHARD gathers would have to gather experts over their own data-parallel group
+  // (not modelled: DeepSpeed-MoE refuses ZeRO-3, Megatron-Core uses the distributed optimizer).
+  const FsdpSharding fsdp =
+      par.sharding.value_or(par.zero == 3 ? FsdpSharding::kFullShard : FsdpSharding::kNoShard);
+  const bool full_shard = par.framework == Framework::kFsdp ? fsdp == FsdpSharding::kFullShard ||
+                                                                  fsdp == FsdpSharding::kHybridShard
+                                                            : par.zero == 3;
+  if (par.ep > 1 && full_shard) {
+    errors.Add(at("parallel", "ep"), "parallel.ep",
+               "expert parallelism with ZeRO-3 / FSDP full_shard is not modelled; use zero 0-2 "
+               "(Megatron's distributed optimizer is zero 1)");
+  }
+  if (m.moe && tp > 1 && m.moe->expert_ffn_hidden % tp != 0) {
+    errors.Add(at("parallel", "tp"), "parallel.tp",
+               absl::StrCat("tp ", tp, " must divide the experts' width (moe.expert_ffn_hidden ",
+                            m.moe->expert_ffn_hidden, ")"));
+  }
   // Sizes stepsim counts in int64 bytes: the largest tensors of one micro-batch on one GPU
   // (eager attention scores in fp32, fp32 logits, the MLP activations) and the model's states,
   // counted here in floating point so that nothing overflows before it is refused.

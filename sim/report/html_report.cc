@@ -333,8 +333,8 @@ std::string RunHtml(const Scenario& s, const replay::ReplayResult& r, const RunS
   absl::StrAppend(&out, "<h1>", Escape(name), "</h1><p>", Escape(sum.model), " on ", sum.gpus,
                   " x ", Escape(sum.gpu), " (", Escape(sum.node), "), ", Name(sum.framework),
                   " ZeRO-", sum.replayed_zero_stage, ", dp ", sum.dp, ", tp ", sum.tp, ", pp ",
-                  sum.pp, ", cp ", sum.cp, ", ", sum.micro_batches, " micro-batch",
-                  sum.micro_batches == 1 ? "" : "es", "</p>\n");
+                  sum.pp, ", cp ", sum.cp, sum.ep > 1 ? absl::StrCat(", ep ", sum.ep) : "", ", ",
+                  sum.micro_batches, " micro-batch", sum.micro_batches == 1 ? "" : "es", "</p>\n");
   const Bytes cap = sum.capacity;
   const std::string headroom = sum.reserved_peak <= cap
                                    ? absl::StrCat(FormatGiB(cap - sum.reserved_peak), " free")

@@ -95,6 +95,7 @@ nlohmann::ordered_json LedgerJson(const LedgerInput& in) {
   j["schema_version"] = 1;
   if (in.model) j["model"] = in.model->name;
   j["params"] = in.params;
+  if (in.active_params > 0) j["active_params"] = in.active_params;
   j["gpus"] = in.gpus;
   j["framework"] = Name(in.framework);
   j["optimizer"] = Name(in.optimizer);
@@ -137,8 +138,12 @@ std::string LedgerText(const LedgerInput& in) {
   const BytesPerParam b = StateBytesPerParam(in.framework, in.optimizer, in.precision);
   std::string out;
   absl::StrAppend(&out, "Static ledger", in.model ? absl::StrCat(" of ", in.model->name) : "", ": ",
-                  FormatCount(static_cast<double>(in.params)), " parameters (", in.params,
-                  "), framework ", Name(in.framework), ", ", Name(in.optimizer), ", ",
+                  FormatCount(static_cast<double>(in.params)), " parameters (", in.params, ")",
+                  in.active_params > 0
+                      ? absl::StrCat(", ", FormatCount(static_cast<double>(in.active_params)),
+                                     " active per token (mixture of experts)")
+                      : std::string(),
+                  ", framework ", Name(in.framework), ", ", Name(in.optimizer), ", ",
                   Name(in.precision), "\n\nBytes per parameter\n");
   Table kinds({"state", "B/param", "sharded from"});
   for (const StateKind* k :

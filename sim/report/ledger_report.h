@@ -17,7 +17,9 @@ namespace sim::report {
 struct LedgerInput {
   std::optional<ModelSpec> model;
   int64_t params = 0;  // derived from the model, or given with --params
-  int64_t gpus = 8;    // the sharding degree N
+  // A mixture of experts: the parameters one token computes with (0 for a dense model).
+  int64_t active_params = 0;
+  int64_t gpus = 8;  // the sharding degree N
   Framework framework = Framework::kDeepSpeed;
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   Precision precision = Precision::kBf16;

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/report/table.h"
+#include "sim/spec/enum_names.h"
 #include "sim/workload/params.h"
 #include "sim/workload/policy/policy.h"
 
@@ -26,6 +27,13 @@ std::string ResolvedScenarioText(const Scenario& s) {
       "  model      %s: %d layers, hidden %d, %d heads (%d KV), FFN %d, vocab %d, %s params\n",
       s.model.name, s.model.layers, s.model.hidden, s.model.heads, s.model.kv_heads,
       s.model.ffn_hidden, s.model.vocab, FormatCount(params.total));
+  if (const auto& moe = s.model.moe) {
+    absl::StrAppendFormat(&out,
+                          "             mixture of experts: %d experts of FFN %d, top %d, %d "
+                          "shared, %s router; %s active params\n",
+                          moe->experts, moe->expert_ffn_hidden, moe->top_k, moe->shared_experts,
+                          EnumName(moe->router), FormatCount(params.active));
+  }
   const int64_t domain_nodes = s.cluster.node.domain_nodes;  // config::FoldNvlinkDomain
   absl::StrAppendFormat(&out, "  cluster    %d x %s (%d x %s, %s HBM each) = %d GPUs",
                         s.cluster.nodes * domain_nodes, s.cluster.node.name,
@@ -61,10 +69,11 @@ std::string ResolvedScenarioText(const Scenario& s) {
           : absl::StrCat("bucket ", p.bucket ? FormatGB(p.bucket->count(), 3)
                                              : std::string("framework default"));
   absl::StrAppendFormat(&out,
-                        "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d, pp %d (%s, %d chunk%s), "
+                        "  parallel   %s ZeRO-%d, dp %d, tp %d%s, cp %d%s, pp %d (%s, %d chunk%s), "
                         "%d micro-batch%s per step, %s, %s\n",
                         Name(p.framework), p.zero, s.dp(), p.tp, p.sequence_parallel ? " + sp" : "",
-                        p.cp, p.pp, Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s",
+                        p.cp, p.ep > 1 ? absl::StrCat(", ep ", p.ep) : "", p.pp,
+                        Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s",
                         s.micro_batches(), s.micro_batches() == 1 ? "" : "es", prefetch, bucket);
   absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
                         p.tp_comm_overlap ? ", TP collectives overlapped" : "",

@@ -66,6 +66,7 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                    {"tp", r.tp},
                    {"pp", r.pp},
                    {"cp", r.cp},
+                   {"ep", r.ep},
                    {"sequence_parallel", r.sequence_parallel},
                    {"pp_schedule", Name(r.pp_schedule)},
                    {"pp_chunks", r.pp_chunks},
@@ -156,6 +157,7 @@ std::string RunText(const RunSummary& r) {
                         r.gpu, r.node, Name(r.framework), r.replayed_zero_stage, r.dp);
   if (r.tp > 1) absl::StrAppendFormat(&out, " tp %d%s", r.tp, r.sequence_parallel ? "+sp" : "");
   if (r.cp > 1) absl::StrAppendFormat(&out, " cp %d", r.cp);
+  if (r.ep > 1) absl::StrAppendFormat(&out, " ep %d", r.ep);
   if (r.pp > 1) {
     absl::StrAppendFormat(&out, " pp %d (%s", r.pp, Name(r.pp_schedule));
     if (r.pp_chunks > 1) absl::StrAppendFormat(&out, ", %d chunks", r.pp_chunks);

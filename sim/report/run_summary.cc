@@ -43,6 +43,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.tp = s.parallel.tp;
   o.pp = s.parallel.pp;
   o.cp = s.parallel.cp;
+  o.ep = s.parallel.ep;
   o.sequence_parallel = s.parallel.sequence_parallel;
   o.pp_schedule = s.parallel.pp_schedule;
   o.pp_chunks = s.parallel.pp_chunks;

@@ -75,7 +75,7 @@ struct RunSummary {
   // parallel.collective: what the scenario asked for (auto = NCCL's tuner).
   CollectiveAlgorithm requested_algorithm = CollectiveAlgorithm::kAuto;
   int64_t gpus = 0, nodes = 0, gpus_per_node = 0;
-  int64_t dp = 1, tp = 1, pp = 1, cp = 1;
+  int64_t dp = 1, tp = 1, pp = 1, cp = 1, ep = 1;
   bool sequence_parallel = false;
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
   int64_t pp_chunks = 1;

@@ -140,6 +140,11 @@ struct EnumNames<MlpKind> {
       {{MlpKind::kGelu, "gelu"}, {MlpKind::kSwiglu, "swiglu"}}};
 };
 template <>
+struct EnumNames<RouterKind> {
+  static constexpr NameTable<RouterKind, 2> kNames{
+      {{RouterKind::kSoftmax, "softmax"}, {RouterKind::kSigmoid, "sigmoid"}}};
+};
+template <>
 struct EnumNames<NormKind> {
   static constexpr NameTable<NormKind, 2> kNames{
       {{NormKind::kLayerNorm, "layernorm"}, {NormKind::kRmsNorm, "rmsnorm"}}};

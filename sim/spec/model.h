@@ -12,6 +12,22 @@ enum class MlpKind { kGelu, kSwiglu };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class PositionKind { kLearned, kRope, kAlibi };
 
+// A mixture-of-experts MLP (models/NAME.yaml `moe:`): each token's MLP is the weighted sum of
+// the top_k of `experts` routed experts its router picks, plus `shared_experts` that every token
+// runs (DeepSeek-MoE, Qwen-MoE). Every decoder layer is an MoE layer. Experts are SwiGLU or GELU
+// MLPs like the model's dense one (ModelSpec::mlp), of width expert_ffn_hidden.
+enum class RouterKind { kSoftmax, kSigmoid };
+struct MoeSpec {
+  int64_t experts = 0;
+  int64_t top_k = 0;
+  int64_t expert_ffn_hidden = 0;
+  int64_t shared_experts = 0;
+  int64_t shared_ffn_hidden = 0;  // each shared expert's width
+  // softmax over the experts' logits then top-k (Mixtral, Qwen-MoE, Switch); sigmoid scores
+  // with top-k and renormalisation (DeepSeek-V3). Either way one h × experts GEMM.
+  RouterKind router = RouterKind::kSoftmax;
+};
+
 struct ModelSpec {
   std::string name;
   std::string family;  // gpt | llama | mpt ... (informative)
@@ -33,6 +49,8 @@ struct ModelSpec {
   double dropout = 0;
   // A published count to check the derived count against (informative; never used in math).
   std::optional<double> nominal_params;
+  std::optional<double> nominal_active_params;  // MoE: parameters one token computes with
+  std::optional<MoeSpec> moe;
   std::string source;
 
   int64_t head_dim() const { return hidden / heads; }

@@ -179,6 +179,11 @@ struct ParallelSpec {
   // Context parallelism: the sequence is split over `cp` GPUs; K and V are all-gathered over the
   // CP group before attention (Llama 3's all-gather CP, Dubey et al. 2024 §3.3.2).
   int64_t cp = 1;
+  // Expert parallelism (MoE models): each group of `ep` data-parallel ranks splits the routed
+  // experts among its GPUs, tokens reaching them by all-to-all (Megatron-Core
+  // --expert-model-parallel-size, EP carved out of DP: consecutive DP ranks, expert tensor
+  // parallelism = tp). Expert parameters are data-parallel over dp / ep ranks.
+  int64_t ep = 1;
   bool sequence_parallel = false;
   // Rank order, innermost first (Megatron-LM --rank-order default tp-cp-ep-dp-pp without ep):
   // consecutive GPUs fill the TP group, then CP, then DP, then PP.

@@ -34,6 +34,80 @@ LayerOp Elementwise(absl::string_view name, int64_t reads, int64_t writes, doubl
   return op;
 }
 
+// The MLP of a mixture-of-experts layer (layer_ops.h): router, permutation, the routed experts
+// as grouped GEMMs over T·k rows, the un-permutation, and the shared experts.
+void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens, int64_t rep_tokens,
+               std::vector<LayerOp>& ops) {
+  const MoeSpec& moe = *m.moe;
+  const int64_t t = shape.tp, h = m.hidden, k = moe.top_k, e = moe.experts;
+  const int64_t routed = tokens * k;  // token copies each GPU's experts receive (balanced)
+  const int64_t fe = moe.expert_ffn_hidden / t;
+  const bool gelu = m.mlp == MlpKind::kGelu;
+  auto bytes = [](int64_t n) { return Bytes::Count(n); };
+
+  LayerOp router = Gemm("router", tokens, h, e);
+  router.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
+  router.saves[0].weight_grad_input = true;
+  router.sac_recompute = 0;
+  ops.push_back(router);
+  LayerOp topk = Elementwise("router_topk", tokens * e, tokens * e, 5);
+  topk.saves = {{"router_probs", bytes(4 * tokens * e), false, true}};
+  ops.push_back(topk);
+  LayerOp permute = Elementwise("permute", tokens * h, routed * h, 1);
+  permute.saves = {{"permute_indices", bytes(8 * routed), false, true}};
+  if (shape.ep > 1) permute.role = ParallelRole::kEpDispatch;
+  ops.push_back(permute);
+
+  LayerOp up = Gemm("expert_gate_up", routed, h, (gelu ? 1 : 2) * fe);
+  up.saves = {{"expert_in", bytes(kAct * routed * h)}};
+  up.saves[0].weight_grad_input = true;
+  up.role = ParallelRole::kColumn;
+  up.sac_recompute = gelu ? 0 : 0.5;
+  ops.push_back(up);
+  LayerOp act = gelu ? Elementwise("expert_gelu", routed * fe, routed * fe, 8)
+                     : Elementwise("expert_swiglu", 2 * routed * fe, routed * fe, 6);
+  if (gelu) {
+    act.saves = {{"expert_gelu_in", bytes(kAct * routed * fe), false, true}};
+  } else {
+    act.saves = {{"expert_gate", bytes(kAct * routed * fe), false, true},
+                 {"expert_up", bytes(kAct * routed * fe)}};
+  }
+  ops.push_back(act);
+  LayerOp down = Gemm("expert_down", routed, fe, h);
+  down.saves = {{"expert_fc2_in", bytes(kAct * routed * fe)}};
+  down.saves[0].weight_grad_input = true;
+  down.role = ParallelRole::kRow;
+  down.sac_recompute = 0;
+  ops.push_back(down);
+  LayerOp unpermute = Elementwise("unpermute", routed * h + routed, tokens * h, 2);
+  unpermute.saves = {{"expert_out", bytes(kAct * routed * h), false, true}};
+  if (shape.ep > 1) unpermute.role = ParallelRole::kEpCombine;
+  ops.push_back(unpermute);
+
+  if (moe.shared_experts > 0) {
+    const int64_t fs = moe.shared_experts * moe.shared_ffn_hidden / t;
+    LayerOp sup = Gemm("shared_gate_up", tokens, h, (gelu ? 1 : 2) * fs);
+    sup.role = ParallelRole::kColumn;  // its input is mlp_in, saved with the router
+    sup.sac_recompute = gelu ? 0 : 0.5;
+    ops.push_back(sup);
+    LayerOp sact = gelu ? Elementwise("shared_gelu", tokens * fs, tokens * fs, 8)
+                        : Elementwise("shared_swiglu", 2 * tokens * fs, tokens * fs, 6);
+    if (gelu) {
+      sact.saves = {{"shared_gelu_in", bytes(kAct * tokens * fs), false, true}};
+    } else {
+      sact.saves = {{"shared_gate", bytes(kAct * tokens * fs), false, true},
+                    {"shared_up", bytes(kAct * tokens * fs)}};
+    }
+    ops.push_back(sact);
+    LayerOp sdown = Gemm("shared_down", tokens, fs, h);
+    sdown.saves = {{"shared_fc2_in", bytes(kAct * tokens * fs)}};
+    sdown.saves[0].weight_grad_input = true;
+    sdown.role = ParallelRole::kRow;
+    sdown.sac_recompute = 0;
+    ops.push_back(sdown);
+  }
+}
+
 }  // namespace
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape) {
@@ -138,7 +212,9 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   norm2.saves = {{"norm2_in", bytes(kAct * rep_tokens * h)}};
   ops.push_back(norm2);
 
-  if (m.mlp == MlpKind::kGelu) {
+  if (m.moe) {
+    MoeMlpOps(m, shape, tokens, rep_tokens, ops);
+  } else if (m.mlp == MlpKind::kGelu) {
     LayerOp fc1 = Gemm("fc1", tokens, h, f / t);
     fc1.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
     fc1.saves[0].weight_grad_input = true;
@@ -160,19 +236,21 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
                     {"up", bytes(kAct * tokens * f / t)}};
     ops.push_back(swiglu);
   }
-  LayerOp fc2 = Gemm(m.mlp == MlpKind::kGelu ? "fc2" : "down", tokens, f / t, h);
-  fc2.saves = {{"fc2_in", bytes(kAct * tokens * f / t)}};
-  // GELU's backward needs its input (gelu_in), not its output: fc2_in serves fc2's weight
-  // gradient only, as the SwiGLU product serves down's.
-  fc2.saves[0].weight_grad_input = true;
-  fc2.role = ParallelRole::kRow;
-  // SwiGLU: w2 is matmul 7, cached (its output too, though no backward needs it); GELU: fc2 is
-  // matmul 6, re-run.
-  if (m.mlp != MlpKind::kGelu) {
-    fc2.sac_recompute = 0;
-    fc2.saves.push_back({"down_out", bytes(kAct * tokens * h), false, true, /*sac_only=*/true});
+  if (!m.moe) {
+    LayerOp fc2 = Gemm(m.mlp == MlpKind::kGelu ? "fc2" : "down", tokens, f / t, h);
+    fc2.saves = {{"fc2_in", bytes(kAct * tokens * f / t)}};
+    // GELU's backward needs its input (gelu_in), not its output: fc2_in serves fc2's weight
+    // gradient only, as the SwiGLU product serves down's.
+    fc2.saves[0].weight_grad_input = true;
+    fc2.role = ParallelRole::kRow;
+    // SwiGLU: w2 is matmul 7, cached (its output too, though no backward needs it); GELU: fc2 is
+    // matmul 6, re-run.
+    if (m.mlp != MlpKind::kGelu) {
+      fc2.sac_recompute = 0;
+      fc2.saves.push_back({"down_out", bytes(kAct * tokens * h), false, true, /*sac_only=*/true});
+    }
+    ops.push_back(fc2);
   }
-  ops.push_back(fc2);
 
   LayerOp residual2 = Elementwise("mlp_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
   if (dropout) residual2.saves = {{"mlp_mask", bytes(kMask * rep_tokens * h)}};

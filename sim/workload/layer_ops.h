@@ -35,6 +35,25 @@
 // 6·T·f/t for the MLP; GQA shrinks k and v to kv = kv_heads·d columns. Flash attention never
 // materialises the s² scores and keeps q, k, v, its output (= context) and a fp32 log-sum-exp per
 // row and head (Dao et al. 2022, FlashAttention, Algorithm 2 outputs O and L).
+//
+// A mixture-of-experts layer (ModelSpec::moe) replaces norm2's MLP by Megatron-Core's MoELayer
+// with its all-to-all token dispatcher (megatron/core/transformer/moe/: router.py TopKRouter,
+// token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py GroupedMLP), E experts, top-k,
+// T tokens, expert width f_e, EP e:
+//
+//   op             tensor            bytes                  note
+//   router         mlp_in            2·T·h                  h × E GEMM, replicated over TP
+//   router_topk    router_probs      4·T·E                  fp32 scores (softmax or sigmoid)
+//   permute        permute_indices   8·T·k                  int64 sort indices; all-to-all out
+//   expert_gate_up expert_in         2·T·k·h                grouped GEMM over T·k rows
+//   expert_swiglu  expert_gate, up   2·T·k·f_e/t each
+//   expert_down    expert_fc2_in     2·T·k·f_e/t
+//   unpermute      expert_out        2·T·k·h                all-to-all in; weighted sum by probs
+//   shared_*       as the dense MLP, width S·f_s, on the T tokens (input = mlp_in)
+//
+// With balanced routing each of the e ranks of an EP group receives T·k token copies (e·T·k
+// copies over E experts, E/e experts per rank), so a GPU's expert FLOPs are top-k dense MLPs of
+// width f_e whatever e is; the all-to-alls move 2·T·k·h bytes per GPU, (e − 1)/e of it off-rank.
 
 #include <cstdint>
 #include <vector>
@@ -68,7 +87,12 @@ inline constexpr double kFlashBackwardFactor = 2.5;
 //   kCpKv    the attention core under context parallelism: K and V of the whole sequence are
 //            all-gathered over the CP group before it (and in backward, whose dK, dV are
 //            reduce-scattered).
-enum class ParallelRole { kNone, kColumn, kRow, kCpKv };
+//   kEpDispatch  the routed tokens' permutation under expert parallelism: its output (each
+//            token once per chosen expert) goes to the experts' ranks by an all-to-all over the
+//            EP group after it; in backward the gradients come back by one before it.
+//   kEpCombine   the un-permutation: the experts' outputs come back by an all-to-all before it
+//            (and their gradients go out by one after its backward).
+enum class ParallelRole { kNone, kColumn, kRow, kCpKv, kEpDispatch, kEpCombine };
 
 struct SavedTensor {
   absl::string_view name;
@@ -136,6 +160,7 @@ struct ActivationShape {
   // Context parallelism: each GPU holds seq_len / cp tokens of every sequence; its queries
   // attend to the whole (gathered) sequence.
   int64_t cp = 1;
+  int64_t ep = 1;  // expert parallelism (MoE models)
 };
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);

@@ -66,8 +66,10 @@ class Lowerer {
         policy_(policy),
         plan_(policy.sharding()),
         place_(s),
-        shape_{s.training.seq_len,           s.training.micro_batch, s.parallel.tp,
-               s.parallel.sequence_parallel, s.training.attention,   s.parallel.cp},
+        shape_{s.training.seq_len,   s.training.micro_batch,
+               s.parallel.tp,        s.parallel.sequence_parallel,
+               s.training.attention, s.parallel.cp,
+               s.parallel.ep},
         layer_ops_(WithFinetune(s, LayerForwardOps(s.model, shape_),
                                 s.training.seq_len / s.parallel.cp * s.training.micro_batch)),
         layers_(static_cast<int32_t>(s.model.layers)),
@@ -88,6 +90,7 @@ class Lowerer {
                        : grad_group_;
     tp_group_ = place_.Group(ParallelDim::kTp);
     cp_group_ = place_.Group(ParallelDim::kCp);
+    ep_group_ = place_.ExpertGroup(s.parallel.ep);
     gather_pending_.assign(group_params_.size(), std::nullopt);
     // Groups of each virtual stage: the embedding with the first, the head with the last.
     int32_t next = 1;
@@ -242,12 +245,40 @@ class Lowerer {
     return id;
   }
 
+  // The token all-to-alls of expert parallelism (layer_ops.h kEpDispatch / kEpCombine) on the
+  // compute stream, as Megatron-Core's MoEAlltoAllTokenDispatcher runs them without its
+  // optional overlap: the permuted tokens (2·T·k·h bytes per GPU) go out after the permutation
+  // and come back before the un-permutation; the backward runs the reverse. What arrives lands
+  // in a receive buffer that the consuming op frees.
+  int32_t WithExpertAllToAll(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
+                             bool backward) {
+    const Bytes tokens = Bytes::Count(kCompute * tokens_ * s_.model.moe->top_k * s_.model.hidden);
+    if (ep_group_.size <= 1) return Add(x, deps, mem);
+    const bool before = (lo.role == ParallelRole::kEpCombine) != backward;
+    Op a2a = Collective(lo.role == ParallelRole::kEpDispatch ? "ep_dispatch" : "ep_combine",
+                        CollectiveKind::kAllToAll, tokens, ep_group_, x.group);
+    a2a.pass = x.pass;
+    a2a.stream = StreamKind::kCompute;
+    if (before) {
+      Add(a2a, deps, {{MemWhen::kStart, MemCategory::kCommBuffers, tokens}});
+      mem.push_back({MemWhen::kEnd, MemCategory::kCommBuffers, -tokens});
+      return Add(x, {}, mem);
+    }
+    const int32_t id = Add(x, deps, mem);
+    Add(a2a, {}, {});
+    return id;
+  }
+
   // The collectives of a decoder-layer op (see ParallelRole), forward or backward.
   int32_t LayerOpWithComms(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
                            bool backward) {
     // Without TP and CP no op has collectives of its own (the common, hot case).
-    if (lo.role == ParallelRole::kNone || (tp_group_.size <= 1 && cp_group_.size <= 1)) {
+    if (lo.role == ParallelRole::kNone ||
+        (tp_group_.size <= 1 && cp_group_.size <= 1 && ep_group_.size <= 1)) {
       return Add(x, deps, mem);
+    }
+    if (lo.role == ParallelRole::kEpDispatch || lo.role == ParallelRole::kEpCombine) {
+      return WithExpertAllToAll(lo, x, deps, std::move(mem), backward);
     }
     const bool sp = s_.parallel.sequence_parallel;
     const CollectiveKind reduce = sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
@@ -278,6 +309,9 @@ class Lowerer {
       case ParallelRole::kCpKv:
         return backward ? WithComms(x, deps, mem, {gather_kv}, {reduce_dkv})
                         : WithComms(x, deps, mem, {gather_kv}, {});
+      case ParallelRole::kEpDispatch:
+      case ParallelRole::kEpCombine:
+        break;  // above
     }
     return Add(x, deps, mem);
   }
@@ -1151,7 +1185,7 @@ class Lowerer {
   ProgramBuilder b_;                                        // appends to p_
   std::vector<int64_t> group_params_;                       // per GPU (TP shard)
   std::vector<std::pair<int32_t, int32_t>> vstage_groups_;  // per virtual stage: [first, last]
-  CommGroup grad_group_, shard_group_, tp_group_, cp_group_;
+  CommGroup grad_group_, shard_group_, tp_group_, cp_group_, ep_group_;
   std::vector<bool> finished_ = std::vector<bool>(static_cast<size_t>(s_.parallel.pp), false);
   std::vector<std::optional<int32_t>> gather_pending_;
   const DataParallelPolicy::GatherRule gather_rule_ = policy_.Gathers();

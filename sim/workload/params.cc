@@ -10,13 +10,27 @@ int64_t NormParams(const ModelSpec& m) {
 
 }  // namespace
 
+int64_t MlpParameters(const ModelSpec& m, int64_t f) {
+  const int64_t h = m.hidden;
+  return m.mlp == MlpKind::kGelu ? 2 * h * f + (m.bias ? f + h : 0)
+                                 : 3 * h * f + (m.bias ? 2 * f + h : 0);
+}
+
 ParameterCount CountParameters(const ModelSpec& m) {
   const int64_t h = m.hidden, f = m.ffn_hidden;
   const int64_t kv = m.kv_heads * m.head_dim();
   ParameterCount c;
   c.attention_per_layer = 2 * h * h + 2 * h * kv + (m.bias ? 2 * h + 2 * kv : 0);
-  c.mlp_per_layer = m.mlp == MlpKind::kGelu ? 2 * h * f + (m.bias ? f + h : 0)
-                                            : 3 * h * f + (m.bias ? 2 * f + h : 0);
+  c.mlp_per_layer = MlpParameters(m, f);
+  c.active_mlp_per_layer = c.mlp_per_layer;
+  if (m.moe) {
+    const int64_t expert = MlpParameters(m, m.moe->expert_ffn_hidden);
+    const int64_t shared = m.moe->shared_experts * MlpParameters(m, m.moe->shared_ffn_hidden);
+    const int64_t router = h * m.moe->experts;
+    c.expert_per_layer = m.moe->experts * expert;
+    c.mlp_per_layer = c.expert_per_layer + shared + router;
+    c.active_mlp_per_layer = m.moe->top_k * expert + shared + router;
+  }
   c.norms_per_layer = 2 * NormParams(m);
   c.per_layer = c.attention_per_layer + c.mlp_per_layer + c.norms_per_layer;
   c.embedding = m.vocab * h;
@@ -24,6 +38,7 @@ ParameterCount CountParameters(const ModelSpec& m) {
   c.lm_head = m.tied_embeddings ? 0 : m.vocab * h;
   c.final_norm = NormParams(m);
   c.total = m.layers * c.per_layer + c.embedding + c.positions + c.lm_head + c.final_norm;
+  c.active = c.total - m.layers * (c.mlp_per_layer - c.active_mlp_per_layer);
   return c;
 }
 

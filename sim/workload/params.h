@@ -9,6 +9,12 @@
 // Outside: token embedding V·h, learned positions max_seq_len·h, LM head V·h unless tied,
 // final norm. For the GPT layer with biases this is 12h² + 13h per layer, Narayanan et al.
 // SC21 eq. (2): P = 12·l·h²·(1 + 13/(12h) + (V+s)/(12·l·h)) — which omits the final LayerNorm's 2h.
+//
+// A mixture-of-experts layer (ModelSpec::moe) replaces the MLP by E routed experts and S shared
+// ones, each an MLP of its own width (f_e, f_s), and a router h·E (no bias); one token computes
+// with its top-k routed experts and the shared ones: the active parameters. Mixtral-8x7B:
+// 32 × (attention 41.9M + 8 × 176.2M + 32.8K + norms 8K) + 2 × 131.1M = 46.70B total, 12.88B
+// active (Jiang et al. 2024, "Mixtral of Experts": 47B and 13B).
 
 #include <cstdint>
 
@@ -19,14 +25,20 @@ namespace sim {
 struct ParameterCount {
   int64_t per_layer = 0;
   int64_t attention_per_layer = 0;
-  int64_t mlp_per_layer = 0;
+  int64_t mlp_per_layer = 0;         // dense: the MLP; MoE: all experts and the router
+  int64_t expert_per_layer = 0;      // MoE: the routed experts' parameters (what EP shards)
+  int64_t active_mlp_per_layer = 0;  // what one token computes with: top-k + shared + router
   int64_t norms_per_layer = 0;
   int64_t embedding = 0;  // token embedding (shared with the LM head when tied)
   int64_t positions = 0;  // learned position table
   int64_t lm_head = 0;    // 0 when tied
   int64_t final_norm = 0;
   int64_t total = 0;
+  int64_t active = 0;  // = total for a dense model
 };
+
+// One MLP of width f on the model's hidden size, in the model's MLP kind (with its biases).
+int64_t MlpParameters(const ModelSpec& m, int64_t f);
 
 ParameterCount CountParameters(const ModelSpec& m);
 

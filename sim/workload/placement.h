@@ -30,6 +30,10 @@ class Placement {
   // Gradients are reduced over DP × CP (CP ranks hold the same parameters, Megatron-LM's
   // data-parallel-with-CP group) when the two are adjacent in the rank order; otherwise over DP.
   CommGroup GradientGroup() const;
+  // Expert parallelism: `ep` consecutive data-parallel ranks (Megatron-Core places EP inside
+  // DP), with the concurrent groups of the block below DP. Other EP groups along DP run at the
+  // same time on other GPUs; they are not counted as sharing links.
+  CommGroup ExpertGroup(int64_t ep) const { return Make(ep, Stride(ParallelDim::kDp)); }
   // Point-to-point between neighbouring pipeline stages: member 0 on stage 0, member 1 on
   // stage 1, one copy per GPU of the stage (every TP/CP/DP rank sends its own shard at once).
   CommGroup StageNeighbours() const;

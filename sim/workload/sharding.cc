@@ -15,11 +15,23 @@ std::vector<int64_t> GroupParameters(const Scenario& s) {
   // Vocabulary-parallel embedding; the learned position table is replicated (Megatron-LM).
   groups.push_back(c.embedding / t + c.positions);
   // Column- and row-parallel matrices (and their sharded biases) ÷ t; norms replicated.
+  // Routed experts ÷ t·ep (expert tensor parallelism = tp); the router is counted with the
+  // sharded matrices (h × E, replicated in Megatron-Core: < 0.01 % of a layer).
+  const int64_t experts = c.expert_per_layer / (t * s.parallel.ep);
   for (int64_t l = 0; l < s.model.layers; ++l) {
-    groups.push_back((c.attention_per_layer + c.mlp_per_layer) / t + c.norms_per_layer);
+    groups.push_back((c.attention_per_layer + c.mlp_per_layer - c.expert_per_layer) / t + experts +
+                     c.norms_per_layer);
   }
   // A tied head multiplies by the embedding matrix, which must be gathered again.
   groups.push_back(c.final_norm + (s.model.tied_embeddings ? c.embedding : c.lm_head) / t);
+  return groups;
+}
+
+std::vector<int64_t> GroupExpertParameters(const Scenario& s) {
+  const int64_t experts =
+      CountParameters(s.model).expert_per_layer / (s.parallel.tp * s.parallel.ep);
+  std::vector<int64_t> groups(static_cast<size_t>(s.model.layers) + 2, experts);
+  groups.front() = groups.back() = 0;
   return groups;
 }
 
@@ -113,9 +125,18 @@ StateSplit PersistentStates(const Scenario& s, int32_t stage) {
   const int64_t n = plan.shard_degree;
   // fsdp shard_grad_op holds the states of full_shard: the unsharded parameters it keeps from
   // forward to backward are gathers in the replay (gathered_params), not persistent weights.
-  auto split = PerGpuStateSplit(bpp, fw, plan.stage, trained, n);
+  const int64_t experts = adapters ? 0 : PerStage(s, GroupExpertParameters(s))[stage];
+  auto split = PerGpuStateSplit(bpp, fw, plan.stage, trained - experts, n);
   SIM_CHECK(split.has_value(), "no persistent-state rule for this framework and stage");
   StateSplit st = *split;
+  if (experts > 0) {
+    const auto e =
+        PerGpuStateSplit(bpp, fw, plan.stage, experts, std::max<int64_t>(n / s.parallel.ep, 1));
+    SIM_CHECK(e.has_value(), "no persistent-state rule for this framework and stage");
+    st.weights += e->weights;
+    st.gradients += e->gradients;
+    st.optimizer += e->optimizer;
+  }
   if (adapters) {
     // The frozen base: its 16-bit (or NF4) weights, sharded like weights at ZeRO-3.
     const Bytes base = StageWeightBytes(s)[stage] - Bytes::Count(2 * trained);

@@ -27,6 +27,9 @@ ShardingPlan PlanSharding(const Scenario& s);
 // sharding: matrices ÷ t, norms and learned positions replicated. The model's own parameters,
 // without adapters.
 std::vector<int64_t> GroupParameters(const Scenario& s);
+// The routed experts' share of each group's parameters per GPU (MoE models): what EP shards
+// (÷ t·ep) and what is data-parallel over dp / ep ranks only; 0 for dense groups and models.
+std::vector<int64_t> GroupExpertParameters(const Scenario& s);
 // The parameters of each group that are trained (have gradients and optimizer states): all of
 // them, or with adapters (training.finetune) the decoder layers' adapters only.
 std::vector<int64_t> GroupTrainable(const Scenario& s);
@@ -51,6 +54,9 @@ std::vector<Bytes> StageWeightBytes(const Scenario& s);
 //   params     the parameter shard too (ZeRO-Infinity offload_param; FSDP CPUOffload moves
 //              parameters, gradients and optimizer states together);
 // paged 8-bit Adam keeps its moments in unified memory outside the allocator (counted in host).
+// MoE with expert parallelism: the routed experts' states are sharded over their own
+// data-parallel group, shard_degree / ep ranks (Megatron-Core's expert data parallel group;
+// DeepSpeed-MoE's expert_data_parallel_group), the other parameters' over shard_degree.
 StateSplit PersistentStates(const Scenario& s, int32_t stage = 0);
 
 }  // namespace sim

@@ -92,6 +92,7 @@ int LedgerCommand(const std::vector<std::string>& args) {
     in.model = *m;
     const auto count = sim::CountParameters(*m);
     in.params = count.total;
+    if (m->moe) in.active_params = count.active;
     in.largest_layer_params = sim::LargestModuleParams(*m);
   }
   if (auto p = flags.Get("params")) {

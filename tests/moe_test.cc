@@ -1,0 +1,159 @@
+// Mixture-of-experts models and expert parallelism (sim/spec/model.h MoeSpec,
+// sim/workload/params.h, layer_ops.h, sharding.h) against hand-worked values from the models'
+// published shapes.
+#include <catch2/catch.hpp>
+
+#include "sim/config/loaders.h"
+#include "sim/replay/replay.h"
+#include "sim/report/run_summary.h"
+#include "sim/workload/layer_ops.h"
+#include "sim/workload/params.h"
+#include "sim/workload/sharding.h"
+
+namespace sim {
+namespace {
+
+ModelSpec Model(const char* name) {
+  auto m = config::LoadModel(config::DataRoot{STEPSIM_SOURCE_DIR}, name);
+  INFO(m.status().message());
+  REQUIRE(m.ok());
+  return *m;
+}
+
+// Mixtral-8x7B on four DGX H100 (the default scenario's cluster), Megatron, distributed
+// optimizer.
+absl::StatusOr<Scenario> Load(std::vector<config::Override> overrides) {
+  overrides.insert(overrides.begin(), {{"model", "mixtral-8x7b"},
+                                       {"parallel.framework", "megatron"},
+                                       {"parallel.zero", "1"},
+                                       {"training.global_batch", "64"}});
+  return config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                              STEPSIM_SOURCE_DIR "/scenarios/default.yaml", overrides);
+}
+
+Scenario Must(std::vector<config::Override> overrides) {
+  auto s = Load(std::move(overrides));
+  INFO(s.status().message());
+  REQUIRE(s.ok());
+  return *s;
+}
+
+double Flops(const std::vector<LayerOp>& ops, absl::string_view name) {
+  for (const LayerOp& op : ops) {
+    if (op.name == name) return op.flops.count();
+  }
+  FAIL("no op " << name);
+  return 0;
+}
+
+TEST_CASE("MoE parameter counts equal the published totals and active counts", "[moe]") {
+  // Mixtral-8x7B per layer: attention 2·4096² + 2·4096·1024 = 41,943,040; 8 SwiGLU experts of
+  // 3·4096·14336 = 176,160,768; router 4096·8; two RMSNorms 2·4096. Embedding and head
+  // 2·32000·4096, final norm 4096.
+  const int64_t attention = 2 * 4096 * 4096 + 2 * 4096 * 1024, expert = 3 * 4096 * 14336;
+  const int64_t layer = attention + 8 * expert + 4096 * 8 + 2 * 4096;
+  const ParameterCount c = CountParameters(Model("mixtral-8x7b"));
+  CHECK(c.total == 32 * layer + 2 * 32000 * 4096 + 4096);
+  CHECK(c.expert_per_layer == 8 * expert);
+  CHECK(c.active == c.total - 32 * 6 * expert);  // two of eight experts per token
+  // Published: 46.7B total, 12.9B active (Mixtral-8x7B model card; Jiang et al. 2024: 47B/13B);
+  // 140.6B and 39B (Mixtral-8x22B); 14.3B and 2.7B (Qwen1.5-MoE-A2.7B, its shared expert and 60
+  // fine-grained experts, top-4).
+  CHECK(static_cast<double>(c.total) / 1e9 == Approx(46.7).epsilon(0.001));
+  CHECK(static_cast<double>(c.active) / 1e9 == Approx(12.9).epsilon(0.005));
+  const ParameterCount big = CountParameters(Model("mixtral-8x22b"));
+  CHECK(static_cast<double>(big.total) / 1e9 == Approx(140.6).epsilon(0.001));
+  CHECK(static_cast<double>(big.active) / 1e9 == Approx(39.0).epsilon(0.01));
+  const ParameterCount qwen = CountParameters(Model("qwen1.5-moe-a2.7b"));
+  CHECK(static_cast<double>(qwen.total) / 1e9 == Approx(14.3).epsilon(0.002));
+  CHECK(static_cast<double>(qwen.active) / 1e9 == Approx(2.7).epsilon(0.01));
+  // A dense model is all active.
+  const ParameterCount dense = CountParameters(Model("llama3-8b"));
+  CHECK(dense.active == dense.total);
+  CHECK(dense.expert_per_layer == 0);
+}
+
+TEST_CASE("balanced routing: an MoE layer computes top-k dense MLPs of the expert width", "[moe]") {
+  const ModelSpec moe = Model("qwen1.5-moe-a2.7b");
+  ModelSpec dense = moe;
+  dense.moe.reset();
+  dense.ffn_hidden = moe.moe->expert_ffn_hidden;
+  const int64_t s = 4096, b = 2, k = moe.moe->top_k, h = moe.hidden;
+  for (int64_t ep : {1, 4}) {
+    INFO("ep " << ep);
+    const ActivationShape shape{s, b, 1, false, AttentionKernel::kFlash, 1, ep};
+    const auto m = LayerForwardOps(moe, shape);
+    const auto d = LayerForwardOps(dense, shape);
+    // The routed experts: k times the dense MLP's gate_up and down, whatever the EP degree.
+    CHECK(Flops(m, "expert_gate_up") == Approx(k * Flops(d, "gate_up")));
+    CHECK(Flops(m, "expert_down") == Approx(k * Flops(d, "down")));
+    // The router: one (T × h) · (h × E) GEMM.
+    CHECK(Flops(m, "router") == Approx(2.0 * s * b * h * moe.moe->experts));
+    // The shared expert: a dense MLP of its own width (5632) on every token.
+    CHECK(Flops(m, "shared_down") == Approx(2.0 * s * b * 5632 * h));
+    // Attention is untouched.
+    CHECK(Flops(m, "qkv") == Flops(d, "qkv"));
+  }
+}
+
+TEST_CASE("expert parallelism shards the experts and their optimizer states", "[moe]") {
+  const Scenario s = Must({{"parallel.ep", "8"}});
+  const ParameterCount c = CountParameters(s.model);
+  const int64_t experts = c.expert_per_layer * 32, dense = c.total - experts;
+  // Each GPU holds the dense parameters and 1/8 of the experts.
+  const int64_t local = dense + experts / 8;
+  const StateSplit st = PersistentStates(s);
+  CHECK(st.weights == Bytes::Count(2 * local));
+  // Megatron: fp32 main_grad on every parameter it holds.
+  CHECK(st.gradients == Bytes::Count(4 * local));
+  // Distributed optimizer: fp32 master + Adam moments (12 B) over DP = 32 for the dense
+  // parameters, over the expert data-parallel group (32 / 8 = 4 ranks) for the experts.
+  CHECK(static_cast<double>(st.optimizer.count()) ==
+        Approx(12.0 * dense / 32 + 12.0 * experts / 8 / 4).epsilon(1e-6));
+  // Without EP every GPU holds every expert; the states shard over all 32.
+  const StateSplit one = PersistentStates(Must({}));
+  CHECK(one.weights == Bytes::Count(2 * c.total));
+  CHECK(static_cast<double>(one.optimizer.count()) == Approx(12.0 * c.total / 32).epsilon(1e-6));
+}
+
+TEST_CASE("an EP step sends the token all-to-alls and replays within memory", "[moe]") {
+  // Two micro-batches per rank (64 sequences over 32 GPUs), 32 layers, 4096 tokens, top-2,
+  // hidden 4096, bf16: each all-to-all's buffer is 2·4096·2·4096 B, 7/8 of it sent off-rank.
+  const double buffer = 2.0 * 4096 * 2 * 4096, sent = buffer * 7 / 8;
+  for (const char* recompute : {"none", "full"}) {
+    INFO(recompute);
+    const Scenario s = Must({{"parallel.ep", "8"}, {"training.recompute", recompute}});
+    auto r = replay::Simulate(s, {});
+    REQUIRE(r.ok());
+    const report::RunSummary sum = report::Summarize(s, *r);
+    // Dispatch and combine in the forward and in the backward; full recompute re-runs the
+    // forward's two.
+    const double per_layer = std::string(recompute) == "full" ? 6 : 4;
+    CHECK(static_cast<double>(sum.Sent(CollectiveKind::kAllToAll).count()) ==
+          Approx(per_layer * 32 * 2 * sent).epsilon(1e-9));
+    // The receive buffers are freed by the ops that consume them.
+    CHECK(sum.PeakOf(MemCategory::kCommBuffers) < Bytes::Count(static_cast<int64_t>(2 * buffer)));
+  }
+  // EP 1: no all-to-all.
+  auto r = replay::Simulate(Must({}), {});
+  REQUIRE(r.ok());
+  CHECK(report::Summarize(Must({}), *r).Sent(CollectiveKind::kAllToAll) == Bytes());
+}
+
+TEST_CASE("expert parallelism that cannot apply is refused at its key", "[moe]") {
+  auto dense = Load({{"model", "llama3-8b"}, {"parallel.ep", "8"}});
+  REQUIRE_FALSE(dense.ok());
+  CHECK_THAT(std::string(dense.status().message()),
+             Catch::Contains("parallel.ep") && Catch::Contains("has no experts"));
+  auto uneven = Load({{"parallel.ep", "3"}});
+  REQUIRE_FALSE(uneven.ok());
+  CHECK_THAT(std::string(uneven.status().message()),
+             Catch::Contains("ep 3 must divide dp (32) and the model's 8 experts"));
+  auto zero3 =
+      Load({{"parallel.ep", "8"}, {"parallel.zero", "3"}, {"parallel.framework", "deepspeed"}});
+  REQUIRE_FALSE(zero3.ok());
+  CHECK_THAT(std::string(zero3.status().message()), Catch::Contains("ZeRO-3"));
+}
+
+}  // namespace
+}  // namespace sim
