@@ -7,6 +7,7 @@
 #include "sim/replay/replay.h"
 #include "sim/report/run_summary.h"
 #include "sim/workload/layer_ops.h"
+#include "sim/workload/moe_routing.h"
 #include "sim/workload/params.h"
 #include "sim/workload/sharding.h"
 
@@ -138,6 +139,64 @@ TEST_CASE("an EP step sends the token all-to-alls and replays within memory", "[
   auto r = replay::Simulate(Must({}), {});
   REQUIRE(r.ok());
   CHECK(report::Summarize(Must({}), *r).Sent(CollectiveKind::kAllToAll) == Bytes());
+}
+
+TEST_CASE("Zipf routing loads the rank of the popular experts", "[moe]") {
+  const MoeSpec mixtral = *Model("mixtral-8x7b").moe;  // 8 experts, top-2
+  const RoutingSpec balanced;
+  for (double share : ExpertShares(mixtral, balanced)) CHECK(share == 0.125);
+  CHECK(BusiestRankLoad(mixtral, 8, balanced) == 1.0);
+  // Skew 1 over 8 experts: shares 1/(i·H8), H8 = 761/280; one expert per rank, so the busiest
+  // rank holds the most popular expert: 8 · 280/761 of the balanced tokens.
+  RoutingSpec zipf{RoutingDistribution::kZipf, 1.0, 0};
+  CHECK(BusiestRankLoad(mixtral, 8, zipf) == Approx(8.0 * 280 / 761));
+  double sum = 0;
+  for (double share : ExpertShares(mixtral, zipf)) sum += share;
+  CHECK(sum == Approx(1.0));
+  // One GPU holding every expert sees no imbalance.
+  CHECK(BusiestRankLoad(mixtral, 1, zipf) == 1.0);
+  // A token sends one copy per chosen expert: with top-2 no expert takes more than half the
+  // copies, however steep the skew.
+  zipf.skew = 3;
+  CHECK(BusiestRankLoad(mixtral, 8, zipf) == Approx(4.0));
+  // The seed decides which rank holds which popularity rank: deterministic, and with two
+  // ranks of four experts the load depends on the placement.
+  const MoeSpec qwen = *Model("qwen1.5-moe-a2.7b").moe;  // 60 experts, top-4
+  RoutingSpec a{RoutingDistribution::kZipf, 1.0, 1}, b{RoutingDistribution::kZipf, 1.0, 2};
+  CHECK(BusiestRankLoad(qwen, 4, a) == BusiestRankLoad(qwen, 4, a));
+  CHECK(BusiestRankLoad(qwen, 4, a) != BusiestRankLoad(qwen, 4, b));
+  CHECK(BusiestRankLoad(qwen, 4, a) > 1.0);
+}
+
+TEST_CASE("skewed routing lengthens the step and the report attributes it", "[moe]") {
+  const Scenario balanced = Must({{"parallel.ep", "8"}});
+  const Scenario skewed = Must({{"parallel.ep", "8"},
+                                {"training.routing.distribution", "zipf"},
+                                {"training.routing.skew", "1"}});
+  auto rb = replay::Simulate(balanced, {});
+  auto rs = replay::Simulate(skewed, {});
+  REQUIRE(rb.ok());
+  REQUIRE(rs.ok());
+  CHECK_FALSE(rb->balanced_step.has_value());
+  REQUIRE(rs->balanced_step.has_value());
+  // The attribution replay is the balanced step itself.
+  CHECK(*rs->balanced_step == rb->step);
+  CHECK(rs->step > rb->step);
+  CHECK(rs->expert_load == Approx(8.0 * 280 / 761));
+  // The busiest rank's expert activations and all-to-all buffers grow with its load.
+  const report::RunSummary sb = report::Summarize(balanced, *rb);
+  const report::RunSummary ss = report::Summarize(skewed, *rs);
+  CHECK(ss.PeakOf(MemCategory::kActivations) > sb.PeakOf(MemCategory::kActivations));
+  CHECK(ss.Sent(CollectiveKind::kAllToAll) > sb.Sent(CollectiveKind::kAllToAll));
+  // The step's useful work is the balanced one's: MFU falls by the step's growth.
+  CHECK(ss.model_flops_total == sb.model_flops_total);
+  CHECK(ss.mfu == Approx(sb.mfu * rb->step.seconds() / rs->step.seconds()));
+  // Routing on a dense model is refused at its key.
+  auto dense = Load({{"model", "llama3-8b"}, {"training.routing.distribution", "zipf"}});
+  REQUIRE_FALSE(dense.ok());
+  CHECK_THAT(std::string(dense.status().message()),
+             Catch::Contains("training.routing.distribution") &&
+                 Catch::Contains("no experts to route to"));
 }
 
 TEST_CASE("expert parallelism that cannot apply is refused at its key", "[moe]") {

@@ -116,6 +116,12 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         memory_sum += std::abs(m.error_pct);
         ++memory_n;
       }
+      if (m.metric == "step_s" && r.group == "megatron-moe") {
+        // Megatron-Core's Mixtral 8x7B on 64 H100 (EP 8, PP 4 interleaved), held out of every
+        // fit: +10.7 % (the step its 468 TFLOP/s imply, 2.903 s, against 3.213 s).
+        CHECK(std::abs(m.error_pct) < 13.0);
+        continue;
+      }
       if (m.metric == "step_s" && r.group != "megatron" && r.group != "mpt-h100") {
         step_sum += std::abs(m.error_pct);
         ++step_n;

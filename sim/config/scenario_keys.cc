@@ -96,6 +96,12 @@ std::vector<ScenarioKey> Build() {
        "chunked)"},
       {"training.loss_chunks", "integer 1..1024", absl::StrCat(t.loss_chunks),
        "chunks of the chunked losses (torchtune `num_output_chunks`)"},
+      {"training.routing", "mapping", "balanced", "MoE models: tokens per expert"},
+      {"training.routing.distribution", OneOf<RoutingDistribution>(), "balanced",
+       "balanced: equal shares; zipf: expert i gets a share ∝ 1 / i^skew"},
+      {"training.routing.skew", "number 0..4", "1", "the Zipf exponent"},
+      {"training.routing.seed", "integer >= 0", "0",
+       "shuffles which EP rank holds which popularity rank"},
       {"training.optimizer_in_backward", "true | false", Bool(t.optimizer_in_backward),
        "each update runs in its gradient hook (torchtune `optimizer_in_bwd`); one GPU, no "
        "accumulation"},

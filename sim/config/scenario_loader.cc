@@ -235,6 +235,16 @@ void ReadFinetune(const YAML::Node& node, FinetuneSpec& f, YamlErrors& errors) {
   // be compared across methods (stepsim compare --finetune).
 }
 
+// training.routing: {distribution, skew, seed}.
+void ReadRouting(const YAML::Node& node, RoutingSpec& r, YamlErrors& errors) {
+  const std::string p = "training.routing";
+  if (!CheckMapping(node, p, SectionKeys(p), errors)) return;
+  auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
+  if (auto v = ReadEnum<RoutingDistribution>(k("distribution"), errors)) r.distribution = *v;
+  if (auto v = ReadDouble(k("skew"), errors, 0.0, 4.0)) r.skew = *v;
+  if (auto v = ReadInt(k("seed"), errors, 0, kMaxCount)) r.seed = *v;
+}
+
 void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   const std::string p = "training";
   if (!node) return;
@@ -258,6 +268,9 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadInt(k("loss_chunks"), errors, 1, 1024)) t.loss_chunks = *v;
   if (auto v = ReadBool(k("optimizer_in_backward"), errors)) t.optimizer_in_backward = *v;
+  if (const YAML::Node r = Child(node, "routing"); r.IsDefined()) {
+    ReadRouting(r, t.routing, errors);
+  }
   if (const YAML::Node f = Child(node, "finetune"); f.IsDefined()) {
     ReadFinetune(f, t.finetune, errors);
   }
@@ -598,6 +611,10 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     errors.Add(at("parallel", "ep"), "parallel.ep",
                absl::StrCat("ep ", par.ep, " must divide dp (", dp, ") and the model's ",
                             m.moe->experts, " experts"));
+  }
+  if (!m.moe && s.training.routing.distribution != RoutingDistribution::kBalanced) {
+    errors.Add(At(root, "training", "routing", "distribution"), "training.routing.distribution",
+               absl::StrCat("model ", m.name, " has no experts to route to"));
   }
   if (m.moe && s.training.finetune.adapters()) {
     errors.Add(At(root, "training", "finetune", "method"), "training.finetune.method",

@@ -129,10 +129,7 @@ int64_t PerNode(int64_t n, int64_t cap) {
 // Static floor of a candidate's per-GPU memory: persistent states, the activations kept across
 // the whole forward (all layers), the runtime reserve. The replay only adds to it.
 Bytes StaticFloor(const Scenario& s) {
-  const ActivationShape shape{
-      s.training.seq_len,   s.training.micro_batch, s.parallel.tp, s.parallel.sequence_parallel,
-      s.training.attention, s.parallel.cp,          s.parallel.ep};
-  const Bytes per_layer = LayerActivationBytes(s.model, shape, s.training.recompute);
+  const Bytes per_layer = LayerActivationBytes(s.model, ScenarioShape(s), s.training.recompute);
   return PersistentStates(s).total() + per_layer * s.model.layers + s.runtime.reserved;
 }
 

@@ -11,6 +11,7 @@
 #include "sim/engine/executor.h"
 #include "sim/replay/fold.h"
 #include "sim/replay/replay_steps.h"
+#include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
 
 namespace sim::replay {
@@ -463,7 +464,9 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
   return r;
 }
 
-absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) {
+namespace {
+
+absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions options) {
   auto comm = cost::MakeCollectiveCostModel(s);
   const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
                                         s.cluster.node.gpus_per_node);
@@ -478,6 +481,26 @@ absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) 
   if (!program.ok()) return program.status();
   if (!comm.ok()) return comm.status();
   return Replay(*std::move(program), compute, **comm, s.cluster.gpu.Usable(), options);
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) {
+  auto r = SimulateOnce(s, options);
+  if (!r.ok() || !s.model.moe) return r;
+  r->expert_load = ScenarioShape(s).expert_load;
+  if (r->expert_load > 1.0) {
+    Scenario balanced = s;
+    balanced.training.routing = RoutingSpec{};
+    options.record_ops = options.record_memory = false;
+    auto b = SimulateOnce(balanced, options);
+    if (!b.ok()) return b.status();
+    r->balanced_step = b->step;
+    r->balanced_model_flops = b->model_flops;
+    r->balanced_hardware_flops = b->hardware_flops;
+    r->balanced_recompute_flops = b->recompute_flops;
+  }
+  return r;
 }
 
 }  // namespace sim::replay

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -94,7 +95,16 @@ struct ReplayResult {
   std::vector<memory::MemoryLedger> ledgers;  // one per simulated GPU
   // Activation offload: the highest bytes of activations each simulated GPU held in host memory.
   std::vector<Bytes> host_activation_peak;
-  int32_t peak_rank = 0;          // the simulated GPU with the highest peak
+  int32_t peak_rank = 0;  // the simulated GPU with the highest peak
+  // MoE under skewed routing (training.routing): the replayed GPU is the busiest EP rank, at
+  // `expert_load` times the balanced token copies (sim/workload/moe_routing.h); Simulate also
+  // replays the step with balanced routing (`balanced_step`), so that the report can attribute
+  // the difference to the imbalance.
+  double expert_load = 1.0;
+  std::optional<Duration> balanced_step;
+  // The balanced step's work per GPU: the step's useful FLOPs (the busiest rank computes more
+  // than its share; the others less).
+  Flops balanced_model_flops, balanced_hardware_flops, balanced_recompute_flops;
   std::vector<OpTiming> timings;  // rank = simulated GPU
 
   int32_t StageOf(int32_t rank) const { return rank % program.stages; }

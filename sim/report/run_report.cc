@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sim/report/table.h"
+#include "sim/spec/enum_names.h"
 #include "sim/workload/lowering.h"
 
 namespace sim::report {
@@ -114,6 +115,22 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                {"pcie_s", r.pcie.seconds()},
                {"exposed_pcie_s", r.exposed_pcie.seconds()},
                {"stage", r.time_stage}};
+  if (r.moe) {
+    nlohmann::ordered_json moe = {{"experts", r.experts},
+                                  {"top_k", r.top_k},
+                                  {"ep", r.ep},
+                                  {"routing", EnumName(r.routing.distribution)},
+                                  {"expert_load", r.expert_load}};
+    if (r.routing.distribution == RoutingDistribution::kZipf) {
+      moe["skew"] = r.routing.skew;
+      moe["seed"] = r.routing.seed;
+    }
+    if (r.balanced_step) {
+      moe["balanced_step_s"] = r.balanced_step->seconds();
+      moe["imbalance_s"] = r.step.seconds() - r.balanced_step->seconds();
+    }
+    j["moe"] = moe;
+  }
   j["flops"] = {{"model_per_step", r.model_flops_total},
                 {"hardware_per_step", r.hardware_flops_total},
                 {"recompute_per_step", r.recompute_flops_total},
@@ -310,6 +327,23 @@ std::string RunText(const RunSummary& r) {
     out.pop_back();
     absl::StrAppendFormat(&out, "  PCIe copies busy %.4f s (hidden %.4f s)\n\n", r.pcie.seconds(),
                           std::max(0.0, r.pcie.seconds() - r.exposed_pcie.seconds()));
+  }
+  if (r.moe) {
+    absl::StrAppendFormat(&out, "Experts: %d, top %d, %s routing", r.experts, r.top_k,
+                          EnumName(r.routing.distribution));
+    if (r.routing.distribution == RoutingDistribution::kZipf) {
+      absl::StrAppendFormat(&out, " (skew %g, seed %d)", r.routing.skew, r.routing.seed);
+    }
+    if (r.balanced_step) {
+      const double extra = r.step.seconds() - r.balanced_step->seconds();
+      absl::StrAppendFormat(&out,
+                            ": the busiest of %d EP ranks receives %.3fx the balanced tokens "
+                            "and paces the step; imbalance costs %.4f s (%.1f%%) over balanced "
+                            "routing's %.4f s",
+                            r.ep, r.expert_load, extra, 100 * extra / r.balanced_step->seconds(),
+                            r.balanced_step->seconds());
+    }
+    out += "\n";
   }
   absl::StrAppendFormat(&out,
                         "Throughput: %.0f tokens/s (%.1f per GPU), MFU %.1f%%, HFU %.1f%% of %.1f "

@@ -127,6 +127,21 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.model_flops_total = r.model_flops.count() * gpus;
   o.hardware_flops_total = r.hardware_flops.count() * gpus;
   o.recompute_flops_total = r.recompute_flops.count() * gpus;
+  if (s.model.moe) {
+    o.moe = true;
+    o.experts = s.model.moe->experts;
+    o.top_k = s.model.moe->top_k;
+    o.routing = s.training.routing;
+    o.expert_load = r.expert_load;
+    o.balanced_step = r.balanced_step;
+    // Skewed routing: the replayed (busiest) rank computes more than its share; the step's
+    // work is the balanced one's.
+    if (r.balanced_step) {
+      o.model_flops_total = r.balanced_model_flops.count() * gpus;
+      o.hardware_flops_total = r.balanced_hardware_flops.count() * gpus;
+      o.recompute_flops_total = r.balanced_recompute_flops.count() * gpus;
+    }
+  }
   o.peak_rate = cost::PeakRate(s.cluster.gpu, s.training.precision);
   const double step_s = r.step.seconds();
   if (step_s > 0) {

@@ -125,6 +125,13 @@ struct RunSummary {
   FlopRate peak_rate;  // dense peak per GPU of the compute dtype
   double tokens_per_s = 0, tokens_per_s_per_gpu = 0, mfu = 0, hfu = 0;
 
+  // ---- mixture of experts -----------------------------------------------------------------
+  bool moe = false;
+  int64_t experts = 0, top_k = 0;
+  RoutingSpec routing;
+  double expert_load = 1.0;               // the busiest EP rank's tokens over the balanced share
+  std::optional<Duration> balanced_step;  // the step with balanced routing, when skewed
+
   // ---- communication ----------------------------------------------------------------------
   std::array<Bytes, kNumCollectiveKinds> comm_bytes_sent{};  // per GPU, by CollectiveKind
   std::vector<CollectiveSummary> collectives;                // kinds that ran, in kind order

@@ -66,6 +66,11 @@ struct EnumNames<Recompute> {
                                                    {Recompute::kOp, "op"}}};
 };
 template <>
+struct EnumNames<RoutingDistribution> {
+  static constexpr NameTable<RoutingDistribution, 2> kNames{
+      {{RoutingDistribution::kBalanced, "balanced"}, {RoutingDistribution::kZipf, "zipf"}}};
+};
+template <>
 struct EnumNames<RecomputeMethod> {
   static constexpr NameTable<RecomputeMethod, 2> kNames{
       {{RecomputeMethod::kUniform, "uniform"}, {RecomputeMethod::kBlock, "block"}}};

@@ -42,6 +42,8 @@ enum class Recompute { kNone, kSelective, kFull, kOp };
 // consecutive layers (their first input kept, the group re-run at once); block checkpoints the
 // first N layers of each pipeline stage (model chunk) and keeps everything of the others.
 enum class RecomputeMethod { kUniform, kBlock };
+// How a mixture of experts' router spreads tokens over the experts (training.routing).
+enum class RoutingDistribution { kBalanced, kZipf };
 // How the loss turns logits into a gradient (sim/workload/loss.h has each kernel's tensors):
 // eager PyTorch cross_entropy on fp32-upcast logits; Megatron-LM's vocab-parallel cross-entropy
 // (fp32 copy, softmax and gradient in place); a fused kernel that keeps the 16-bit logits and
@@ -103,6 +105,16 @@ struct FinetuneSpec {
   bool adapters() const { return method != FinetuneMethod::kFull; }
 };
 
+// training.routing: tokens per expert. balanced: every expert receives the same share; zipf:
+// expert i's share ∝ 1 / i^skew (the experts' popularity ranks shuffled over the EP ranks by
+// `seed`), so the EP rank holding the hottest experts receives more tokens than the others and
+// paces the step (sim/workload/moe_routing.h).
+struct RoutingSpec {
+  RoutingDistribution distribution = RoutingDistribution::kBalanced;
+  double skew = 1.0;
+  int64_t seed = 0;
+};
+
 struct TrainingSpec {
   int64_t seq_len = 4096;
   int64_t micro_batch = 1;   // sequences per micro-batch per data-parallel rank
@@ -128,6 +140,7 @@ struct TrainingSpec {
   // Each parameter's update runs in its gradient hook during the backward (torchtune
   // optimizer_in_bwd, PyTorch _apply_optimizer_in_backward): gradients never all live at once.
   bool optimizer_in_backward = false;
+  RoutingSpec routing;  // MoE models only
 };
 
 // parallel.offload: what moves off the GPU. optimizer: the optimizer states (and the fp32

@@ -1,5 +1,9 @@
 #include "sim/workload/layer_ops.h"
 
+#include <cmath>
+
+#include "sim/workload/moe_routing.h"
+
 namespace sim {
 
 namespace {
@@ -40,7 +44,9 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
                std::vector<LayerOp>& ops) {
   const MoeSpec& moe = *m.moe;
   const int64_t t = shape.tp, h = m.hidden, k = moe.top_k, e = moe.experts;
-  const int64_t routed = tokens * k;  // token copies each GPU's experts receive (balanced)
+  // Token copies this GPU's experts receive: T·k balanced, more on the busiest rank.
+  const int64_t routed =
+      static_cast<int64_t>(std::llround(static_cast<double>(tokens * k) * shape.expert_load));
   const int64_t fe = moe.expert_ffn_hidden / t;
   const bool gelu = m.mlp == MlpKind::kGelu;
   auto bytes = [](int64_t n) { return Bytes::Count(n); };
@@ -109,6 +115,16 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
 }
 
 }  // namespace
+
+ActivationShape ScenarioShape(const Scenario& s) {
+  ActivationShape shape{
+      s.training.seq_len,   s.training.micro_batch, s.parallel.tp, s.parallel.sequence_parallel,
+      s.training.attention, s.parallel.cp,          s.parallel.ep};
+  if (s.model.moe) {
+    shape.expert_load = BusiestRankLoad(*s.model.moe, s.parallel.ep, s.training.routing);
+  }
+  return shape;
+}
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape) {
   const int64_t t = shape.tp;

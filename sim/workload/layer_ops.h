@@ -161,7 +161,13 @@ struct ActivationShape {
   // attend to the whole (gathered) sequence.
   int64_t cp = 1;
   int64_t ep = 1;  // expert parallelism (MoE models)
+  // The replayed GPU's routed token copies over the balanced T·k (sim/workload/moe_routing.h):
+  // > 1 on the busiest EP rank of a skewed routing.
+  double expert_load = 1.0;
 };
+
+// The shape a scenario's layers run at on the replayed GPU (the busiest EP rank's load).
+ActivationShape ScenarioShape(const Scenario& s);
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);
 

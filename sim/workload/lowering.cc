@@ -66,10 +66,7 @@ class Lowerer {
         policy_(policy),
         plan_(policy.sharding()),
         place_(s),
-        shape_{s.training.seq_len,   s.training.micro_batch,
-               s.parallel.tp,        s.parallel.sequence_parallel,
-               s.training.attention, s.parallel.cp,
-               s.parallel.ep},
+        shape_(ScenarioShape(s)),
         layer_ops_(WithFinetune(s, LayerForwardOps(s.model, shape_),
                                 s.training.seq_len / s.parallel.cp * s.training.micro_batch)),
         layers_(static_cast<int32_t>(s.model.layers)),
@@ -252,7 +249,11 @@ class Lowerer {
   // in a receive buffer that the consuming op frees.
   int32_t WithExpertAllToAll(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
                              bool backward) {
-    const Bytes tokens = Bytes::Count(kCompute * tokens_ * s_.model.moe->top_k * s_.model.hidden);
+    // The busiest rank's buffer: its T·k token copies times its load (moe_routing.h).
+    const Bytes tokens =
+        Bytes::Count(kCompute * s_.model.hidden *
+                     static_cast<int64_t>(std::llround(
+                         static_cast<double>(tokens_ * s_.model.moe->top_k) * shape_.expert_load)));
     if (ep_group_.size <= 1) return Add(x, deps, mem);
     const bool before = (lo.role == ParallelRole::kEpCombine) != backward;
     Op a2a = Collective(lo.role == ParallelRole::kEpDispatch ? "ep_dispatch" : "ep_combine",
