@@ -148,7 +148,8 @@ TEST_CASE("Zipf routing loads the rank of the popular experts", "[moe]") {
   CHECK(BusiestRankLoad(mixtral, 8, balanced) == 1.0);
   // Skew 1 over 8 experts: shares 1/(i·H8), H8 = 761/280; one expert per rank, so the busiest
   // rank holds the most popular expert: 8 · 280/761 of the balanced tokens.
-  RoutingSpec zipf{RoutingDistribution::kZipf, 1.0, 0};
+  RoutingSpec zipf;
+  zipf.distribution = RoutingDistribution::kZipf;
   CHECK(BusiestRankLoad(mixtral, 8, zipf) == Approx(8.0 * 280 / 761));
   double sum = 0;
   for (double share : ExpertShares(mixtral, zipf)) sum += share;
@@ -162,10 +163,24 @@ TEST_CASE("Zipf routing loads the rank of the popular experts", "[moe]") {
   // The seed decides which rank holds which popularity rank: deterministic, and with two
   // ranks of four experts the load depends on the placement.
   const MoeSpec qwen = *Model("qwen1.5-moe-a2.7b").moe;  // 60 experts, top-4
-  RoutingSpec a{RoutingDistribution::kZipf, 1.0, 1}, b{RoutingDistribution::kZipf, 1.0, 2};
+  RoutingSpec a = zipf, b = zipf;
+  a.skew = b.skew = 1.0;
+  a.seed = 1;
+  b.seed = 2;
   CHECK(BusiestRankLoad(qwen, 4, a) == BusiestRankLoad(qwen, 4, a));
   CHECK(BusiestRankLoad(qwen, 4, a) != BusiestRankLoad(qwen, 4, b));
   CHECK(BusiestRankLoad(qwen, 4, a) > 1.0);
+  // A capacity factor of 1.25 caps each expert at 1.25/8 of the copies: skew 1 drops the two
+  // most popular experts' excess, 280/761 + 140/761 - 2 · 1.25/8 = 23.9 %, and the busiest rank
+  // computes 1.25x; padded, every rank computes exactly its capacity.
+  RoutingSpec capped = zipf;
+  capped.skew = 1;
+  capped.capacity_factor = 1.25;
+  CHECK(DroppedShare(mixtral, capped) == Approx(420.0 / 761 - 2 * 1.25 / 8));
+  CHECK(BusiestRankLoad(mixtral, 8, capped) == Approx(1.25));
+  capped.pad_to_capacity = true;
+  CHECK(BusiestRankLoad(mixtral, 8, capped) == 1.25);
+  CHECK(DroppedShare(mixtral, balanced) == 0);
 }
 
 TEST_CASE("skewed routing lengthens the step and the report attributes it", "[moe]") {

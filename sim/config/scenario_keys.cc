@@ -102,6 +102,10 @@ std::vector<ScenarioKey> Build() {
       {"training.routing.skew", "number 0..4", "1", "the Zipf exponent"},
       {"training.routing.seed", "integer >= 0", "0",
        "shuffles which EP rank holds which popularity rank"},
+      {"training.routing.capacity_factor", "number 0.01..64", "dropless",
+       "each expert takes at most T·k·cf / E token copies; the rest are dropped"},
+      {"training.routing.pad_to_capacity", "true | false", "false",
+       "every expert computes a full capacity (needs capacity_factor)"},
       {"training.optimizer_in_backward", "true | false", Bool(t.optimizer_in_backward),
        "each update runs in its gradient hook (torchtune `optimizer_in_bwd`); one GPU, no "
        "accumulation"},

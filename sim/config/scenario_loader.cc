@@ -243,6 +243,12 @@ void ReadRouting(const YAML::Node& node, RoutingSpec& r, YamlErrors& errors) {
   if (auto v = ReadEnum<RoutingDistribution>(k("distribution"), errors)) r.distribution = *v;
   if (auto v = ReadDouble(k("skew"), errors, 0.0, 4.0)) r.skew = *v;
   if (auto v = ReadInt(k("seed"), errors, 0, kMaxCount)) r.seed = *v;
+  if (auto v = ReadDouble(k("capacity_factor"), errors, 0.01, 64.0)) r.capacity_factor = *v;
+  if (auto v = ReadBool(k("pad_to_capacity"), errors)) r.pad_to_capacity = *v;
+  if (r.pad_to_capacity && !r.capacity_factor) {
+    errors.Add(Child(node, "pad_to_capacity"), p + ".pad_to_capacity",
+               "padding to capacity needs training.routing.capacity_factor");
+  }
 }
 
 void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
@@ -612,7 +618,8 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
                absl::StrCat("ep ", par.ep, " must divide dp (", dp, ") and the model's ",
                             m.moe->experts, " experts"));
   }
-  if (!m.moe && s.training.routing.distribution != RoutingDistribution::kBalanced) {
+  if (!m.moe && (s.training.routing.distribution != RoutingDistribution::kBalanced ||
+                 s.training.routing.capacity_factor)) {
     errors.Add(At(root, "training", "routing", "distribution"), "training.routing.distribution",
                absl::StrCat("model ", m.name, " has no experts to route to"));
   }

@@ -489,9 +489,11 @@ absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) 
   auto r = SimulateOnce(s, options);
   if (!r.ok() || !s.model.moe) return r;
   r->expert_load = ScenarioShape(s).expert_load;
-  if (r->expert_load > 1.0) {
-    Scenario balanced = s;
-    balanced.training.routing = RoutingSpec{};
+  // The same step with balanced routing (the same capacity rule), when that loads the replayed
+  // rank differently.
+  Scenario balanced = s;
+  balanced.training.routing.distribution = RoutingDistribution::kBalanced;
+  if (ScenarioShape(balanced).expert_load != r->expert_load) {
     options.record_ops = options.record_memory = false;
     auto b = SimulateOnce(balanced, options);
     if (!b.ok()) return b.status();

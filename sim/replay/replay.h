@@ -97,9 +97,10 @@ struct ReplayResult {
   std::vector<Bytes> host_activation_peak;
   int32_t peak_rank = 0;  // the simulated GPU with the highest peak
   // MoE under skewed routing (training.routing): the replayed GPU is the busiest EP rank, at
-  // `expert_load` times the balanced token copies (sim/workload/moe_routing.h); Simulate also
-  // replays the step with balanced routing (`balanced_step`), so that the report can attribute
-  // the difference to the imbalance.
+  // `expert_load` times the balanced token copies (sim/workload/moe_routing.h; below 1 when a
+  // capacity factor drops tokens); Simulate also replays the step with balanced routing under
+  // the same capacity rule (`balanced_step`), so that the report can attribute the difference
+  // to the imbalance.
   double expert_load = 1.0;
   std::optional<Duration> balanced_step;
   // The balanced step's work per GPU: the step's useful FLOPs (the busiest rank computes more

@@ -125,6 +125,11 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
       moe["skew"] = r.routing.skew;
       moe["seed"] = r.routing.seed;
     }
+    if (r.routing.capacity_factor) {
+      moe["capacity_factor"] = *r.routing.capacity_factor;
+      moe["pad_to_capacity"] = r.routing.pad_to_capacity;
+      moe["dropped_share"] = r.dropped_share;
+    }
     if (r.balanced_step) {
       moe["balanced_step_s"] = r.balanced_step->seconds();
       moe["imbalance_s"] = r.step.seconds() - r.balanced_step->seconds();
@@ -334,10 +339,15 @@ std::string RunText(const RunSummary& r) {
     if (r.routing.distribution == RoutingDistribution::kZipf) {
       absl::StrAppendFormat(&out, " (skew %g, seed %d)", r.routing.skew, r.routing.seed);
     }
+    if (r.routing.capacity_factor) {
+      absl::StrAppendFormat(&out, ", capacity factor %g%s: %.1f%% of token copies dropped",
+                            *r.routing.capacity_factor,
+                            r.routing.pad_to_capacity ? " (padded)" : "", 100 * r.dropped_share);
+    }
     if (r.balanced_step) {
       const double extra = r.step.seconds() - r.balanced_step->seconds();
       absl::StrAppendFormat(&out,
-                            ": the busiest of %d EP ranks receives %.3fx the balanced tokens "
+                            ": the busiest of %d EP ranks computes %.3fx the balanced tokens "
                             "and paces the step; imbalance costs %.4f s (%.1f%%) over balanced "
                             "routing's %.4f s",
                             r.ep, r.expert_load, extra, 100 * extra / r.balanced_step->seconds(),

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/cost/compute_cost.h"
+#include "sim/workload/moe_routing.h"
 #include "sim/workload/policy/policy.h"
 
 namespace sim::report {
@@ -133,6 +134,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
     o.top_k = s.model.moe->top_k;
     o.routing = s.training.routing;
     o.expert_load = r.expert_load;
+    o.dropped_share = DroppedShare(*s.model.moe, s.training.routing);
     o.balanced_step = r.balanced_step;
     // Skewed routing: the replayed (busiest) rank computes more than its share; the step's
     // work is the balanced one's.

@@ -130,6 +130,7 @@ struct RunSummary {
   int64_t experts = 0, top_k = 0;
   RoutingSpec routing;
   double expert_load = 1.0;               // the busiest EP rank's tokens over the balanced share
+  double dropped_share = 0;               // token copies dropped at the experts' capacity
   std::optional<Duration> balanced_step;  // the step with balanced routing, when skewed
 
   // ---- communication ----------------------------------------------------------------------

@@ -109,10 +109,17 @@ struct FinetuneSpec {
 // expert i's share ∝ 1 / i^skew (the experts' popularity ranks shuffled over the EP ranks by
 // `seed`), so the EP rank holding the hottest experts receives more tokens than the others and
 // paces the step (sim/workload/moe_routing.h).
+//
+// capacity_factor (Megatron-Core --moe-expert-capacity-factor; GShard, Switch): each expert takes
+// at most capacity = T·k·capacity_factor / E of a rank's token copies; the rest are dropped
+// before the all-to-all. pad_to_capacity (--moe-pad-expert-input-to-capacity): every expert
+// computes a full capacity, real or padding.
 struct RoutingSpec {
   RoutingDistribution distribution = RoutingDistribution::kBalanced;
   double skew = 1.0;
   int64_t seed = 0;
+  std::optional<double> capacity_factor;  // absent: dropless
+  bool pad_to_capacity = false;
 };
 
 struct TrainingSpec {

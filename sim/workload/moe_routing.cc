@@ -62,9 +62,28 @@ std::vector<double> ExpertShares(const MoeSpec& moe, const RoutingSpec& routing)
   return shares;
 }
 
+double DroppedShare(const MoeSpec& moe, const RoutingSpec& routing) {
+  if (!routing.capacity_factor) return 0;
+  const double cap = *routing.capacity_factor / static_cast<double>(moe.experts);
+  double dropped = 0;
+  for (double share : ExpertShares(moe, routing)) dropped += std::max(0.0, share - cap);
+  return dropped;
+}
+
 double BusiestRankLoad(const MoeSpec& moe, int64_t ep, const RoutingSpec& routing) {
-  if (ep <= 1) return 1.0;
-  const std::vector<double> shares = ExpertShares(moe, routing);
+  // Padded: every expert computes exactly its capacity, on every rank.
+  if (routing.capacity_factor && routing.pad_to_capacity) return *routing.capacity_factor;
+  std::vector<double> shares = ExpertShares(moe, routing);
+  if (routing.capacity_factor) {
+    const double cap = *routing.capacity_factor / static_cast<double>(moe.experts);
+    for (double& share : shares) share = std::min(share, cap);
+  }
+  if (ep <= 1) {
+    // One GPU holds every expert: it computes what was not dropped.
+    double kept = 0;
+    for (double share : shares) kept += share;
+    return kept;
+  }
   const int64_t per_rank = moe.experts / ep;
   double busiest = 0;
   for (int64_t r = 0; r < ep; ++r) {
@@ -72,7 +91,8 @@ double BusiestRankLoad(const MoeSpec& moe, int64_t ep, const RoutingSpec& routin
     for (int64_t i = r * per_rank; i < (r + 1) * per_rank; ++i) load += shares[i];
     busiest = std::max(busiest, load);
   }
-  return std::max(1.0, busiest * static_cast<double>(ep));
+  const double load = busiest * static_cast<double>(ep);
+  return routing.capacity_factor ? load : std::max(1.0, load);
 }
 
 }  // namespace sim

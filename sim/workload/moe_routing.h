@@ -28,8 +28,11 @@ namespace sim {
 
 // Each expert's share of the routed token copies (sums to 1), in expert-id order.
 std::vector<double> ExpertShares(const MoeSpec& moe, const RoutingSpec& routing);
-// The busiest EP rank's token copies over the balanced T·k (>= 1; 1 for balanced routing or
-// ep = 1, where one GPU holds every expert).
+// The busiest EP rank's token copies over the balanced T·k: >= 1 when dropless (1 for balanced
+// routing or ep = 1, where one GPU holds every expert); with a capacity factor cf each expert
+// computes at most cf/E of the copies (exactly cf/E when padded), so the load is at most cf.
 double BusiestRankLoad(const MoeSpec& moe, int64_t ep, const RoutingSpec& routing);
+// The share of token copies dropped at the experts' capacity (0 when dropless).
+double DroppedShare(const MoeSpec& moe, const RoutingSpec& routing);
 
 }  // namespace sim
