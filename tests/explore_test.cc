@@ -228,6 +228,31 @@ TEST_CASE("plan: Llama-3-405B on 256 H100 needs deep pipelines with uneven stage
         static_cast<int64_t>(plan->fits.size()) + static_cast<int64_t>(plan->rejected.size()));
 }
 
+TEST_CASE("plan: a mixture of experts is searched with expert parallelism", "[explore][moe]") {
+  PlanRequest req;
+  req.model = "mixtral-8x7b";
+  req.gpus = {"H100-SXM5-80GB"};
+  req.tokens = 1e12;
+  req.max_gpus = 64;
+  req.prices = {{"H100-SXM5-80GB", 2.49}};
+  req.jobs = 2;
+  auto plan = Plan(kRoot, req, nullptr);
+  REQUIRE(plan.ok());
+  REQUIRE_FALSE(plan->pareto.empty());
+  bool expert_parallel = false;
+  for (const PlanFit& f : plan->fits) {
+    INFO(f.gpus << " GPUs tp" << f.config.tp << " ep" << f.config.ep);
+    // EP divides the 8 experts and the data-parallel ranks, EP x TP stays inside a node.
+    CHECK(8 % f.config.ep == 0);
+    CHECK(f.config.tp * f.config.ep <= 8);
+    CHECK((f.gpus / (f.config.tp * f.config.pp * f.config.cp)) % f.config.ep == 0);
+    if (f.config.ep > 1) CHECK(f.config.zero == 1);  // the distributed optimizer
+  }
+  for (const PlanFit& f : plan->pareto) expert_parallel |= f.config.ep > 1;
+  // Replicating 46.7B parameters on every GPU leaves less room than sharding the experts.
+  CHECK(expert_parallel);
+}
+
 TEST_CASE("plan --days picks the cheapest in time, --budget the fastest in budget", "[explore]") {
   PlanResult p;
   auto fit = [](int64_t gpus, double days, double cost) {

@@ -33,49 +33,60 @@ struct Candidate {
 // (1, 2, 4, 8 up to its GPUs), PP 1 to 32, CP 1 to 8, 1F1B or the interleaved schedule with 2
 // chunks, uneven first/last stages where the layers do not split evenly, the distributed
 // optimizer, sequence parallelism with TP, micro-batch 1 or 2, selective or full recompute.
+// For a mixture of experts (`experts` > 0) also EP 1 to 64 dividing the experts and the
+// data-parallel ranks, with EP x TP inside a node (Megatron-Core's MoE guide: "Ensure the EPxTP
+// communication within the NVLink domain"); EP needs the distributed optimizer, not ZeRO-3.
 std::vector<Candidate> ModelParallelCandidates(const std::string& gpu, int64_t n, int64_t gpn,
-                                               int64_t layers) {
+                                               int64_t layers, int64_t experts) {
   std::vector<Candidate> out;
   for (int64_t tp : {1, 2, 4, 8}) {
     for (int64_t pp : {1, 2, 4, 8, 16, 32}) {
       for (int64_t cp : {1, 2, 4, 8}) {
-        const int64_t mp = tp * pp * cp;
-        if (mp == 1 || tp > gpn || mp > n || n % mp != 0) continue;
-        for (int64_t chunks : {1, 2}) {
-          if (chunks > 1 && pp < 2) continue;
-          const auto ends = UnevenEnds(layers, pp, chunks);
-          if (!ends) continue;  // more virtual stages than layers
-          for (int64_t micro : {1, 2}) {
-            for (Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
-              Candidate c{gpu,
-                          n,
-                          PlanConfig{.zero = 1,
-                                     .micro_batch = micro,
-                                     .recompute = recompute,
-                                     .tp = tp,
-                                     .pp = pp,
-                                     .cp = cp,
-                                     .pp_chunks = chunks,
-                                     .first_stage_layers = ends->first,
-                                     .last_stage_layers = ends->second},
-                          {}};
-              c.overrides = {{"parallel.framework", std::string(Name(Framework::kMegatron))},
-                             {"parallel.zero", "1"},
-                             {"parallel.tp", absl::StrCat(tp)},
-                             {"parallel.pp", absl::StrCat(pp)},
-                             {"parallel.cp", absl::StrCat(cp)},
-                             {"parallel.sequence_parallel", tp > 1 ? "true" : "false"},
-                             {"training.micro_batch", absl::StrCat(micro)},
-                             {"training.recompute", std::string(Name(recompute))}};
-              if (chunks > 1) {
-                c.overrides.push_back({"parallel.pp_schedule", "interleaved"});
-                c.overrides.push_back({"parallel.pp_chunks", absl::StrCat(chunks)});
+        for (int64_t ep : {1, 2, 4, 8, 16, 32, 64}) {
+          const int64_t mp = tp * pp * cp;
+          if (ep > 1 && (experts == 0 || experts % ep != 0 || tp * ep > gpn || mp > n ||
+                         (n / mp) % ep != 0)) {
+            continue;
+          }
+          if ((mp == 1 && ep == 1) || tp > gpn || mp > n || n % mp != 0) continue;
+          for (int64_t chunks : {1, 2}) {
+            if (chunks > 1 && pp < 2) continue;
+            const auto ends = UnevenEnds(layers, pp, chunks);
+            if (!ends) continue;  // more virtual stages than layers
+            for (int64_t micro : {1, 2}) {
+              for (Recompute recompute : {Recompute::kSelective, Recompute::kFull}) {
+                Candidate c{gpu,
+                            n,
+                            PlanConfig{.zero = 1,
+                                       .micro_batch = micro,
+                                       .recompute = recompute,
+                                       .tp = tp,
+                                       .pp = pp,
+                                       .cp = cp,
+                                       .ep = ep,
+                                       .pp_chunks = chunks,
+                                       .first_stage_layers = ends->first,
+                                       .last_stage_layers = ends->second},
+                            {}};
+                c.overrides = {{"parallel.framework", std::string(Name(Framework::kMegatron))},
+                               {"parallel.zero", "1"},
+                               {"parallel.tp", absl::StrCat(tp)},
+                               {"parallel.pp", absl::StrCat(pp)},
+                               {"parallel.cp", absl::StrCat(cp)},
+                               {"parallel.ep", absl::StrCat(ep)},
+                               {"parallel.sequence_parallel", tp > 1 ? "true" : "false"},
+                               {"training.micro_batch", absl::StrCat(micro)},
+                               {"training.recompute", std::string(Name(recompute))}};
+                if (chunks > 1) {
+                  c.overrides.push_back({"parallel.pp_schedule", "interleaved"});
+                  c.overrides.push_back({"parallel.pp_chunks", absl::StrCat(chunks)});
+                }
+                if (ends->first > 0) {
+                  c.overrides.push_back({"parallel.first_stage_layers", absl::StrCat(ends->first)});
+                  c.overrides.push_back({"parallel.last_stage_layers", absl::StrCat(ends->second)});
+                }
+                out.push_back(std::move(c));
               }
-              if (ends->first > 0) {
-                c.overrides.push_back({"parallel.first_stage_layers", absl::StrCat(ends->first)});
-                c.overrides.push_back({"parallel.last_stage_layers", absl::StrCat(ends->second)});
-              }
-              out.push_back(std::move(c));
             }
           }
         }
@@ -293,7 +304,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
           }
         }
       }
-      for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn, model->layers))
+      for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn, model->layers,
+                                                  model->moe ? model->moe->experts : 0))
         family.push_back(std::move(c));
       for (Candidate& c : family) {
         ++out.considered;
@@ -387,7 +399,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     auto family_of = [&](const Candidate& c) {
       PlanConfig k = c.config;
       k.recompute = Recompute::kNone;
-      return std::make_tuple(c.gpus, k.zero, k.micro_batch, k.tp, k.pp, k.cp, k.pp_chunks,
+      return std::make_tuple(c.gpus, k.zero, k.micro_batch, k.tp, k.pp, k.cp, k.ep, k.pp_chunks,
                              k.first_stage_layers);
     };
     std::map<decltype(family_of(candidates.front())), bool> family_fits;

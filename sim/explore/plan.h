@@ -71,11 +71,12 @@ struct PlanConfig {
   // where DeepSpeed counts elements).
   std::optional<int64_t> prefetch = std::nullopt;
   int64_t tp = 1, pp = 1, cp = 1;
+  int64_t ep = 1;         // expert parallelism (MoE models)
   int64_t pp_chunks = 1;  // > 1: the interleaved schedule with that many model chunks per stage
   // Layers of the first and last virtual stage where the layers do not split evenly (Megatron's
   // --decoder-first/last-pipeline-num-layers; the other virtual stages equal); 0: even.
   int64_t first_stage_layers = 0, last_stage_layers = 0;
-  bool ModelParallel() const { return tp * pp * cp > 1; }
+  bool ModelParallel() const { return tp * pp * cp * ep > 1; }
   bool SequenceParallel() const { return tp > 1; }
 };
 

@@ -25,6 +25,7 @@ Json ConfigJson(const PlanConfig& c) {
     j["tp"] = c.tp;
     j["pp"] = c.pp;
     j["cp"] = c.cp;
+    if (c.ep > 1) j["ep"] = c.ep;
     j["pp_chunks"] = c.pp_chunks;
     j["first_stage_layers"] = c.first_stage_layers;
     j["last_stage_layers"] = c.last_stage_layers;
@@ -153,6 +154,9 @@ std::optional<PlanConfig> ReadConfig(Reader& in, const Json& j, const std::strin
     if (auto v = in.Int(*c, p, "tp", 1)) out.tp = *v;
     if (auto v = in.Int(*c, p, "pp", 1)) out.pp = *v;
     if (auto v = in.Int(*c, p, "cp", 1)) out.cp = *v;
+    if (c->contains("ep")) {
+      if (auto v = in.Int(*c, p, "ep", 1)) out.ep = *v;
+    }
     if (auto v = in.Int(*c, p, "pp_chunks", 1)) out.pp_chunks = *v;
     if (auto v = in.Int(*c, p, "first_stage_layers")) out.first_stage_layers = *v;
     if (auto v = in.Int(*c, p, "last_stage_layers")) out.last_stage_layers = *v;
@@ -194,8 +198,9 @@ std::string ConfigLabel(const PlanConfig& c) {
     if (c.first_stage_layers > 0) {
       absl::StrAppend(&pp, " ends ", c.first_stage_layers, "/", c.last_stage_layers);
     }
-    return absl::StrFormat("megatron tp%d %s%s%s mb%d %s", c.tp, pp,
+    return absl::StrFormat("megatron tp%d %s%s%s%s mb%d %s", c.tp, pp,
                            c.cp > 1 ? absl::StrCat(" cp", c.cp) : "",
+                           c.ep > 1 ? absl::StrCat(" ep", c.ep) : "",
                            c.SequenceParallel() ? " sp" : "", c.micro_batch, Name(c.recompute));
   }
   return absl::StrFormat("ZeRO-%d mb%d %s", c.zero, c.micro_batch, Name(c.recompute));
