@@ -233,7 +233,7 @@ TEST_CASE("plan: a mixture of experts is searched with expert parallelism", "[ex
   req.model = "mixtral-8x7b";
   req.gpus = {"H100-SXM5-80GB"};
   req.tokens = 1e12;
-  req.max_gpus = 64;
+  req.max_gpus = 32;
   req.prices = {{"H100-SXM5-80GB", 2.49}};
   req.jobs = 2;
   auto plan = Plan(kRoot, req, nullptr);
