@@ -73,6 +73,13 @@ double DroppedShare(const MoeSpec& moe, const RoutingSpec& routing) {
 double BusiestRankLoad(const MoeSpec& moe, int64_t ep, const RoutingSpec& routing) {
   // Padded: every expert computes exactly its capacity, on every rank.
   if (routing.capacity_factor && routing.pad_to_capacity) return *routing.capacity_factor;
+  const bool balanced = routing.distribution == RoutingDistribution::kBalanced || routing.skew == 0;
+  // Equal shares under their capacity, or one GPU with every expert and nothing dropped: the
+  // balanced load, exactly.
+  if ((balanced && (!routing.capacity_factor || *routing.capacity_factor >= 1)) ||
+      (ep <= 1 && !routing.capacity_factor)) {
+    return 1.0;
+  }
   std::vector<double> shares = ExpertShares(moe, routing);
   if (routing.capacity_factor) {
     const double cap = *routing.capacity_factor / static_cast<double>(moe.experts);
