@@ -235,7 +235,7 @@ void ReadFinetune(const YAML::Node& node, FinetuneSpec& f, YamlErrors& errors) {
   // be compared across methods (stepsim compare --finetune).
 }
 
-// training.routing: {distribution, skew, seed}.
+// training.routing: {distribution, skew, seed, capacity_factor, pad_to_capacity}.
 void ReadRouting(const YAML::Node& node, RoutingSpec& r, YamlErrors& errors) {
   const std::string p = "training.routing";
   if (!CheckMapping(node, p, SectionKeys(p), errors)) return;

@@ -38,6 +38,48 @@ LayerOp Elementwise(absl::string_view name, int64_t reads, int64_t writes, doubl
   return op;
 }
 
+// The names of an MLP's ops and saved tensors (static text, as LayerOp names are).
+struct MlpNames {
+  absl::string_view gate_up, gelu, swiglu, input, gelu_in, gate, up, down, down_in;
+};
+constexpr MlpNames kExpertMlp{"expert_gate_up", "expert_gelu",    "expert_swiglu",
+                              "expert_in",      "expert_gelu_in", "expert_gate",
+                              "expert_up",      "expert_down",    "expert_fc2_in"};
+constexpr MlpNames kSharedMlp{"shared_gate_up", "shared_gelu",    "shared_swiglu",
+                              "shared_in",      "shared_gelu_in", "shared_gate",
+                              "shared_up",      "shared_down",    "shared_fc2_in"};
+
+// An MLP of width f (per GPU) on `rows` tokens, as the dense layer's: the up (or gate and up)
+// GEMM, its activation and the down GEMM, column- and row-parallel, cached by per-op
+// checkpointing as the dense MLP's are. `save_input`: the up GEMM saves its input (otherwise
+// another op already holds it).
+void AppendMlp(bool gelu, int64_t rows, int64_t h, int64_t f, const MlpNames& n, bool save_input,
+               std::vector<LayerOp>& ops) {
+  auto bytes = [](int64_t e) { return Bytes::Count(kAct * e); };
+  LayerOp up = Gemm(n.gate_up, rows, h, (gelu ? 1 : 2) * f);
+  if (save_input) {
+    up.saves = {{n.input, bytes(rows * h)}};
+    up.saves[0].weight_grad_input = true;
+  }
+  up.role = ParallelRole::kColumn;
+  up.sac_recompute = gelu ? 0 : 0.5;
+  ops.push_back(up);
+  LayerOp act = gelu ? Elementwise(n.gelu, rows * f, rows * f, 8)
+                     : Elementwise(n.swiglu, 2 * rows * f, rows * f, 6);
+  if (gelu) {
+    act.saves = {{n.gelu_in, bytes(rows * f), false, true}};
+  } else {
+    act.saves = {{n.gate, bytes(rows * f), false, true}, {n.up, bytes(rows * f)}};
+  }
+  ops.push_back(act);
+  LayerOp down = Gemm(n.down, rows, f, h);
+  down.saves = {{n.down_in, bytes(rows * f)}};
+  down.saves[0].weight_grad_input = true;
+  down.role = ParallelRole::kRow;
+  down.sac_recompute = 0;
+  ops.push_back(down);
+}
+
 // The MLP of a mixture-of-experts layer (layer_ops.h): router, permutation, the routed experts
 // as grouped GEMMs over T·k rows, the un-permutation, and the shared experts.
 void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens, int64_t rep_tokens,
@@ -64,27 +106,7 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
   if (shape.ep > 1) permute.role = ParallelRole::kEpDispatch;
   ops.push_back(permute);
 
-  LayerOp up = Gemm("expert_gate_up", routed, h, (gelu ? 1 : 2) * fe);
-  up.saves = {{"expert_in", bytes(kAct * routed * h)}};
-  up.saves[0].weight_grad_input = true;
-  up.role = ParallelRole::kColumn;
-  up.sac_recompute = gelu ? 0 : 0.5;
-  ops.push_back(up);
-  LayerOp act = gelu ? Elementwise("expert_gelu", routed * fe, routed * fe, 8)
-                     : Elementwise("expert_swiglu", 2 * routed * fe, routed * fe, 6);
-  if (gelu) {
-    act.saves = {{"expert_gelu_in", bytes(kAct * routed * fe), false, true}};
-  } else {
-    act.saves = {{"expert_gate", bytes(kAct * routed * fe), false, true},
-                 {"expert_up", bytes(kAct * routed * fe)}};
-  }
-  ops.push_back(act);
-  LayerOp down = Gemm("expert_down", routed, fe, h);
-  down.saves = {{"expert_fc2_in", bytes(kAct * routed * fe)}};
-  down.saves[0].weight_grad_input = true;
-  down.role = ParallelRole::kRow;
-  down.sac_recompute = 0;
-  ops.push_back(down);
+  AppendMlp(gelu, routed, h, fe, kExpertMlp, /*save_input=*/true, ops);
   LayerOp unpermute = Elementwise("unpermute", routed * h + routed, tokens * h, 2);
   unpermute.saves = {{"expert_out", bytes(kAct * routed * h), false, true}};
   if (shape.ep > 1) unpermute.role = ParallelRole::kEpCombine;
@@ -92,29 +114,17 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
 
   if (moe.shared_experts > 0) {
     const int64_t fs = moe.shared_experts * moe.shared_ffn_hidden / t;
-    LayerOp sup = Gemm("shared_gate_up", tokens, h, (gelu ? 1 : 2) * fs);
-    sup.role = ParallelRole::kColumn;  // its input is mlp_in, saved with the router
-    sup.sac_recompute = gelu ? 0 : 0.5;
-    ops.push_back(sup);
-    LayerOp sact = gelu ? Elementwise("shared_gelu", tokens * fs, tokens * fs, 8)
-                        : Elementwise("shared_swiglu", 2 * tokens * fs, tokens * fs, 6);
-    if (gelu) {
-      sact.saves = {{"shared_gelu_in", bytes(kAct * tokens * fs), false, true}};
-    } else {
-      sact.saves = {{"shared_gate", bytes(kAct * tokens * fs), false, true},
-                    {"shared_up", bytes(kAct * tokens * fs)}};
-    }
-    ops.push_back(sact);
-    LayerOp sdown = Gemm("shared_down", tokens, fs, h);
-    sdown.saves = {{"shared_fc2_in", bytes(kAct * tokens * fs)}};
-    sdown.saves[0].weight_grad_input = true;
-    sdown.role = ParallelRole::kRow;
-    sdown.sac_recompute = 0;
-    ops.push_back(sdown);
+    // Its input is mlp_in, saved with the router.
+    AppendMlp(gelu, tokens, h, fs, kSharedMlp, /*save_input=*/false, ops);
   }
 }
 
 }  // namespace
+
+int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t tokens, int64_t top_k) {
+  return static_cast<int64_t>(
+      std::llround(static_cast<double>(tokens * top_k) * shape.expert_load));
+}
 
 ActivationShape ScenarioShape(const Scenario& s) {
   ActivationShape shape{

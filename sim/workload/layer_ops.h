@@ -44,7 +44,7 @@
 //   op             tensor            bytes                  note
 //   router         mlp_in            2·T·h                  h × E GEMM, replicated over TP
 //   router_topk    router_probs      4·T·E                  fp32 scores (softmax or sigmoid)
-//   permute        permute_indices   8·T·k                  int64 sort indices; all-to-all out
+//   permute        permute_indices   8·T·k                  int64 sort indices (argsort); a2a out
 //   expert_gate_up expert_in         2·T·k·h                grouped GEMM over T·k rows
 //   expert_swiglu  expert_gate, up   2·T·k·f_e/t each
 //   expert_down    expert_fc2_in     2·T·k·f_e/t
@@ -168,6 +168,9 @@ struct ActivationShape {
 
 // The shape a scenario's layers run at on the replayed GPU (the busiest EP rank's load).
 ActivationShape ScenarioShape(const Scenario& s);
+// The token copies a GPU's experts receive per micro-batch: T·k when balanced, T·k times the
+// load on the busiest rank of a skewed routing (sim/workload/moe_routing.h).
+int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t tokens, int64_t top_k);
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);
 

@@ -250,10 +250,8 @@ class Lowerer {
   int32_t WithExpertAllToAll(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
                              bool backward) {
     // The busiest rank's buffer: its T·k token copies times its load (moe_routing.h).
-    const Bytes tokens =
-        Bytes::Count(kCompute * s_.model.hidden *
-                     static_cast<int64_t>(std::llround(
-                         static_cast<double>(tokens_ * s_.model.moe->top_k) * shape_.expert_load)));
+    const Bytes tokens = Bytes::Count(kCompute * s_.model.hidden *
+                                      RoutedTokenCopies(shape_, tokens_, s_.model.moe->top_k));
     if (ep_group_.size <= 1) return Add(x, deps, mem);
     const bool before = (lo.role == ParallelRole::kEpCombine) != backward;
     Op a2a = Collective(lo.role == ParallelRole::kEpDispatch ? "ep_dispatch" : "ep_combine",
