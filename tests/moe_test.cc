@@ -7,8 +7,10 @@
 #include "sim/replay/replay.h"
 #include "sim/report/run_summary.h"
 #include "sim/workload/layer_ops.h"
+#include "sim/workload/lowering.h"
 #include "sim/workload/moe_routing.h"
 #include "sim/workload/params.h"
+#include "sim/workload/placement.h"
 #include "sim/workload/sharding.h"
 
 namespace sim {
@@ -117,6 +119,30 @@ TEST_CASE("expert parallelism shards the experts and their optimizer states", "[
   CHECK(static_cast<double>(one.optimizer.count()) == Approx(12.0 * c.total / 32).epsilon(1e-6));
 }
 
+TEST_CASE("expert gradients are reduced and gathered over the expert data-parallel group",
+          "[moe]") {
+  // Megatron distributed optimizer over 32 GPUs, EP 8: the dense parameters' fp32 main_grad is
+  // reduce-scattered over DP = 32 and the updated bf16 parameters all-gathered over it; the
+  // experts' (1/8 of them on each GPU) over their expert-DP group, 32 / 8 = 4 GPUs, one per
+  // node (ranks 0, 8, 16, 24). A ring moves (n - 1)/n of the tensor per GPU.
+  const Scenario s = Must({{"parallel.ep", "8"}});
+  const ParameterCount c = CountParameters(s.model);
+  const double experts = static_cast<double>(c.expert_per_layer) * 32 / 8;
+  const double dense = static_cast<double>(c.total - c.expert_per_layer * 32);
+  const Placement place(s);
+  const CommGroup edp = place.ExpertDataGroup(1, 8);
+  CHECK(edp.size == 4);
+  CHECK(edp.stride == 8);
+  CHECK(edp.nodes == 4);
+  auto r = replay::Simulate(s, {});
+  REQUIRE(r.ok());
+  const report::RunSummary sum = report::Summarize(s, *r);
+  CHECK(static_cast<double>(sum.Sent(CollectiveKind::kReduceScatter).count()) ==
+        Approx(4 * dense * 31 / 32 + 4 * experts * 3 / 4).epsilon(1e-6));
+  CHECK(static_cast<double>(sum.Sent(CollectiveKind::kAllGather).count()) ==
+        Approx(2 * dense * 31 / 32 + 2 * experts * 3 / 4).epsilon(1e-6));
+}
+
 TEST_CASE("an EP step sends the token all-to-alls and replays within memory", "[moe]") {
   // Two micro-batches per rank (64 sequences over 32 GPUs), 32 layers, 4096 tokens, top-2,
   // hidden 4096, bf16: each all-to-all's buffer is 2·4096·2·4096 B, 7/8 of it sent off-rank.
@@ -139,6 +165,52 @@ TEST_CASE("an EP step sends the token all-to-alls and replays within memory", "[
   auto r = replay::Simulate(Must({}), {});
   REQUIRE(r.ok());
   CHECK(report::Summarize(Must({}), *r).Sent(CollectiveKind::kAllToAll) == Bytes());
+}
+
+TEST_CASE("under TP each rank routes its sequence shard, and expert TP gathers the copies",
+          "[moe]") {
+  // TP 2 with SP, EP 4 on 32 GPUs (dp 16, 4 micro-batches): each GPU routes 4096 / 2 tokens and
+  // sends their 2048 · 2 copies (2 · 4096 B each) to its EP group. With etp = tp = 2 the ETP
+  // all-gather then doubles the rows an expert GEMM computes at half the width; with etp = 1
+  // the experts are whole and no ETP collective runs. Either way the expert FLOPs are the same.
+  const std::vector<config::Override> tp2 = {
+      {"parallel.tp", "2"}, {"parallel.sequence_parallel", "true"}, {"parallel.ep", "4"}};
+  const double copies = 2048.0 * 2, row = 2.0 * 4096;
+  double expert_flops[2] = {0, 0};
+  for (int etp : {1, 2}) {
+    INFO("etp " << etp);
+    std::vector<config::Override> o = tp2;
+    o.push_back({"parallel.etp", std::to_string(etp)});
+    const Scenario s = Must(o);
+    const std::vector<LayerOp> ops = LayerForwardOps(s.model, ScenarioShape(s));
+    expert_flops[etp - 1] = Flops(ops, "expert_gate_up") + Flops(ops, "expert_down");
+    CHECK(Flops(ops, "router") == Approx(2.0 * 2048 * 4096 * 8));
+    CHECK(Flops(ops, "expert_down") == Approx(2.0 * copies * etp * (14336 / etp) * 4096));
+    auto p = Lower(s);
+    REQUIRE(p.ok());
+    int64_t dispatches = 0, etp_gathers = 0;
+    for (const Op& op : p->ops) {
+      if (op.kind != OpKind::kCollective) continue;
+      const CollectiveSpec& c = p->CollectiveOf(op);
+      if (op.name == "ep_dispatch") {
+        ++dispatches;
+        CHECK(c.tensor.count() == static_cast<int64_t>(copies * row));
+        CHECK(c.group.size == 4);
+        CHECK(c.group.stride == etp);
+      }
+      if (op.name == "etp_all_gather") {
+        ++etp_gathers;
+        CHECK(c.tensor.count() == static_cast<int64_t>(copies * 2 * row));
+        CHECK(c.group.size == 2);
+      }
+    }
+    // Forward, its full recompute (the default scenario's) and backward; 32 layers, 4
+    // micro-batches (the program lowers every one). The ETP all-gathers: after the forward's
+    // and the recompute's dispatch, and after the backward's combine (toward the experts).
+    CHECK(dispatches == 3 * 32 * 4);
+    CHECK(etp_gathers == (etp == 2 ? 3 * 32 * 4 : 0));
+  }
+  CHECK(expert_flops[0] == expert_flops[1]);
 }
 
 TEST_CASE("Zipf routing loads the rank of the popular experts", "[moe]") {
@@ -222,7 +294,21 @@ TEST_CASE("expert parallelism that cannot apply is refused at its key", "[moe]")
   auto uneven = Load({{"parallel.ep", "3"}});
   REQUIRE_FALSE(uneven.ok());
   CHECK_THAT(std::string(uneven.status().message()),
-             Catch::Contains("ep 3 must divide dp (32) and the model's 8 experts"));
+             Catch::Contains("etp x ep = 1 x 3 must divide tp x cp x dp = 32, and ep the "
+                             "model's 8 experts"));
+  auto dense_etp = Load({{"model", "llama3-8b"}, {"parallel.etp", "2"}});
+  REQUIRE_FALSE(dense_etp.ok());
+  CHECK_THAT(std::string(dense_etp.status().message()),
+             Catch::Contains("parallel.etp") && Catch::Contains("has no experts"));
+  // Megatron-Core's MoE layer refuses TP without sequence parallelism.
+  auto no_sp = Load({{"parallel.tp", "2"}});
+  REQUIRE_FALSE(no_sp.ok());
+  CHECK_THAT(std::string(no_sp.status().message()),
+             Catch::Contains("parallel.sequence_parallel") && Catch::Contains("tp 2"));
+  auto order = Load({{"parallel.ep", "8"}, {"parallel.rank_order", "cp-tp-dp-pp"}});
+  REQUIRE_FALSE(order.ok());
+  CHECK_THAT(std::string(order.status().message()),
+             Catch::Contains("parallel.rank_order") && Catch::Contains("tp-cp-dp-pp"));
   auto zero3 =
       Load({{"parallel.ep", "8"}, {"parallel.zero", "3"}, {"parallel.framework", "deepspeed"}});
   REQUIRE_FALSE(zero3.ok());

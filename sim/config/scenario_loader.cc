@@ -334,6 +334,7 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   if (auto v = ReadInt(k("pp"), errors, 1, 1024)) par.pp = *v;
   if (auto v = ReadInt(k("cp"), errors, 1, 1024)) par.cp = *v;
   if (auto v = ReadInt(k("ep"), errors, 1, 1 << 16)) par.ep = *v;
+  if (auto v = ReadInt(k("etp"), errors, 1, 1024)) par.etp = *v;
   if (auto v = ReadEnum<PipelineSchedule>(k("pp_schedule"), errors)) par.pp_schedule = *v;
   if (auto v = ReadInt(k("pp_chunks"), errors, 1, 64)) par.pp_chunks = *v;
   if (auto v = ReadInt(k("first_stage_layers"), errors, 0, 100000)) par.first_stage_layers = *v;
@@ -613,10 +614,39 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     errors.Add(at("parallel", "ep"), "parallel.ep",
                absl::StrCat("ep ", par.ep, ": model ", m.name,
                             " has no experts (expert parallelism needs a `moe:` model)"));
-  } else if (par.ep > 1 && (dp % par.ep != 0 || m.moe->experts % par.ep != 0)) {
-    errors.Add(at("parallel", "ep"), "parallel.ep",
-               absl::StrCat("ep ", par.ep, " must divide dp (", dp, ") and the model's ",
-                            m.moe->experts, " experts"));
+  } else if (par.etp && !m.moe) {
+    errors.Add(at("parallel", "etp"), "parallel.etp",
+               absl::StrCat("etp ", *par.etp, ": model ", m.name,
+                            " has no experts (expert tensor parallelism needs a `moe:` model)"));
+  } else if (m.moe) {
+    // Megatron-Core's folding: etp x ep tiles the tp x cp x dp GPUs of a stage.
+    const int64_t etp = par.expert_tp(), block = tp * cp * dp;
+    if (block % (etp * par.ep) != 0 || m.moe->experts % par.ep != 0) {
+      errors.Add(at("parallel", par.etp ? "etp" : "ep"), par.etp ? "parallel.etp" : "parallel.ep",
+                 absl::StrCat("etp x ep = ", etp, " x ", par.ep, " must divide tp x cp x dp = ",
+                              block, ", and ep the model's ", m.moe->experts, " experts"));
+    } else if (m.moe->expert_ffn_hidden % etp != 0) {
+      errors.Add(at("parallel", par.etp ? "etp" : "tp"), par.etp ? "parallel.etp" : "parallel.tp",
+                 absl::StrCat(par.etp ? "etp " : "tp ", etp,
+                              " must divide the experts' width (moe.expert_ffn_hidden ",
+                              m.moe->expert_ffn_hidden, ")"));
+    }
+    // The expert groups are carved out of the block below PP, TP innermost (parallel_state.py).
+    const ParallelDim outer = par.rank_order.back();
+    const bool default_inner = par.rank_order[0] == ParallelDim::kTp &&
+                               par.rank_order[1] == ParallelDim::kCp &&
+                               par.rank_order[2] == ParallelDim::kDp;
+    if ((par.ep > 1 || etp != tp) && (outer != ParallelDim::kPp || !default_inner)) {
+      errors.Add(at("parallel", "rank_order"), "parallel.rank_order",
+                 "expert parallelism is placed in Megatron-Core's rank order only: tp-cp-dp-pp");
+    }
+    // megatron/core/transformer/moe/moe_layer.py refuses to train MoE under TP without SP.
+    if (tp > 1 && !par.sequence_parallel) {
+      errors.Add(at("parallel", "sequence_parallel"), "parallel.sequence_parallel",
+                 absl::StrCat("a mixture-of-experts model with tp ", tp,
+                              " needs sequence_parallel: true (Megatron-Core's MoE layer "
+                              "routes each TP rank's sequence shard)"));
+    }
   }
   if (!m.moe && (s.training.routing.distribution != RoutingDistribution::kBalanced ||
                  s.training.routing.capacity_factor)) {
@@ -639,11 +669,6 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     errors.Add(at("parallel", "ep"), "parallel.ep",
                "expert parallelism with ZeRO-3 / FSDP full_shard is not modelled; use zero 0-2 "
                "(Megatron's distributed optimizer is zero 1)");
-  }
-  if (m.moe && tp > 1 && m.moe->expert_ffn_hidden % tp != 0) {
-    errors.Add(at("parallel", "tp"), "parallel.tp",
-               absl::StrCat("tp ", tp, " must divide the experts' width (moe.expert_ffn_hidden ",
-                            m.moe->expert_ffn_hidden, ")"));
   }
   // Sizes stepsim counts in int64 bytes: the largest tensors of one micro-batch on one GPU
   // (eager attention scores in fp32, fp32 logits, the MLP activations) and the model's states,

@@ -199,11 +199,16 @@ struct ParallelSpec {
   // Context parallelism: the sequence is split over `cp` GPUs; K and V are all-gathered over the
   // CP group before attention (Llama 3's all-gather CP, Dubey et al. 2024 §3.3.2).
   int64_t cp = 1;
-  // Expert parallelism (MoE models): each group of `ep` data-parallel ranks splits the routed
-  // experts among its GPUs, tokens reaching them by all-to-all (Megatron-Core
-  // --expert-model-parallel-size, EP carved out of DP: consecutive DP ranks, expert tensor
-  // parallelism = tp). Expert parameters are data-parallel over dp / ep ranks.
+  // Expert parallelism (MoE models), placed as Megatron-Core's "MoE parallel folding" does
+  // (parallel_state.py's expert rank generator, order tp-ep-dp-pp; Liu et al. 2025, arXiv
+  // 2504.14960): the tp·cp·dp GPUs of a pipeline stage are re-read as expert TP (`etp`,
+  // innermost) × EP (`ep`) × expert DP (the rest). Each group of `ep` GPUs splits the routed
+  // experts among them, tokens reaching them by all-to-all (--expert-model-parallel-size); each
+  // expert's matrices split over `etp` GPUs (--expert-tensor-parallel-size, absent = tp); the
+  // expert parameters are data-parallel over tp·cp·dp / (etp·ep) GPUs (ExpertDataParallel).
   int64_t ep = 1;
+  std::optional<int64_t> etp;
+  int64_t expert_tp() const { return etp.value_or(tp); }
   bool sequence_parallel = false;
   // Rank order, innermost first (Megatron-LM --rank-order default tp-cp-ep-dp-pp without ep):
   // consecutive GPUs fill the TP group, then CP, then DP, then PP.
@@ -272,6 +277,10 @@ struct Scenario {
 
   int64_t dp() const { return cluster.gpus() / (parallel.tp * parallel.pp * parallel.cp); }
   int64_t micro_batches() const { return training.global_batch / (training.micro_batch * dp()); }
+  // GPUs holding the same experts (MoE with EP, see ParallelSpec::ep): tp·cp·dp / (etp·ep).
+  int64_t expert_dp() const {
+    return parallel.tp * parallel.cp * dp() / (parallel.expert_tp() * parallel.ep);
+  }
 };
 
 absl::string_view Name(Precision p);

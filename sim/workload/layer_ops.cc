@@ -50,18 +50,19 @@ constexpr MlpNames kSharedMlp{"shared_gate_up", "shared_gelu",    "shared_swiglu
                               "shared_up",      "shared_down",    "shared_fc2_in"};
 
 // An MLP of width f (per GPU) on `rows` tokens, as the dense layer's: the up (or gate and up)
-// GEMM, its activation and the down GEMM, column- and row-parallel, cached by per-op
-// checkpointing as the dense MLP's are. `save_input`: the up GEMM saves its input (otherwise
-// another op already holds it).
+// GEMM, its activation and the down GEMM, cached by per-op checkpointing as the dense MLP's are.
+// `save_input`: the up GEMM saves its input (otherwise another op already holds it).
+// `tp_roles`: column- and row-parallel over TP with its collectives (the shared experts); the
+// routed experts' expert-TP collectives go with the dispatch and combine instead.
 void AppendMlp(bool gelu, int64_t rows, int64_t h, int64_t f, const MlpNames& n, bool save_input,
-               std::vector<LayerOp>& ops) {
+               bool tp_roles, std::vector<LayerOp>& ops) {
   auto bytes = [](int64_t e) { return Bytes::Count(kAct * e); };
   LayerOp up = Gemm(n.gate_up, rows, h, (gelu ? 1 : 2) * f);
   if (save_input) {
     up.saves = {{n.input, bytes(rows * h)}};
     up.saves[0].weight_grad_input = true;
   }
-  up.role = ParallelRole::kColumn;
+  if (tp_roles) up.role = ParallelRole::kColumn;
   up.sac_recompute = gelu ? 0 : 0.5;
   ops.push_back(up);
   LayerOp act = gelu ? Elementwise(n.gelu, rows * f, rows * f, 8)
@@ -75,61 +76,62 @@ void AppendMlp(bool gelu, int64_t rows, int64_t h, int64_t f, const MlpNames& n,
   LayerOp down = Gemm(n.down, rows, f, h);
   down.saves = {{n.down_in, bytes(rows * f)}};
   down.saves[0].weight_grad_input = true;
-  down.role = ParallelRole::kRow;
+  if (tp_roles) down.role = ParallelRole::kRow;
   down.sac_recompute = 0;
   ops.push_back(down);
 }
 
 // The MLP of a mixture-of-experts layer (layer_ops.h): router, permutation, the routed experts
-// as grouped GEMMs over T·k rows, the un-permutation, and the shared experts.
-void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens, int64_t rep_tokens,
+// as grouped GEMMs over the token copies this GPU's experts receive, the un-permutation, and
+// the shared experts. `local`: the tokens this GPU routes (its sequence shard under SP).
+void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens, int64_t local,
                std::vector<LayerOp>& ops) {
   const MoeSpec& moe = *m.moe;
   const int64_t t = shape.tp, h = m.hidden, k = moe.top_k, e = moe.experts;
-  // Token copies this GPU's experts receive: T·k balanced, more on the busiest rank.
-  const int64_t routed =
-      static_cast<int64_t>(std::llround(static_cast<double>(tokens * k) * shape.expert_load));
-  const int64_t fe = moe.expert_ffn_hidden / t;
+  const int64_t copies = local * k;  // this GPU's own token copies, sent out and back
+  const int64_t routed = RoutedTokenCopies(shape, local, k);
+  const int64_t fe = moe.expert_ffn_hidden / shape.etp;
   const bool gelu = m.mlp == MlpKind::kGelu;
   auto bytes = [](int64_t n) { return Bytes::Count(n); };
 
-  LayerOp router = Gemm("router", tokens, h, e);
-  router.saves = {{"mlp_in", bytes(kAct * rep_tokens * h)}};
+  LayerOp router = Gemm("router", local, h, e);
+  router.saves = {{"mlp_in", bytes(kAct * local * h)}};
   router.saves[0].weight_grad_input = true;
   router.sac_recompute = 0;
   ops.push_back(router);
-  LayerOp topk = Elementwise("router_topk", tokens * e, tokens * e, 5);
-  topk.saves = {{"router_probs", bytes(4 * tokens * e), false, true}};
+  LayerOp topk = Elementwise("router_topk", local * e, local * e, 5);
+  topk.saves = {{"router_probs", bytes(4 * local * e), false, true}};
   ops.push_back(topk);
-  LayerOp permute = Elementwise("permute", tokens * h, routed * h, 1);
-  permute.saves = {{"permute_indices", bytes(8 * routed), false, true}};
-  if (shape.ep > 1) permute.role = ParallelRole::kEpDispatch;
+  LayerOp permute = Elementwise("permute", local * h, copies * h, 1);
+  permute.saves = {{"permute_indices", bytes(8 * copies), false, true}};
+  if (shape.ep > 1 || shape.etp > 1) permute.role = ParallelRole::kEpDispatch;
   ops.push_back(permute);
 
-  AppendMlp(gelu, routed, h, fe, kExpertMlp, /*save_input=*/true, ops);
-  LayerOp unpermute = Elementwise("unpermute", routed * h + routed, tokens * h, 2);
-  unpermute.saves = {{"expert_out", bytes(kAct * routed * h), false, true}};
-  if (shape.ep > 1) unpermute.role = ParallelRole::kEpCombine;
+  AppendMlp(gelu, routed, h, fe, kExpertMlp, /*save_input=*/true, /*tp_roles=*/false, ops);
+  LayerOp unpermute = Elementwise("unpermute", copies * h + copies, local * h, 2);
+  unpermute.saves = {{"expert_out", bytes(kAct * copies * h), false, true}};
+  if (shape.ep > 1 || shape.etp > 1) unpermute.role = ParallelRole::kEpCombine;
   ops.push_back(unpermute);
 
   if (moe.shared_experts > 0) {
     const int64_t fs = moe.shared_experts * moe.shared_ffn_hidden / t;
-    // Its input is mlp_in, saved with the router.
-    AppendMlp(gelu, tokens, h, fs, kSharedMlp, /*save_input=*/false, ops);
+    // Its input is mlp_in, saved with the router; TP-parallel as the dense MLP (with SP it
+    // gathers the T tokens first).
+    AppendMlp(gelu, tokens, h, fs, kSharedMlp, /*save_input=*/false, /*tp_roles=*/true, ops);
   }
 }
 
 }  // namespace
 
-int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t tokens, int64_t top_k) {
+int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t local, int64_t top_k) {
   return static_cast<int64_t>(
-      std::llround(static_cast<double>(tokens * top_k) * shape.expert_load));
+      std::llround(static_cast<double>(local * top_k * shape.etp) * shape.expert_load));
 }
 
 ActivationShape ScenarioShape(const Scenario& s) {
   ActivationShape shape{
       s.training.seq_len,   s.training.micro_batch, s.parallel.tp, s.parallel.sequence_parallel,
-      s.training.attention, s.parallel.cp,          s.parallel.ep};
+      s.training.attention, s.parallel.cp,          s.parallel.ep, s.parallel.expert_tp()};
   if (s.model.moe) {
     shape.expert_load = BusiestRankLoad(*s.model.moe, s.parallel.ep, s.training.routing);
   }

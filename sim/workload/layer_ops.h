@@ -39,21 +39,26 @@
 // A mixture-of-experts layer (ModelSpec::moe) replaces norm2's MLP by Megatron-Core's MoELayer
 // with its all-to-all token dispatcher (megatron/core/transformer/moe/: router.py TopKRouter,
 // token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py GroupedMLP), E experts, top-k,
-// T tokens, expert width f_e, EP e:
+// expert width f_e, EP e, expert TP r (ParallelSpec::etp). Each GPU routes its own tokens,
+// L = T/t under SP (Megatron-Core refuses MoE with TP but without SP), T without TP; the
+// experts compute R = L·k·r token copies (the EP all-to-all brings L·k, the ETP all-gather
+// multiplies by r):
 //
 //   op             tensor            bytes                  note
-//   router         mlp_in            2·T·h                  h × E GEMM, replicated over TP
-//   router_topk    router_probs      4·T·E                  fp32 scores (softmax or sigmoid)
-//   permute        permute_indices   8·T·k                  int64 sort indices (argsort); a2a out
-//   expert_gate_up expert_in         2·T·k·h                grouped GEMM over T·k rows
-//   expert_swiglu  expert_gate, up   2·T·k·f_e/t each
-//   expert_down    expert_fc2_in     2·T·k·f_e/t
-//   unpermute      expert_out        2·T·k·h                all-to-all in; weighted sum by probs
-//   shared_*       as the dense MLP, width S·f_s, on the T tokens (input = mlp_in)
+//   router         mlp_in            2·L·h                  h × E GEMM on L rows
+//   router_topk    router_probs      4·L·E                  fp32 scores (softmax or sigmoid)
+//   permute        permute_indices   8·L·k                  int64 sort indices; a2a, ETP gather
+//   expert_gate_up expert_in         2·R·h                  grouped GEMM over R rows
+//   expert_swiglu  expert_gate, up   2·R·f_e/r each
+//   expert_down    expert_fc2_in     2·R·f_e/r
+//   unpermute      expert_out        2·L·k·h                ETP reduce-scatter, a2a in; sum
+//   shared_*       as the dense MLP, width S·f_s/t, on the T tokens (input = mlp_in; TP
+//                  column/row-parallel with its SP gather and reduce-scatter)
 //
-// With balanced routing each of the e ranks of an EP group receives T·k token copies (e·T·k
-// copies over E experts, E/e experts per rank), so a GPU's expert FLOPs are top-k dense MLPs of
-// width f_e whatever e is; the all-to-alls move 2·T·k·h bytes per GPU, (e − 1)/e of it off-rank.
+// With balanced routing each of the e ranks of an EP group receives L·k token copies (e·L·k
+// copies over E experts, E/e experts per rank), so a GPU's expert FLOPs (R rows at width
+// f_e/r) are those of k dense MLPs of width f_e over its L tokens whatever e and r are; the
+// all-to-alls move 2·L·k·h bytes per GPU, (e − 1)/e of it off-rank.
 
 #include <cstdint>
 #include <vector>
@@ -160,7 +165,8 @@ struct ActivationShape {
   // Context parallelism: each GPU holds seq_len / cp tokens of every sequence; its queries
   // attend to the whole (gathered) sequence.
   int64_t cp = 1;
-  int64_t ep = 1;  // expert parallelism (MoE models)
+  int64_t ep = 1;   // expert parallelism (MoE models)
+  int64_t etp = 1;  // expert tensor parallelism (ParallelSpec::expert_tp)
   // The replayed GPU's routed token copies over the balanced T·k (sim/workload/moe_routing.h):
   // > 1 on the busiest EP rank of a skewed routing.
   double expert_load = 1.0;
@@ -168,9 +174,11 @@ struct ActivationShape {
 
 // The shape a scenario's layers run at on the replayed GPU (the busiest EP rank's load).
 ActivationShape ScenarioShape(const Scenario& s);
-// The token copies a GPU's experts receive per micro-batch: T·k when balanced, T·k times the
-// load on the busiest rank of a skewed routing (sim/workload/moe_routing.h).
-int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t tokens, int64_t top_k);
+// The token copies a GPU's experts compute per micro-batch when each GPU routes `local`
+// tokens: local·k·etp when balanced (the EP all-to-all brings local·k, the expert-TP all-gather
+// multiplies by etp), times the load on the busiest rank of a skewed routing
+// (sim/workload/moe_routing.h).
+int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t local, int64_t top_k);
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);
 

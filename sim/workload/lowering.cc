@@ -87,7 +87,12 @@ class Lowerer {
                        : grad_group_;
     tp_group_ = place_.Group(ParallelDim::kTp);
     cp_group_ = place_.Group(ParallelDim::kCp);
-    ep_group_ = place_.ExpertGroup(s.parallel.ep);
+    ep_group_ = place_.ExpertGroup(s.parallel.expert_tp(), s.parallel.ep);
+    etp_group_ = place_.ExpertTpGroup(s.parallel.expert_tp());
+    edp_group_ = place_.ExpertDataGroup(s.parallel.expert_tp(), s.parallel.ep);
+    // Adapters on MoE models are refused: the trained experts are the experts.
+    group_experts_ = GroupExpertParameters(s);
+    stage_experts_ = StageExpertParameters(s);
     gather_pending_.assign(group_params_.size(), std::nullopt);
     // Groups of each virtual stage: the embedding with the first, the head with the last.
     int32_t next = 1;
@@ -160,7 +165,9 @@ class Lowerer {
                 std::optional<int32_t> g) {
     return b_.Collective(name, kind, tensor, group, g);
   }
-  DpEnv Env() { return DpEnv{b_, group_trainable_, grad_group_, shard_group_}; }
+  DpEnv Env() {
+    return DpEnv{b_, group_trainable_, group_experts_, grad_group_, shard_group_, edp_group_};
+  }
 
   std::vector<MemAction> PersistentActions(int32_t stage) const {
     const StateSplit st = PersistentStates(s_, stage);
@@ -242,38 +249,60 @@ class Lowerer {
     return id;
   }
 
-  // The token all-to-alls of expert parallelism (layer_ops.h kEpDispatch / kEpCombine) on the
-  // compute stream, as Megatron-Core's MoEAlltoAllTokenDispatcher runs them without its
-  // optional overlap: the permuted tokens (2·T·k·h bytes per GPU) go out after the permutation
-  // and come back before the un-permutation; the backward runs the reverse. What arrives lands
-  // in a receive buffer that the consuming op frees.
+  // The token exchanges of an MoE layer (layer_ops.h kEpDispatch / kEpCombine) on the compute
+  // stream, as Megatron-Core's MoEAlltoAllTokenDispatcher runs them without its optional
+  // overlap. Toward the experts (after the permutation; in backward after the un-permutation):
+  // the all-to-all over EP of this GPU's T/rep·k token copies (2·h bytes each), then with
+  // expert TP the all-gather over ETP that gives every ETP rank the group's copies
+  // (gather_from_sequence_parallel_region). Back from them (before the un-permutation; in
+  // backward before the permutation): the reduce-scatter over ETP, then the all-to-all, whose
+  // receive buffer the consuming op frees. The busiest rank's volumes scale by its load.
   int32_t WithExpertAllToAll(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
                              bool backward) {
-    // The busiest rank's buffer: its T·k token copies times its load (moe_routing.h).
-    const Bytes tokens = Bytes::Count(kCompute * s_.model.hidden *
-                                      RoutedTokenCopies(shape_, tokens_, s_.model.moe->top_k));
-    if (ep_group_.size <= 1) return Add(x, deps, mem);
-    const bool before = (lo.role == ParallelRole::kEpCombine) != backward;
-    Op a2a = Collective(lo.role == ParallelRole::kEpDispatch ? "ep_dispatch" : "ep_combine",
-                        CollectiveKind::kAllToAll, tokens, ep_group_, x.group);
-    a2a.pass = x.pass;
-    a2a.stream = StreamKind::kCompute;
-    if (before) {
-      Add(a2a, deps, {{MemWhen::kStart, MemCategory::kCommBuffers, tokens}});
-      mem.push_back({MemWhen::kEnd, MemCategory::kCommBuffers, -tokens});
+    const int64_t k = s_.model.moe->top_k, local = tokens_ / rep_;
+    const Bytes sent = Bytes::Count(
+        kCompute * s_.model.hidden *
+        static_cast<int64_t>(std::llround(static_cast<double>(local * k) * shape_.expert_load)));
+    const Bytes gathered =
+        Bytes::Count(kCompute * s_.model.hidden * RoutedTokenCopies(shape_, local, k));
+    const bool toward = (lo.role == ParallelRole::kEpDispatch) != backward;
+    auto a2a = [&] {
+      Op op = Collective(lo.role == ParallelRole::kEpDispatch ? "ep_dispatch" : "ep_combine",
+                         CollectiveKind::kAllToAll, sent, ep_group_, x.group);
+      op.pass = x.pass;
+      op.stream = StreamKind::kCompute;
+      return op;
+    };
+    auto etp = [&](absl::string_view name, CollectiveKind kind) {
+      Op op = Collective(name, kind, gathered, etp_group_, x.group);
+      op.pass = x.pass;
+      op.stream = StreamKind::kCompute;
+      return op;
+    };
+    if (toward) {
+      const int32_t id = Add(x, deps, mem);
+      if (ep_group_.size > 1) Add(a2a(), {}, {});
+      if (etp_group_.size > 1) Add(etp("etp_all_gather", CollectiveKind::kAllGather), {}, {});
+      return id;
+    }
+    std::vector<int32_t> before(deps.begin(), deps.end());
+    if (etp_group_.size > 1) {
+      before = {Add(etp("etp_reduce_scatter", CollectiveKind::kReduceScatter), before, {})};
+    }
+    if (ep_group_.size > 1) {
+      Add(a2a(), before, {{MemWhen::kStart, MemCategory::kCommBuffers, sent}});
+      mem.push_back({MemWhen::kEnd, MemCategory::kCommBuffers, -sent});
       return Add(x, {}, mem);
     }
-    const int32_t id = Add(x, deps, mem);
-    Add(a2a, {}, {});
-    return id;
+    return Add(x, before, mem);
   }
 
   // The collectives of a decoder-layer op (see ParallelRole), forward or backward.
   int32_t LayerOpWithComms(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
                            bool backward) {
     // Without TP and CP no op has collectives of its own (the common, hot case).
-    if (lo.role == ParallelRole::kNone ||
-        (tp_group_.size <= 1 && cp_group_.size <= 1 && ep_group_.size <= 1)) {
+    if (lo.role == ParallelRole::kNone || (tp_group_.size <= 1 && cp_group_.size <= 1 &&
+                                           ep_group_.size <= 1 && etp_group_.size <= 1)) {
       return Add(x, deps, mem);
     }
     if (lo.role == ParallelRole::kEpDispatch || lo.role == ParallelRole::kEpCombine) {
@@ -1102,7 +1131,7 @@ class Lowerer {
     b_.SetPass(OpPass::kStep);
     DpEnv env = Env();
     policy_.BeforeOptimizer(env);
-    const int64_t total = StageTrainable(s_)[b_.stage()];
+    const StageParams total{StageTrainable(s_)[b_.stage()], stage_experts_[b_.stage()]};
     const int64_t local = policy_.OptimizerShard(total);
     std::vector<int32_t> deps = policy_.TakeStepReductions(b_.stage());
     if (b_.last_compute()) deps.push_back(*b_.last_compute());
@@ -1184,7 +1213,9 @@ class Lowerer {
   ProgramBuilder b_;                                        // appends to p_
   std::vector<int64_t> group_params_;                       // per GPU (TP shard)
   std::vector<std::pair<int32_t, int32_t>> vstage_groups_;  // per virtual stage: [first, last]
-  CommGroup grad_group_, shard_group_, tp_group_, cp_group_, ep_group_;
+  CommGroup grad_group_, shard_group_, tp_group_, cp_group_;
+  CommGroup ep_group_, etp_group_, edp_group_;  // MoE: expert parallel, expert TP, expert DP
+  std::vector<int64_t> group_experts_, stage_experts_;  // routed experts' parameters per GPU
   std::vector<bool> finished_ = std::vector<bool>(static_cast<size_t>(s_.parallel.pp), false);
   std::vector<std::optional<int32_t>> gather_pending_;
   const DataParallelPolicy::GatherRule gather_rule_ = policy_.Gathers();

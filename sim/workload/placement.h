@@ -30,10 +30,16 @@ class Placement {
   // Gradients are reduced over DP × CP (CP ranks hold the same parameters, Megatron-LM's
   // data-parallel-with-CP group) when the two are adjacent in the rank order; otherwise over DP.
   CommGroup GradientGroup() const;
-  // Expert parallelism: `ep` consecutive data-parallel ranks (Megatron-Core places EP inside
-  // DP), with the concurrent groups of the block below DP. Other EP groups along DP run at the
-  // same time on other GPUs; they are not counted as sharing links.
-  CommGroup ExpertGroup(int64_t ep) const { return Make(ep, Stride(ParallelDim::kDp)); }
+  // The expert groups of an MoE model (ParallelSpec::ep), as Megatron-Core folds them
+  // (parallel_state.py's expert rank generator, order tp-ep-dp-pp): the tp·cp·dp GPUs below
+  // PP re-read as expert TP (etp consecutive GPUs) × EP (stride etp) × expert DP (stride
+  // etp·ep), each with the concurrent groups of the block below it. With etp = tp and cp = 1
+  // the EP group is `ep` consecutive DP ranks. The loader admits EP in rank order tp-cp-dp-pp.
+  CommGroup ExpertTpGroup(int64_t etp) const { return Make(etp, 1); }
+  CommGroup ExpertGroup(int64_t etp, int64_t ep) const { return Make(ep, etp); }
+  CommGroup ExpertDataGroup(int64_t etp, int64_t ep) const {
+    return Make(Stride(ParallelDim::kPp) / (etp * ep), etp * ep);
+  }
   // Point-to-point between neighbouring pipeline stages: member 0 on stage 0, member 1 on
   // stage 1, one copy per GPU of the stage (every TP/CP/DP rank sends its own shard at once).
   CommGroup StageNeighbours() const;

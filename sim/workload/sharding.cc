@@ -1,5 +1,7 @@
 #include "sim/workload/sharding.h"
 
+#include <algorithm>
+
 #include "sim/base/check.h"
 #include "sim/workload/finetune.h"
 #include "sim/workload/params.h"
@@ -15,9 +17,9 @@ std::vector<int64_t> GroupParameters(const Scenario& s) {
   // Vocabulary-parallel embedding; the learned position table is replicated (Megatron-LM).
   groups.push_back(c.embedding / t + c.positions);
   // Column- and row-parallel matrices (and their sharded biases) ÷ t; norms replicated.
-  // Routed experts ÷ t·ep (expert tensor parallelism = tp); the router is counted with the
-  // sharded matrices (h × E, replicated in Megatron-Core: < 0.01 % of a layer).
-  const int64_t experts = c.expert_per_layer / (t * s.parallel.ep);
+  // Routed experts ÷ etp·ep; the router is counted with the sharded matrices (h × E,
+  // replicated in Megatron-Core: < 0.01 % of a layer).
+  const int64_t experts = c.expert_per_layer / (s.parallel.expert_tp() * s.parallel.ep);
   for (int64_t l = 0; l < s.model.layers; ++l) {
     groups.push_back((c.attention_per_layer + c.mlp_per_layer - c.expert_per_layer) / t + experts +
                      c.norms_per_layer);
@@ -29,7 +31,7 @@ std::vector<int64_t> GroupParameters(const Scenario& s) {
 
 std::vector<int64_t> GroupExpertParameters(const Scenario& s) {
   const int64_t experts =
-      CountParameters(s.model).expert_per_layer / (s.parallel.tp * s.parallel.ep);
+      CountParameters(s.model).expert_per_layer / (s.parallel.expert_tp() * s.parallel.ep);
   std::vector<int64_t> groups(static_cast<size_t>(s.model.layers) + 2, experts);
   groups.front() = groups.back() = 0;
   return groups;
@@ -82,6 +84,15 @@ std::vector<T> PerStage(const Scenario& s, const std::vector<T>& groups) {
 
 }  // namespace
 
+std::vector<int64_t> StageExpertParameters(const Scenario& s) {
+  return PerStage(s, GroupExpertParameters(s));
+}
+
+int64_t ExpertShardDegree(const Scenario& s, const ShardingPlan& plan) {
+  return std::max<int64_t>(
+      plan.shard_degree * s.parallel.tp / (s.parallel.expert_tp() * s.parallel.ep), 1);
+}
+
 std::vector<int64_t> StageTrainable(const Scenario& s) {
   if (!s.training.finetune.adapters()) return StageParameters(s);
   return PerStage(s, GroupTrainable(s));
@@ -125,13 +136,12 @@ StateSplit PersistentStates(const Scenario& s, int32_t stage) {
   const int64_t n = plan.shard_degree;
   // fsdp shard_grad_op holds the states of full_shard: the unsharded parameters it keeps from
   // forward to backward are gathers in the replay (gathered_params), not persistent weights.
-  const int64_t experts = adapters ? 0 : PerStage(s, GroupExpertParameters(s))[stage];
+  const int64_t experts = adapters ? 0 : StageExpertParameters(s)[stage];
   auto split = PerGpuStateSplit(bpp, fw, plan.stage, trained - experts, n);
   SIM_CHECK(split.has_value(), "no persistent-state rule for this framework and stage");
   StateSplit st = *split;
   if (experts > 0) {
-    const auto e =
-        PerGpuStateSplit(bpp, fw, plan.stage, experts, std::max<int64_t>(n / s.parallel.ep, 1));
+    const auto e = PerGpuStateSplit(bpp, fw, plan.stage, experts, ExpertShardDegree(s, plan));
     SIM_CHECK(e.has_value(), "no persistent-state rule for this framework and stage");
     st.weights += e->weights;
     st.gradients += e->gradients;

@@ -28,8 +28,13 @@ ShardingPlan PlanSharding(const Scenario& s);
 // without adapters.
 std::vector<int64_t> GroupParameters(const Scenario& s);
 // The routed experts' share of each group's parameters per GPU (MoE models): what EP shards
-// (÷ t·ep) and what is data-parallel over dp / ep ranks only; 0 for dense groups and models.
+// (÷ etp·ep) and what is data-parallel over the expert DP group only; 0 for dense groups and
+// models. StageExpertParameters sums them per pipeline stage.
 std::vector<int64_t> GroupExpertParameters(const Scenario& s);
+std::vector<int64_t> StageExpertParameters(const Scenario& s);
+// The degree the experts' states are sharded over where `plan` shards the others over
+// plan.shard_degree GPUs: the expert DP group, shard_degree · tp / (etp · ep).
+int64_t ExpertShardDegree(const Scenario& s, const ShardingPlan& plan);
 // The parameters of each group that are trained (have gradients and optimizer states): all of
 // them, or with adapters (training.finetune) the decoder layers' adapters only.
 std::vector<int64_t> GroupTrainable(const Scenario& s);
@@ -55,7 +60,7 @@ std::vector<Bytes> StageWeightBytes(const Scenario& s);
 //              parameters, gradients and optimizer states together);
 // paged 8-bit Adam keeps its moments in unified memory outside the allocator (counted in host).
 // MoE with expert parallelism: the routed experts' states are sharded over their own
-// data-parallel group, shard_degree / ep ranks (Megatron-Core's expert data parallel group;
+// data-parallel group, ExpertShardDegree ranks (Megatron-Core's expert data parallel group;
 // DeepSpeed-MoE's expert_data_parallel_group), the other parameters' over shard_degree.
 StateSplit PersistentStates(const Scenario& s, int32_t stage = 0);
 

@@ -66,10 +66,10 @@ class DeepSpeedPolicy : public DataParallelPolicy {
     return Bytes::Count(4 * (plan_.stage == 3 ? std::min(local, ds().sub_group_size) : local));
   }
 
-  void AfterOptimizer(DpEnv& env, int32_t optimizer, int64_t total) override {
+  void AfterOptimizer(DpEnv& env, int32_t optimizer, StageParams p) override {
     // ZeRO-1/2: every rank gathers the updated parameters of the others' shards.
     if (plan_.stage == 1 || plan_.stage == 2) {
-      GatherUpdatedParameters(env, optimizer, total, Bytes::Count(2 * ds().allgather_bucket_size));
+      GatherUpdatedParameters(env, optimizer, p, Bytes::Count(2 * ds().allgather_bucket_size));
     }
   }
 

@@ -50,11 +50,14 @@ class MegatronPolicy : public DataParallelPolicy {
     if (!DistributedOptimizer() || !s_.parallel.overlap_param_gather || env.b.micro_batch() != 0) {
       return;
     }
-    const Bytes params = Bytes::Count(2 * env.group_params[g]);
-    Op ag =
-        env.b.Collective("param_all_gather", CollectiveKind::kAllGather, params, env.grad_group, g);
-    env.b.Spec(ag).buckets = Buckets(params);
-    deps.push_back(env.b.Add(ag, {}, {}));
+    for (const Part& part : Parts(env, env.group_params[g], env.group_experts[g], env.grad_group)) {
+      if (part.group.size <= 1) continue;
+      const Bytes params = Bytes::Count(2 * part.params);
+      Op ag =
+          env.b.Collective("param_all_gather", CollectiveKind::kAllGather, params, part.group, g);
+      env.b.Spec(ag).buckets = Buckets(params);
+      deps.push_back(env.b.Add(ag, {}, {}));
+    }
   }
 
   void BeforeOptimizer(DpEnv& env) override {
@@ -62,9 +65,9 @@ class MegatronPolicy : public DataParallelPolicy {
     if (!deferred.empty()) StepReduce(env, deferred, std::nullopt);  // the whole main_grad
   }
 
-  void AfterOptimizer(DpEnv& env, int32_t optimizer, int64_t total) override {
+  void AfterOptimizer(DpEnv& env, int32_t optimizer, StageParams p) override {
     if (DistributedOptimizer() && !s_.parallel.overlap_param_gather) {
-      GatherUpdatedParameters(env, optimizer, total);
+      GatherUpdatedParameters(env, optimizer, p);
     }
   }
 

@@ -50,8 +50,20 @@ Bytes DataParallelPolicy::TransientGradients(const DpEnv& env, int32_t g) const 
   return plan_.stage >= 2 ? ComputeBytes(env.group_params[g]) : Bytes();
 }
 
-int64_t DataParallelPolicy::OptimizerShard(int64_t total) const {
-  return plan_.stage >= 1 ? (total + plan_.shard_degree - 1) / plan_.shard_degree : total;
+int64_t DataParallelPolicy::OptimizerShard(StageParams p) const {
+  if (plan_.stage < 1) return p.total;
+  const int64_t dense = p.total - p.experts, n = plan_.shard_degree;
+  const int64_t ne = ExpertShardDegree(s_, plan_);
+  return (dense + n - 1) / n + (p.experts + ne - 1) / ne;
+}
+
+std::vector<DataParallelPolicy::Part> DataParallelPolicy::Parts(const DpEnv& env, int64_t params,
+                                                                int64_t experts,
+                                                                CommGroup dense) const {
+  std::vector<Part> parts;
+  if (params - experts > 0) parts.push_back({params - experts, dense, plan_.shard_degree});
+  if (experts > 0) parts.push_back({experts, env.expert_group, ExpertShardDegree(s_, plan_)});
+  return parts;
 }
 
 bool DataParallelPolicy::GradientsToHost() const {
@@ -59,7 +71,7 @@ bool DataParallelPolicy::GradientsToHost() const {
          s_.parallel.offload.params != OffloadTarget::kNone;
 }
 
-int32_t DataParallelPolicy::CopyGradientsToHost(DpEnv& env, int32_t after, int64_t params,
+int32_t DataParallelPolicy::CopyGradientsToHost(DpEnv& env, int32_t after, int64_t local,
                                                 std::optional<int32_t> g) {
   if (!GradientsToHost()) return after;
   Op op;
@@ -68,7 +80,7 @@ int32_t DataParallelPolicy::CopyGradientsToHost(DpEnv& env, int32_t after, int64
   op.op_class = OpClass::kPcieCopy;
   op.stream = StreamKind::kPcie;
   op.group = g;
-  op.bytes_moved = Bytes::Count(ReduceBytes() * OptimizerShard(params));
+  op.bytes_moved = Bytes::Count(ReduceBytes() * local);
   return env.b.Add(op, {after}, {});
 }
 
@@ -76,26 +88,34 @@ void DataParallelPolicy::BeforeForward(DpEnv&, int32_t, std::vector<int32_t>&) {
 
 void DataParallelPolicy::StepReduce(DpEnv& env, const std::vector<int32_t>& groups,
                                     std::optional<int32_t> g) {
-  int64_t params = 0;
-  for (int32_t group : groups) params += env.group_params[group];
-  if (env.grad_group.size <= 1) {  // nothing to reduce with one replica
-    const std::vector<int32_t> anchor = env.b.AnchorDeps();
-    if (GradientsToHost() && !anchor.empty()) {
-      step_reductions_[env.b.stage()].push_back(CopyGradientsToHost(env, anchor[0], params, g));
-    }
-    return;
+  int64_t params = 0, experts = 0;
+  for (int32_t group : groups) {
+    params += env.group_params[group];
+    experts += env.group_experts[group];
   }
-  const Bytes grads = Bytes::Count(ReduceBytes() * params);
-  Op op = plan_.stage == 0
-              ? env.b.Collective("all_reduce", CollectiveKind::kAllReduce, grads, env.grad_group, g)
-              : env.b.Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads,
-                                 env.grad_group, g);
-  env.b.Spec(op).buckets = Buckets(grads);
-  const Bytes staging = StepStaging(grads);
-  const int32_t id = env.b.Add(op, env.b.AnchorDeps(),
-                               {{MemWhen::kStart, MemCategory::kCommBuffers, staging},
-                                {MemWhen::kEnd, MemCategory::kCommBuffers, -staging}});
-  step_reductions_[env.b.stage()].push_back(CopyGradientsToHost(env, id, params, g));
+  for (const Part& part : Parts(env, params, experts, env.grad_group)) {
+    if (part.group.size <= 1) {  // nothing to reduce with one replica
+      const std::vector<int32_t> anchor = env.b.AnchorDeps();
+      if (GradientsToHost() && !anchor.empty()) {
+        step_reductions_[env.b.stage()].push_back(
+            CopyGradientsToHost(env, anchor[0], part.params, g));
+      }
+      continue;
+    }
+    const Bytes grads = Bytes::Count(ReduceBytes() * part.params);
+    Op op = plan_.stage == 0
+                ? env.b.Collective("all_reduce", CollectiveKind::kAllReduce, grads, part.group, g)
+                : env.b.Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads,
+                                   part.group, g);
+    env.b.Spec(op).buckets = Buckets(grads);
+    const Bytes staging = StepStaging(grads);
+    const int32_t id = env.b.Add(op, env.b.AnchorDeps(),
+                                 {{MemWhen::kStart, MemCategory::kCommBuffers, staging},
+                                  {MemWhen::kEnd, MemCategory::kCommBuffers, -staging}});
+    const int64_t local =
+        plan_.stage >= 1 ? (part.params + part.shard_degree - 1) / part.shard_degree : part.params;
+    step_reductions_[env.b.stage()].push_back(CopyGradientsToHost(env, id, local, g));
+  }
 }
 
 void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
@@ -108,41 +128,47 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
     }
     return;
   }
-  // Stages 2 and 3: reduce-scatter the layer's gradients in every micro-batch; its full
-  // gradients are freed when the reduce-scatter ends.
-  const Bytes grads = Bytes::Count(ReduceBytes() * env.group_params[g]);
+  // Stages 2 and 3: reduce-scatter the layer's gradients in every micro-batch (an MoE layer's
+  // experts over their own group); its full gradients are freed when the reduce-scatter ends.
   const std::vector<int32_t> deps = env.b.AnchorDeps();
-  const Bytes layer_grads = ComputeBytes(env.group_params[g]);
   // Copied into the bucket as the backward produced them: gone when the backward ends.
-  if (GradientsIntoBucket())
-    env.b.AddMemToLast({MemWhen::kEnd, MemCategory::kGradients, -layer_grads});
-  Op rs =
-      env.b.Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, env.shard_group, g);
-  env.b.Spec(rs).buckets = LayerReduceBuckets(grads);
-  // Without overlap the reduction runs on the compute stream, which waits for it (DeepSpeed
-  // without overlap_comm reduces each full bucket on the current stream).
-  if (!OverlapGradReduce()) rs.stream = StreamKind::kCompute;
-  const Bytes buffer = LayerReduceBuffer(grads);
-  const int32_t id = env.b.Add(
-      rs, deps,
-      {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
-       {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
-       {MemWhen::kEnd, MemCategory::kGradients, GradientsIntoBucket() ? Bytes() : -layer_grads}});
-  if (!plan_.hybrid) {
-    const int32_t done = CopyGradientsToHost(env, id, env.group_params[g], g);
-    if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
-    return;
+  if (GradientsIntoBucket()) {
+    env.b.AddMemToLast(
+        {MemWhen::kEnd, MemCategory::kGradients, -ComputeBytes(env.group_params[g])});
   }
-  // Hybrid: the shard is all-reduced across the node replicas, one group per local rank.
-  const Bytes shard = grads.CeilDiv(plan_.shard_degree);
-  const int32_t ar = env.b.Add(
-      env.b.Collective(
-          "all_reduce", CollectiveKind::kAllReduce, shard,
-          CommGroup{s_.cluster.nodes, s_.cluster.nodes, plan_.shard_degree, plan_.shard_degree, 1},
-          g),
-      {id}, {});
-  const int32_t done = CopyGradientsToHost(env, ar, env.group_params[g], g);
-  if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
+  for (const Part& part : Parts(env, env.group_params[g], env.group_experts[g], env.shard_group)) {
+    const Bytes grads = Bytes::Count(ReduceBytes() * part.params);
+    const Bytes layer_grads = ComputeBytes(part.params);
+    Op rs =
+        env.b.Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, part.group, g);
+    env.b.Spec(rs).buckets = LayerReduceBuckets(grads);
+    // Without overlap the reduction runs on the compute stream, which waits for it (DeepSpeed
+    // without overlap_comm reduces each full bucket on the current stream).
+    if (!OverlapGradReduce()) rs.stream = StreamKind::kCompute;
+    const Bytes buffer = LayerReduceBuffer(grads);
+    const int32_t id = env.b.Add(
+        rs, deps,
+        {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
+         {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
+         {MemWhen::kEnd, MemCategory::kGradients, GradientsIntoBucket() ? Bytes() : -layer_grads}});
+    const int64_t local = (part.params + part.shard_degree - 1) / part.shard_degree;
+    if (!plan_.hybrid) {
+      const int32_t done = CopyGradientsToHost(env, id, local, g);
+      if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
+      continue;
+    }
+    // Hybrid (dense models only): the shard is all-reduced across the node replicas, one group
+    // per local rank.
+    const Bytes shard = grads.CeilDiv(plan_.shard_degree);
+    const int32_t ar =
+        env.b.Add(env.b.Collective("all_reduce", CollectiveKind::kAllReduce, shard,
+                                   CommGroup{s_.cluster.nodes, s_.cluster.nodes, plan_.shard_degree,
+                                             plan_.shard_degree, 1},
+                                   g),
+                  {id}, {});
+    const int32_t done = CopyGradientsToHost(env, ar, local, g);
+    if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
+  }
 }
 
 void DataParallelPolicy::BeforeOptimizer(DpEnv& env) {
@@ -156,21 +182,23 @@ std::vector<int32_t> DataParallelPolicy::TakeStepReductions(int32_t stage) {
   return out;
 }
 
-void DataParallelPolicy::AfterOptimizer(DpEnv&, int32_t, int64_t) {}
+void DataParallelPolicy::AfterOptimizer(DpEnv&, int32_t, StageParams) {}
 
-void DataParallelPolicy::GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total,
+void DataParallelPolicy::GatherUpdatedParameters(DpEnv& env, int32_t optimizer, StageParams p,
                                                  std::optional<Bytes> chunk) {
-  if (env.grad_group.size <= 1) return;
-  const Bytes params = ComputeBytes(total);
-  Op ag = env.b.Collective("all_gather", CollectiveKind::kAllGather, params, env.grad_group,
-                           std::nullopt);
-  if (chunk) {
-    const int64_t c = std::max<int64_t>(chunk->count(), 1);
-    env.b.Spec(ag).buckets = static_cast<int32_t>((params.count() + c - 1) / c);
-  } else {
-    env.b.Spec(ag).buckets = Buckets(params);
+  for (const Part& part : Parts(env, p.total, p.experts, env.grad_group)) {
+    if (part.group.size <= 1) continue;
+    const Bytes params = ComputeBytes(part.params);
+    Op ag = env.b.Collective("all_gather", CollectiveKind::kAllGather, params, part.group,
+                             std::nullopt);
+    if (chunk) {
+      const int64_t c = std::max<int64_t>(chunk->count(), 1);
+      env.b.Spec(ag).buckets = static_cast<int32_t>((params.count() + c - 1) / c);
+    } else {
+      env.b.Spec(ag).buckets = Buckets(params);
+    }
+    env.b.Add(ag, {optimizer}, {});
   }
-  env.b.Add(ag, {optimizer}, {});
 }
 
 ShardingPlan PlanSharding(const Scenario& s) { return MakeDataParallelPolicy(s)->sharding(); }

@@ -33,11 +33,23 @@ namespace sim {
 // What lowering hands a policy when it asks it to emit ops: the builder (positioned on the
 // stage and micro-batch being lowered), the parameters per group and the groups that reduce
 // and shard them.
+// MoE models split each group in two: the routed experts (group_experts, part of group_params)
+// are held by the expert data-parallel group and reduced, sharded and gathered over it; the
+// rest over grad_group (Megatron-Core keeps expert parameters in their own buffers over
+// expert_data_parallel_group: distributed_data_parallel.py's expert_parallel_buffers).
 struct DpEnv {
   ProgramBuilder& b;
-  const std::vector<int64_t>& group_params;  // per GPU (after TP sharding), by group
-  CommGroup grad_group;                      // ranks holding the same parameters (DP × CP)
-  CommGroup shard_group;                     // ranks sharing the shards (hybrid: one node)
+  const std::vector<int64_t>& group_params;   // per GPU (after TP sharding), by group
+  const std::vector<int64_t>& group_experts;  // the routed experts' share of group_params
+  CommGroup grad_group;                       // ranks holding the same parameters (DP × CP)
+  CommGroup shard_group;                      // ranks sharing the shards (hybrid: one node)
+  CommGroup expert_group;                     // ranks holding the same experts (expert DP)
+};
+
+// A stage's trained parameters per GPU and the routed experts' share of them.
+struct StageParams {
+  int64_t total = 0;
+  int64_t experts = 0;
 };
 
 class DataParallelPolicy {
@@ -102,8 +114,9 @@ class DataParallelPolicy {
   virtual Bytes CastCopies(int64_t) const { return Bytes(); }
   // Memory the optimizer step allocates for `local` parameters of this GPU's shard while it runs.
   virtual Bytes StepTransient(int64_t) const { return Bytes(); }
-  // Parameters the optimizer updates on this GPU out of a stage's `total`.
-  int64_t OptimizerShard(int64_t total) const;
+  // Parameters the optimizer updates on this GPU out of a stage's: the dense ones ÷ the shard
+  // degree, the experts ÷ theirs (sharding.h ExpertShardDegree).
+  int64_t OptimizerShard(StageParams p) const;
   // Offload (parallel.offload): the reduced gradients are copied to the host as their
   // reductions end (ZeRO-Offload's async copy into the fp32 CPU partition, FSDP CPUOffload's
   // gradient shard). Megatron-Core copies its fp32 main_grad at the step instead.
@@ -119,8 +132,8 @@ class DataParallelPolicy {
   virtual void BeforeOptimizer(DpEnv& env);
   // The reductions the stage's optimizer waits for (consumed).
   std::vector<int32_t> TakeStepReductions(int32_t stage);
-  // After the stage's optimizer (op `optimizer`, over `total` parameters of the stage).
-  virtual void AfterOptimizer(DpEnv& env, int32_t optimizer, int64_t total);
+  // After the stage's optimizer (op `optimizer`, over the stage's parameters `p`).
+  virtual void AfterOptimizer(DpEnv& env, int32_t optimizer, StageParams p);
 
  protected:
   // One bucketed reduction of the accumulated gradients of `groups` (`g` labels it; none:
@@ -133,11 +146,19 @@ class DataParallelPolicy {
   virtual Bytes LayerReduceBuffer(Bytes grads) const { return std::min(grads, Bucket()); }
   // The post-optimizer all-gather of the updated compute-dtype parameters, in collectives of
   // `chunk` (the gradient bucket when none).
-  void GatherUpdatedParameters(DpEnv& env, int32_t optimizer, int64_t total,
+  void GatherUpdatedParameters(DpEnv& env, int32_t optimizer, StageParams p,
                                std::optional<Bytes> chunk = std::nullopt);
-  // With GradientsToHost(): the copy of `params` reduced gradients (this GPU's shard) after op
+  // With GradientsToHost(): the copy of `local` reduced gradients (this GPU's shard) after op
   // `after`, which the optimizer then waits for instead; `after` otherwise.
-  int32_t CopyGradientsToHost(DpEnv& env, int32_t after, int64_t params, std::optional<int32_t> g);
+  int32_t CopyGradientsToHost(DpEnv& env, int32_t after, int64_t local, std::optional<int32_t> g);
+  // The parts a collective over `params` parameters (`experts` of them routed experts) splits
+  // into: the dense ones over `dense`, the experts over env.expert_group; empty parts left out.
+  struct Part {
+    int64_t params;
+    CommGroup group;
+    int64_t shard_degree;  // of this part's states
+  };
+  std::vector<Part> Parts(const DpEnv& env, int64_t params, int64_t experts, CommGroup dense) const;
 
   const Scenario& s_;
   const ShardingPlan plan_;
