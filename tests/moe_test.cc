@@ -2,6 +2,7 @@
 // sim/workload/params.h, layer_ops.h, sharding.h) against hand-worked values from the models'
 // published shapes.
 #include <catch2/catch.hpp>
+#include <tuple>
 
 #include "sim/config/loaders.h"
 #include "sim/replay/replay.h"
@@ -70,6 +71,31 @@ TEST_CASE("MoE parameter counts equal the published totals and active counts", "
   const ParameterCount qwen = CountParameters(Model("qwen1.5-moe-a2.7b"));
   CHECK(static_cast<double>(qwen.total) / 1e9 == Approx(14.3).epsilon(0.002));
   CHECK(static_cast<double>(qwen.active) / 1e9 == Approx(2.7).epsilon(0.01));
+  // Qwen3 (heads 128 wide, a·d = 2·h on the 235B): per layer attention 2·h·a·d + 2·h·k·d,
+  // 128 experts of 3·h·f_e, router h·128, two RMSNorms; untied embedding and head. Published
+  // (Qwen3 Technical Report, Table 2): 30.5B / 3.3B and 235B / 22B.
+  for (const auto& [name, layers, h, f_e, total, active] :
+       {std::tuple{"qwen3-30b-a3b", 48, 2048, 768, 30.5, 3.3},
+        std::tuple{"qwen3-235b-a22b", 94, 4096, 1536, 235.0, 22.0}}) {
+    INFO(name);
+    const ModelSpec m = Model(name);
+    const int64_t q = m.heads * 128, kv = 4 * 128, e = 3 * int64_t{h} * f_e;
+    const int64_t attn = 2 * int64_t{h} * q + 2 * int64_t{h} * kv;
+    const int64_t rest = int64_t{h} * 128 + 2 * int64_t{h};
+    const int64_t ends = 2 * int64_t{151936} * h + h;
+    const ParameterCount qc = CountParameters(m);
+    CHECK(qc.total == layers * (attn + 128 * e + rest) + ends);
+    CHECK(qc.active == layers * (attn + 8 * e + rest) + ends);
+    CHECK(static_cast<double>(qc.total) / 1e9 == Approx(total).epsilon(0.002));
+    CHECK(static_cast<double>(qc.active) / 1e9 == Approx(active).epsilon(0.02));
+  }
+  // Its attention runs a·d = 8192 wide on h = 4096 (one 4096-token sequence, no TP).
+  ActivationShape one;
+  one.seq_len = 4096;
+  const std::vector<LayerOp> ops = LayerForwardOps(Model("qwen3-235b-a22b"), one);
+  CHECK(Flops(ops, "qkv") == Approx(2.0 * 4096 * 4096 * (8192 + 2 * 512)));
+  CHECK(Flops(ops, "out_proj") == Approx(2.0 * 4096 * 8192 * 4096));
+  CHECK(Flops(ops, "flash_attention") == Approx(4.0 * 4096 * 4096 * 8192 / 2));
   // A dense model is all active.
   const ParameterCount dense = CountParameters(Model("llama3-8b"));
   CHECK(dense.active == dense.total);

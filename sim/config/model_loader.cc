@@ -57,26 +57,10 @@ std::optional<MoeSpec> ReadMoe(const YAML::Node& node, const std::string& path, 
 std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view path,
                                    YamlErrors& errors) {
   if (!CheckMapping(node, path,
-                    {"schema_version",
-                     "name",
-                     "family",
-                     "layers",
-                     "hidden",
-                     "heads",
-                     "kv_heads",
-                     "ffn_hidden",
-                     "mlp",
-                     "norm",
-                     "vocab",
-                     "tied_embeddings",
-                     "position",
-                     "max_seq_len",
-                     "bias",
-                     "dropout",
-                     "params",
-                     "active_params",
-                     "moe",
-                     "source"},
+                    {"schema_version",  "name",     "family",      "layers", "hidden",  "heads",
+                     "kv_heads",        "head_dim", "ffn_hidden",  "mlp",    "norm",    "vocab",
+                     "tied_embeddings", "position", "max_seq_len", "bias",   "dropout", "params",
+                     "active_params",   "moe",      "source"},
                     errors)) {
     return std::nullopt;
   }
@@ -90,6 +74,7 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
   if (auto v = ReadInt(req("heads"), errors, 1, kMaxWidth)) m.heads = *v;
   m.kv_heads = m.heads;
   if (auto v = ReadInt(opt("kv_heads"), errors, 1, kMaxWidth)) m.kv_heads = *v;
+  if (auto v = ReadInt(opt("head_dim"), errors, 1, kMaxWidth)) m.head_dim_override = *v;
   if (auto v = ReadInt(req("ffn_hidden"), errors, 1, 4 * kMaxWidth)) m.ffn_hidden = *v;
   if (auto v = ReadInt(req("vocab"), errors, 1, kMaxVocab)) m.vocab = *v;
   if (auto v = ReadEnum<MlpKind>(req("mlp"), errors)) m.mlp = *v;
@@ -107,9 +92,10 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
   }
 
   // Cross-field checks, reported at the key that makes the combination wrong.
-  if (m.heads > 0 && m.hidden % m.heads != 0) {
+  if (m.heads > 0 && m.head_dim_override == 0 && m.hidden % m.heads != 0) {
     errors.Add(node["heads"], JoinPath(path, "heads"),
-               absl::StrCat("hidden ", m.hidden, " is not divisible by heads ", m.heads));
+               absl::StrCat("hidden ", m.hidden, " is not divisible by heads ", m.heads,
+                            " (give head_dim when the heads are not h / heads wide)"));
   }
   if (m.kv_heads > 0 && m.heads % m.kv_heads != 0) {
     errors.Add(node["kv_heads"], JoinPath(path, "kv_heads"),

@@ -24,9 +24,10 @@ std::string ResolvedScenarioText(const Scenario& s) {
   std::string out = absl::StrCat("Scenario ", s.name, " (", s.file, ")\n");
   absl::StrAppendFormat(
       &out,
-      "  model      %s: %d layers, hidden %d, %d heads (%d KV), FFN %d, vocab %d, %s params\n",
-      s.model.name, s.model.layers, s.model.hidden, s.model.heads, s.model.kv_heads,
-      s.model.ffn_hidden, s.model.vocab, FormatCount(params.total));
+      "  model      %s: %d layers, hidden %d, %d heads%s (%d KV), FFN %d, vocab %d, %s params\n",
+      s.model.name, s.model.layers, s.model.hidden, s.model.heads,
+      s.model.head_dim_override > 0 ? absl::StrCat(" of ", s.model.head_dim_override) : "",
+      s.model.kv_heads, s.model.ffn_hidden, s.model.vocab, FormatCount(params.total));
   if (const auto& moe = s.model.moe) {
     absl::StrAppendFormat(&out,
                           "             mixture of experts: %d experts of FFN %d, top %d, %d "

@@ -32,9 +32,12 @@ struct ModelSpec {
   std::string name;
   std::string family;  // gpt | llama | mpt ... (informative)
   int64_t layers = 0;
-  int64_t hidden = 0;      // h
-  int64_t heads = 0;       // a
-  int64_t kv_heads = 0;    // k (grouped-query attention when k < a)
+  int64_t hidden = 0;    // h
+  int64_t heads = 0;     // a
+  int64_t kv_heads = 0;  // k (grouped-query attention when k < a)
+  // d, each head's width, when it is not h / a (Megatron-LM --kv-channels, Hugging Face
+  // head_dim: Qwen3 has 64 heads of 128 on h = 4096); 0 = h / a. Queries are a·d wide.
+  int64_t head_dim_override = 0;
   int64_t ffn_hidden = 0;  // f
   int64_t vocab = 0;       // V
   MlpKind mlp = MlpKind::kGelu;
@@ -53,7 +56,8 @@ struct ModelSpec {
   std::optional<MoeSpec> moe;
   std::string source;
 
-  int64_t head_dim() const { return hidden / heads; }
+  int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
+  int64_t query_width() const { return heads * head_dim(); }  // a·d (= h unless head_dim set)
 };
 
 }  // namespace sim

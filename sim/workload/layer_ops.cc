@@ -144,7 +144,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   const int64_t s_kv = shape.seq_len, s = shape.seq_len / shape.cp, b = shape.micro_batch;
   const int64_t tokens = s * b;
   const int64_t h = m.hidden, f = m.ffn_hidden, a = m.heads;
-  const int64_t kv = m.kv_heads * m.head_dim();
+  const int64_t kv = m.kv_heads * m.head_dim(), q = m.query_width();  // q = h unless head_dim
   // Tensors replicated across the TP group, unless sequence parallelism shards them along s.
   const int64_t rep = shape.sequence_parallel ? t : 1;
   const int64_t rep_tokens = tokens / rep;
@@ -158,17 +158,17 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   norm1.saves = {{"norm1_in", bytes(kAct * rep_tokens * h)}};
   ops.push_back(norm1);
 
-  LayerOp qkv = Gemm("qkv", tokens, h, (h + 2 * kv) / t);
+  LayerOp qkv = Gemm("qkv", tokens, h, (q + 2 * kv) / t);
   qkv.saves = {{"qkv_in", bytes(kAct * rep_tokens * h)}};
   qkv.saves[0].weight_grad_input = true;
   qkv.role = ParallelRole::kColumn;
   // Per-op checkpointing caches wq's and wv's outputs (matmuls 1 and 3) and re-runs wk (2).
-  qkv.sac_recompute = static_cast<double>(kv) / static_cast<double>(h + 2 * kv);
+  qkv.sac_recompute = static_cast<double>(kv) / static_cast<double>(q + 2 * kv);
   ops.push_back(qkv);
 
-  // Attention core: QK^T and AV are 2·b·s²·h/t FLOPs each; causal masking lets flash skip half.
+  // Attention core: QK^T and AV are 2·b·s²·a·d/t FLOPs each; causal masking lets flash skip half.
   const double full_core = 4.0 * static_cast<double>(b) * static_cast<double>(s) *
-                           static_cast<double>(s_kv) * static_cast<double>(h) /
+                           static_cast<double>(s_kv) * static_cast<double>(q) /
                            static_cast<double>(t);
   const int64_t scores = a * s * s_kv * b / t;  // elements of the score matrix per GPU
   if (shape.attention == AttentionKernel::kFlash) {
@@ -177,11 +177,11 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     core.op_class = OpClass::kAttention;
     core.flops = Flops::Count(full_core / 2);
     // Reads q and writes o for its own tokens, reads k and v of the whole sequence.
-    core.bytes_moved = bytes(kAct * (tokens * 2 * h + s_kv * b * 2 * kv) / t);
+    core.bytes_moved = bytes(kAct * (tokens * 2 * q + s_kv * b * 2 * kv) / t);
     if (shape.cp > 1) core.role = ParallelRole::kCpKv;
     core.core = true;
     core.sac_recompute = 0;  // its outputs are on the save list
-    core.saves = {{"q", bytes(kAct * tokens * h / t), false, /*sac_cached=*/true},
+    core.saves = {{"q", bytes(kAct * tokens * q / t), false, /*sac_cached=*/true},
                   {"k", bytes(kAct * tokens * kv / t)},
                   {"v", bytes(kAct * tokens * kv / t), false, true},
                   {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true, true}};
@@ -193,10 +193,10 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     qk.name = "attention_scores";
     qk.op_class = OpClass::kGemm;
     qk.flops = Flops::Count(full_core / 2);
-    qk.bytes_moved = bytes(kAct * (tokens * (h + kv) / t + scores));
+    qk.bytes_moved = bytes(kAct * (tokens * (q + kv) / t + scores));
     qk.core = true;
     qk.keep_16bit = true;
-    qk.saves = {{"q", bytes(kAct * tokens * h / t), false, true},
+    qk.saves = {{"q", bytes(kAct * tokens * q / t), false, true},
                 {"k", bytes(kAct * tokens * kv / t)}};
     ops.push_back(qk);
     LayerOp softmax = Elementwise("softmax", scores, scores, 5);
@@ -215,17 +215,17 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     av.name = "attention_values";
     av.op_class = OpClass::kGemm;
     av.flops = Flops::Count(full_core / 2);
-    av.bytes_moved = bytes(kAct * (scores + tokens * kv / t + tokens * h / t));
+    av.bytes_moved = bytes(kAct * (scores + tokens * kv / t + tokens * q / t));
     av.core = true;
     av.keep_16bit = true;
     av.saves = {{"v", bytes(kAct * tokens * kv / t), false, true}};
     ops.push_back(av);
   }
 
-  LayerOp proj = Gemm("out_proj", tokens, h / t, h);
+  LayerOp proj = Gemm("out_proj", tokens, q / t, h);
   // The context is the flash kernel's output (cached); eager attention's comes from a bmm.
   proj.saves = {
-      {"context", bytes(kAct * tokens * h / t), false, shape.attention == AttentionKernel::kFlash}};
+      {"context", bytes(kAct * tokens * q / t), false, shape.attention == AttentionKernel::kFlash}};
   // Flash attention saves its output for its own backward; eager attention's AV backward needs P
   // and V, so the context serves only the projection's weight gradient.
   proj.saves[0].weight_grad_input = shape.attention == AttentionKernel::kEager;

@@ -30,6 +30,9 @@
 // 34·s·b·h + 5·a·s²·b without parallelism. "core" marks what selective recompute drops (the
 // attention core is re-run in backward). Full recompute keeps only norm1_in, the layer input.
 //
+// Heads wider than h / a (ModelSpec::head_dim_override, Qwen3) make q, the context and the
+// attention core a·d wide where the table says h.
+//
 // Llama-style layers (RMSNorm, SwiGLU, GQA, no dropout) keep the same structure without masks:
 // the SwiGLU backward needs gate and up (for silu(gate)·up) and the down-projection input, so
 // 6·T·f/t for the MLP; GQA shrinks k and v to kv = kv_heads·d columns. Flash attention never

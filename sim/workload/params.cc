@@ -18,9 +18,10 @@ int64_t MlpParameters(const ModelSpec& m, int64_t f) {
 
 ParameterCount CountParameters(const ModelSpec& m) {
   const int64_t h = m.hidden, f = m.ffn_hidden;
-  const int64_t kv = m.kv_heads * m.head_dim();
+  const int64_t kv = m.kv_heads * m.head_dim(), q = m.query_width();
   ParameterCount c;
-  c.attention_per_layer = 2 * h * h + 2 * h * kv + (m.bias ? 2 * h + 2 * kv : 0);
+  // wq (h × a·d), wk and wv (h × k·d), wo (a·d × h) and their biases.
+  c.attention_per_layer = 2 * h * q + 2 * h * kv + (m.bias ? q + h + 2 * kv : 0);
   c.mlp_per_layer = MlpParameters(m, f);
   c.active_mlp_per_layer = c.mlp_per_layer;
   if (m.moe) {
