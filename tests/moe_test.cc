@@ -102,6 +102,48 @@ TEST_CASE("MoE parameter counts equal the published totals and active counts", "
   CHECK(dense.expert_per_layer == 0);
 }
 
+TEST_CASE("MoE on some layers: Llama 4 Maverick alternates dense and MoE layers", "[moe]") {
+  // 48 layers, MoE on 1, 3, ..., 47 (first_dense_layers 1, layer_freq 2). Attention
+  // 2·5120·5120 + 2·5120·1024; a MoE layer's MLP 128 routed + 1 shared SwiGLU expert of
+  // 3·5120·8192 and a router 5120·128; a dense layer's MLP 3·5120·16384; RMSNorms. Published:
+  // 400B total, 17B active (Meta, The Llama 4 herd).
+  const ModelSpec m = Model("llama4-maverick");
+  CHECK(m.moe_layers() == 24);
+  CHECK_FALSE(m.IsMoeLayer(0));
+  CHECK(m.IsMoeLayer(1));
+  CHECK(m.IsMoeLayer(47));
+  const int64_t attn = 2 * 5120 * 5120 + 2 * 5120 * 1024, expert = 3 * 5120 * 8192;
+  const int64_t norms = 2 * 5120, router = 5120 * 128, dense_mlp = 3 * 5120 * 16384;
+  const int64_t ends = 2 * int64_t{202048} * 5120 + 5120;
+  const ParameterCount c = CountParameters(m);
+  CHECK(c.total ==
+        24 * (attn + 129 * expert + router + norms) + 24 * (attn + dense_mlp + norms) + ends);
+  CHECK(c.active ==
+        24 * (attn + 2 * expert + router + norms) + 24 * (attn + dense_mlp + norms) + ends);
+  CHECK(static_cast<double>(c.total) / 1e9 == Approx(400.0).epsilon(0.002));
+  CHECK(static_cast<double>(c.active) / 1e9 == Approx(17.0).epsilon(0.011));
+  // EP 8 on 32 GPUs: the experts (1/8 per GPU) only in the MoE layers' groups; the token
+  // all-to-alls only around MoE layers (forward, full recompute, backward; 2 micro-batches).
+  const Scenario s = Must({{"model", "llama4-maverick"}, {"parallel.ep", "8"}});
+  const std::vector<int64_t> experts = GroupExpertParameters(s);
+  CHECK(experts[1] == 0);  // layer 0, dense
+  CHECK(experts[2] == 128 * expert / 8);
+  const std::vector<int64_t> params = GroupParameters(s);
+  CHECK(params[1] == attn + dense_mlp + norms);
+  CHECK(params[2] == attn + expert + router + norms + 128 * expert / 8);
+  auto p = Lower(s);
+  REQUIRE(p.ok());
+  int64_t dispatches = 0, routers = 0, dense_down = 0;
+  for (const Op& op : p->ops) {
+    dispatches += op.name == "ep_dispatch";
+    routers += op.name == "router" && op.pass == OpPass::kForward;
+    dense_down += op.name == "down" && op.pass == OpPass::kForward;
+  }
+  CHECK(dispatches == 3 * 24 * 2);
+  CHECK(routers == 24 * 2);
+  CHECK(dense_down == 24 * 2);
+}
+
 TEST_CASE("balanced routing: an MoE layer computes top-k dense MLPs of the expert width", "[moe]") {
   const ModelSpec moe = Model("qwen1.5-moe-a2.7b");
   ModelSpec dense = moe;

@@ -26,7 +26,7 @@ std::optional<MoeSpec> ReadMoe(const YAML::Node& node, const std::string& path, 
                                YamlErrors& errors) {
   if (!CheckMapping(node, path,
                     {"experts", "top_k", "expert_ffn_hidden", "shared_experts",
-                     "shared_expert_ffn_hidden", "router"},
+                     "shared_expert_ffn_hidden", "router", "first_dense_layers", "layer_freq"},
                     errors)) {
     return std::nullopt;
   }
@@ -45,6 +45,10 @@ std::optional<MoeSpec> ReadMoe(const YAML::Node& node, const std::string& path, 
     moe.shared_ffn_hidden = *v;
   }
   if (auto v = ReadEnum<RouterKind>(opt("router"), errors)) moe.router = *v;
+  if (auto v = ReadInt(opt("first_dense_layers"), errors, 0, kMaxLayers)) {
+    moe.first_dense_layers = *v;
+  }
+  if (auto v = ReadInt(opt("layer_freq"), errors, 1, kMaxLayers)) moe.layer_freq = *v;
   if (moe.experts > 0 && moe.top_k > moe.experts) {
     errors.Add(node["top_k"], JoinPath(path, "top_k"),
                absl::StrCat("top_k ", moe.top_k, " exceeds the ", moe.experts, " experts"));
@@ -89,6 +93,11 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
   if (auto v = ReadString(opt("source"), errors)) m.source = *v;
   if (const YAML::Node moe = Child(node, "moe"); moe.IsDefined()) {
     m.moe = ReadMoe(moe, JoinPath(path, "moe"), m.ffn_hidden, errors);
+    if (m.moe && m.layers > 0 && m.moe->first_dense_layers >= m.layers) {
+      errors.Add(moe["first_dense_layers"], JoinPath(path, "moe.first_dense_layers"),
+                 absl::StrCat("first_dense_layers ", m.moe->first_dense_layers,
+                              " leaves none of the ", m.layers, " layers to the experts"));
+    }
   }
 
   // Cross-field checks, reported at the key that makes the combination wrong.

@@ -14,8 +14,11 @@ enum class PositionKind { kLearned, kRope, kAlibi };
 
 // A mixture-of-experts MLP (models/NAME.yaml `moe:`): each token's MLP is the weighted sum of
 // the top_k of `experts` routed experts its router picks, plus `shared_experts` that every token
-// runs (DeepSeek-MoE, Qwen-MoE). Every decoder layer is an MoE layer. Experts are SwiGLU or GELU
-// MLPs like the model's dense one (ModelSpec::mlp), of width expert_ffn_hidden.
+// runs (DeepSeek-MoE, Qwen-MoE). The MoE layers are decoder layers F, F + N, F + 2N, ... (0-based,
+// F = first_dense_layers, N = layer_freq): every layer by default; DeepSeek-V2/V3 keep their first
+// 1/3 layers dense (first_k_dense_replace), Llama 4 Maverick alternates (F 1, N 2), Megatron-LM
+// --moe-layer-freq N is F 0. The other layers have the dense MLP of width ffn_hidden. Experts are
+// SwiGLU or GELU MLPs like the model's dense one (ModelSpec::mlp), of width expert_ffn_hidden.
 enum class RouterKind { kSoftmax, kSigmoid };
 struct MoeSpec {
   int64_t experts = 0;
@@ -26,6 +29,8 @@ struct MoeSpec {
   // softmax over the experts' logits then top-k (Mixtral, Qwen-MoE, Switch); sigmoid scores
   // with top-k and renormalisation (DeepSeek-V3). Either way one h × experts GEMM.
   RouterKind router = RouterKind::kSoftmax;
+  int64_t first_dense_layers = 0;  // F
+  int64_t layer_freq = 1;          // N
 };
 
 struct ModelSpec {
@@ -58,6 +63,15 @@ struct ModelSpec {
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }
   int64_t query_width() const { return heads * head_dim(); }  // a·d (= h unless head_dim set)
+  // Whether decoder layer `i` (0-based) is a mixture-of-experts layer (MoeSpec), and how many are.
+  bool IsMoeLayer(int64_t i) const {
+    return moe && i >= moe->first_dense_layers &&
+           (i - moe->first_dense_layers) % moe->layer_freq == 0;
+  }
+  int64_t moe_layers() const {
+    if (!moe || layers <= moe->first_dense_layers) return 0;
+    return (layers - moe->first_dense_layers + moe->layer_freq - 1) / moe->layer_freq;
+  }
 };
 
 }  // namespace sim

@@ -139,6 +139,11 @@ ActivationShape ScenarioShape(const Scenario& s) {
 }
 
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape) {
+  return LayerForwardOps(m, shape, m.moe.has_value());
+}
+
+std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape,
+                                     bool moe_layer) {
   const int64_t t = shape.tp;
   // s: the tokens of this GPU's share of a sequence; s_kv: the keys each query attends to.
   const int64_t s_kv = shape.seq_len, s = shape.seq_len / shape.cp, b = shape.micro_batch;
@@ -240,7 +245,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   norm2.saves = {{"norm2_in", bytes(kAct * rep_tokens * h)}};
   ops.push_back(norm2);
 
-  if (m.moe) {
+  if (moe_layer && m.moe) {
     MoeMlpOps(m, shape, tokens, rep_tokens, ops);
   } else if (m.mlp == MlpKind::kGelu) {
     LayerOp fc1 = Gemm("fc1", tokens, h, f / t);
@@ -264,7 +269,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
                     {"up", bytes(kAct * tokens * f / t)}};
     ops.push_back(swiglu);
   }
-  if (!m.moe) {
+  if (!(moe_layer && m.moe)) {
     LayerOp fc2 = Gemm(m.mlp == MlpKind::kGelu ? "fc2" : "down", tokens, f / t, h);
     fc2.saves = {{"fc2_in", bytes(kAct * tokens * f / t)}};
     // GELU's backward needs its input (gelu_in), not its output: fc2_in serves fc2's weight

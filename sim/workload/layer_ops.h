@@ -183,7 +183,11 @@ ActivationShape ScenarioShape(const Scenario& s);
 // (sim/workload/moe_routing.h).
 int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t local, int64_t top_k);
 
+// An MoE model's MoE layer (ModelSpec::IsMoeLayer), or with moe_layer = false its dense layers
+// (the dense MLP of width ffn_hidden).
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);
+std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape,
+                                     bool moe_layer);
 
 // Whether a layer under `policy` allocates `t` in its forward (sac_only tensors: only under op),
 // keeps it to its backward, and needs it in its backward.

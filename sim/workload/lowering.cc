@@ -69,6 +69,9 @@ class Lowerer {
         shape_(ScenarioShape(s)),
         layer_ops_(WithFinetune(s, LayerForwardOps(s.model, shape_),
                                 s.training.seq_len / s.parallel.cp * s.training.micro_batch)),
+        dense_ops_(s.model.moe && s.model.moe_layers() < s.model.layers
+                       ? LayerForwardOps(s.model, shape_, /*moe_layer=*/false)
+                       : std::vector<LayerOp>()),
         layers_(static_cast<int32_t>(s.model.layers)),
         tokens_(s.training.seq_len / s.parallel.cp * s.training.micro_batch),
         rep_(s.parallel.sequence_parallel ? s.parallel.tp : 1),
@@ -121,7 +124,9 @@ class Lowerer {
     // allocates once.
     const bool model_parallel = s_.parallel.tp > 1 || s_.parallel.cp > 1;
     const size_t per_mb =
-        (3 * layer_ops_.size() + (model_parallel ? 15 : 3)) * group_params_.size() + 2 * p;
+        (3 * std::max(layer_ops_.size(), dense_ops_.size()) + (model_parallel ? 15 : 3)) *
+            group_params_.size() +
+        2 * p;
     p_.ops.reserve(per_mb * static_cast<size_t>(s_.micro_batches()) + 4 * p);
     p_.deps.reserve(p_.ops.capacity());
     p_.mem.reserve(5 * p_.ops.capacity());  // about 4 per op with tensors freed one by one
@@ -482,7 +487,7 @@ class Lowerer {
     const int32_t head = NumGroups() - 1;
     add(0, "embedding", false);
     for (int32_t g = 1; g < head; ++g) {
-      for (const LayerOp& lo : layer_ops_) add(g, lo.name, false);
+      for (const LayerOp& lo : Ops(g)) add(g, lo.name, false);
     }
     add(head, "final_norm", false);
     add(head, "lm_head", false);
@@ -492,12 +497,12 @@ class Lowerer {
       const LayerCheckpoint c = CheckpointOf(g);
       if (c.policy != Recompute::kNone && g == c.group_last) {
         for (int32_t r = c.group_first; r <= c.group_last; ++r) {
-          for (const LayerOp& lo : layer_ops_) {
+          for (const LayerOp& lo : Ops(r)) {
             if (Reruns(CheckpointOf(r), lo)) add(r, lo.name, false);
           }
         }
       }
-      for (auto it = layer_ops_.rbegin(); it != layer_ops_.rend(); ++it) add(g, it->name, true);
+      for (auto it = Ops(g).rbegin(); it != Ops(g).rend(); ++it) add(g, it->name, true);
     }
     add(0, "embedding", true);
     return trace;
@@ -647,9 +652,9 @@ class Lowerer {
     return c;
   }
 
-  bool Kept(const LayerCheckpoint& c, const LayerOp& lo, const SavedTensor& t) const {
-    if (!c.keeps_input && &lo == &layer_ops_.front() && &t == &lo.saves.front()) return false;
-    return sim::Kept(layer_ops_, lo, t, c.policy);
+  bool Kept(int32_t g, const LayerCheckpoint& c, const LayerOp& lo, const SavedTensor& t) const {
+    if (!c.keeps_input && &lo == &Ops(g).front() && &t == &lo.saves.front()) return false;
+    return sim::Kept(Ops(g), lo, t, c.policy);
   }
 
   // Layer gradients that live until their reduce-scatter (stages 2 and 3); persistent
@@ -672,14 +677,15 @@ class Lowerer {
     const LayerCheckpoint c = CheckpointOf(g);
     const Bytes cast = policy_.CastCopies(group_params_[g]);
     std::vector<Bytes> dropped;  // tensors not kept for backward: freed when the forward ends
-    for (size_t i = 0; i < layer_ops_.size(); ++i) {
-      const LayerOp& lo = layer_ops_[i];
+    const std::vector<LayerOp>& ops = Ops(g);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const LayerOp& lo = ops[i];
       // The layer's autocast copies come with its first op.
       MemList mem = {{MemWhen::kStart, MemCategory::kGatheredParams, i == 0 ? cast : Bytes()}};
       for (const SavedTensor& t : lo.saves) {
         if (!Allocated(t, c.policy)) continue;
         mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
-        if (!Kept(c, lo, t)) dropped.push_back(t.bytes);
+        if (!Kept(g, c, lo, t)) dropped.push_back(t.bytes);
       }
       Dequantized(lo, mem);
       std::vector<int32_t> deps;
@@ -713,9 +719,9 @@ class Lowerer {
   std::vector<Bytes> KeptTensors(int32_t g) const {
     const LayerCheckpoint c = CheckpointOf(g);
     std::vector<Bytes> kept;
-    for (const LayerOp& lo : layer_ops_) {
+    for (const LayerOp& lo : Ops(g)) {
       for (const SavedTensor& t : lo.saves) {
-        if (Allocated(t, c.policy) && Kept(c, lo, t)) kept.push_back(t.bytes);
+        if (Allocated(t, c.policy) && Kept(g, c, lo, t)) kept.push_back(t.bytes);
       }
     }
     return kept;
@@ -754,10 +760,10 @@ class Lowerer {
     first.push_back(
         {MemWhen::kStart, MemCategory::kGatheredParams, policy_.CastCopies(group_params_[g])});
     bool emitted = false;
-    for (const LayerOp& lo : layer_ops_) {
+    for (const LayerOp& lo : Ops(g)) {
       MemList mem;
       for (const SavedTensor& t : lo.saves) {
-        if (Allocated(t, c.policy) && !Kept(c, lo, t)) {
+        if (Allocated(t, c.policy) && !Kept(g, c, lo, t)) {
           mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
         }
       }
@@ -796,7 +802,8 @@ class Lowerer {
       for (int32_t r = c.group_first; r <= c.group_last; ++r) RecomputeLayer(r, first_deps, grads);
     }
     bool first = true;
-    for (auto it = layer_ops_.rbegin(); it != layer_ops_.rend(); ++it) {
+    const std::vector<LayerOp>& ops = Ops(g);
+    for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
       // The op's input gradient (autograd's tensors' size) exists while it runs; every tensor
       // it holds is freed, one by one, when it ends.
       Bytes input_grad;
@@ -1203,7 +1210,12 @@ class Lowerer {
   const ShardingPlan plan_;
   const Placement place_;
   const ActivationShape shape_;
-  const std::vector<LayerOp> layer_ops_;
+  const std::vector<LayerOp> layer_ops_;  // a decoder layer's (an MoE model's MoE layer)
+  const std::vector<LayerOp> dense_ops_;  // an MoE model's dense layers (MoeSpec layers)
+  // The ops of group g's layer (g = 1..L).
+  const std::vector<LayerOp>& Ops(int32_t g) const {
+    return dense_ops_.empty() || s_.model.IsMoeLayer(g - 1) ? layer_ops_ : dense_ops_;
+  }
   const int32_t layers_;
   const int64_t tokens_;   // per GPU per micro-batch (s/cp · b)
   const int64_t rep_;      // t with sequence parallelism (replicated tensors sharded), else 1

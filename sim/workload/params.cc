@@ -23,6 +23,7 @@ ParameterCount CountParameters(const ModelSpec& m) {
   // wq (h × a·d), wk and wv (h × k·d), wo (a·d × h) and their biases.
   c.attention_per_layer = 2 * h * q + 2 * h * kv + (m.bias ? q + h + 2 * kv : 0);
   c.mlp_per_layer = MlpParameters(m, f);
+  c.dense_mlp_per_layer = c.mlp_per_layer;
   c.active_mlp_per_layer = c.mlp_per_layer;
   if (m.moe) {
     const int64_t expert = MlpParameters(m, m.moe->expert_ffn_hidden);
@@ -38,8 +39,12 @@ ParameterCount CountParameters(const ModelSpec& m) {
   c.positions = m.position == PositionKind::kLearned ? m.max_seq_len * h : 0;
   c.lm_head = m.tied_embeddings ? 0 : m.vocab * h;
   c.final_norm = NormParams(m);
-  c.total = m.layers * c.per_layer + c.embedding + c.positions + c.lm_head + c.final_norm;
-  c.active = c.total - m.layers * (c.mlp_per_layer - c.active_mlp_per_layer);
+  c.moe_layers = m.moe_layers();
+  const int64_t dense_layers = m.layers - c.moe_layers;
+  c.total = c.moe_layers * c.per_layer +
+            dense_layers * (c.attention_per_layer + c.dense_mlp_per_layer + c.norms_per_layer) +
+            c.embedding + c.positions + c.lm_head + c.final_norm;
+  c.active = c.total - c.moe_layers * (c.mlp_per_layer - c.active_mlp_per_layer);
   return c;
 }
 

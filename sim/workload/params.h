@@ -22,12 +22,17 @@
 
 namespace sim {
 
+// The *_per_layer counts are an MoE layer's for MoE models (the model's layers otherwise); the
+// dense layers of an MoE model (MoeSpec first_dense_layers, layer_freq) have attention, norms and
+// dense_mlp_per_layer.
 struct ParameterCount {
   int64_t per_layer = 0;
   int64_t attention_per_layer = 0;
   int64_t mlp_per_layer = 0;         // dense: the MLP; MoE: all experts and the router
+  int64_t dense_mlp_per_layer = 0;   // the MLP of width ffn_hidden (dense layers)
   int64_t expert_per_layer = 0;      // MoE: the routed experts' parameters (what EP shards)
   int64_t active_mlp_per_layer = 0;  // what one token computes with: top-k + shared + router
+  int64_t moe_layers = 0;            // layers with the MoE MLP (0 for a dense model)
   int64_t norms_per_layer = 0;
   int64_t embedding = 0;  // token embedding (shared with the LM head when tied)
   int64_t positions = 0;  // learned position table

@@ -21,8 +21,10 @@ std::vector<int64_t> GroupParameters(const Scenario& s) {
   // replicated in Megatron-Core: < 0.01 % of a layer).
   const int64_t experts = c.expert_per_layer / (s.parallel.expert_tp() * s.parallel.ep);
   for (int64_t l = 0; l < s.model.layers; ++l) {
-    groups.push_back((c.attention_per_layer + c.mlp_per_layer - c.expert_per_layer) / t + experts +
-                     c.norms_per_layer);
+    groups.push_back(s.model.IsMoeLayer(l)
+                         ? (c.attention_per_layer + c.mlp_per_layer - c.expert_per_layer) / t +
+                               experts + c.norms_per_layer
+                         : (c.attention_per_layer + c.dense_mlp_per_layer) / t + c.norms_per_layer);
   }
   // A tied head multiplies by the embedding matrix, which must be gathered again.
   groups.push_back(c.final_norm + (s.model.tied_embeddings ? c.embedding : c.lm_head) / t);
@@ -32,8 +34,10 @@ std::vector<int64_t> GroupParameters(const Scenario& s) {
 std::vector<int64_t> GroupExpertParameters(const Scenario& s) {
   const int64_t experts =
       CountParameters(s.model).expert_per_layer / (s.parallel.expert_tp() * s.parallel.ep);
-  std::vector<int64_t> groups(static_cast<size_t>(s.model.layers) + 2, experts);
-  groups.front() = groups.back() = 0;
+  std::vector<int64_t> groups(static_cast<size_t>(s.model.layers) + 2, 0);
+  for (int64_t l = 0; l < s.model.layers; ++l) {
+    if (s.model.IsMoeLayer(l)) groups[l + 1] = experts;
+  }
   return groups;
 }
 
