@@ -4,9 +4,12 @@
 #include <catch2/catch.hpp>
 #include <tuple>
 
+#include "sim/config/catalog.h"
 #include "sim/config/loaders.h"
+#include "sim/explore/sweep_run.h"
 #include "sim/replay/replay.h"
 #include "sim/report/run_summary.h"
+#include "sim/report/sweep_report.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
 #include "sim/workload/moe_routing.h"
@@ -279,6 +282,42 @@ TEST_CASE("under TP each rank routes its sequence shard, and expert TP gathers t
     CHECK(etp_gathers == (etp == 2 ? 3 * 32 * 4 : 0));
   }
   CHECK(expert_flops[0] == expert_flops[1]);
+}
+
+TEST_CASE("compare --ep replays one row per expert-parallel degree", "[moe]") {
+  auto loader = config::ScenarioLoader::Open(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                             STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
+  REQUIRE(loader.ok());
+  explore::CompareRequest request;
+  request.sets = {{"model", "mixtral-8x7b"},
+                  {"parallel.framework", "megatron"},
+                  {"parallel.zero", "1"},
+                  {"training.global_batch", "64"}};
+  request.ep = {"1", "8", "3"};
+  auto out = explore::RunCompare(*loader, request, nullptr);
+  REQUIRE(out.ok());
+  REQUIRE(out->stages.size() == 3);
+  CHECK(out->stages[1].mode == "ep 8");
+  const auto& one = out->results[0];
+  const auto& eight = out->results[1];
+  REQUIRE(one.status.ok());
+  REQUIRE(eight.status.ok());
+  CHECK(one.summary->Sent(CollectiveKind::kAllToAll) == Bytes());
+  CHECK(eight.summary->Sent(CollectiveKind::kAllToAll) > Bytes());
+  CHECK(eight.summary->peak < one.summary->peak);
+  CHECK_THAT(std::string(out->results[2].status.message()), Catch::Contains("etp x ep = 1 x 3"));
+  std::vector<report::Row> rows(2);
+  rows[0].labels = {"ep 1"};
+  rows[0].summary = one.summary;
+  rows[1].labels = {"ep 8"};
+  rows[1].summary = eight.summary;
+  CHECK_THAT(report::CompareTable({"mode"}, rows, report::TableFormat::kText),
+             Catch::Contains("all_to_all GB"));
+  // A dense model has no degree to compare.
+  request.sets[0].value = "llama3-8b";
+  auto dense = explore::RunCompare(*loader, request, nullptr);
+  REQUIRE_FALSE(dense.ok());
+  CHECK_THAT(std::string(dense.status().message()), Catch::Contains("has no experts"));
 }
 
 TEST_CASE("Zipf routing loads the rank of the popular experts", "[moe]") {

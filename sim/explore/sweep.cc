@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "sim/report/run_report.h"
 #include "sim/spec/enum_names.h"
@@ -105,6 +106,40 @@ absl::StatusOr<std::vector<CompareStage>> FinetuneStages(const Scenario& base,
     stages.push_back({zero, m, {{"training.finetune.method", m}}});
   }
   if (stages.empty()) return absl::InvalidArgumentError("--finetune: give at least one method");
+  return stages;
+}
+
+absl::StatusOr<std::vector<CompareStage>> ExpertParallelStages(
+    const Scenario& base, const std::vector<std::string>& degrees) {
+  if (!base.model.moe) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ep: model ", base.model.name,
+                     " has no experts (expert parallelism needs a `moe:` model)"));
+  }
+  std::vector<int64_t> eps;
+  for (const std::string& d : degrees) {
+    if (d == "all") {
+      const int64_t block = base.parallel.tp * base.parallel.cp * base.dp();
+      const int64_t etp = base.parallel.expert_tp();
+      for (int64_t ep = 1; ep <= base.model.moe->experts; ++ep) {
+        if (base.model.moe->experts % ep == 0 && block % (etp * ep) == 0) eps.push_back(ep);
+      }
+      continue;
+    }
+    int64_t ep = 0;
+    if (!absl::SimpleAtoi(d, &ep) || ep < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--ep: '", d, "' is not a positive integer or 'all'"));
+    }
+    eps.push_back(ep);
+  }
+  if (eps.empty()) return absl::InvalidArgumentError("--ep: give at least one degree");
+  std::vector<CompareStage> stages;
+  for (int64_t ep : eps) {
+    stages.push_back({static_cast<int>(base.parallel.zero),
+                      absl::StrCat("ep ", ep),
+                      {{"parallel.ep", absl::StrCat(ep)}}});
+  }
   return stages;
 }
 

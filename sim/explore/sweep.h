@@ -32,6 +32,13 @@ std::vector<CompareStage> CompareStages(const Scenario& base);
 absl::StatusOr<std::vector<CompareStage>> FinetuneStages(const Scenario& base,
                                                          const std::vector<std::string>& methods);
 
+// `stepsim compare --ep DEGREES` (MoE models): one row per expert-parallel degree on the
+// scenario's layout and sharding ("all": every degree that divides the experts and the
+// tp·cp·dp / etp GPUs of a stage). InvalidArgument for a dense model or a degree that is not a
+// positive integer; a degree the layout cannot take fails in its own row.
+absl::StatusOr<std::vector<CompareStage>> ExpertParallelStages(
+    const Scenario& base, const std::vector<std::string>& degrees);
+
 // {schema_version, scenario, vary, shard {begin, end, total}, results: [{vary, report | error}]}.
 // Each result's overrides after the first `labels_from` (the common --set ones) are its vary.
 nlohmann::ordered_json SweepJson(const std::string& scenario, const std::vector<std::string>& keys,

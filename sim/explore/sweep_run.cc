@@ -39,7 +39,11 @@ absl::StatusOr<CompareOutcome> RunCompare(const config::ScenarioLoader& loader,
   auto base = loader.Load(request.sets);
   if (!base.ok()) return base.status();
   CompareOutcome out{*std::move(base), {}, {}};
-  if (request.finetune.empty()) {
+  if (!request.ep.empty()) {
+    auto ep = ExpertParallelStages(out.base, request.ep);
+    if (!ep.ok()) return ep.status();
+    out.stages = *std::move(ep);
+  } else if (request.finetune.empty()) {
     out.stages = CompareStages(out.base);
   } else {
     auto ft = FinetuneStages(out.base, request.finetune);

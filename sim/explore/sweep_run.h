@@ -45,6 +45,8 @@ struct CompareRequest {
   // Empty: the framework's sharding rows (CompareStages); else the fine-tuning methods
   // (FinetuneStages: full, lora, qlora, offload).
   std::vector<std::string> finetune;
+  // Non-empty: one row per expert-parallel degree instead (ExpertParallelStages).
+  std::vector<std::string> ep;
   int jobs = 1;
 };
 

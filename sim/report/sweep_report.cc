@@ -88,9 +88,18 @@ std::string SweepTable(const std::vector<std::string>& label_names, const std::v
 
 std::string CompareTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
                          TableFormat format) {
+  // The all-to-all column only where a row sends any (expert parallelism).
+  bool a2a = false;
+  for (const Row& r : rows) {
+    a2a = a2a || (r.error.empty() && r.summary->Sent(CollectiveKind::kAllToAll) > Bytes());
+  }
   std::vector<std::string> header = label_names;
-  for (const char* h : {"fits", "peak GiB", "all_gather GB", "reduce_scatter GB", "all_reduce GB",
-                        "sent GB", "x first", "comm s", "exposed s", "step s", "mfu", "error"}) {
+  for (const char* h :
+       {"fits", "peak GiB", "all_gather GB", "reduce_scatter GB", "all_reduce GB"}) {
+    header.push_back(h);
+  }
+  if (a2a) header.push_back("all_to_all GB");
+  for (const char* h : {"sent GB", "x first", "comm s", "exposed s", "step s", "mfu", "error"}) {
     header.push_back(h);
   }
   Bytes base;
@@ -98,19 +107,22 @@ std::string CompareTable(const std::vector<std::string>& label_names, const std:
   for (const Row& r : rows) {
     std::vector<std::string> row = r.labels;
     if (!r.error.empty()) {
-      for (int i = 0; i < 11; ++i) row.push_back("-");
+      for (size_t i = label_names.size() + 1; i < header.size(); ++i) row.push_back("-");
       row.push_back(r.error);
       table.push_back(row);
       continue;
     }
-    const Bytes ag = r.summary->Sent(CollectiveKind::kAllGather);
-    const Bytes rs = r.summary->Sent(CollectiveKind::kReduceScatter);
-    const Bytes ar = r.summary->Sent(CollectiveKind::kAllReduce);
-    const Bytes sent = ag + rs + ar;
+    std::vector<Bytes> kinds = {r.summary->Sent(CollectiveKind::kAllGather),
+                                r.summary->Sent(CollectiveKind::kReduceScatter),
+                                r.summary->Sent(CollectiveKind::kAllReduce)};
+    if (a2a) kinds.push_back(r.summary->Sent(CollectiveKind::kAllToAll));
+    Bytes sent;
+    for (Bytes v : kinds) sent += v;
     if (base == Bytes()) base = sent;
     row.push_back(r.summary->fits ? "yes" : "no");
     row.push_back(absl::StrFormat("%.2f", r.summary->peak.gib()));
-    for (Bytes v : {ag, rs, ar, sent}) row.push_back(absl::StrFormat("%.2f", v.gb()));
+    kinds.push_back(sent);
+    for (Bytes v : kinds) row.push_back(absl::StrFormat("%.2f", v.gb()));
     row.push_back(base > Bytes() ? absl::StrFormat("%.2f", sent / base) : "-");
     row.push_back(absl::StrFormat("%.3f", r.summary->comm.seconds()));
     row.push_back(absl::StrFormat("%.3f", r.summary->exposed_comm.seconds()));

@@ -160,6 +160,18 @@ def test_compare_finetune_methods():
     assert "lorra" in str(e.value)
 
 
+def test_compare_expert_parallel_degrees():
+    moe = {"model": "mixtral-8x7b", "parallel.framework": "megatron", "parallel.zero": 1,
+           "training.global_batch": 64}
+    r = stepsim.compare(DEFAULT, set=moe, ep=[1, 8])
+    assert r == cli_json("compare", DEFAULT, *[a for k, v in moe.items()
+                                               for a in ("--set", f"{k}={v}")], "--ep", "1,8")
+    assert [s["mode"] for s in r["stages"]] == ["ep 1", "ep 8"]
+    with pytest.raises(stepsim.ScenarioError) as e:
+        stepsim.compare(DEFAULT, ep=[8])
+    assert "has no experts" in str(e.value)
+
+
 def test_plan_is_the_command_lines_report():
     r = stepsim.plan("llama2-7b", gpu=["H100-SXM5-80GB"], max_gpus=8, tokens="10B",
                      price={"H100-SXM5-80GB": 3.5}, jobs=2)

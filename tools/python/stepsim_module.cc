@@ -316,18 +316,31 @@ py::object Sweep(const py::object& scenario, const py::dict& vary, const py::obj
   return ToPython(sim::explore::SweepJson(source.loader.path(), *outcome));
 }
 
+// A comma-joined string or a list of strings (`name` in errors).
+std::vector<std::string> Names(const py::object& value, const char* name) {
+  if (py::isinstance<py::str>(value)) {
+    return absl::StrSplit(value.cast<std::string>(), ',', absl::SkipEmpty());
+  }
+  return StringList(value, name);
+}
+
 py::object Compare(const py::object& scenario, const py::object& set, const py::object& finetune,
-                   const py::object& jobs, const py::object& calibration) {
+                   const py::object& ep, const py::object& jobs, const py::object& calibration) {
   const sim::config::DataRoot root = Root(calibration);
   const ScenarioSource source = Source(root, scenario);
-  sim::explore::CompareRequest request{Overrides(set), {}, Jobs(jobs)};
-  if (py::isinstance<py::str>(finetune)) {
-    request.finetune = absl::StrSplit(finetune.cast<std::string>(), ',', absl::SkipEmpty());
-  } else {
-    request.finetune = StringList(finetune, "finetune");
-  }
+  sim::explore::CompareRequest request{Overrides(set), {}, {}, Jobs(jobs)};
+  request.finetune = Names(finetune, "finetune");
   if (!finetune.is_none() && request.finetune.empty()) {
     Raise(absl::InvalidArgumentError("finetune: give at least one method"));
+  }
+  if (!ep.is_none()) {
+    if (!finetune.is_none()) Raise(absl::InvalidArgumentError("ep and finetune: choose one"));
+    // Degrees as integers or strings ("all").
+    for (const py::handle d :
+         py::isinstance<py::str>(ep) ? py::list(py::str(ep).attr("split")(",")) : py::list(ep)) {
+      request.ep.push_back(py::str(d).cast<std::string>());
+    }
+    if (request.ep.empty()) Raise(absl::InvalidArgumentError("ep: give at least one degree"));
   }
   absl::StatusOr<sim::explore::CompareOutcome> outcome;
   {
@@ -505,12 +518,13 @@ class ScenarioError(ValueError):
         "key: [values] or '2..64:x2'} (the first key outermost). The report is identical for\n"
         "any jobs. stepsim.to_dataframe(result) gives one row per configuration.");
   m.def("compare", &Compare, py::arg("scenario"), py::arg("set") = py::none(), py::kw_only(),
-        py::arg("finetune") = py::none(), py::arg("jobs") = py::none(),
+        py::arg("finetune") = py::none(), py::arg("ep") = py::none(), py::arg("jobs") = py::none(),
         py::arg("calibration") = py::none(),
-        "compare(scenario, set=None, *, finetune=None, jobs=None, calibration=None) -> dict\n\n"
+        "compare(scenario, set=None, *, finetune=None, ep=None, jobs=None, calibration=None)"
+        " -> dict\n\n"
         "ZeRO 0-3 (or the FSDP strategies, or Megatron without/with the distributed optimizer)\n"
         "side by side, as `stepsim compare --json -`; finetune: methods (full, lora, qlora,\n"
-        "offload) to compare instead.");
+        "offload) to compare instead; ep: expert-parallel degrees (MoE models, e.g. [1, 8]).");
   m.def("plan", &Plan, py::arg("model"), py::kw_only(), py::arg("calibration") = py::none(),
         "plan(model, *, gpu=None, tokens='1T', seq_len=4096, batch_tokens='4M', max_gpus=1024,\n"
         "     days=None, budget=None, price=None, framework='deepspeed', finetune='full',\n"

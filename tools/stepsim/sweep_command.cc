@@ -258,9 +258,11 @@ int CompareCommand(const std::vector<std::string>& args) {
       "communication time, step time and MFU. With --finetune, one row per fine-tuning\n"
       "method instead (full, lora, qlora; offload = full fine-tuning at ZeRO-3 with the\n"
       "optimizer on the host): fits (GPU and host), the peak and what it is made of, host\n"
-      "memory per node, step time and tokens/s per GPU.",
+      "memory per node, step time and tokens/s per GPU. With --ep (MoE models), one row per\n"
+      "expert-parallel degree on the scenario's layout.",
       {{"set", "KEY=VALUE", "override a scenario key", true},
        {"finetune", "METHODS", "compare fine-tuning methods: full,lora,qlora,offload"},
+       {"ep", "DEGREES", "compare expert-parallel degrees: e.g. 1,2,4,8, or all"},
        {"jobs", "N", "worker threads (default: all cores)"},
        CalibrationFlag(),
        {"json", "PATH", "write {stages: [{zero, mode, report}]} (- = standard output)"},
@@ -283,12 +285,21 @@ int CompareCommand(const std::vector<std::string>& args) {
   for (const absl::Status& s : {sets.status(), jobs.status(), loader.status()}) {
     if (!s.ok()) return Fail("compare", s);
   }
-  explore::CompareRequest request{*sets, {}, *jobs};
+  explore::CompareRequest request{*sets, {}, {}, *jobs};
   const std::optional<std::string> finetune = flags.Get("finetune");
   if (finetune) {
     request.finetune = absl::StrSplit(*finetune, ',', absl::SkipEmpty());
     if (request.finetune.empty()) {
       return Fail("compare", absl::InvalidArgumentError("--finetune: give at least one method"));
+    }
+  }
+  if (const std::optional<std::string> ep = flags.Get("ep")) {
+    if (finetune) {
+      return Fail("compare", absl::InvalidArgumentError("--ep and --finetune: choose one"));
+    }
+    request.ep = absl::StrSplit(*ep, ',', absl::SkipEmpty());
+    if (request.ep.empty()) {
+      return Fail("compare", absl::InvalidArgumentError("--ep: give at least one degree"));
     }
   }
   ProgressLine line([](size_t done, size_t total) {
