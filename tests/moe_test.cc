@@ -147,6 +147,51 @@ TEST_CASE("MoE on some layers: Llama 4 Maverick alternates dense and MoE layers"
   CHECK(dense_down == 24 * 2);
 }
 
+TEST_CASE("DeepSeek-V3: multi-head latent attention and three dense layers", "[moe]") {
+  // Per layer MLA (h 7168, 128 heads): down 7168 × (1536 + 512 + 64), latent norms 1536 + 512,
+  // q up 1536 × 128·192, kv up 512 × 128·(128 + 128), out 128·128 × 7168. Layers 0-2 dense
+  // (SwiGLU 18432); 58 MoE layers of 256 routed + 1 shared SwiGLU experts of 2048 and a router
+  // 7168 × 256. Published (DeepSeek-V3 Technical Report): 671B total, 37B activated.
+  const ModelSpec m = Model("deepseek-v3");
+  const int64_t h = 7168;
+  const int64_t mla = h * 2112 + 2048 + 1536 * 128 * 192 + 512 * 128 * 256 + 128 * 128 * h;
+  const int64_t expert = 3 * h * 2048, norms = 2 * h, router = h * 256;
+  const int64_t dense = mla + 3 * h * 18432 + norms;
+  const int64_t ends = 2 * int64_t{129280} * h + h;
+  const ParameterCount c = CountParameters(m);
+  CHECK(c.attention_per_layer == mla);
+  CHECK(c.total == 3 * dense + 58 * (mla + 257 * expert + router + norms) + ends);
+  CHECK(c.active == 3 * dense + 58 * (mla + 9 * expert + router + norms) + ends);
+  CHECK(static_cast<double>(c.total) / 1e9 == Approx(671.0).epsilon(0.001));
+  CHECK(static_cast<double>(c.active) / 1e9 == Approx(37.0).epsilon(0.02));
+  // One 4096-token sequence on TP 2: the down projection replicated, the rest by heads; the
+  // attention core over 192-wide queries and keys and 128-wide values, causal.
+  ActivationShape tp2;
+  tp2.seq_len = 4096;
+  tp2.tp = 2;
+  const std::vector<LayerOp> ops = LayerForwardOps(m, tp2, /*moe_layer=*/false);
+  const double t = 4096;
+  CHECK(Flops(ops, "mla_down") == Approx(2 * t * h * 2112));
+  CHECK(Flops(ops, "q_up") == Approx(2 * t * 1536 * 128 * 192 / 2));
+  CHECK(Flops(ops, "kv_up") == Approx(2 * t * 512 * 128 * 256 / 2));
+  CHECK(Flops(ops, "flash_attention") == Approx(2 * t * t * 128 * (192 + 128) / 2 / 2));
+  CHECK(Flops(ops, "out_proj") == Approx(2 * t * 128 * 128 * h / 2));
+  CHECK(Flops(ops, "down") == Approx(2 * t * 18432 / 2 * h));
+  // Per GPU under TP 2: the down projection and the norms whole, the rest halved.
+  const Scenario s = Must(
+      {{"model", "deepseek-v3"}, {"parallel.tp", "2"}, {"parallel.sequence_parallel", "true"}});
+  const int64_t replicated = h * 2112 + 2048 + norms;
+  CHECK(GroupParameters(s)[1] == (mla - h * 2112 - 2048 + 3 * h * 18432) / 2 + replicated);
+  // What MLA is not modelled with is refused at its key.
+  auto cp = Load({{"model", "deepseek-v3"}, {"parallel.cp", "2"}});
+  REQUIRE_FALSE(cp.ok());
+  CHECK_THAT(std::string(cp.status().message()),
+             Catch::Contains("parallel.cp") && Catch::Contains("latent attention"));
+  auto eager = Load({{"model", "deepseek-v3"}, {"training.attention", "eager"}});
+  REQUIRE_FALSE(eager.ok());
+  CHECK_THAT(std::string(eager.status().message()), Catch::Contains("training.attention"));
+}
+
 TEST_CASE("balanced routing: an MoE layer computes top-k dense MLPs of the expert width", "[moe]") {
   const ModelSpec moe = Model("qwen1.5-moe-a2.7b");
   ModelSpec dense = moe;

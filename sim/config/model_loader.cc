@@ -56,6 +56,25 @@ std::optional<MoeSpec> ReadMoe(const YAML::Node& node, const std::string& path, 
   return moe;
 }
 
+// The `mla:` section (sim/spec/model.h MlaSpec); every key is required.
+std::optional<MlaSpec> ReadMla(const YAML::Node& node, const std::string& path,
+                               YamlErrors& errors) {
+  if (!CheckMapping(
+          node, path,
+          {"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"},
+          errors)) {
+    return std::nullopt;
+  }
+  MlaSpec mla;
+  auto req = [&](absl::string_view k) { return Key{node, k, path, true}; };
+  if (auto v = ReadInt(req("q_lora_rank"), errors, 1, kMaxWidth)) mla.q_lora_rank = *v;
+  if (auto v = ReadInt(req("kv_lora_rank"), errors, 1, kMaxWidth)) mla.kv_lora_rank = *v;
+  if (auto v = ReadInt(req("qk_nope_head_dim"), errors, 1, kMaxWidth)) mla.qk_nope_head_dim = *v;
+  if (auto v = ReadInt(req("qk_rope_head_dim"), errors, 1, kMaxWidth)) mla.qk_rope_head_dim = *v;
+  if (auto v = ReadInt(req("v_head_dim"), errors, 1, kMaxWidth)) mla.v_head_dim = *v;
+  return mla;
+}
+
 }  // namespace
 
 std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view path,
@@ -64,7 +83,7 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
                     {"schema_version",  "name",     "family",      "layers", "hidden",  "heads",
                      "kv_heads",        "head_dim", "ffn_hidden",  "mlp",    "norm",    "vocab",
                      "tied_embeddings", "position", "max_seq_len", "bias",   "dropout", "params",
-                     "active_params",   "moe",      "source"},
+                     "active_params",   "moe",      "mla",         "source"},
                     errors)) {
     return std::nullopt;
   }
@@ -91,6 +110,9 @@ std::optional<ModelSpec> ReadModel(const YAML::Node& node, absl::string_view pat
   if (auto v = ReadDouble(opt("params"), errors, 1.0, 1e16)) m.nominal_params = *v;
   if (auto v = ReadDouble(opt("active_params"), errors, 1.0, 1e16)) m.nominal_active_params = *v;
   if (auto v = ReadString(opt("source"), errors)) m.source = *v;
+  if (const YAML::Node mla = Child(node, "mla"); mla.IsDefined()) {
+    m.mla = ReadMla(mla, JoinPath(path, "mla"), errors);
+  }
   if (const YAML::Node moe = Child(node, "moe"); moe.IsDefined()) {
     m.moe = ReadMoe(moe, JoinPath(path, "moe"), m.ffn_hidden, errors);
     if (m.moe && m.layers > 0 && m.moe->first_dense_layers >= m.layers) {

@@ -653,6 +653,22 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     errors.Add(At(root, "training", "routing", "distribution"), "training.routing.distribution",
                absl::StrCat("model ", m.name, " has no experts to route to"));
   }
+  // MLA (model.h MlaSpec) is modelled under flash attention, without CP or adapters.
+  if (m.mla && cp > 1) {
+    errors.Add(at("parallel", "cp"), "parallel.cp",
+               absl::StrCat("context parallelism with multi-head latent attention (", m.name,
+                            ") is not modelled; use cp 1"));
+  }
+  if (m.mla && s.training.attention != AttentionKernel::kFlash) {
+    errors.Add(at("training", "attention"), "training.attention",
+               absl::StrCat("multi-head latent attention (", m.name,
+                            ") is modelled with flash attention only"));
+  }
+  if (m.mla && s.training.finetune.adapters()) {
+    errors.Add(At(root, "training", "finetune", "method"), "training.finetune.method",
+               absl::StrCat("adapters on multi-head latent attention (", m.name,
+                            ") are not modelled; fine-tune it fully (method: full)"));
+  }
   if (m.moe && s.training.finetune.adapters()) {
     errors.Add(At(root, "training", "finetune", "method"), "training.finetune.method",
                absl::StrCat("adapters on a mixture-of-experts model (", m.name,

@@ -33,6 +33,25 @@ struct MoeSpec {
   int64_t layer_freq = 1;          // N
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3, models/NAME.yaml `mla:`; DeepSeek-AI 2024,
+// arXiv 2405.04434 §2.1): queries and keys/values are projected down to latent ranks, normalised
+// and projected up per head; each head's query and key are qk_nope + qk_rope wide (the rope part
+// of the key shared by the heads, projected with the kv latent), its value v_head wide.
+//   down  h × (q_lora + kv_lora + qk_rope), then RMSNorms of q_lora and kv_lora
+//   up    q_lora × a·(qk_nope + qk_rope), kv_lora × a·(qk_nope + v_head)
+//   out   a·v_head × h
+// The down projections are replicated over TP (Megatron-Core's MLASelfAttention), the rest split
+// by heads.
+struct MlaSpec {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int64_t down_width() const { return q_lora_rank + kv_lora_rank + qk_rope_head_dim; }
+};
+
 struct ModelSpec {
   std::string name;
   std::string family;  // gpt | llama | mpt ... (informative)
@@ -59,6 +78,7 @@ struct ModelSpec {
   std::optional<double> nominal_params;
   std::optional<double> nominal_active_params;  // MoE: parameters one token computes with
   std::optional<MoeSpec> moe;
+  std::optional<MlaSpec> mla;  // the attention is MLA instead of (grouped-query) MHA
   std::string source;
 
   int64_t head_dim() const { return head_dim_override > 0 ? head_dim_override : hidden / heads; }

@@ -121,6 +121,61 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
   }
 }
 
+// Multi-head latent attention (model.h MlaSpec), from the layer input's norm to the output
+// projection, under flash attention. TP splits the heads; the down projection and its norms
+// are replicated: every TP rank computes them on the T tokens (with SP the layer input is
+// gathered first, as for a column-parallel GEMM). Approximation: the backward reduces the
+// layer input's gradient (h wide) over TP, where Megatron-Core all-reduces the latents'
+// (q_lora + kv_lora + qk_rope wide) before the replicated down projection.
+void MlaAttentionOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
+                     int64_t rep_tokens, std::vector<LayerOp>& ops) {
+  const MlaSpec& l = *m.mla;
+  const int64_t t = shape.tp, h = m.hidden, a = m.heads, b = shape.micro_batch;
+  const int64_t s = shape.seq_len / shape.cp, s_kv = shape.seq_len;
+  const int64_t qk = a * l.qk_head_dim(), v = a * l.v_head_dim;  // all heads' widths
+  auto bytes = [](int64_t n) { return Bytes::Count(n); };
+
+  LayerOp down = Gemm("mla_down", tokens, h, l.down_width());
+  down.saves = {{"qkv_in", bytes(kAct * rep_tokens * h)}};
+  down.saves[0].weight_grad_input = true;
+  down.role = ParallelRole::kColumn;
+  ops.push_back(down);
+  const int64_t latent = l.q_lora_rank + l.kv_lora_rank;
+  LayerOp norms = Elementwise("mla_norms", tokens * l.down_width(), tokens * latent, 5);
+  norms.saves = {{"mla_down_out", bytes(kAct * tokens * l.down_width())}};
+  ops.push_back(norms);
+  LayerOp q_up = Gemm("q_up", tokens, l.q_lora_rank, qk / t);
+  q_up.saves = {{"q_latent", bytes(kAct * tokens * l.q_lora_rank)}};
+  q_up.saves[0].weight_grad_input = true;
+  ops.push_back(q_up);
+  LayerOp kv_up =
+      Gemm("kv_up", tokens, l.kv_lora_rank, a * (l.qk_nope_head_dim + l.v_head_dim) / t);
+  kv_up.saves = {{"kv_latent", bytes(kAct * tokens * l.kv_lora_rank)}};
+  kv_up.saves[0].weight_grad_input = true;
+  ops.push_back(kv_up);
+
+  // QK^T over qk_nope + qk_rope per head, PV over v_head; causal masking lets flash skip half.
+  LayerOp core;
+  core.name = "flash_attention";
+  core.op_class = OpClass::kAttention;
+  core.flops = Flops::Count(2.0 * static_cast<double>(b) * static_cast<double>(s) *
+                            static_cast<double>(s_kv) * static_cast<double>(qk + v) /
+                            static_cast<double>(t) / 2);
+  core.bytes_moved = bytes(kAct * (tokens * (qk + v) + s_kv * b * (qk + v)) / t);
+  core.core = true;
+  core.sac_recompute = 0;
+  core.saves = {{"q", bytes(kAct * tokens * qk / t), false, /*sac_cached=*/true},
+                {"k", bytes(kAct * tokens * qk / t)},
+                {"v", bytes(kAct * tokens * v / t), false, true},
+                {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true, true}};
+  ops.push_back(core);
+
+  LayerOp proj = Gemm("out_proj", tokens, v / t, h);
+  proj.saves = {{"context", bytes(kAct * tokens * v / t), false, true}};
+  proj.role = ParallelRole::kRow;
+  ops.push_back(proj);
+}
+
 }  // namespace
 
 int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t local, int64_t top_k) {
@@ -163,79 +218,83 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   norm1.saves = {{"norm1_in", bytes(kAct * rep_tokens * h)}};
   ops.push_back(norm1);
 
-  LayerOp qkv = Gemm("qkv", tokens, h, (q + 2 * kv) / t);
-  qkv.saves = {{"qkv_in", bytes(kAct * rep_tokens * h)}};
-  qkv.saves[0].weight_grad_input = true;
-  qkv.role = ParallelRole::kColumn;
-  // Per-op checkpointing caches wq's and wv's outputs (matmuls 1 and 3) and re-runs wk (2).
-  qkv.sac_recompute = static_cast<double>(kv) / static_cast<double>(q + 2 * kv);
-  ops.push_back(qkv);
-
-  // Attention core: QK^T and AV are 2·b·s²·a·d/t FLOPs each; causal masking lets flash skip half.
-  const double full_core = 4.0 * static_cast<double>(b) * static_cast<double>(s) *
-                           static_cast<double>(s_kv) * static_cast<double>(q) /
-                           static_cast<double>(t);
-  const int64_t scores = a * s * s_kv * b / t;  // elements of the score matrix per GPU
-  if (shape.attention == AttentionKernel::kFlash) {
-    LayerOp core;
-    core.name = "flash_attention";
-    core.op_class = OpClass::kAttention;
-    core.flops = Flops::Count(full_core / 2);
-    // Reads q and writes o for its own tokens, reads k and v of the whole sequence.
-    core.bytes_moved = bytes(kAct * (tokens * 2 * q + s_kv * b * 2 * kv) / t);
-    if (shape.cp > 1) core.role = ParallelRole::kCpKv;
-    core.core = true;
-    core.sac_recompute = 0;  // its outputs are on the save list
-    core.saves = {{"q", bytes(kAct * tokens * q / t), false, /*sac_cached=*/true},
-                  {"k", bytes(kAct * tokens * kv / t)},
-                  {"v", bytes(kAct * tokens * kv / t), false, true},
-                  {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true, true}};
-    ops.push_back(core);
+  if (m.mla) {
+    MlaAttentionOps(m, shape, tokens, rep_tokens, ops);
   } else {
-    // Eager attention: Q·K^T and P·V are cuBLAS batched GEMMs (Megatron-LM's core attention),
-    // priced as GEMMs; the fused-attention efficiency belongs to flash kernels.
-    LayerOp qk;
-    qk.name = "attention_scores";
-    qk.op_class = OpClass::kGemm;
-    qk.flops = Flops::Count(full_core / 2);
-    qk.bytes_moved = bytes(kAct * (tokens * (q + kv) / t + scores));
-    qk.core = true;
-    qk.keep_16bit = true;
-    qk.saves = {{"q", bytes(kAct * tokens * q / t), false, true},
-                {"k", bytes(kAct * tokens * kv / t)}};
-    ops.push_back(qk);
-    LayerOp softmax = Elementwise("softmax", scores, scores, 5);
-    softmax.core = true;
-    softmax.saves = {{"softmax_out", bytes(kAct * scores), true}};
-    ops.push_back(softmax);
-    if (dropout) {
-      LayerOp drop = Elementwise("softmax_dropout", scores, scores, 2);
-      drop.core = true;
-      drop.bytes_moved += bytes(kMask * scores);
-      drop.saves = {{"softmax_mask", bytes(kMask * scores), true},
-                    {"probs_dropped", bytes(kAct * scores), true}};
-      ops.push_back(drop);
-    }
-    LayerOp av;
-    av.name = "attention_values";
-    av.op_class = OpClass::kGemm;
-    av.flops = Flops::Count(full_core / 2);
-    av.bytes_moved = bytes(kAct * (scores + tokens * kv / t + tokens * q / t));
-    av.core = true;
-    av.keep_16bit = true;
-    av.saves = {{"v", bytes(kAct * tokens * kv / t), false, true}};
-    ops.push_back(av);
-  }
+    LayerOp qkv = Gemm("qkv", tokens, h, (q + 2 * kv) / t);
+    qkv.saves = {{"qkv_in", bytes(kAct * rep_tokens * h)}};
+    qkv.saves[0].weight_grad_input = true;
+    qkv.role = ParallelRole::kColumn;
+    // Per-op checkpointing caches wq's and wv's outputs (matmuls 1 and 3) and re-runs wk (2).
+    qkv.sac_recompute = static_cast<double>(kv) / static_cast<double>(q + 2 * kv);
+    ops.push_back(qkv);
 
-  LayerOp proj = Gemm("out_proj", tokens, q / t, h);
-  // The context is the flash kernel's output (cached); eager attention's comes from a bmm.
-  proj.saves = {
-      {"context", bytes(kAct * tokens * q / t), false, shape.attention == AttentionKernel::kFlash}};
-  // Flash attention saves its output for its own backward; eager attention's AV backward needs P
-  // and V, so the context serves only the projection's weight gradient.
-  proj.saves[0].weight_grad_input = shape.attention == AttentionKernel::kEager;
-  proj.role = ParallelRole::kRow;
-  ops.push_back(proj);
+    // Attention core: QK^T and AV are 2·b·s²·a·d/t FLOPs each; causal masking lets flash skip half.
+    const double full_core = 4.0 * static_cast<double>(b) * static_cast<double>(s) *
+                             static_cast<double>(s_kv) * static_cast<double>(q) /
+                             static_cast<double>(t);
+    const int64_t scores = a * s * s_kv * b / t;  // elements of the score matrix per GPU
+    if (shape.attention == AttentionKernel::kFlash) {
+      LayerOp core;
+      core.name = "flash_attention";
+      core.op_class = OpClass::kAttention;
+      core.flops = Flops::Count(full_core / 2);
+      // Reads q and writes o for its own tokens, reads k and v of the whole sequence.
+      core.bytes_moved = bytes(kAct * (tokens * 2 * q + s_kv * b * 2 * kv) / t);
+      if (shape.cp > 1) core.role = ParallelRole::kCpKv;
+      core.core = true;
+      core.sac_recompute = 0;  // its outputs are on the save list
+      core.saves = {{"q", bytes(kAct * tokens * q / t), false, /*sac_cached=*/true},
+                    {"k", bytes(kAct * tokens * kv / t)},
+                    {"v", bytes(kAct * tokens * kv / t), false, true},
+                    {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true, true}};
+      ops.push_back(core);
+    } else {
+      // Eager attention: Q·K^T and P·V are cuBLAS batched GEMMs (Megatron-LM's core attention),
+      // priced as GEMMs; the fused-attention efficiency belongs to flash kernels.
+      LayerOp qk;
+      qk.name = "attention_scores";
+      qk.op_class = OpClass::kGemm;
+      qk.flops = Flops::Count(full_core / 2);
+      qk.bytes_moved = bytes(kAct * (tokens * (q + kv) / t + scores));
+      qk.core = true;
+      qk.keep_16bit = true;
+      qk.saves = {{"q", bytes(kAct * tokens * q / t), false, true},
+                  {"k", bytes(kAct * tokens * kv / t)}};
+      ops.push_back(qk);
+      LayerOp softmax = Elementwise("softmax", scores, scores, 5);
+      softmax.core = true;
+      softmax.saves = {{"softmax_out", bytes(kAct * scores), true}};
+      ops.push_back(softmax);
+      if (dropout) {
+        LayerOp drop = Elementwise("softmax_dropout", scores, scores, 2);
+        drop.core = true;
+        drop.bytes_moved += bytes(kMask * scores);
+        drop.saves = {{"softmax_mask", bytes(kMask * scores), true},
+                      {"probs_dropped", bytes(kAct * scores), true}};
+        ops.push_back(drop);
+      }
+      LayerOp av;
+      av.name = "attention_values";
+      av.op_class = OpClass::kGemm;
+      av.flops = Flops::Count(full_core / 2);
+      av.bytes_moved = bytes(kAct * (scores + tokens * kv / t + tokens * q / t));
+      av.core = true;
+      av.keep_16bit = true;
+      av.saves = {{"v", bytes(kAct * tokens * kv / t), false, true}};
+      ops.push_back(av);
+    }
+
+    LayerOp proj = Gemm("out_proj", tokens, q / t, h);
+    // The context is the flash kernel's output (cached); eager attention's comes from a bmm.
+    proj.saves = {{"context", bytes(kAct * tokens * q / t), false,
+                   shape.attention == AttentionKernel::kFlash}};
+    // Flash attention saves its output for its own backward; eager attention's AV backward needs P
+    // and V, so the context serves only the projection's weight gradient.
+    proj.saves[0].weight_grad_input = shape.attention == AttentionKernel::kEager;
+    proj.role = ParallelRole::kRow;
+    ops.push_back(proj);
+  }
 
   LayerOp residual1 = Elementwise("attn_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
   if (dropout) residual1.saves = {{"attn_mask", bytes(kMask * rep_tokens * h)}};

@@ -22,6 +22,16 @@ ParameterCount CountParameters(const ModelSpec& m) {
   ParameterCount c;
   // wq (h × a·d), wk and wv (h × k·d), wo (a·d × h) and their biases.
   c.attention_per_layer = 2 * h * q + 2 * h * kv + (m.bias ? q + h + 2 * kv : 0);
+  if (m.mla) {
+    // MLA (model.h MlaSpec): the down projection and the two latent RMSNorms (replicated over
+    // TP), the two up projections and the output projection.
+    const MlaSpec& l = *m.mla;
+    const int64_t a = m.heads;
+    c.attention_replicated_per_layer = h * l.down_width() + l.q_lora_rank + l.kv_lora_rank;
+    c.attention_per_layer = c.attention_replicated_per_layer + l.q_lora_rank * a * l.qk_head_dim() +
+                            l.kv_lora_rank * a * (l.qk_nope_head_dim + l.v_head_dim) +
+                            a * l.v_head_dim * h;
+  }
   c.mlp_per_layer = MlpParameters(m, f);
   c.dense_mlp_per_layer = c.mlp_per_layer;
   c.active_mlp_per_layer = c.mlp_per_layer;

@@ -28,8 +28,9 @@ namespace sim {
 struct ParameterCount {
   int64_t per_layer = 0;
   int64_t attention_per_layer = 0;
-  int64_t mlp_per_layer = 0;         // dense: the MLP; MoE: all experts and the router
-  int64_t dense_mlp_per_layer = 0;   // the MLP of width ffn_hidden (dense layers)
+  int64_t attention_replicated_per_layer = 0;  // MLA: its down projection and norms (not ÷ tp)
+  int64_t mlp_per_layer = 0;                   // dense: the MLP; MoE: all experts and the router
+  int64_t dense_mlp_per_layer = 0;             // the MLP of width ffn_hidden (dense layers)
   int64_t expert_per_layer = 0;      // MoE: the routed experts' parameters (what EP shards)
   int64_t active_mlp_per_layer = 0;  // what one token computes with: top-k + shared + router
   int64_t moe_layers = 0;            // layers with the MoE MLP (0 for a dense model)

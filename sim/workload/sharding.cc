@@ -20,11 +20,14 @@ std::vector<int64_t> GroupParameters(const Scenario& s) {
   // Routed experts ÷ etp·ep; the router is counted with the sharded matrices (h × E,
   // replicated in Megatron-Core: < 0.01 % of a layer).
   const int64_t experts = c.expert_per_layer / (s.parallel.expert_tp() * s.parallel.ep);
+  // MLA's down projection is replicated over TP.
+  const int64_t replicated = c.attention_replicated_per_layer + c.norms_per_layer;
+  const int64_t sharded_attention = c.attention_per_layer - c.attention_replicated_per_layer;
   for (int64_t l = 0; l < s.model.layers; ++l) {
     groups.push_back(s.model.IsMoeLayer(l)
-                         ? (c.attention_per_layer + c.mlp_per_layer - c.expert_per_layer) / t +
-                               experts + c.norms_per_layer
-                         : (c.attention_per_layer + c.dense_mlp_per_layer) / t + c.norms_per_layer);
+                         ? (sharded_attention + c.mlp_per_layer - c.expert_per_layer) / t +
+                               experts + replicated
+                         : (sharded_attention + c.dense_mlp_per_layer) / t + replicated);
   }
   // A tied head multiplies by the embedding matrix, which must be gathered again.
   groups.push_back(c.final_norm + (s.model.tied_embeddings ? c.embedding : c.lm_head) / t);
