@@ -15,10 +15,11 @@ enum class PositionKind { kLearned, kRope, kAlibi };
 // A mixture-of-experts MLP (models/NAME.yaml `moe:`): each token's MLP is the weighted sum of
 // the top_k of `experts` routed experts its router picks, plus `shared_experts` that every token
 // runs (DeepSeek-MoE, Qwen-MoE). The MoE layers are decoder layers F, F + N, F + 2N, ... (0-based,
-// F = first_dense_layers, N = layer_freq): every layer by default; DeepSeek-V2/V3 keep their first
-// 1/3 layers dense (first_k_dense_replace), Llama 4 Maverick alternates (F 1, N 2), Megatron-LM
-// --moe-layer-freq N is F 0. The other layers have the dense MLP of width ffn_hidden. Experts are
-// SwiGLU or GELU MLPs like the model's dense one (ModelSpec::mlp), of width expert_ffn_hidden.
+// F = first_dense_layers, N = layer_freq): every layer by default; DeepSeek-V2 keeps its first
+// layer dense and V3 its first three (first_k_dense_replace), Llama 4 Maverick alternates (F 1,
+// N 2), Megatron-LM --moe-layer-freq N is F 0. The other layers have the dense MLP of width
+// ffn_hidden. Experts are SwiGLU or GELU MLPs like the model's dense one (ModelSpec::mlp), of width
+// expert_ffn_hidden.
 enum class RouterKind { kSoftmax, kSigmoid };
 struct MoeSpec {
   int64_t experts = 0;
@@ -40,8 +41,9 @@ struct MoeSpec {
 //   down  h × (q_lora + kv_lora + qk_rope), then RMSNorms of q_lora and kv_lora
 //   up    q_lora × a·(qk_nope + qk_rope), kv_lora × a·(qk_nope + v_head)
 //   out   a·v_head × h
-// The down projections are replicated over TP (Megatron-Core's MLASelfAttention), the rest split
-// by heads.
+// The down projections are replicated over TP, the rest split by heads, as in DeepSeek-V3's
+// reference model (deepseek-ai/DeepSeek-V3 inference/model.py: wq_a and wkv_a plain Linear,
+// wq_b and wkv_b column-parallel, wo row-parallel).
 struct MlaSpec {
   int64_t q_lora_rank = 0;
   int64_t kv_lora_rank = 0;
