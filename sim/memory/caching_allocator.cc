@@ -1,5 +1,7 @@
 #include "sim/memory/caching_allocator.h"
 
+#include <algorithm>
+
 #include "sim/base/check.h"
 
 namespace sim::memory {
@@ -18,37 +20,56 @@ BlockHandle CachingAllocator::Allocate(int64_t bytes, int32_t stream) {
   SIM_CHECK(bytes > 0, "allocations are positive");
   const int64_t size = RoundSize(bytes);
   const bool small = size <= kSmallSize;
-  if (std::optional<BlockHandle> hit = FindFree(small, stream, size)) {
-    return Take(hit->segment, hit->offset, size);
+  FreeSet& pool = Pool(small, stream);
+  if (const auto it = std::lower_bound(pool.begin(), pool.end(), FreeKey{size, 0, 0, 0});
+      it != pool.end()) {
+    const int32_t block = it->block;
+    pool.erase(it);
+    return Take(block, size);
   }
   if (!small && options_.expandable_segments) return Expand(stream, size);
   const int64_t segment_size = small                   ? kSmallBuffer
                                : size < kMinLargeAlloc ? kLargeBuffer
                                                        : RoundUp(size, kRoundLarge);
-  const BlockHandle segment = NewSegment(small, stream, segment_size);
-  return Take(segment.segment, 0, size);
+  return Take(NewSegment(small, stream, segment_size).block, size);
 }
 
-std::optional<BlockHandle> CachingAllocator::FindFree(bool small, int32_t stream, int64_t size) {
-  const auto it = free_.lower_bound(FreeKey{small, stream, size, 0, 0});
-  if (it == free_.end()) return std::nullopt;
-  const auto& [s, st, sz, segment, offset] = *it;
-  if (s != small || st != stream) return std::nullopt;
-  return BlockHandle{segment, offset};
+CachingAllocator::FreeSet& CachingAllocator::Pool(bool small, int32_t stream) {
+  SIM_CHECK(stream >= 0, "streams are numbered from 0");
+  const size_t index = 2 * static_cast<size_t>(stream) + (small ? 1 : 0);
+  if (index >= pools_.size()) pools_.resize(index + 1);
+  return pools_[index];
+}
+
+int32_t CachingAllocator::NewBlock(int32_t segment, int64_t offset, int64_t size) {
+  int32_t id = static_cast<int32_t>(blocks_.size());
+  if (!spare_blocks_.empty()) {
+    id = spare_blocks_.back();
+    spare_blocks_.pop_back();
+  } else {
+    blocks_.emplace_back();
+  }
+  blocks_[id] = Block{offset, size, segment, -1, -1, true};
+  return id;
+}
+
+void CachingAllocator::DropBlock(int32_t block) {
+  blocks_[block].segment = -1;
+  spare_blocks_.push_back(block);
 }
 
 BlockHandle CachingAllocator::NewSegment(bool small, int32_t stream, int64_t size) {
   if (reserved_ + size > capacity_) ReleaseCachedSegments();
   Reserve(size);
+  const int32_t id = static_cast<int32_t>(segments_.size());
   Segment seg;
   seg.stream = stream;
   seg.small = small;
   seg.size = size;
-  seg.blocks.emplace(0, Block{size, true});
-  segments_.push_back(std::move(seg));
+  seg.first = seg.last = NewBlock(id, 0, size);
+  segments_.push_back(seg);
   ++live_segments_;
-  InsertFree(static_cast<int32_t>(segments_.size()) - 1, 0, size);
-  return BlockHandle{static_cast<int32_t>(segments_.size()) - 1, 0};
+  return BlockHandle{seg.first};  // free, and not in the free set: Take takes it
 }
 
 BlockHandle CachingAllocator::Expand(int32_t stream, int64_t size) {
@@ -58,72 +79,103 @@ BlockHandle CachingAllocator::Expand(int32_t stream, int64_t size) {
     Segment seg;
     seg.stream = stream;
     seg.expandable = true;
-    segments_.push_back(std::move(seg));
+    segments_.push_back(seg);
     ++live_segments_;
   }
   const int32_t id = it->second;
-  Segment& seg = segments_[id];
   // The free tail (if any) grows; otherwise new pages start a free block at the end.
-  int64_t tail_offset = seg.size, tail = 0;
-  if (!seg.blocks.empty()) {
-    auto last = std::prev(seg.blocks.end());
-    if (last->second.free) {
-      tail_offset = last->first;
-      tail = last->second.size;
-      EraseFree(id, tail_offset, tail);
-    }
+  int32_t tail = -1;
+  int64_t tail_size = 0;
+  if (const int32_t last = segments_[id].last; last >= 0 && blocks_[last].free) {
+    tail = last;
+    tail_size = blocks_[last].size;
+    EraseFree(tail);
   }
-  const int64_t pages = RoundUp(size - tail, kPageSize);
+  const int64_t pages = RoundUp(size - tail_size, kPageSize);
   if (reserved_ + pages > capacity_) ReleaseCachedSegments();
   Reserve(pages);
-  Segment& grown = segments_[id];  // ReleaseCachedSegments does not touch expandable segments
-  grown.size += pages;
-  grown.blocks[tail_offset] = Block{tail + pages, true};
-  InsertFree(id, tail_offset, tail + pages);
-  return Take(id, tail_offset, size);
+  Segment& seg = segments_[id];  // ReleaseCachedSegments does not touch expandable segments
+  if (tail < 0) {
+    tail = NewBlock(id, seg.size, 0);
+    blocks_[tail].prev = seg.last;
+    if (seg.last >= 0) blocks_[seg.last].next = tail;
+    if (seg.first < 0) seg.first = tail;
+    seg.last = tail;
+  }
+  seg.size += pages;
+  blocks_[tail].size = tail_size + pages;
+  return Take(tail, size);
 }
 
-BlockHandle CachingAllocator::Take(int32_t segment, int64_t offset, int64_t size) {
-  Segment& seg = segments_[segment];
-  Block& block = seg.blocks.at(offset);
+BlockHandle CachingAllocator::Take(int32_t id, int64_t size) {
+  Block& block = blocks_[id];
   SIM_CHECK(block.free && block.size >= size, "allocator took a block that does not fit");
-  empty_.erase(segment);
-  EraseFree(segment, offset, block.size);
+  const int32_t segment = block.segment;
+  if (segments_[segment].empty) {
+    segments_[segment].empty = false;
+    empty_.erase(segment);
+  }
   const int64_t remaining = block.size - size;
-  const bool split = seg.small ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  const bool split = segments_[segment].small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   block.free = false;
   if (split) {
     block.size = size;
-    seg.blocks.emplace(offset + size, Block{remaining, true});
-    InsertFree(segment, offset + size, remaining);
+    const int64_t rest_offset = block.offset + size;
+    const int32_t rest = NewBlock(segment, rest_offset, remaining);  // may move blocks_
+    Block& taken = blocks_[id];
+    Block& r = blocks_[rest];
+    r.prev = id;
+    r.next = taken.next;
+    if (taken.next >= 0) {
+      blocks_[taken.next].prev = rest;
+    } else {
+      segments_[segment].last = rest;
+    }
+    taken.next = rest;
+    InsertFree(rest);
   }
-  allocated_ += block.size;
-  return BlockHandle{segment, offset};
+  allocated_ += blocks_[id].size;
+  return BlockHandle{id};
 }
 
 void CachingAllocator::Free(BlockHandle handle) {
-  Segment& seg = segments_.at(handle.segment);
-  auto it = seg.blocks.find(handle.offset);
-  SIM_CHECK(it != seg.blocks.end() && !it->second.free, "freed a block that is not allocated");
-  allocated_ -= it->second.size;
-  it->second.free = true;
-  // Merge with the free neighbours.
-  if (auto next = std::next(it); next != seg.blocks.end() && next->second.free) {
-    EraseFree(handle.segment, next->first, next->second.size);
-    it->second.size += next->second.size;
-    seg.blocks.erase(next);
+  SIM_CHECK(handle.block >= 0 && handle.block < static_cast<int32_t>(blocks_.size()) &&
+                blocks_[handle.block].segment >= 0 && !blocks_[handle.block].free,
+            "freed a block that is not allocated");
+  const int32_t id = handle.block;
+  const int32_t segment = blocks_[id].segment;
+  allocated_ -= blocks_[id].size;
+  blocks_[id].free = true;
+  // Merge with the free neighbours: the next one into this, this into the previous one.
+  int32_t merged = id;
+  if (const int32_t next = blocks_[id].next; next >= 0 && blocks_[next].free) {
+    EraseFree(next);
+    Unlink(id, next);
   }
-  if (it != seg.blocks.begin()) {
-    auto prev = std::prev(it);
-    if (prev->second.free) {
-      EraseFree(handle.segment, prev->first, prev->second.size);
-      prev->second.size += it->second.size;
-      seg.blocks.erase(it);
-      it = prev;
-    }
+  if (const int32_t prev = blocks_[id].prev; prev >= 0 && blocks_[prev].free) {
+    EraseFree(prev);
+    Unlink(prev, id);
+    merged = prev;
   }
-  InsertFree(handle.segment, it->first, it->second.size);
-  if (!seg.expandable && seg.blocks.size() == 1) empty_.insert(handle.segment);
+  InsertFree(merged);
+  Segment& seg = segments_[segment];
+  if (!seg.expandable && seg.first == seg.last) {
+    seg.empty = true;
+    empty_.insert(segment);
+  }
+}
+
+void CachingAllocator::Unlink(int32_t keep, int32_t absorbed) {
+  Block& k = blocks_[keep];
+  const Block& a = blocks_[absorbed];
+  k.size += a.size;
+  k.next = a.next;
+  if (a.next >= 0) {
+    blocks_[a.next].prev = keep;
+  } else {
+    segments_[k.segment].last = keep;
+  }
+  DropBlock(absorbed);
 }
 
 void CachingAllocator::Reserve(int64_t bytes) {
@@ -135,26 +187,35 @@ void CachingAllocator::Reserve(int64_t bytes) {
 void CachingAllocator::ReleaseCachedSegments() {
   for (int32_t id : empty_) {
     Segment& seg = segments_[id];
-    const Block& only = seg.blocks.begin()->second;
-    SIM_CHECK(!seg.released && seg.blocks.size() == 1 && only.free,
+    SIM_CHECK(!seg.released && seg.first >= 0 && seg.first == seg.last && blocks_[seg.first].free,
               "an empty segment holds a live block");
-    EraseFree(id, 0, only.size);
-    seg.blocks.clear();
+    EraseFree(seg.first);
+    DropBlock(seg.first);
+    seg.first = seg.last = -1;
     seg.released = true;
+    seg.empty = false;
     reserved_ -= seg.size;
     --live_segments_;
   }
   empty_.clear();
 }
 
-void CachingAllocator::InsertFree(int32_t segment, int64_t offset, int64_t size) {
-  const Segment& seg = segments_[segment];
-  free_.insert(FreeKey{seg.small, seg.stream, size, segment, offset});
+void CachingAllocator::InsertFree(int32_t id) {
+  const Block& b = blocks_[id];
+  const Segment& seg = segments_[b.segment];
+  FreeSet& pool = Pool(seg.small, seg.stream);
+  const FreeKey key{b.size, b.segment, id, b.offset};
+  pool.insert(std::lower_bound(pool.begin(), pool.end(), key), key);
 }
 
-void CachingAllocator::EraseFree(int32_t segment, int64_t offset, int64_t size) {
-  const Segment& seg = segments_[segment];
-  free_.erase(FreeKey{seg.small, seg.stream, size, segment, offset});
+void CachingAllocator::EraseFree(int32_t id) {
+  const Block& b = blocks_[id];
+  const Segment& seg = segments_[b.segment];
+  FreeSet& pool = Pool(seg.small, seg.stream);
+  const auto it =
+      std::lower_bound(pool.begin(), pool.end(), FreeKey{b.size, b.segment, id, b.offset});
+  SIM_CHECK(it != pool.end() && it->block == id, "a free block missing from its pool");
+  pool.erase(it);
 }
 
 }  // namespace sim::memory

@@ -27,12 +27,12 @@
 // oversize-block rules that only apply with them, and empty_cache().
 
 #include <cstdint>
-#include <map>
 #include <optional>
-#include <set>
 #include <tuple>
 #include <vector>
 
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "sim/base/units.h"
 
 namespace sim::memory {
@@ -41,10 +41,9 @@ struct AllocatorOptions {
   bool expandable_segments = false;
 };
 
-// A live allocation: the segment and offset of its block.
+// A live allocation: its block (an index the allocator keeps until the block is freed).
 struct BlockHandle {
-  int32_t segment = -1;
-  int64_t offset = 0;
+  int32_t block = -1;
 };
 
 class CachingAllocator {
@@ -77,8 +76,12 @@ class CachingAllocator {
   bool overflowed() const { return overflowed_; }
 
  private:
+  // A block of a segment: blocks of a segment tile it in address order, linked both ways as
+  // PyTorch's Block prev/next are, so that a free finds its neighbours without a search.
   struct Block {
-    int64_t size = 0;
+    int64_t offset = 0, size = 0;
+    int32_t segment = -1;
+    int32_t prev = -1, next = -1;  // neighbours in the segment (-1 at its ends)
     bool free = true;
   };
   struct Segment {
@@ -86,28 +89,50 @@ class CachingAllocator {
     bool small = false;
     bool expandable = false;
     bool released = false;
+    bool empty = false;  // one free block: listed in empty_
     int64_t size = 0;
-    std::map<int64_t, Block> blocks;  // by offset; contiguous, covering [0, size)
+    int32_t first = -1, last = -1;  // its blocks, by address
   };
-  // Free blocks ordered for best fit: (small?, stream, size, segment, offset).
-  using FreeKey = std::tuple<bool, int32_t, int64_t, int32_t, int64_t>;
+  // Free blocks of one pool (small or large, one stream) ordered for best fit: by size, then
+  // segment, then offset (the order that breaks ties between equal sizes; it decides the
+  // segment a request lands in, hence the reserved peak). A sorted vector, not a tree: the
+  // replay allocates and frees a block per tensor, a pool holds tens of free blocks (about 23
+  // on average over the default scenario, 43 at most), and a binary search and a short move
+  // cost a fraction of a tree's node work (README "Speed").
+  struct FreeKey {
+    int64_t size = 0;
+    int32_t segment = 0;
+    int32_t block = 0;  // carried, not compared: (segment, offset) names the block
+    int64_t offset = 0;
+    bool operator<(const FreeKey& o) const {
+      return std::tie(size, segment, offset) < std::tie(o.size, o.segment, o.offset);
+    }
+  };
+  using FreeSet = std::vector<FreeKey>;
 
-  std::optional<BlockHandle> FindFree(bool small, int32_t stream, int64_t size);
+  FreeSet& Pool(bool small, int32_t stream);
+  int32_t NewBlock(int32_t segment, int64_t offset, int64_t size);
+  void DropBlock(int32_t block);
   BlockHandle NewSegment(bool small, int32_t stream, int64_t size);
   // Expandable segments: grows the stream's large segment so that its free tail holds `size`.
   BlockHandle Expand(int32_t stream, int64_t size);
-  BlockHandle Take(int32_t segment, int64_t offset, int64_t size);
+  // Allocates `size` from the start of free block `block` (already out of its free set).
+  BlockHandle Take(int32_t block, int64_t size);
   void Reserve(int64_t bytes);
   void ReleaseCachedSegments();
-  void InsertFree(int32_t segment, int64_t offset, int64_t size);
-  void EraseFree(int32_t segment, int64_t offset, int64_t size);
+  void InsertFree(int32_t block);
+  // Merges block `absorbed` into its lower neighbour `keep` (both free, out of the free sets).
+  void Unlink(int32_t keep, int32_t absorbed);
+  void EraseFree(int32_t block);
 
   int64_t capacity_;
   AllocatorOptions options_;
   std::vector<Segment> segments_;
-  std::set<FreeKey> free_;
-  std::map<int32_t, int32_t> expandable_of_stream_;
-  std::set<int32_t> empty_;  // fixed segments whose one block is free: what a release frees
+  std::vector<Block> blocks_;
+  std::vector<int32_t> spare_blocks_;  // slots of merged-away blocks, reused
+  std::vector<FreeSet> pools_;         // by 2 * stream + small
+  absl::btree_map<int32_t, int32_t> expandable_of_stream_;
+  absl::btree_set<int32_t> empty_;  // fixed segments whose one block is free: what a release frees
   int64_t allocated_ = 0, reserved_ = 0, reserved_peak_ = 0, live_segments_ = 0;
   bool overflowed_ = false;
 };
