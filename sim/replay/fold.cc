@@ -85,6 +85,22 @@ std::string Invariant(const ReplayResult& r) {
   return out;
 }
 
+// Whether three replays, one period apart, repeat: every additive quantity and every moment
+// grows by the same integer from the first to the second as from the second to the third, and
+// what must not change is the same in all three.
+bool Repeats(std::vector<ReplayResult>& runs) {
+  const std::vector<int64_t> a = Additive(runs[0]), b = Additive(runs[1]), c = Additive(runs[2]);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (b[i] - a[i] != c[i] - b[i]) return false;
+  }
+  const std::vector<int64_t> ta = Moments(runs[0]), tb = Moments(runs[1]), tc = Moments(runs[2]);
+  for (size_t i = 0; i < ta.size(); ++i) {
+    if (tb[i] - ta[i] != tc[i] - tb[i]) return false;
+  }
+  const std::string invariant = Invariant(runs[0]);
+  return Invariant(runs[1]) == invariant && Invariant(runs[2]) == invariant;
+}
+
 Scenario WithMicroBatches(const Scenario& s, int64_t m) {
   Scenario t = s;
   t.training.global_batch = m * s.training.micro_batch * s.dp();
@@ -123,25 +139,41 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   if (options.record_ops || options.record_memory) return std::nullopt;  // traces expand
   const auto plan = PlanFold(s);
   if (!plan) return std::nullopt;
+  // Replays K + i·d micro-batches; none when lowering fails (the full lowering reports it).
+  auto replay = [&](int64_t i) -> std::optional<ReplayResult> {
+    auto program = Lower(WithMicroBatches(s, plan->k + i * plan->d));
+    if (!program.ok()) return std::nullopt;
+    return ReplayRaw(*std::move(program), compute, comm, s.cluster.gpu.Usable(), options);
+  };
+  // The window of three replays K + w·d, K + (w + 1)·d, K + (w + 2)·d. When they do not repeat
+  // but the later two agree on everything that must not change (the first replay was still
+  // settling: an allocator whose cached segments reach their final layout a micro-batch
+  // late), the window slides one period, at most kMaxSlides times and only while the window
+  // replays fewer micro-batches than the step: one more short replay instead of the full one.
+  constexpr int kMaxSlides = 2;
   std::vector<ReplayResult> runs;
-  for (int i = 0; i < 3; ++i) {
-    const Scenario small = WithMicroBatches(s, plan->k + i * plan->d);
-    auto program = Lower(small);
-    if (!program.ok()) return std::nullopt;  // the full lowering reports it
-    runs.push_back(ReplayRaw(*std::move(program), compute, comm, s.cluster.gpu.Usable(), options));
+  for (int64_t i = 0; i < 3; ++i) {
+    auto r = replay(i);
+    if (!r) return std::nullopt;
+    runs.push_back(*std::move(r));
   }
-  const std::vector<int64_t> a = Additive(runs[0]), b = Additive(runs[1]), c = Additive(runs[2]);
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (b[i] - a[i] != c[i] - b[i]) return std::nullopt;
+  int64_t w = 0;
+  while (!Repeats(runs)) {
+    const int64_t next = plan->k + (w + 3) * plan->d;
+    const bool settling = Invariant(runs[1]) == Invariant(runs[2]);
+    if (!settling || w == kMaxSlides || 3 * next >= s.micro_batches()) {
+      return std::nullopt;
+    }
+    auto r = replay(w + 3);
+    if (!r) return std::nullopt;
+    runs.erase(runs.begin());
+    runs.push_back(*std::move(r));
+    ++w;
   }
-  const std::vector<int64_t> ta = Moments(runs[0]), tb = Moments(runs[1]), tc = Moments(runs[2]);
-  for (size_t i = 0; i < ta.size(); ++i) {
-    if (tb[i] - ta[i] != tc[i] - tb[i]) return std::nullopt;
-  }
-  const std::string invariant = Invariant(runs[0]);
-  if (Invariant(runs[1]) != invariant || Invariant(runs[2]) != invariant) return std::nullopt;
+  const std::vector<int64_t> b = Additive(runs[1]), c = Additive(runs[2]);
+  const std::vector<int64_t> tb = Moments(runs[1]), tc = Moments(runs[2]);
   // The increments of one more period, n more times.
-  const int64_t n = (s.micro_batches() - plan->k - 2 * plan->d) / plan->d;
+  const int64_t n = (s.micro_batches() - plan->k - (w + 2) * plan->d) / plan->d;
   ReplayResult r = std::move(runs[2]);
   size_t i = 0;
   bool overflow = false;
