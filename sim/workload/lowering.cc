@@ -1,6 +1,7 @@
 #include "sim/workload/lowering.h"
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 
 #include "absl/strings/str_cat.h"
@@ -394,6 +395,8 @@ class Lowerer {
     std::vector<Bytes> bytes;
     std::vector<int32_t> group;               // by id: the group it belongs to
     std::vector<std::vector<int32_t>> layer;  // per group: ids in LayerLinears order
+    // Each projection's index in LayerLinears order (-1: the model has none).
+    std::array<int32_t, kNumLoraTargets> linear_of{};
     int32_t table = 0, head = 0;
     std::optional<int32_t> positions;
   };
@@ -427,7 +430,12 @@ class Lowerer {
     z.table = emb[0];
     if (c.positions > 0) z.positions = emb[1];
     std::vector<int64_t> projections;
-    for (const LayerLinear& l : LayerLinears(s_.model)) projections.push_back(l.ParamsPerGpu(t));
+    z.linear_of.fill(-1);
+    for (const LayerLinear& l : LayerLinears(s_.model)) {
+      int32_t& k = z.linear_of[static_cast<int>(l.target)];
+      if (k < 0) k = static_cast<int32_t>(projections.size());  // the first of its target
+      projections.push_back(l.ParamsPerGpu(t));
+    }
     for (int32_t g = 1; g < NumGroups() - 1; ++g) z.layer[g] = add(g, projections);
     z.head = s_.model.tied_embeddings ? z.table : add(NumGroups() - 1, {c.lm_head / t})[0];
     return z;
@@ -440,11 +448,8 @@ class Lowerer {
     const Zero3Params& z = zero3_;
     std::vector<ModuleUse> f;
     auto proj = [&](LoraTarget target) {
-      const std::vector<LayerLinear> linears = LayerLinears(s_.model);
-      for (size_t k = 0; k < linears.size(); ++k) {
-        if (linears[k].target == target) return ModuleUse{{z.layer[g][k]}};
-      }
-      return ModuleUse{};
+      const int32_t k = z.linear_of[static_cast<int>(target)];
+      return k < 0 ? ModuleUse{} : ModuleUse{{z.layer[g][k]}};
     };
     if (g == 0) {
       if (op == "embedding") {
