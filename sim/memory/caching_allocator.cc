@@ -21,8 +21,7 @@ BlockHandle CachingAllocator::Allocate(int64_t bytes, int32_t stream) {
   const int64_t size = RoundSize(bytes);
   const bool small = size <= kSmallSize;
   FreeSet& pool = Pool(small, stream);
-  if (const auto it = std::lower_bound(pool.begin(), pool.end(), FreeKey{size, 0, 0, 0});
-      it != pool.end()) {
+  if (const auto it = pool.lower_bound(FreeKey{size, 0, 0, 0}); it != pool.end()) {
     const int32_t block = it->block;
     pool.erase(it);
     return Take(block, size);
@@ -205,15 +204,14 @@ void CachingAllocator::InsertFree(int32_t id) {
   const Segment& seg = segments_[b.segment];
   FreeSet& pool = Pool(seg.small, seg.stream);
   const FreeKey key{b.size, b.segment, id, b.offset};
-  pool.insert(std::lower_bound(pool.begin(), pool.end(), key), key);
+  pool.insert(key);
 }
 
 void CachingAllocator::EraseFree(int32_t id) {
   const Block& b = blocks_[id];
   const Segment& seg = segments_[b.segment];
   FreeSet& pool = Pool(seg.small, seg.stream);
-  const auto it =
-      std::lower_bound(pool.begin(), pool.end(), FreeKey{b.size, b.segment, id, b.offset});
+  const auto it = pool.find(FreeKey{b.size, b.segment, id, b.offset});
   SIM_CHECK(it != pool.end() && it->block == id, "a free block missing from its pool");
   pool.erase(it);
 }

@@ -95,10 +95,10 @@ class CachingAllocator {
   };
   // Free blocks of one pool (small or large, one stream) ordered for best fit: by size, then
   // segment, then offset (the order that breaks ties between equal sizes; it decides the
-  // segment a request lands in, hence the reserved peak). A sorted vector, not a tree: the
-  // replay allocates and frees a block per tensor, a pool holds tens of free blocks (about 23
-  // on average over the default scenario, 43 at most), and a binary search and a short move
-  // cost a fraction of a tree's node work (README "Speed").
+  // segment a request lands in, hence the reserved peak). A B-tree: a pool holds tens of free
+  // blocks in a step that fits (about 23 on average over the default scenario) but thousands in
+  // one that overflows, where every new segment first releases the cached ones; a sorted
+  // vector's moves made those steps 40 % slower than a red-black tree, the B-tree 20 % faster.
   struct FreeKey {
     int64_t size = 0;
     int32_t segment = 0;
@@ -108,7 +108,7 @@ class CachingAllocator {
       return std::tie(size, segment, offset) < std::tie(o.size, o.segment, o.offset);
     }
   };
-  using FreeSet = std::vector<FreeKey>;
+  using FreeSet = absl::btree_set<FreeKey>;
 
   FreeSet& Pool(bool small, int32_t stream);
   int32_t NewBlock(int32_t segment, int64_t offset, int64_t size);
