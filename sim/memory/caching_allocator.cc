@@ -17,7 +17,7 @@ int64_t CachingAllocator::RoundSize(int64_t bytes) {
 }
 
 BlockHandle CachingAllocator::Allocate(int64_t bytes, int32_t stream) {
-  SIM_CHECK(bytes > 0, "allocations are positive");
+  SIM_CHECK(bytes > 0 && stream >= 0, "allocations are positive, streams numbered from 0");
   const int64_t size = RoundSize(bytes);
   const bool small = size <= kSmallSize;
   FreeSet& pool = Pool(small, stream);
@@ -31,13 +31,6 @@ BlockHandle CachingAllocator::Allocate(int64_t bytes, int32_t stream) {
                                : size < kMinLargeAlloc ? kLargeBuffer
                                                        : RoundUp(size, kRoundLarge);
   return Take(NewSegment(small, stream, segment_size).block, size);
-}
-
-CachingAllocator::FreeSet& CachingAllocator::Pool(bool small, int32_t stream) {
-  SIM_CHECK(stream >= 0, "streams are numbered from 0");
-  const size_t index = 2 * static_cast<size_t>(stream) + (small ? 1 : 0);
-  if (index >= pools_.size()) pools_.resize(index + 1);
-  return pools_[index];
 }
 
 int32_t CachingAllocator::NewBlock(int32_t segment, int64_t offset, int64_t size) {

@@ -110,7 +110,11 @@ class CachingAllocator {
   };
   using FreeSet = absl::btree_set<FreeKey>;
 
-  FreeSet& Pool(bool small, int32_t stream);
+  FreeSet& Pool(bool small, int32_t stream) {  // inline: called on every allocation and free
+    const size_t index = 2 * static_cast<size_t>(stream) + (small ? 1 : 0);
+    if (index >= pools_.size()) pools_.resize(index + 1);
+    return pools_[index];
+  }
   int32_t NewBlock(int32_t segment, int64_t offset, int64_t size);
   void DropBlock(int32_t block);
   BlockHandle NewSegment(bool small, int32_t stream, int64_t size);
