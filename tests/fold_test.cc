@@ -101,10 +101,9 @@ TEST_CASE("a window whose first replay is still settling slides one period and f
   // K = 2 micro-batches reserves 25 MB less at its peak than those of 3 and 4 (the caching
   // allocator's segments settle a micro-batch late), so K, K + 1, K + 2 do not repeat; the
   // window 3, 4, 5 does, and the folded report is the full replay's.
-  const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-                          {{"training.seq_len", "1024"},
-                           {"parallel.zero", "1"},
-                           {"training.recompute", "selective"}});
+  const Scenario s = Load(
+      STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+      {{"training.seq_len", "1024"}, {"parallel.zero", "1"}, {"training.recompute", "selective"}});
   REQUIRE(s.micro_batches() == 32);
   CHECK(Folded(s));
   CHECK(Report(s, true) == Report(s, false));
