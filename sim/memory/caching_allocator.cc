@@ -1,7 +1,5 @@
 #include "sim/memory/caching_allocator.h"
 
-#include <algorithm>
-
 #include "sim/base/check.h"
 
 namespace sim::memory {

@@ -27,7 +27,6 @@
 // oversize-block rules that only apply with them, and empty_cache().
 
 #include <cstdint>
-#include <optional>
 #include <tuple>
 #include <vector>
 
