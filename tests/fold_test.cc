@@ -37,7 +37,7 @@ bool Folded(const Scenario& s) {
   auto comm = cost::MakeCollectiveCostModel(s);
   REQUIRE(comm.ok());
   const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
-                                        s.cluster.node.gpus_per_node);
+                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
   replay::ReplayOptions o;
   o.allocator.expandable_segments = s.runtime.expandable_segments;
   auto r = replay::FoldedReplay(s, compute, **comm, o);

@@ -1,11 +1,14 @@
 // A GEMM's fixed per-tile work by its reduction length K (GpuCalibration::gemm_k_overhead,
 // sim/cost/compute_cost.h): the lowering records the mean 1/K of each GEMM op's kernels, and the
 // cost model stretches the op's math by 1 + gemm_k_overhead / K. Expected values come from the
-// shapes (Llama-2-7B on one GPU: T = 4096 tokens, h = 4096, f = 11008, V = 32000).
+// shapes (Llama-2-7B on one GPU: T = 4096 tokens, h = 4096, f = 11008, V = 32000). Flash
+// attention's implementations (training.flash_impl) scale FlashAttention-2's time by their authors'
+// published ratios.
 #include <catch2/catch.hpp>
 
 #include "sim/config/loaders.h"
 #include "sim/cost/compute_cost.h"
+#include "sim/replay/replay.h"
 #include "sim/workload/lowering.h"
 
 namespace sim {
@@ -62,6 +65,65 @@ TEST_CASE("gemm_k_overhead stretches a GEMM's math by 1 + overhead / K", "[compu
   attention.op_class = OpClass::kAttention;
   const double a = (cost::ComputeDuration(attention, gpu, Precision::kBf16) - launch).seconds();
   CHECK(a == Approx(gemm.flops.count() / (312e12 * gpu.calibration.attention_efficiency)));
+}
+
+TEST_CASE("flash attention implementations run at their published speed ratios to FA2",
+          "[compute]") {
+  GpuSpec gpu;
+  gpu.bf16 = FlopRate::PerSecond(989e12);
+  gpu.hbm_bandwidth = Bandwidth::BytesPerSecond(3.35e12);
+  gpu.calibration.attention_efficiency = 0.35;
+  Op core;
+  core.op_class = OpClass::kAttention;
+  core.flops = Flops::Count(2.0 * 8 * 4096.0 * 4096 * 4096);  // causal, 8 x 4096 tokens, h 4096
+  const Duration launch = gpu.calibration.launch_overhead;
+  auto math = [&](OpPass pass, FlashImpl impl) {
+    Op op = core;
+    op.pass = pass;
+    return (cost::ComputeDuration(op, gpu, Precision::kBf16, impl) - launch).seconds();
+  };
+  // FlashAttention-2 is the calibrated kernel: FLOPs / (peak x attention_efficiency).
+  const double fa2 = core.flops.count() / (989e12 * 0.35);
+  CHECK(math(OpPass::kForward, FlashImpl::kFa2) == Approx(fa2));
+  CHECK(math(OpPass::kBackward, FlashImpl::kFa2) == Approx(fa2));
+  // Triton: FA2 is 1.3-1.5x faster forward, 2x backward (Dao 2023 §4.1); recompute is a forward.
+  CHECK(math(OpPass::kForward, FlashImpl::kTriton) == Approx(1.4 * fa2));
+  CHECK(math(OpPass::kRecompute, FlashImpl::kTriton) == Approx(1.4 * fa2));
+  CHECK(math(OpPass::kBackward, FlashImpl::kTriton) == Approx(2.0 * fa2));
+  // FA3: 1.5-2.0x faster forward, 1.5-1.75x backward than FA2 on H100 (Shah et al. 2024).
+  CHECK(math(OpPass::kForward, FlashImpl::kFa3) == Approx(fa2 / 1.75));
+  CHECK(math(OpPass::kBackward, FlashImpl::kFa3) == Approx(fa2 / 1.625));
+  // GEMMs do not care which attention kernel runs.
+  Op gemm = core;
+  gemm.op_class = OpClass::kGemm;
+  CHECK(cost::ComputeDuration(gemm, gpu, Precision::kBf16, FlashImpl::kTriton) ==
+        cost::ComputeDuration(gemm, gpu, Precision::kBf16, FlashImpl::kFa2));
+}
+
+TEST_CASE("training.flash_impl reaches the replay: triton attention makes the step longer",
+          "[compute]") {
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  const std::string file = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";
+  auto fa2 = config::LoadScenario(root, file, {{"training.global_batch", "32"}});
+  auto triton = config::LoadScenario(
+      root, file, {{"training.global_batch", "32"}, {"training.flash_impl", "triton"}});
+  auto fa3 = config::LoadScenario(
+      root, file, {{"training.global_batch", "32"}, {"training.flash_impl", "fa3"}});
+  REQUIRE(fa2.ok());
+  REQUIRE(triton.ok());
+  REQUIRE(fa3.ok());
+  CHECK(triton->training.flash_impl == FlashImpl::kTriton);
+  auto a = replay::Simulate(*fa2, {});
+  auto b = replay::Simulate(*triton, {});
+  auto c = replay::Simulate(*fa3, {});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  REQUIRE(c.ok());
+  CHECK(b->step > a->step);
+  CHECK(c->step < a->step);
+  // Same work: the FLOPs and the memory do not depend on the kernel's speed.
+  CHECK(b->hardware_flops.count() == a->hardware_flops.count());
+  CHECK(b->ledgers[0].peak() == a->ledgers[0].peak());
 }
 
 }  // namespace

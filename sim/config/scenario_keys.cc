@@ -91,6 +91,9 @@ std::vector<ScenarioKey> Build() {
        "uniform: groups of N layers re-run at once; block: the first N of each stage"},
       {"training.attention", OneOf<AttentionKernel>(), std::string(Name(t.attention)),
        "attention kernel"},
+      {"training.flash_impl", OneOf<FlashImpl>(), std::string(Name(t.flash_impl)),
+       "implementation of flash attention (fa2: FlashAttention-2 / PyTorch SDPA; fa3: "
+       "FlashAttention-3, Hopper+; triton: llm-foundry's attn_impl: triton)"},
       {"training.loss", OneOf<LossKernel>(), "framework's",
        "cross-entropy kernel (deepspeed, fsdp, ddp: eager; megatron: vocab_parallel; torchtune: "
        "chunked)"},

@@ -271,6 +271,7 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadInt(k("recompute_layers"), errors, 1, 4096)) t.recompute_layers = *v;
   if (auto v = ReadEnum<RecomputeMethod>(k("recompute_method"), errors)) t.recompute_method = *v;
   if (auto v = ReadEnum<AttentionKernel>(k("attention"), errors)) t.attention = *v;
+  if (auto v = ReadEnum<FlashImpl>(k("flash_impl"), errors)) t.flash_impl = *v;
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadInt(k("loss_chunks"), errors, 1, 1024)) t.loss_chunks = *v;
   if (auto v = ReadBool(k("optimizer_in_backward"), errors)) t.optimizer_in_backward = *v;
@@ -597,6 +598,19 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     errors.Add(at("parallel", "cp"), "parallel.cp",
                absl::StrCat("cp ", cp, ": seq_len ", s.training.seq_len,
                             " must split into 2 x cp load-balanced chunks"));
+  }
+  if (Child(Child(root, "training"), "flash_impl").IsDefined() &&
+      s.training.attention != AttentionKernel::kFlash) {
+    errors.Add(at("training", "flash_impl"), "training.flash_impl",
+               "applies to flash attention only (training.attention is eager)");
+  }
+  // FlashAttention-3 is written for Hopper's wgmma and TMA (Shah et al. 2024, arXiv 2407.08608).
+  if (s.training.flash_impl == FlashImpl::kFa3 &&
+      s.cluster.gpu.compute_capability.value_or(9.0) < 9.0) {
+    errors.Add(at("training", "flash_impl"), "training.flash_impl",
+               absl::StrFormat("fa3 (FlashAttention-3) runs on Hopper and later GPUs (compute "
+                               "capability 9.0+); %s is %.1f: use fa2",
+                               s.cluster.gpu.name, *s.cluster.gpu.compute_capability));
   }
   if (cp > 1 && s.training.attention != AttentionKernel::kFlash) {
     errors.Add(at("parallel", "cp"), "parallel.cp",

@@ -14,7 +14,20 @@ FlopRate PeakRate(const GpuSpec& gpu, Precision precision) {
   return *gpu.fp16;
 }
 
-Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) {
+double FlashImplFactor(FlashImpl impl, OpPass pass) {
+  const bool backward = pass == OpPass::kBackward;
+  switch (impl) {
+    case FlashImpl::kFa2:
+      return 1.0;
+    case FlashImpl::kTriton:
+      return backward ? 2.0 : 1.4;
+    case FlashImpl::kFa3:
+      return backward ? 1.0 / 1.625 : 1.0 / 1.75;
+  }
+  return 1.0;
+}
+
+Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision, FlashImpl flash) {
   const GpuCalibration& c = gpu.calibration;
   // Only the layers' GEMMs run in fp8; attention, the LM head and elementwise kernels stay
   // 16-bit.
@@ -32,6 +45,9 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision) 
       // Each output tile's fixed work, as gemm_k_overhead elements of K (hardware.h).
       math = Duration::FromSeconds(math.seconds() *
                                    (1.0 + c.gemm_k_overhead * static_cast<double>(op.gemm_inv_k)));
+    }
+    if (op.op_class == OpClass::kAttention && flash != FlashImpl::kFa2) {
+      math = Duration::FromSeconds(math.seconds() * FlashImplFactor(flash, op.pass));
     }
   }
   Duration memory;
@@ -79,7 +95,7 @@ Duration RooflineCostModel::Time(const Op& op) const {
       SIM_CHECK(host_.has_value(), "an offload op on a node without a host entry");
       return HostDuration(op, *host_, gpus_per_node_);
     default:
-      return ComputeDuration(op, gpu_, precision_);
+      return ComputeDuration(op, gpu_, precision_, flash_);
   }
 }
 

@@ -2,7 +2,7 @@
 // Time of a compute op on one GPU (SPEC §3.5): a roofline with calibrated efficiencies,
 //   c = FLOPs / (peak × eff_class) × (1 + k_overhead · mean(1/K)) for GEMMs (K the reduction
 //       length of each kernel the op runs, Op::gemm_inv_k; GpuCalibration::gemm_k_overhead),
-//   c = FLOPs / (peak × eff_class) for attention,
+//   c = FLOPs / (peak × eff_attention) × FlashImplFactor(impl, pass) for flash attention,
 //   m = bytes / (HBM bandwidth × eff_mem),
 //   t = max(c, m) + blend × min(c, m) + launch overhead,
 // where peak is the dense rate of the op's dtype (fp8 GEMMs when training in fp8, else the
@@ -18,7 +18,19 @@
 
 namespace sim::cost {
 
-Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision);
+// How much longer than FlashAttention-2 an implementation of flash attention takes for the same
+// work on the same GPU, forward (and recompute) or backward; GpuCalibration::attention_efficiency
+// is FlashAttention-2's. The ratios are the kernels' authors' own benchmarks, not fitted:
+//   triton: FlashAttention-2 is "around 1.3-1.5x faster than FlashAttention in Triton in the
+//     forward pass and around 2x faster in the backward pass" (Dao 2023, arXiv 2307.08691,
+//     §4.1, A100): 1.4 and 2.0;
+//   fa3: FlashAttention-3 in 16 bits is "1.5-2.0x" faster than FlashAttention-2 in the forward
+//     pass and "1.5-1.75x" in the backward on H100 SXM5 (Shah et al. 2024, arXiv 2407.08608,
+//     §1 and §4.1): 1 / 1.75 and 1 / 1.625, the ranges' middles.
+double FlashImplFactor(FlashImpl impl, OpPass pass);
+
+Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision,
+                         FlashImpl flash = FlashImpl::kFa2);
 
 // Offload's ops (sim/spec/hardware.h HostSpec), each GPU's process getting its share of what the
 // node's GPUs use at the same time (data-parallel peers offload together):
@@ -54,11 +66,12 @@ int32_t KernelsOf(const Op& op);
 class RooflineCostModel final : public ComputeCostModel {
  public:
   RooflineCostModel(GpuSpec gpu, Precision precision, std::optional<HostSpec> host = std::nullopt,
-                    int64_t gpus_per_node = 1)
+                    int64_t gpus_per_node = 1, FlashImpl flash = FlashImpl::kFa2)
       : gpu_(std::move(gpu)),
         precision_(precision),
         host_(std::move(host)),
-        gpus_per_node_(gpus_per_node) {}
+        gpus_per_node_(gpus_per_node),
+        flash_(flash) {}
   Duration Time(const Op& op) const override;
   double OverlapSlowdown() const override { return gpu_.calibration.overlap_slowdown; }
   Duration Dispatch(const Op& op) const override {
@@ -70,6 +83,7 @@ class RooflineCostModel final : public ComputeCostModel {
   Precision precision_;
   std::optional<HostSpec> host_;
   int64_t gpus_per_node_;
+  FlashImpl flash_;
 };
 
 // The dense peak MFU/HFU are measured against: the 16-bit rate (bf16, or fp16 where the GPU

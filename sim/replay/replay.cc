@@ -469,7 +469,7 @@ namespace {
 absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions options) {
   auto comm = cost::MakeCollectiveCostModel(s);
   const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
-                                        s.cluster.node.gpus_per_node);
+                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
   if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
   options.allocator.expandable_segments = s.runtime.expandable_segments;
   if (comm.ok() && options.fold) {

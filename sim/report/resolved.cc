@@ -47,10 +47,13 @@ std::string ResolvedScenarioText(const Scenario& s) {
   out += "\n";
   absl::StrAppendFormat(&out,
                         "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "
-                        "recompute %s, %s attention\n",
+                        "recompute %s, %s attention%s\n",
                         s.training.seq_len, s.training.micro_batch, s.training.global_batch,
                         Name(s.training.precision), Name(s.training.optimizer),
-                        Name(s.training.recompute), Name(s.training.attention));
+                        Name(s.training.recompute), Name(s.training.attention),
+                        s.training.attention == AttentionKernel::kFlash
+                            ? absl::StrCat(" (", Name(s.training.flash_impl), ")")
+                            : std::string());
   const ParallelSpec& p = s.parallel;
   const std::unique_ptr<DataParallelPolicy> policy = MakeDataParallelPolicy(s);
   const DataParallelPolicy::GatherRule rule = policy->Gathers();

@@ -92,6 +92,11 @@ struct EnumNames<AttentionKernel> {
       {{AttentionKernel::kFlash, "flash"}, {AttentionKernel::kEager, "eager"}}};
 };
 template <>
+struct EnumNames<FlashImpl> {
+  static constexpr NameTable<FlashImpl, 3> kNames{
+      {{FlashImpl::kFa2, "fa2"}, {FlashImpl::kFa3, "fa3"}, {FlashImpl::kTriton, "triton"}}};
+};
+template <>
 struct EnumNames<Framework> {
   static constexpr NameTable<Framework, 5> kNames{{{Framework::kDeepSpeed, "deepspeed"},
                                                    {Framework::kFsdp, "fsdp"},

@@ -16,9 +16,11 @@ enum class Dtype { kFp32, kTf32, kBf16, kFp16, kFp8 };
 // Per-GPU-type calibration of the cost model (SPEC §3.5): one set of numbers per GPU type,
 // never per case. Efficiencies are fractions of the datasheet peak.
 struct GpuCalibration {
-  double gemm_efficiency = 0.75;       // large GEMMs, fraction of dense peak
-  double attention_efficiency = 0.55;  // flash/eager attention cores
-  double memory_efficiency = 0.85;     // memory-bound kernels, fraction of HBM bandwidth
+  double gemm_efficiency = 0.75;  // large GEMMs, fraction of dense peak
+  // FlashAttention-2's share of the 16-bit peak; other implementations of flash attention run at
+  // their published ratios to it (training.flash_impl, sim/cost/compute_cost.h FlashImplFactor).
+  double attention_efficiency = 0.55;
+  double memory_efficiency = 0.85;  // memory-bound kernels, fraction of HBM bandwidth
   // How much of a kernel's HBM traffic its math fails to hide: t = max(c, m) + blend·min(c, m)
   // for math time c and memory time m (0: a perfect roofline; 1: no overlap at all).
   double roofline_blend = 0.0;

@@ -65,6 +65,12 @@ enum class LossKernel {
   kChunkedCompiled
 };
 enum class AttentionKernel { kFlash, kEager };
+// Which implementation runs flash attention (training.flash_impl), each timed as FlashAttention-2
+// on the same GPU times its published speed ratio (sim/cost/compute_cost.h FlashImplFactor):
+// fa2: FlashAttention-2 (flash-attn 2.x, PyTorch SDPA's flash backend); fa3: FlashAttention-3
+// (Hopper and later); triton: FlashAttention in Triton (flash_attn_triton.py, the kernel of
+// llm-foundry's `attn_impl: triton`).
+enum class FlashImpl { kFa2, kFa3, kTriton };
 // Framework presets (sim/workload/policy/): DeepSpeed ZeRO, PyTorch FSDP, Megatron-LM,
 // PyTorch DDP with torch.cuda.amp (fp32 parameters and gradients, autocast's 16-bit copies), and
 // torchtune (bf16 parameters, gradients and optimizer states, no fp32 master; FSDP2 to shard).
@@ -140,6 +146,7 @@ struct TrainingSpec {
   std::optional<int64_t> recompute_layers;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   AttentionKernel attention = AttentionKernel::kFlash;
+  FlashImpl flash_impl = FlashImpl::kFa2;
   // Absent = the framework's (its policy in sim/workload/policy/).
   std::optional<LossKernel> loss;
   int64_t loss_chunks = 8;  // chunked: torchtune's num_output_chunks default
@@ -292,6 +299,7 @@ absl::string_view Name(Recompute r);
 absl::string_view Name(RecomputeMethod m);
 absl::string_view Name(LossKernel l);
 absl::string_view Name(AttentionKernel a);
+absl::string_view Name(FlashImpl f);
 absl::string_view Name(Framework f);
 absl::string_view Name(FsdpSharding s);
 absl::string_view Name(Dtype d);
