@@ -83,7 +83,8 @@ TEST_CASE("MFU in the MosaicML and torchtitan conventions", "[validate]") {
 }
 
 // The regression guard: the public cases' errors may not rise above what this calibration
-// reaches (step-time MAPE 4.8% over the 69 fitted A100 cases; MosaicML time metrics 4.6%).
+// reaches (step-time MAPE 5.0% over the 69 fitted A100 cases; MosaicML time metrics 3.95%;
+// flash attention priced per implementation, MosaicML's rows on llm-foundry's Triton kernel).
 TEST_CASE("public validation cases stay within their error levels", "[validate]") {
   const auto results = validate::RunCases(AllCases(), 2);
   double step_sum = 0, mpt_sum = 0, table5_sum = 0, memory_sum = 0, tune_sum = 0, h100_sum = 0;
@@ -118,12 +119,13 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       }
       if (m.metric == "step_s" && r.group == "megatron-moe") {
         // Held out of every fit. Megatron-Core's Mixtral 8x7B on 64 H100 (EP 8, PP 4
-        // interleaved): +11.9 % (the step its 468 TFLOP/s imply, 2.903 s, against 3.247 s).
-        // Qwen3-235B-A22B on 256 H100 (TP 2, EP 8, ETP 1, PP 32 x VPP 3): -17.1 % (24.2 s
-        // measured, 20.07 s predicted; not modelled, and candidates for the gap: the A2A
-        // dispatcher's host synchronisation per layer, the grouped GEMMs' efficiency on 16
-        // experts of 1024 rows, the norm and activation recompute).
-        CHECK(std::abs(m.error_pct) < (absl::StrContains(r.id, "qwen3") ? 20.0 : 13.0));
+        // interleaved): +6.2 % (the step its 468 TFLOP/s imply, 2.903 s, against 3.084 s).
+        // Qwen3-235B-A22B on 256 H100 (TP 2, EP 8, ETP 1, PP 32 x VPP 3): -22.6 % (24.2 s
+        // measured, 18.74 s predicted; -17.1 % while H100 attention was fitted at the Triton
+        // kernel's speed; not modelled, and candidates for the gap: the A2A dispatcher's host
+        // synchronisation per layer, the grouped GEMMs' efficiency on 16 experts of 1024 rows,
+        // the norm and activation recompute).
+        CHECK(std::abs(m.error_pct) < (absl::StrContains(r.id, "qwen3") ? 25.0 : 9.0));
         continue;
       }
       if (m.metric == "step_s" && r.group != "megatron" && r.group != "mpt-h100") {
@@ -133,21 +135,29 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       if (m.metric == "step_s" && absl::StartsWith(r.id, "korthikanti22_t5_")) {
         // Korthikanti et al. 2022 Table 5 (issue 17 asks for Calculon's 3.65 % MAPE), with
         // the A100 calibration fitted to the MosaicML and torchtitan cases only, Megatron out
-        // of the fit: MAPE 2.07 %, every row within 4.7 % (22B selective -4.6 %, 1T selective
-        // +4.6 %).
+        // of the fit: MAPE 2.14 %, every row within 5.0 % (22B selective -5.0 %, 1T selective
+        // +3.8 %).
         CHECK(std::abs(m.error_pct) < 5.5);
         table5_sum += std::abs(m.error_pct);
         ++table5_n;
       }
       if (absl::StartsWith(r.id, "narayanan21_t1_")) {
         // Narayanan et al. SC21 Table 1 (HFU), out of the A100 fit: the TP 1-8 models of
-        // 1.7-18.4B predicted 4-10.5 % slow (-10.5 % at 7.5B; their micro-batch is not stated,
-        // 1 assumed), the pipelined ones from 39B up 1.4-9.2 % fast.
+        // 1.7-18.4B predicted 3.9-10.1 % slow (-10.1 % at 7.5B; their micro-batch is not
+        // stated, 1 assumed), the pipelined ones from 39B up 2.0-9.7 % fast.
         CHECK(std::abs(m.error_pct) < 11.5);
       }
+      if (r.group == "torchtitan" && m.metric == "step_s") {
+        // torchtitan's FSDP2 A100 rows (8 of the 69 fitted): every one predicted fast, -9.9 to
+        // -17.9 % (MAPE 14.5 %). FlashAttention-2 now runs at its own fitted speed (0.565 of
+        // peak, the FA2 paper's 50-73 %), where one attention efficiency for both sources made
+        // it 0.31 and hid the gap (7.6 %); what these runs spend beyond the model is not built
+        // (eager PyTorch's unfused fp32 RMSNorm, RoPE and SwiGLU kernels are the candidate).
+        CHECK(std::abs(m.error_pct) < 19.0);
+      }
       if (r.group == "mpt-h100" && m.metric == "step_s") {
-        // The H100 calibration is fitted to these 38 rows (bf16 and fp8): MAPE 3.1 %, every
-        // row within 9.1 %.
+        // The H100 calibration is fitted to these 38 rows (bf16 and fp8): MAPE 2.8 % (bf16
+        // 2.9 %, fp8 2.2 %), every row within 9.1 %.
         CHECK(std::abs(m.error_pct) < 10.0);
         h100_sum += std::abs(m.error_pct);
         ++h100_n;
@@ -183,14 +193,14 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   CHECK(memory_sum / memory_n <= 5.0);  // 4.0 % reached
   CHECK(tune_n == 17);
   CHECK(h100_n == 38);
-  CHECK(h100_sum / h100_n <= 3.6);  // 3.12 % reached (issue 17: <= 5 %)
+  CHECK(h100_sum / h100_n <= 3.3);  // 2.80 % reached (issue 17: <= 5 %)
   CHECK(replayed_beside == 17);
   CHECK(tune_sum / tune_n <= 7.5);      // 7.3 % reached
-  CHECK(table5_sum / table5_n <= 2.6);  // 2.07 % reached (issue 17: <= 3.65 %)
+  CHECK(table5_sum / table5_n <= 2.6);  // 2.14 % reached (issue 17: <= 3.65 %)
   CHECK(step_n >= 67);
   CHECK(mpt_n >= 180);
-  CHECK(step_sum / step_n <= 5.3);  // 4.79 % reached over the 69 fitted A100 cases
-  CHECK(mpt_sum / mpt_n <= 5.0);    // 4.55 % over MosaicML's A100 step, MFU and tokens/s
+  CHECK(step_sum / step_n <= 5.3);  // 5.00 % reached over the 69 fitted A100 cases
+  CHECK(mpt_sum / mpt_n <= 4.5);    // 3.95 % over MosaicML's A100 step, MFU and tokens/s
 }
 
 }  // namespace
