@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -138,6 +139,61 @@ TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the 
   Result pp_zero3 = Stepsim("run scenarios/default.yaml --set parallel.pp=4");
   CHECK(pp_zero3.status == 2);
   CHECK(absl::StrContains(pp_zero3.out, "ZeRO-2/3 are not combined with pipeline parallelism"));
+}
+
+// Issue 14's large traces: a part of the step by micro-batch and stage, and a word when the file
+// is more than the viewers open.
+TEST_CASE("run --trace-steps and --trace-stages keep a part of the step", "[cli]") {
+  const std::string dir = "/tmp/stepsim-cli-trace";
+  std::filesystem::create_directories(dir);
+  const std::string run =
+      "run scenarios/default.yaml --set parallel.tp=8 --set parallel.pp=4 "
+      "--set parallel.framework=megatron --set training.global_batch=16 ";  // 16 micro-batches
+  REQUIRE(Stepsim(absl::StrCat(run, "--trace ", dir, "/all.json")).status == 0);
+  Result part =
+      Stepsim(absl::StrCat(run, "--trace ", dir, "/part.json --trace-steps 1..2 --trace-stages 1"));
+  REQUIRE(part.status == 0);
+  auto events = [&](const std::string& file) {
+    std::ifstream in(dir + file);
+    return nlohmann::json::parse(in)["traceEvents"];
+  };
+  const auto all = events("/all.json"), kept = events("/part.json");
+  int all_x = 0, kept_x = 0;
+  std::set<std::string> prefixes;
+  std::set<int> pids;
+  for (const auto& e : all) all_x += e["ph"] == "X";
+  for (const auto& e : kept) {
+    pids.insert(e["pid"].get<int>());
+    if (e["ph"] != "X") continue;
+    ++kept_x;
+    const std::string name = e["name"];
+    prefixes.insert(name.substr(0, name.find(' ')));
+  }
+  // Stage 1 only, micro-batches 1 and 2 only: 2 of 16 micro-batches on 1 of 4 stages.
+  CHECK(pids == std::set<int>{1});
+  CHECK(prefixes == std::set<std::string>{"mb1", "mb2"});
+  CHECK(kept_x > 0);
+  CHECK(kept_x < all_x / 16);
+  CHECK(absl::StrContains(Slurp(dir + "/part.json"), "micro-batches 1..2 of 0..15"));
+  // Bad ranges and a range without a trace exit 2, naming the flag, and write nothing.
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--trace-steps 16", "--trace-steps 16: the step has 16 micro-batches (0..15)"},
+           {"--trace-steps 3..1", "--trace-steps 3..1: the first index must not exceed the last"},
+           {"--trace-stages 4", "--trace-stages 4: the step has 4 pipeline stages (0..3)"},
+           {"--trace-steps one",
+            "--trace-steps: expected an index or a range A..B of "
+            "micro-batches, got 'one'"}}) {
+    std::filesystem::remove(dir + "/bad.json");
+    Result bad = Stepsim(absl::StrCat(run, "--trace ", dir, "/bad.json ", args));
+    CHECK(bad.status == 2);
+    CHECK(absl::StrContains(bad.out, says));
+    CHECK_FALSE(std::filesystem::exists(dir + "/bad.json"));
+  }
+  Result alone = Stepsim(absl::StrCat(run, "--trace-stages 1"));
+  CHECK(alone.status == 2);
+  CHECK(absl::StrContains(alone.out, "--trace-stages chooses what --trace PATH writes"));
+  // Far below the viewers' 256 MB: no warning.
+  CHECK_FALSE(absl::StrContains(part.out, "warning"));
 }
 
 // Issue 18's rough edges, each as the user saw it.

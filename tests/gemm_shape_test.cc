@@ -6,6 +6,7 @@
 // published ratios.
 #include <catch2/catch.hpp>
 
+#include "absl/strings/match.h"
 #include "sim/config/loaders.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/replay/replay.h"
@@ -113,6 +114,13 @@ TEST_CASE("training.flash_impl reaches the replay: triton attention makes the st
   REQUIRE(triton.ok());
   REQUIRE(fa3.ok());
   CHECK(triton->training.flash_impl == FlashImpl::kTriton);
+  // FlashAttention-3 is Hopper's only: refused on Blackwell as on Ampere, at its key.
+  auto blackwell = config::LoadScenario(
+      root, file, {{"cluster.node", "dgx-b200"}, {"training.flash_impl", "fa3"}});
+  REQUIRE_FALSE(blackwell.ok());
+  CHECK(absl::StrContains(blackwell.status().message(),
+                          "fa3 (FlashAttention-3) runs on Hopper GPUs (compute capability "
+                          "9.x); B200-SXM-180GB is 10.0: use fa2"));
   auto a = replay::Simulate(*fa2, {});
   auto b = replay::Simulate(*triton, {});
   auto c = replay::Simulate(*fa3, {});

@@ -93,7 +93,7 @@ std::vector<ScenarioKey> Build() {
        "attention kernel"},
       {"training.flash_impl", OneOf<FlashImpl>(), std::string(Name(t.flash_impl)),
        "implementation of flash attention (fa2: FlashAttention-2 / PyTorch SDPA; fa3: "
-       "FlashAttention-3, Hopper+; triton: llm-foundry's attn_impl: triton)"},
+       "FlashAttention-3, Hopper only; triton: llm-foundry's attn_impl: triton)"},
       {"training.loss", OneOf<LossKernel>(), "framework's",
        "cross-entropy kernel (deepspeed, fsdp, ddp: eager; megatron: vocab_parallel; torchtune: "
        "chunked)"},

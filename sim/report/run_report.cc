@@ -391,7 +391,8 @@ std::string RunText(const RunSummary& r) {
   return out;
 }
 
-std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
+std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
+                      const TraceOptions& options) {
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   auto emit = [&](const nlohmann::ordered_json& e) {
@@ -401,13 +402,32 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
   };
   const double us = 1e6;
   const bool symmetric = r.simulated_ranks == r.program.stages;
+  const int64_t micro_batches = s.micro_batches();
+  auto in = [](const std::optional<TraceRange>& range, int64_t v) {
+    return !range || (v >= range->first && v <= range->last);
+  };
+  auto rank_kept = [&](int32_t rank) { return in(options.stages, r.StageOf(rank)); };
+  auto micro_batch_kept = [&](const Op& op) {
+    if (!options.micro_batches) return true;
+    const bool step_wide = op.pass == OpPass::kStep || !op.group;
+    return step_wide ? options.micro_batches->last >= micro_batches - 1
+                     : in(options.micro_batches, op.micro_batch);
+  };
+  auto op_kept = [&](const replay::OpTiming& t) {
+    return rank_kept(t.rank) && micro_batch_kept(r.program.ops[t.op]);
+  };
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
+    if (!rank_kept(rank)) continue;
     std::string name = absl::StrCat("GPU ", r.GpuOf(rank));
     if (r.program.stages > 1) absl::StrAppend(&name, " (pipeline stage ", r.StageOf(rank), ")");
     if (symmetric && s.cluster.gpus() > r.program.stages) {
       const int64_t n = s.cluster.gpus() / r.program.stages;
       absl::StrAppend(&name, ", standing for ", n, " GPUs (itself and ", n - 1, " peer",
                       n - 1 == 1 ? "" : "s", ")");
+    }
+    if (options.micro_batches) {
+      absl::StrAppend(&name, ", micro-batches ", options.micro_batches->first, "..",
+                      options.micro_batches->last, " of 0..", micro_batches - 1);
     }
     emit({{"ph", "M"},
           {"name", "process_name"},
@@ -428,7 +448,19 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
             {"args", {{"name", threads[tid]}}}});
     }
   }
+  // The kept ops' time span, which the memory counters are cut to (everything without a range).
+  Duration from = Duration::Zero(), to = r.step;
+  if (options.micro_batches) {
+    bool any = false;
+    for (const replay::OpTiming& t : r.timings) {
+      if (!op_kept(t)) continue;
+      from = any ? std::min(from, t.start) : t.start;
+      to = any ? std::max(to, t.end) : t.end;
+      any = true;
+    }
+  }
   for (const replay::OpTiming& t : r.timings) {
+    if (!op_kept(t)) continue;
     const Op& op = r.program.ops[t.op];
     nlohmann::ordered_json args;
     if (op.kind == OpKind::kCollective) {
@@ -451,12 +483,33 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
           {"args", args}});
   }
   // One counter sample per GPU per distinct time: the state after all changes at that time.
+  // With a micro-batch range, only the times a kept op allocated or freed, inside the kept span,
+  // after one sample at the span's start with the level reached before it.
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
+    if (!rank_kept(rank)) continue;
     const auto& changes = r.ledgers[rank].changes();
     memory::Breakdown cur{};
+    bool kept_change = false;  // a change of the current time group is a kept op's
+    bool level_shown = false;  // the sample at the span's start
     for (size_t i = 0; i < changes.size(); ++i) {
       cur[static_cast<int>(changes[i].category)] += changes[i].delta;
+      kept_change =
+          kept_change || (changes[i].op && micro_batch_kept(r.program.ops[*changes[i].op]));
       if (i + 1 < changes.size() && changes[i + 1].time == changes[i].time) continue;
+      Duration at = changes[i].time;
+      if (options.micro_batches) {
+        const bool kept = kept_change;
+        kept_change = false;
+        if (at > to) break;
+        const bool next_before = i + 1 < changes.size() && changes[i + 1].time < from;
+        if (at < from) {
+          if (next_before) continue;
+          at = from;  // the level when the span starts
+        } else if (!kept && level_shown) {
+          continue;
+        }
+        level_shown = true;
+      }
       nlohmann::ordered_json args;
       for (int c = 0; c < kNumMemCategories; ++c) {
         args[std::string(kMemCategoryNames[c])] =
@@ -465,18 +518,28 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r) {
       emit({{"ph", "C"},
             {"name", "allocated GiB"},
             {"pid", rank},
-            {"ts", static_cast<double>(changes[i].time.picoseconds()) / us},
+            {"ts", static_cast<double>(at.picoseconds()) / us},
             {"args", args}});
       emit({{"ph", "C"},
             {"name", "reserved GiB"},
             {"pid", rank},
-            {"ts", static_cast<double>(changes[i].time.picoseconds()) / us},
+            {"ts", static_cast<double>(at.picoseconds()) / us},
             {"args",
              {{"reserved", static_cast<double>(changes[i].reserved.count()) / 1073741824.0}}}});
     }
   }
   out += "\n]}\n";
   return out;
+}
+
+std::optional<std::string> TraceSizeWarning(const std::string& path, int64_t bytes) {
+  if (bytes <= kTraceViewerLimitBytes) return std::nullopt;
+  return absl::StrFormat(
+      "warning: the trace %s is %.2f GiB: chrome://tracing opens JSON traces up to 256 MB and "
+      "ui.perfetto.dev runs out of browser memory near 1 GB; keep a part of the step with "
+      "--trace-steps A..B (micro-batches) and --trace-stages A..B, or open it with Perfetto's "
+      "trace_processor --httpd",
+      path, static_cast<double>(bytes) / 1073741824.0);
 }
 
 std::string TimelineCsv(const replay::ReplayResult& r) {

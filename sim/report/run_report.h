@@ -3,6 +3,7 @@
 // trace and the CSV memory timeline. All output is deterministic: the same replay gives the same
 // bytes.
 
+#include <optional>
 #include <string>
 
 #include "nlohmann/json.hpp"
@@ -16,10 +17,31 @@ namespace sim::report {
 nlohmann::ordered_json RunJson(const RunSummary& r);
 std::string RunText(const RunSummary& r);
 
+// What part of a step a trace keeps (stepsim run --trace-steps, --trace-stages): the ops of
+// micro-batches [first, last] — with the step-wide ones (the optimizer, the step's reductions)
+// when the range reaches the last micro-batch — on pipeline stages [first, last]; absent = all.
+// The memory counters keep the samples inside the kept ops' time span, starting from the level
+// at its start.
+struct TraceRange {
+  int64_t first = 0, last = 0;
+};
+struct TraceOptions {
+  std::optional<TraceRange> micro_batches, stages;
+};
+
 // Chrome trace-event JSON: one process per simulated GPU, a thread per stream, a complete ("X")
 // event per op with FLOPs and bytes in args, and a counter ("C") track of allocated GiB by
 // category. Needs ReplayOptions::record_ops and record_memory.
-std::string TraceJson(const Scenario& s, const replay::ReplayResult& r);
+std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
+                      const TraceOptions& options = {});
+
+// JSON traces above this size do not open in the viewers: chrome://tracing stops at 256 MB
+// (google/perfetto#99, citing google/trace-viewer#627), and ui.perfetto.dev parses in browser
+// memory, about 2 GB in all at 2-4 times the trace's size ("Visualising large traces",
+// perfetto.dev), so a 900 MB JSON trace crashed it in the same report.
+inline constexpr int64_t kTraceViewerLimitBytes = int64_t{256} << 20;
+// The warning for a trace of `bytes` written to `path`, or none below the limit.
+std::optional<std::string> TraceSizeWarning(const std::string& path, int64_t bytes);
 
 // CSV: time_s,gpu,event,category,delta_bytes,allocated_bytes — one row per ledger change.
 // Needs ReplayOptions::record_memory.

@@ -68,7 +68,7 @@ enum class AttentionKernel { kFlash, kEager };
 // Which implementation runs flash attention (training.flash_impl), each timed as FlashAttention-2
 // on the same GPU times its published speed ratio (sim/cost/compute_cost.h FlashImplFactor):
 // fa2: FlashAttention-2 (flash-attn 2.x, PyTorch SDPA's flash backend); fa3: FlashAttention-3
-// (Hopper and later); triton: FlashAttention in Triton (flash_attn_triton.py, the kernel of
+// (Hopper only); triton: FlashAttention in Triton (flash_attn_triton.py, the kernel of
 // llm-foundry's `attn_impl: triton`).
 enum class FlashImpl { kFa2, kFa3, kTriton };
 // Framework presets (sim/workload/policy/): DeepSpeed ZeRO, PyTorch FSDP, Megatron-LM,

@@ -3,8 +3,10 @@
 #include <filesystem>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "sim/config/catalog.h"
 #include "sim/config/scenario_keys.h"
 #include "sim/replay/replay.h"
@@ -22,10 +24,33 @@ namespace stepsim_cli {
 
 namespace {
 
+// "A..B" or "A" (A <= B), each within [0, count): a --trace-steps or --trace-stages value.
+absl::StatusOr<sim::report::TraceRange> ParseTraceRange(const std::string& flag,
+                                                        const std::string& text, int64_t count,
+                                                        const std::string& what) {
+  const std::vector<std::string> parts = absl::StrSplit(text, absl::MaxSplits("..", 1));
+  sim::report::TraceRange range;
+  if (!absl::SimpleAtoi(parts[0], &range.first) ||
+      (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &range.last))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": expected an index or a range A..B of ", what, ", got '", text, "'"));
+  }
+  if (parts.size() == 1) range.last = range.first;
+  if (range.last < range.first) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, " ", text, ": the first index must not exceed the last"));
+  }
+  if (range.first < 0 || range.last >= count) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, " ", text, ": the step has ", count,
+                                                   " ", what, " (0..", count - 1, ")"));
+  }
+  return range;
+}
+
 FlagSet RunFlags() {
   return FlagSet(
-      "stepsim run SCENARIO [--set KEY=VALUE]... [--json PATH] [--trace PATH] [--timeline PATH] "
-      "[--html PATH]",
+      "stepsim run SCENARIO [--set KEY=VALUE]... [--json PATH] [--trace PATH [--trace-steps A..B] "
+      "[--trace-stages A..B]] [--timeline PATH] [--html PATH]",
       "Loads a scenario (SPEC §4), applies the overrides in order, validates it and replays one\n"
       "optimizer step layer by layer: prints whether it fits, the per-GPU peak (when, in which\n"
       "op, and what is live then), the step time split (with the pipeline bubble and a table per\n"
@@ -36,7 +61,11 @@ FlagSet RunFlags() {
        {"trace", "PATH",
         "write a Chrome/Perfetto trace: per simulated GPU (one per pipeline stage) "
         "compute, communication and send tracks and a memory counter (open in "
-        "ui.perfetto.dev)"},
+        "ui.perfetto.dev; warns above 256 MB, more than the viewers open)"},
+       {"trace-steps", "A..B",
+        "with --trace: keep micro-batches A to B of the step (0-based; one index = one "
+        "micro-batch), the optimizer and step-wide reductions when B is the last"},
+       {"trace-stages", "A..B", "with --trace: keep pipeline stages A to B (0-based)"},
        {"timeline", "PATH",
         "write the memory timeline as CSV: time_s, gpu, event, category, "
         "delta_bytes, allocated_bytes"},
@@ -101,6 +130,23 @@ int RunCommand(const std::vector<std::string>& args) {
     std::cout << sim::report::DumpOps(*program);
     return kExitOk;
   }
+  sim::report::TraceOptions trace;
+  for (const char* flag : {"trace-steps", "trace-stages"}) {
+    if (flags.Has(flag) && !flags.Has("trace")) {
+      return Fail("run", absl::InvalidArgumentError(absl::StrCat(
+                             "--", flag, " chooses what --trace PATH writes: add it")));
+    }
+  }
+  if (auto v = flags.Get("trace-steps")) {
+    auto range = ParseTraceRange("trace-steps", *v, scenario->micro_batches(), "micro-batches");
+    if (!range.ok()) return Fail("run", range.status());
+    trace.micro_batches = *range;
+  }
+  if (auto v = flags.Get("trace-stages")) {
+    auto range = ParseTraceRange("trace-stages", *v, scenario->parallel.pp, "pipeline stages");
+    if (!range.ok()) return Fail("run", range.status());
+    trace.stages = *range;
+  }
   sim::replay::ReplayOptions options;
   options.explicit_ranks = flags.Has("explicit-ranks");
   options.fold = !flags.Has("no-fold");
@@ -114,8 +160,12 @@ int RunCommand(const std::vector<std::string>& args) {
   if (auto p = flags.Get("json")) {
     outputs.push_back({*p, sim::report::RunJson(summary).dump(2) + "\n"});
   }
-  if (auto p = flags.Get("trace"))
-    outputs.push_back({*p, sim::report::TraceJson(*scenario, *result)});
+  if (auto p = flags.Get("trace")) {
+    outputs.push_back({*p, sim::report::TraceJson(*scenario, *result, trace)});
+    const int64_t bytes = static_cast<int64_t>(outputs.back().second.size());
+    if (auto w = sim::report::TraceSizeWarning(*p, bytes))
+      std::cerr << "stepsim run: " << *w << "\n";
+  }
   if (auto p = flags.Get("timeline")) outputs.push_back({*p, sim::report::TimelineCsv(*result)});
   if (auto p = flags.Get("html")) {
     outputs.push_back({*p, sim::report::RunHtml(*scenario, *result, summary)});
