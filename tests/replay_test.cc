@@ -358,8 +358,8 @@ TEST_CASE("time adds up: step = compute + recompute + optimizer + exposed comm",
 
 TEST_CASE("a trace above the viewers' 256 MB gets a warning that names the way out", "[report]") {
   // chrome://tracing stops at 256 MB (google/perfetto#99): silent at the limit, said above it.
-  CHECK_FALSE(report::TraceSizeWarning("t.json", report::kTraceViewerLimitBytes));
-  const auto w = report::TraceSizeWarning("t.json", int64_t{1} << 30);
+  CHECK_FALSE(report::TraceSizeWarning("t.json", report::kTraceViewerLimit));
+  const auto w = report::TraceSizeWarning("t.json", Bytes::GiB(1));
   REQUIRE(w.has_value());
   CHECK(absl::StrContains(*w, "the trace t.json is 1.00 GiB"));
   CHECK(absl::StrContains(*w, "--trace-steps A..B"));

@@ -532,14 +532,14 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
   return out;
 }
 
-std::optional<std::string> TraceSizeWarning(const std::string& path, int64_t bytes) {
-  if (bytes <= kTraceViewerLimitBytes) return std::nullopt;
+std::optional<std::string> TraceSizeWarning(const std::string& path, Bytes size) {
+  if (size <= kTraceViewerLimit) return std::nullopt;
   return absl::StrFormat(
       "warning: the trace %s is %.2f GiB: chrome://tracing opens JSON traces up to 256 MB and "
       "ui.perfetto.dev runs out of browser memory near 1 GB; keep a part of the step with "
       "--trace-steps A..B (micro-batches) and --trace-stages A..B, or open it with Perfetto's "
       "trace_processor --httpd",
-      path, static_cast<double>(bytes) / 1073741824.0);
+      path, static_cast<double>(size.count()) / 1073741824.0);
 }
 
 std::string TimelineCsv(const replay::ReplayResult& r) {

@@ -39,9 +39,9 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
 // (google/perfetto#99, citing google/trace-viewer#627), and ui.perfetto.dev parses in browser
 // memory, about 2 GB in all at 2-4 times the trace's size ("Visualising large traces",
 // perfetto.dev), so a 900 MB JSON trace crashed it in the same report.
-inline constexpr int64_t kTraceViewerLimitBytes = int64_t{256} << 20;
-// The warning for a trace of `bytes` written to `path`, or none below the limit.
-std::optional<std::string> TraceSizeWarning(const std::string& path, int64_t bytes);
+inline constexpr Bytes kTraceViewerLimit = Bytes::Count(int64_t{256} << 20);  // 256 MiB
+// The warning for a trace of `size` written to `path`, or none up to the limit.
+std::optional<std::string> TraceSizeWarning(const std::string& path, Bytes size);
 
 // CSV: time_s,gpu,event,category,delta_bytes,allocated_bytes — one row per ledger change.
 // Needs ReplayOptions::record_memory.

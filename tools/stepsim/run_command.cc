@@ -162,8 +162,8 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   if (auto p = flags.Get("trace")) {
     outputs.push_back({*p, sim::report::TraceJson(*scenario, *result, trace)});
-    const int64_t bytes = static_cast<int64_t>(outputs.back().second.size());
-    if (auto w = sim::report::TraceSizeWarning(*p, bytes))
+    const sim::Bytes size = sim::Bytes::Count(static_cast<int64_t>(outputs.back().second.size()));
+    if (auto w = sim::report::TraceSizeWarning(*p, size))
       std::cerr << "stepsim run: " << *w << "\n";
   }
   if (auto p = flags.Get("timeline")) outputs.push_back({*p, sim::report::TimelineCsv(*result)});
