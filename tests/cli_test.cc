@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -194,6 +195,53 @@ TEST_CASE("run --trace-steps and --trace-stages keep a part of the step", "[cli]
   CHECK(absl::StrContains(alone.out, "--trace-stages chooses what --trace PATH writes"));
   // Far below the viewers' 256 MB: no warning.
   CHECK_FALSE(absl::StrContains(part.out, "warning"));
+}
+
+// Issue 14: a long step's trace keeps, unless asked otherwise, the micro-batches until the
+// schedule repeats (K + d = 3 for the default scenario's ZeRO-3 without a pipeline: K = 2,
+// d = 1, sim/replay/fold.cc) and the last K with the optimizer, and says so; `all` keeps all.
+TEST_CASE("run --trace of a long step keeps its first and last micro-batches, with a note",
+          "[cli]") {
+  const std::string dir = "/tmp/stepsim-cli-trace-default";
+  std::filesystem::create_directories(dir);
+  const std::string run = "run scenarios/default.yaml ";  // 32 micro-batches
+  Result part = Stepsim(absl::StrCat(run, "--trace ", dir, "/part.json"));
+  REQUIRE(part.status == 0);
+  CHECK(absl::StrContains(part.out, "note: the trace keeps micro-batches 0..2, 30..31 of 0..31"));
+  Result all = Stepsim(absl::StrCat(run, "--trace ", dir, "/all.json --trace-steps all"));
+  REQUIRE(all.status == 0);
+  CHECK_FALSE(absl::StrContains(all.out, "note: the trace keeps"));
+  auto kept = [&](const std::string& file) {
+    std::ifstream in(dir + file);
+    std::set<std::string> prefixes;
+    std::vector<double> counter_times;
+    const auto trace = nlohmann::json::parse(in);
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] == "X") {
+        const std::string name = e["name"];
+        prefixes.insert(name.substr(0, name.find(' ')));
+      } else if (e["ph"] == "C" && e["name"] == "allocated GiB") {
+        counter_times.push_back(e["ts"].get<double>());
+      }
+    }
+    return std::make_pair(prefixes, counter_times);
+  };
+  const auto [part_ops, part_counters] = kept("/part.json");
+  const auto [all_ops, all_counters] = kept("/all.json");
+  CHECK(part_ops == std::set<std::string>{"mb0", "mb1", "mb2", "mb30", "mb31", "optimizer"});
+  CHECK(all_ops.size() == 33);  // mb0..mb31 and the optimizer
+  // The memory counters cover both spans, in time order, and far fewer samples than the whole.
+  REQUIRE_FALSE(part_counters.empty());
+  CHECK(std::is_sorted(part_counters.begin(), part_counters.end()));
+  CHECK(part_counters.front() == all_counters.front());
+  CHECK(part_counters.back() == all_counters.back());
+  CHECK(part_counters.size() < all_counters.size() / 4);
+  CHECK(absl::StrContains(Slurp(dir + "/part.json"), "micro-batches 0..2, 30..31 of 0..31"));
+  // A short step (2 micro-batches) is traced whole, without a note.
+  Result whole =
+      Stepsim(absl::StrCat(run, "--set training.global_batch=64 --trace ", dir, "/short.json"));
+  REQUIRE(whole.status == 0);
+  CHECK_FALSE(absl::StrContains(whole.out, "note: the trace keeps"));
 }
 
 // Issue 18's rough edges, each as the user saw it.

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/replay/fold.h"
 #include "sim/report/table.h"
 #include "sim/spec/enum_names.h"
 #include "sim/workload/lowering.h"
@@ -391,6 +392,22 @@ std::string RunText(const RunSummary& r) {
   return out;
 }
 
+std::vector<TraceRange> DefaultTraceMicroBatches(const Scenario& s) {
+  const auto fold = replay::PlanFold(s);
+  if (!fold) return {};
+  const int64_t m = s.micro_batches();
+  return {{0, fold->k + fold->d - 1}, {m - fold->k, m - 1}};
+}
+
+std::string TraceRangesText(const std::vector<TraceRange>& ranges, int64_t micro_batches) {
+  std::vector<std::string> parts;
+  for (const TraceRange& r : ranges) {
+    parts.push_back(r.first == r.last ? absl::StrCat(r.first)
+                                      : absl::StrCat(r.first, "..", r.last));
+  }
+  return absl::StrCat(absl::StrJoin(parts, ", "), " of 0..", micro_batches - 1);
+}
+
 std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
                       const TraceOptions& options) {
   std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
@@ -403,18 +420,27 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
   const double us = 1e6;
   const bool symmetric = r.simulated_ranks == r.program.stages;
   const int64_t micro_batches = s.micro_batches();
-  auto in = [](const std::optional<TraceRange>& range, int64_t v) {
-    return !range || (v >= range->first && v <= range->last);
+  const std::vector<TraceRange>& kept_ranges = options.micro_batches;
+  const bool all_micro_batches = kept_ranges.empty();
+  auto in = [](const TraceRange& range, int64_t v) { return v >= range.first && v <= range.last; };
+  auto rank_kept = [&](int32_t rank) {
+    return !options.stages || in(*options.stages, r.StageOf(rank));
   };
-  auto rank_kept = [&](int32_t rank) { return in(options.stages, r.StageOf(rank)); };
-  auto micro_batch_kept = [&](const Op& op) {
-    if (!options.micro_batches) return true;
+  // The index in kept_ranges of the range an op belongs to (step-wide ops: the one reaching the
+  // last micro-batch), or -1 when it is left out; 0 without ranges.
+  auto range_of = [&](const Op& op) -> int {
+    if (all_micro_batches) return 0;
     const bool step_wide = op.pass == OpPass::kStep || !op.group;
-    return step_wide ? options.micro_batches->last >= micro_batches - 1
-                     : in(options.micro_batches, op.micro_batch);
+    for (size_t i = 0; i < kept_ranges.size(); ++i) {
+      if (step_wide ? kept_ranges[i].last >= micro_batches - 1
+                    : in(kept_ranges[i], op.micro_batch)) {
+        return static_cast<int>(i);
+      }
+    }
+    return -1;
   };
   auto op_kept = [&](const replay::OpTiming& t) {
-    return rank_kept(t.rank) && micro_batch_kept(r.program.ops[t.op]);
+    return rank_kept(t.rank) && range_of(r.program.ops[t.op]) >= 0;
   };
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
     if (!rank_kept(rank)) continue;
@@ -425,9 +451,8 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
       absl::StrAppend(&name, ", standing for ", n, " GPUs (itself and ", n - 1, " peer",
                       n - 1 == 1 ? "" : "s", ")");
     }
-    if (options.micro_batches) {
-      absl::StrAppend(&name, ", micro-batches ", options.micro_batches->first, "..",
-                      options.micro_batches->last, " of 0..", micro_batches - 1);
+    if (!all_micro_batches) {
+      absl::StrAppend(&name, ", micro-batches ", TraceRangesText(kept_ranges, micro_batches));
     }
     emit({{"ph", "M"},
           {"name", "process_name"},
@@ -448,16 +473,20 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
             {"args", {{"name", threads[tid]}}}});
     }
   }
-  // The kept ops' time span, which the memory counters are cut to (everything without a range).
-  Duration from = Duration::Zero(), to = r.step;
-  if (options.micro_batches) {
+  // Each range's time span, which the memory counters are cut to (the whole step without
+  // ranges). A range whose ops all fall on left-out stages has no span.
+  struct Span {
+    Duration from, to;
     bool any = false;
-    for (const replay::OpTiming& t : r.timings) {
-      if (!op_kept(t)) continue;
-      from = any ? std::min(from, t.start) : t.start;
-      to = any ? std::max(to, t.end) : t.end;
-      any = true;
-    }
+  };
+  std::vector<Span> spans(all_micro_batches ? 1 : kept_ranges.size());
+  if (all_micro_batches) spans[0] = {Duration::Zero(), r.step, true};
+  for (const replay::OpTiming& t : r.timings) {
+    if (all_micro_batches || !op_kept(t)) continue;
+    Span& sp = spans[range_of(r.program.ops[t.op])];
+    sp.from = sp.any ? std::min(sp.from, t.start) : t.start;
+    sp.to = sp.any ? std::max(sp.to, t.end) : t.end;
+    sp.any = true;
   }
   for (const replay::OpTiming& t : r.timings) {
     if (!op_kept(t)) continue;
@@ -483,49 +512,53 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
           {"args", args}});
   }
   // One counter sample per GPU per distinct time: the state after all changes at that time.
-  // With a micro-batch range, only the times a kept op allocated or freed, inside the kept span,
-  // after one sample at the span's start with the level reached before it.
+  // With micro-batch ranges, per range only the times a kept op allocated or freed inside its
+  // span, after one sample at the span's start with the level reached before it.
+  auto sample = [&](int32_t rank, Duration at, const memory::Breakdown& cur, Bytes reserved) {
+    nlohmann::ordered_json args;
+    for (int c = 0; c < kNumMemCategories; ++c) {
+      args[std::string(kMemCategoryNames[c])] = static_cast<double>(cur[c].count()) / 1073741824.0;
+    }
+    emit({{"ph", "C"},
+          {"name", "allocated GiB"},
+          {"pid", rank},
+          {"ts", static_cast<double>(at.picoseconds()) / us},
+          {"args", args}});
+    emit({{"ph", "C"},
+          {"name", "reserved GiB"},
+          {"pid", rank},
+          {"ts", static_cast<double>(at.picoseconds()) / us},
+          {"args", {{"reserved", static_cast<double>(reserved.count()) / 1073741824.0}}}});
+  };
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
     if (!rank_kept(rank)) continue;
     const auto& changes = r.ledgers[rank].changes();
-    memory::Breakdown cur{};
-    bool kept_change = false;  // a change of the current time group is a kept op's
-    bool level_shown = false;  // the sample at the span's start
-    for (size_t i = 0; i < changes.size(); ++i) {
-      cur[static_cast<int>(changes[i].category)] += changes[i].delta;
-      kept_change =
-          kept_change || (changes[i].op && micro_batch_kept(r.program.ops[*changes[i].op]));
-      if (i + 1 < changes.size() && changes[i + 1].time == changes[i].time) continue;
-      Duration at = changes[i].time;
-      if (options.micro_batches) {
-        const bool kept = kept_change;
-        kept_change = false;
-        if (at > to) break;
-        const bool next_before = i + 1 < changes.size() && changes[i + 1].time < from;
-        if (at < from) {
-          if (next_before) continue;
-          at = from;  // the level when the span starts
-        } else if (!kept && level_shown) {
-          continue;
+    for (const Span& span : spans) {
+      if (!span.any) continue;
+      memory::Breakdown cur{};
+      bool kept_change = false;  // a change of the current time group is a kept op's
+      bool level_shown = false;  // the sample at the span's start
+      for (size_t i = 0; i < changes.size(); ++i) {
+        cur[static_cast<int>(changes[i].category)] += changes[i].delta;
+        kept_change =
+            kept_change || (changes[i].op && range_of(r.program.ops[*changes[i].op]) >= 0);
+        if (i + 1 < changes.size() && changes[i + 1].time == changes[i].time) continue;
+        Duration at = changes[i].time;
+        if (!all_micro_batches) {
+          const bool kept = kept_change;
+          kept_change = false;
+          if (at > span.to) break;
+          const bool next_before = i + 1 < changes.size() && changes[i + 1].time < span.from;
+          if (at < span.from) {
+            if (next_before) continue;
+            at = span.from;  // the level when the span starts
+          } else if (!kept && level_shown) {
+            continue;
+          }
+          level_shown = true;
         }
-        level_shown = true;
+        sample(rank, at, cur, changes[i].reserved);
       }
-      nlohmann::ordered_json args;
-      for (int c = 0; c < kNumMemCategories; ++c) {
-        args[std::string(kMemCategoryNames[c])] =
-            static_cast<double>(cur[c].count()) / 1073741824.0;
-      }
-      emit({{"ph", "C"},
-            {"name", "allocated GiB"},
-            {"pid", rank},
-            {"ts", static_cast<double>(at.picoseconds()) / us},
-            {"args", args}});
-      emit({{"ph", "C"},
-            {"name", "reserved GiB"},
-            {"pid", rank},
-            {"ts", static_cast<double>(at.picoseconds()) / us},
-            {"args",
-             {{"reserved", static_cast<double>(changes[i].reserved.count()) / 1073741824.0}}}});
     }
   }
   out += "\n]}\n";

@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "sim/replay/replay.h"
@@ -17,17 +18,26 @@ namespace sim::report {
 nlohmann::ordered_json RunJson(const RunSummary& r);
 std::string RunText(const RunSummary& r);
 
-// What part of a step a trace keeps (stepsim run --trace-steps, --trace-stages): the ops of
-// micro-batches [first, last] — with the step-wide ones (the optimizer, the step's reductions)
-// when the range reaches the last micro-batch — on pipeline stages [first, last]; absent = all.
-// The memory counters keep the samples inside the kept ops' time span, starting from the level
-// at its start.
+// What part of a step a trace keeps (stepsim run --trace-steps, --trace-stages): the ops of the
+// micro-batches in any of `micro_batches` (none = all) — with the step-wide ones (the optimizer,
+// the step's reductions) when a range reaches the last micro-batch — on pipeline stages
+// [first, last] (absent = all). The memory counters keep the samples inside each range's time
+// span, each starting from the level at its start.
 struct TraceRange {
   int64_t first = 0, last = 0;
 };
 struct TraceOptions {
-  std::optional<TraceRange> micro_batches, stages;
+  std::vector<TraceRange> micro_batches;  // ascending, disjoint
+  std::optional<TraceRange> stages;
 };
+// What `stepsim run --trace` keeps when no --trace-steps is given: every micro-batch of a step
+// that does not fold (sim/replay/fold.h PlanFold), or else the first K + d micro-batches (the
+// pipeline's warm-up and one period of the repeating ones) and the last K (the cool-down, with
+// the optimizer): the micro-batches between run the same ops at the same offsets, and a
+// 5-million-event trace is more than a viewer opens.
+std::vector<TraceRange> DefaultTraceMicroBatches(const Scenario& s);
+// "0..2, 30..31 of 0..31": the kept micro-batches, for process names and notes.
+std::string TraceRangesText(const std::vector<TraceRange>& ranges, int64_t micro_batches);
 
 // Chrome trace-event JSON: one process per simulated GPU, a thread per stream, a complete ("X")
 // event per op with FLOPs and bytes in args, and a counter ("C") track of allocated GiB by

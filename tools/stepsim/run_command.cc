@@ -64,7 +64,9 @@ FlagSet RunFlags() {
         "ui.perfetto.dev; warns above 256 MB, more than the viewers open)"},
        {"trace-steps", "A..B",
         "with --trace: keep micro-batches A to B of the step (0-based; one index = one "
-        "micro-batch), the optimizer and step-wide reductions when B is the last"},
+        "micro-batch), the optimizer and step-wide reductions when B is the last; `all` keeps "
+        "every one (default: all of a short step; of a long one, the first until the schedule "
+        "repeats and the last, with a note)"},
        {"trace-stages", "A..B", "with --trace: keep pipeline stages A to B (0-based)"},
        {"timeline", "PATH",
         "write the memory timeline as CSV: time_s, gpu, event, category, "
@@ -137,10 +139,12 @@ int RunCommand(const std::vector<std::string>& args) {
                              "--", flag, " chooses what --trace PATH writes: add it")));
     }
   }
-  if (auto v = flags.Get("trace-steps")) {
+  if (auto v = flags.Get("trace-steps"); v && *v != "all") {
     auto range = ParseTraceRange("trace-steps", *v, scenario->micro_batches(), "micro-batches");
     if (!range.ok()) return Fail("run", range.status());
-    trace.micro_batches = *range;
+    trace.micro_batches = {*range};
+  } else if (!v && flags.Has("trace")) {
+    trace.micro_batches = sim::report::DefaultTraceMicroBatches(*scenario);
   }
   if (auto v = flags.Get("trace-stages")) {
     auto range = ParseTraceRange("trace-stages", *v, scenario->parallel.pp, "pipeline stages");
@@ -162,6 +166,12 @@ int RunCommand(const std::vector<std::string>& args) {
   }
   if (auto p = flags.Get("trace")) {
     outputs.push_back({*p, sim::report::TraceJson(*scenario, *result, trace)});
+    if (!flags.Has("trace-steps") && !trace.micro_batches.empty()) {
+      std::cerr << "stepsim run: note: the trace keeps micro-batches "
+                << sim::report::TraceRangesText(trace.micro_batches, scenario->micro_batches())
+                << " (the first until the schedule repeats, the last with the optimizer); the "
+                   "micro-batches between run the same ops: --trace-steps all keeps every one\n";
+    }
     const sim::Bytes size = sim::Bytes::Count(static_cast<int64_t>(outputs.back().second.size()));
     if (auto w = sim::report::TraceSizeWarning(*p, size))
       std::cerr << "stepsim run: " << *w << "\n";
