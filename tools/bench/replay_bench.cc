@@ -6,6 +6,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "sim/base/heap_tuning.h"
 #include "sim/cluster/topology.h"
 #include "sim/config/catalog.h"
 #include "sim/cost/graph_collective.h"
@@ -192,4 +193,12 @@ BENCHMARK(BM_PriceCached)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, with the heap kept across replays as stepsim keeps it (sim/base/heap_tuning.h).
+int main(int argc, char** argv) {
+  sim::KeepHeapForReplays();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/base/heap_tuning.h"
 #include "sim/base/suggest.h"
 #include "tools/stepsim/cli.h"
 
@@ -42,6 +43,7 @@ std::string TopHelp() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  sim::KeepHeapForReplays();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return stepsim_cli::RunCommand({kDefaultScenario});
   const std::string command = args[0];
