@@ -33,8 +33,8 @@ struct TraceOptions {
 // What `stepsim run --trace` keeps when no --trace-steps is given: every micro-batch of a step
 // that does not fold (sim/replay/fold.h PlanFold), or else the first K + d micro-batches (the
 // pipeline's warm-up and one period of the repeating ones) and the last K (the cool-down, with
-// the optimizer): the micro-batches between run the same ops at the same offsets, and a
-// 5-million-event trace is more than a viewer opens.
+// the optimizer): the micro-batches between run the same ops, and a 5-million-event trace is
+// more than a viewer opens.
 std::vector<TraceRange> DefaultTraceMicroBatches(const Scenario& s);
 // "0..2, 30..31 of 0..31": the kept micro-batches, for process names and notes.
 std::string TraceRangesText(const std::vector<TraceRange>& ranges, int64_t micro_batches);
