@@ -3,9 +3,11 @@
 // long step, and frees them at its end. With glibc's defaults, blocks above the dynamic mmap
 // threshold (128 KiB at first) come from mmap and go back to the kernel when freed, and the top
 // of the heap is trimmed above 128 KiB: the next replay faults every page in again. Measured on
-// the 2-core development machine (tools/bench/replay_bench, RelWithDebInfo): the default
-// scenario's folded replay took 36 ms, a third of it in the kernel's page-fault path, and
-// 11 ms with the heap kept (`stepsim calibrate` of the A100 fit 24 s -> 14 s).
+// the 2-core development machine, a virtual machine (tools/bench/replay_bench, the same
+// RelWithDebInfo binary without and with this, interleaved, median of 3): the default
+// scenario's folded replay 48.7 ms, a third of it in the kernel's page-fault path, and 16.4 ms
+// with the heap kept; `stepsim calibrate` of the A100 fit about 26 s -> 15 s (README
+// "Benchmarks").
 
 namespace sim {
 
