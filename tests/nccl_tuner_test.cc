@@ -105,6 +105,38 @@ TEST_CASE("NCCL tuner: two nodes run a tree whose intra-node bandwidth the searc
   CHECK(big->protocol == P::kSimple);
 }
 
+TEST_CASE("NCCL tuner: CollNet Direct and Chain on a SHARP fabric, all-reduce only",
+          "[nccl_tuner]") {
+  // Two Ampere nodes of 8 GPUs with 4 NIC heads of 23.25 GB/s each (4 x 200 Gb/s at 0.93).
+  NcclGraphs g;
+  g.arch = NcclArch::kAmpere;
+  g.ranks = 16;
+  g.nodes = 2;
+  g.ring_channels = 8;
+  g.bw_intra_gbps = g.bw_inter_gbps = g.tree_bw_intra_gbps = 93.0 / 8;
+  CHECK(NcclTuner(g).Bandwidth(kAR, A::kCollnet, P::kSimple) == 0);  // no SHARP: no CollNet
+  g.collnet = true;
+  g.collnet_direct = true;
+  g.collnet_channels = 4;
+  g.collnet_bw_gbps = 23.25;
+  const NcclTuner direct(g);
+  // Direct: 4 x 23.25 over the GPU:NIC ratio 2 less half its excess (1.5), then 0.5.
+  CHECK(direct.Bandwidth(kAR, A::kCollnet, P::kSimple) == Approx(93.0 / 1.5 * 0.5));
+  // 2 x (one NVLink step of 3.7 us + 7 local peers x 0.4 us) + one network step of 31 us.
+  CHECK(direct.Latency(kAR, A::kCollnet, P::kSimple) == Approx(2 * (3.7 + 7 * 0.4) + 31));
+  CHECK(direct.Bandwidth(kAR, A::kCollnet, P::kLL) == 0);
+  CHECK(direct.Bandwidth(CollectiveKind::kAllGather, A::kCollnet, P::kSimple) == 0);
+  // Chain (no NVSwitch): the graph's bandwidth, then 0.5; 2 x 7 chain steps of 2.8 us + 30 us.
+  g.collnet_direct = false;
+  const NcclTuner chain(g);
+  CHECK(chain.Bandwidth(kAR, A::kCollnet, P::kSimple) == Approx(93.0 * 0.5));
+  CHECK(chain.Latency(kAR, A::kCollnet, P::kSimple) == Approx(2 * 7 * 2.8 + 30));
+  // From SM90 Direct keeps 0.85 of its bus bandwidth.
+  g.collnet_direct = true;
+  g.arch = NcclArch::kHopper;
+  CHECK(NcclTuner(g).Bandwidth(kAR, A::kCollnet, P::kSimple) == Approx(93.0 / 1.5 * 0.85 * 0.5));
+}
+
 TEST_CASE("NCCL tuner graphs from the cluster: channels, NICs, NVLS channel counts",
           "[nccl_tuner]") {
   const config::DataRoot root{STEPSIM_SOURCE_DIR};

@@ -416,5 +416,52 @@ TEST_CASE("NVLS spans an NVL72 rack, NICs carry only what crosses racks", "[topo
   CHECK(both.time >= rack.time);
 }
 
+TEST_CASE("CollNet on a SHARP fabric: each NIC carries M each way once, at SHARP's rate",
+          "[topology]") {
+  FabricSpec f = Fabric(1.0, 64);
+  f.sharp = true;
+  const ClusterSpec c = Cluster("dgx-h100", 2, f);
+  auto t = cluster::Topology::Build(c);
+  REQUIRE(t.ok());
+  cost::GraphCostModel model(*t, c, CollectiveAlgorithm::kAuto);
+  const CommGroup all{16, 2, 1, 1, 0};
+  const Bytes m = Bytes::GiB(8);
+  const auto collnet =
+      model.Price(CollectiveKind::kAllReduce, m, all, 1, CollectiveAlgorithm::kCollnet);
+  REQUIRE(collnet.algorithm == CollectiveAlgorithm::kCollnet);
+  // The three phases are pipelined: the slowest sets the time. Each node's 8 NICs of 50 GB/s
+  // carry M/8 each way at SHARP's efficiency (the ramp read at M/8); the NVLink reduce-scatter
+  // and all-gather move 7/8 M at 450 GB/s x comm_efficiency, faster.
+  const Transport& sharp = SharpTransport();
+  const double nic = static_cast<double>(m.count()) / 8 /
+                     (c.node.nic_bandwidth.bytes_per_s() * *sharp.efficiency *
+                      sharp.RampAt(Bytes::Count(m.count() / 8)));
+  const double nvlink = static_cast<double>(m.count()) * 7 / 8 /
+                        (c.node.intra_node_bandwidth.bytes_per_s() *
+                         c.gpu.calibration.comm_efficiency * FindTransport("nvlink")->RampAt(m));
+  REQUIRE(nvlink < nic);
+  // NCCL's CollNet Direct latency: 2 x (3.7 + 7 x 0.4) + 31 us.
+  CHECK(collnet.time.seconds() == Approx(nic + 44e-6).epsilon(1e-6));
+  // Not SHARP: CollNet does not apply and the ring runs; all-gather has no CollNet here.
+  FabricSpec plain = Fabric(1.0, 64);
+  const ClusterSpec d = Cluster("dgx-h100", 2, plain);
+  auto u = cluster::Topology::Build(d);
+  REQUIRE(u.ok());
+  cost::GraphCostModel without(*u, d, CollectiveAlgorithm::kAuto);
+  CHECK(without.Price(CollectiveKind::kAllReduce, m, all, 1, CollectiveAlgorithm::kCollnet)
+            .algorithm == CollectiveAlgorithm::kRing);
+  CHECK(
+      model.Price(CollectiveKind::kAllGather, m, all, 1, CollectiveAlgorithm::kCollnet).algorithm ==
+      CollectiveAlgorithm::kRing);
+  // One GPU per node (a rail's DP group): only the NIC its GPU owns, M through it each way.
+  const CommGroup rail{2, 2, 8, 1, 0};
+  const auto one =
+      model.Price(CollectiveKind::kAllReduce, m, rail, 1, CollectiveAlgorithm::kCollnet);
+  REQUIRE(one.algorithm == CollectiveAlgorithm::kCollnet);
+  const double owned = static_cast<double>(m.count()) /
+                       (c.node.nic_bandwidth.bytes_per_s() * *sharp.efficiency * sharp.RampAt(m));
+  CHECK(one.time.seconds() == Approx(owned + 31e-6).epsilon(1e-6));
+}
+
 }  // namespace
 }  // namespace sim

@@ -28,13 +28,17 @@ import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FITS = {
-    # transport: (system file, collectives.yaml run id)
-    "nvlink": ("azure-nda100-v4", "azure_nda100v4_1n8g_allreduce"),
-    "nvls": ("azure-ndh100-v5", "azure_ndh100v5_1n8g_allreduce"),
-    "xgmi": ("amd-mi300x-8", "amd_mi300x_aac8_1n8g_allreduce_rccl"),
-    "ib": ("abci-a", "abci_a100_2n16g_allreduce_sharp"),
-    "efa": ("aws-p4de", "aws_p4de_2n16g_allreduce_awsome"),
-    "tcpxo": ("gcp-a3-mega", "gcp_a3mega_2n16g_allreduce_ztan"),
+    # transport: (system file, collectives.yaml run id, algorithm)
+    "nvlink": ("azure-nda100-v4", "azure_nda100v4_1n8g_allreduce", "auto"),
+    "nvls": ("azure-ndh100-v5", "azure_ndh100v5_1n8g_allreduce", "auto"),
+    "xgmi": ("amd-mi300x-8", "amd_mi300x_aac8_1n8g_allreduce_rccl", "auto"),
+    # The one public InfiniBand curve ran CollNet (SHARP): its shape is SHARP's ramp, and, read
+    # as the tree it was priced as before CollNet was modelled, InfiniBand's (no public
+    # InfiniBand curve without SHARP).
+    "ib": ("abci-a", "abci_a100_2n16g_allreduce_sharp", "tree"),
+    "sharp": ("abci-a", "abci_a100_2n16g_allreduce_sharp", "collnet"),
+    "efa": ("aws-p4de", "aws_p4de_2n16g_allreduce_awsome", "auto"),
+    "tcpxo": ("gcp-a3-mega", "gcp_a3mega_2n16g_allreduce_ztan", "auto"),
 }
 TABLE_SIZES = [1 << k for k in range(14, 31)]  # 16 KiB to 1 GiB, every power of two
 
@@ -72,13 +76,13 @@ def main():
     args = ap.parse_args()
     data = yaml.safe_load(open(os.path.join(ROOT, "..", "shared", "validation", "collectives.yaml")))
     runs = {r["id"]: r for r in data["runs"]}
-    for transport, (system, run_id) in FITS.items():
+    for transport, (system, run_id, algo) in FITS.items():
         meas = measured_rows(runs[run_id])
         sizes = sorted(meas)
         out = subprocess.run(
             [args.stepsim, "collective", "all_reduce", "--cluster",
              os.path.join(ROOT, "topologies", "systems", system + ".yaml"),
-             "--sizes", ",".join(str(s) for s in sizes), "--json", "-"],
+             "--sizes", ",".join(str(s) for s in sizes), "--algo", algo, "--json", "-"],
             check=True, capture_output=True, text=True).stdout
         model = {r["bytes"]: r for r in json.loads(out)["rows"]}
         usable = [s for s in sizes if model[s]["transport"] == transport]
@@ -102,7 +106,7 @@ def main():
         rows = [(s, interpolate(ramp, s)) for s in TABLE_SIZES if s < top_key]
         print(f"{transport} ({run_id}, {len(usable)} sizes, to {smax} B):")
         print("  {" + ", ".join(f"{{{s >> 10}, {v:.3f}}}" for s, v in rows) + "}  // KiB, fraction")
-        if transport in ("ib", "efa", "tcpxo"):
+        if transport in ("ib", "sharp", "efa", "tcpxo"):
             # The efficiency at which the model's largest size takes the measured time.
             eff = model[smax]["busbw_bytes_per_s"] / (
                 smax / meas[smax] * 2 * (runs[run_id]["system"]["total_gpus"] - 1)

@@ -99,7 +99,7 @@ std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view p
   if (!CheckMapping(node, path,
                     {"schema_version", "name", "kind", "levels", "rail_optimized",
                      "oversubscription", "leaf_ports", "pod_leaves", "link_bandwidth",
-                     "switch_latency", "transport", "switches", "links", "source"},
+                     "switch_latency", "transport", "sharp", "switches", "links", "source"},
                     errors)) {
     return std::nullopt;
   }
@@ -109,6 +109,14 @@ std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view p
   if (auto v = ReadString(req("name"), errors)) f.name = *v;
   if (auto v = ReadDuration(opt("switch_latency"), errors)) f.switch_latency = *v;
   if (auto v = ReadTransportName(opt("transport"), true, errors)) f.transport = *v;
+  if (auto v = ReadBool(opt("sharp"), errors)) f.sharp = *v;
+  // SHARP aggregates in InfiniBand switches (Quantum); NCCL's CollNet has no other transport.
+  if (f.sharp && f.transport != "ib") {
+    errors.Add(Child(node, "sharp"), JoinPath(path, "sharp"),
+               absl::StrCat("in-network reduction (SHARP) needs an InfiniBand fabric "
+                            "(transport: ib), not '",
+                            f.transport, "'"));
+  }
   if (auto v = ReadString(req("source"), errors)) f.source = *v;
   auto kind = ReadChoice(req("kind"), errors, {"fat_tree", "explicit"});
   if (kind && *kind == "explicit") {

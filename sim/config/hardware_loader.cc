@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 
@@ -94,11 +95,15 @@ std::optional<std::string> ReadTransportName(const Key& key, bool network, YamlE
   auto v = ReadString(key, errors);
   if (!v) return std::nullopt;
   const Transport* t = FindTransport(*v);
-  if (t == nullptr || t->network != network || t->name == "nvls") {
-    const std::vector<std::string> names = TransportNames(network);
-    errors.Add(key.map[std::string(key.name)], JoinPath(key.parent_path, key.name),
-               absl::StrCat("unknown ", network ? "network" : "intra-node", " transport '", *v, "'",
-                            DidYouMean(*v, names), " (one of ", absl::StrJoin(names, ", "), ")"));
+  const std::vector<std::string> names = TransportNames(network);
+  if (t == nullptr || std::find(names.begin(), names.end(), t->name) == names.end()) {
+    // The in-switch rows are not transports a link runs: SHARP is a fabric's `sharp: true`.
+    const std::string hint =
+        t != nullptr && t->name == "sharp" ? "; SHARP is the fabric's `sharp: true` over ib" : "";
+    errors.Add(
+        key.map[std::string(key.name)], JoinPath(key.parent_path, key.name),
+        absl::StrCat("unknown ", network ? "network" : "intra-node", " transport '", *v, "'",
+                     DidYouMean(*v, names), " (one of ", absl::StrJoin(names, ", "), ")", hint));
     return std::nullopt;
   }
   return t->name;

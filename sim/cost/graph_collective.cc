@@ -244,6 +244,46 @@ GraphCostModel::Phase GraphCostModel::TreePhase(
   return p;
 }
 
+GraphCostModel::Phase GraphCostModel::SharpPhase(
+    const std::vector<std::vector<int64_t>>& copies) const {
+  std::vector<Transfer> transfers;
+  for (const auto& members : copies) {
+    const auto groups = ByNode(topology_, members);
+    const int64_t nodes = static_cast<int64_t>(groups.size());
+    // The NIC heads: every NIC of the node when several members share it (each behind its
+    // rail's GPU), the NICs its GPU owns when one member is alone on its node.
+    std::vector<int64_t> rails;
+    if (groups.front().size() > 1) {
+      for (int64_t k = 0; k < topology_.nics_per_node(); ++k) rails.push_back(k);
+    } else {
+      const int64_t local = members.front() % topology_.gpus_per_node();
+      for (int64_t k = 0; k < topology_.nics_per_node(); ++k) {
+        if (topology_.RailOwner(k) == local) rails.push_back(k);
+      }
+      if (rails.empty()) rails.push_back(0);
+    }
+    const double share = 1.0 / static_cast<double>(rails.size());
+    for (int64_t k : rails) {
+      for (int64_t i = 0; i < nodes; ++i) {
+        const auto& from = groups[i];
+        const auto& to = groups[(i + 1) % nodes];
+        Transfer t;
+        t.share = share;
+        topology_.Route(from[RailIndex(topology_, from, k)], to[RailIndex(topology_, to, k)], k,
+                        t.links);
+        transfers.push_back(std::move(t));
+      }
+    }
+  }
+  Phase p = Settle(transfers);
+  // At SHARP's efficiency of the NICs' line rate instead of the transport's.
+  p.seconds_per_byte *= inter_efficiency_ / *SharpTransport().efficiency;
+  p.transport = &SharpTransport();
+  p.bw_passes = 1;
+  p.inter_steps = 1;  // NCCL's one network latency: up the aggregation tree and back
+  return p;
+}
+
 std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKind kind,
                                                                    const CommGroup& g,
                                                                    CollectiveAlgorithm a) const {
@@ -328,6 +368,24 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
     return p;
   }
   if (nodes < 2) return std::nullopt;  // the others are inter-node algorithms
+  if (a == CollectiveAlgorithm::kCollnet) {
+    if (!all_reduce || !cluster_.fabric || !cluster_.fabric->sharp) return std::nullopt;
+    const Phase in_switch = SharpPhase(members);
+    if (per_node < 2) {
+      p.phases = {{in_switch, 1.0}};
+      return p;
+    }
+    std::vector<std::vector<int64_t>> intra;
+    for (const auto& copy : members) {
+      for (const auto& node : ByNode(topology_, copy)) intra.push_back(node);
+    }
+    // Reduce-scatter to the NIC heads, the switches' reduction, all-gather from them: NCCL
+    // pipelines the three chunk by chunk (CollNet Direct's scatter, net and broadcast peers).
+    const Phase in_node = RingPhase(intra, per_node - 1);
+    p.phases = {{in_node, 1.0}, {in_switch, 1.0}, {in_node, 1.0}};
+    p.pipelined = true;
+    return p;
+  }
   if (a == CollectiveAlgorithm::kNvlsTree) {
     if (!all_reduce || per_node < 2 || !nvls_efficiency_) return std::nullopt;
     std::vector<std::vector<int64_t>> inter;
@@ -413,6 +471,12 @@ NcclGraphs GraphCostModel::GraphsFor(const CommGroup& group) const {
     g.bw_intra_gbps = std::min(intra, net) / g.ring_channels;
     g.tree_bw_intra_gbps = std::min(intra / g.ring_channels, 2 * g.bw_inter_gbps);
     g.nvls_bw_inter_gbps = net;  // divided by the NVLS channels below
+    // CollNet's graph: one channel per NIC head, each at its NIC's bandwidth; Direct on
+    // NVSwitch nodes (NCCL disables it without NVSwitches).
+    g.collnet = cluster_.fabric && cluster_.fabric->sharp;
+    g.collnet_direct = intra_->name == "nvlink";
+    g.collnet_channels = static_cast<int>(used);
+    g.collnet_bw_gbps = net / static_cast<double>(used);
   }
   // NCCL enables NVLS on more than two GPUs of an NVSwitch with multicast (transport/nvls.cc).
   if (nvls_efficiency_ && ppn > 2 && g.arch >= NcclArch::kHopper) {

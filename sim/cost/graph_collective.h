@@ -23,6 +23,11 @@
 //   nvls_tree     all-reduce across NVSwitch nodes (NCCL 2.18+ NVLS tree): NVLS inside each
 //                 node and an inter-node all-reduce of each rail's 1/m shard, the two pipelined
 //                 in chunks, so time = the slower of the two.
+//   collnet       all-reduce across the nodes of a SHARP fabric (NCCL CollNet Direct, or
+//                 Chain without NVSwitches): intra-node reduce-scatter to the NIC heads, each
+//                 node's M through its NICs into the switches' aggregation tree and back (each
+//                 NIC carries M/heads once each way, at SHARP's efficiency, sim/spec/
+//                 transport.h), intra-node all-gather, the three pipelined: time = the slowest.
 //   auto          what NCCL's tuner runs (nccl_tuner.h): its choice of algorithm and protocol.
 //
 // A call's time = NCCL's latency for the algorithm and protocol it runs (the tuner's tables,
@@ -87,6 +92,7 @@ class GraphCostModel final : public CollectiveCostModel {
   std::vector<std::vector<int64_t>> Members(const CommGroup& g) const;
   Phase RingPhase(const std::vector<std::vector<int64_t>>& rings, int64_t passes) const;
   Phase TreePhase(const std::vector<std::vector<int64_t>>& groups) const;
+  Phase SharpPhase(const std::vector<std::vector<int64_t>>& copies) const;
   Phase Settle(const std::vector<Transfer>& transfers) const;
   std::optional<Pattern> MakePattern(CollectiveKind kind, const CommGroup& g,
                                      CollectiveAlgorithm a) const;

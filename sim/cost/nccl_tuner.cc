@@ -9,8 +9,8 @@ namespace sim::cost {
 namespace {
 
 // NCCL 2.28 src/graph/tuning.cc ncclTunerConstantsDefaults, in its order: algorithms Tree,
-// Ring, (CollNet Direct, CollNet Chain), NVLS, NVLS Tree; protocols LL, LL128, Simple. µs.
-constexpr int kTree = 0, kRing = 1, kNvls = 2, kNvlsTree = 3;
+// Ring, (CollNet Direct, CollNet Chain: below), NVLS, NVLS Tree; protocols LL, LL128, Simple. µs.
+constexpr int kTree = 0, kRing = 1, kNvls = 2, kNvlsTree = 3, kCollnet = 4;
 constexpr double kBaseLatency[4][3] = {{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}};
 // hwLatencies[NVLINK], [PCI], [NET].
 constexpr double kNvlinkLatency[4][3] = {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 25}, {0, 0, 25}};
@@ -35,6 +35,12 @@ constexpr double kTreeCorrection[3][23] = {
     {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
      .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+// CollNet's rows of hwLatencies (Simple only; its base latency is 0): NVLink or PCIe, network.
+// NCCL src/graph/tuning.cc (commit b6475625): CollNet Direct {3.7, 31}, CollNet Chain
+// {2.8, 30}; Direct adds 0.4 µs of arity serialisation per local peer.
+constexpr double kCollnetDirectLatency[2] = {3.7, 31.0};
+constexpr double kCollnetChainLatency[2] = {2.8, 30.0};
+constexpr double kCollnetArityUs = 0.4;
 // getNetOverhead: 1 µs on Intel x86, 2 µs on AMD x86.
 double NetOverheadUs(bool amd_cpu) { return amd_cpu ? 2.0 : 1.0; }
 
@@ -60,6 +66,8 @@ std::optional<int> Row(CollectiveAlgorithm a) {
       return kNvls;
     case CollectiveAlgorithm::kNvlsTree:
       return kNvlsTree;
+    case CollectiveAlgorithm::kCollnet:
+      return kCollnet;
     default:
       return std::nullopt;
   }
@@ -101,7 +109,7 @@ NcclTuner::NcclTuner(const NcclGraphs& g) : graphs_(g) {
     const bool all_reduce = f == 2;
     const double nsteps =
         all_reduce ? 2.0 * static_cast<double>(n - 1) : static_cast<double>(n - 1);
-    for (int a = 0; a < kAlgorithms; ++a) {
+    for (int a = 0; a < kCollnet; ++a) {
       // NCCL: all-gather and reduce-scatter run ring, NVLS (or PAT, CollNet); trees are
       // all-reduce only; NVLS Tree needs several nodes, NVLS across nodes needs CollNet.
       if (!all_reduce && (a == kTree || a == kNvlsTree)) continue;
@@ -161,6 +169,30 @@ NcclTuner::NcclTuner(const NcclGraphs& g) : graphs_(g) {
       }
     }
   }
+  // CollNet: all-reduce only here (its all-gather and reduce-scatter need one NIC per GPU and a
+  // plugin that has them), Simple only. Its bus bandwidth is its graph's; Direct divides it by
+  // the GPU:NIC ratio less half its excess and takes 0.85 of it from SM90; then 0.5 to algorithm
+  // bandwidth, as trees. Latency: Direct 2·(intra + (ppn − 1)·0.4) + inter, Chain
+  // 2·(ppn − 1)·intra + inter, inter with the network's reported latency twice (the flush).
+  if (g.collnet && nodes > 1 && g.collnet_channels > 0) {
+    const double channels = static_cast<double>(g.collnet_channels);
+    double bus = channels * g.collnet_bw_gbps;
+    if (g.collnet_direct) {
+      double factor = ppn / channels;
+      factor -= (factor - 1) / 2;
+      bus /= factor;
+      if (g.arch >= NcclArch::kHopper) bus *= .85;
+    }
+    const auto& hw = g.collnet_direct ? kCollnetDirectLatency : kCollnetChainLatency;
+    const double intra_lat = hw[0];
+    const double inter_lat = hw[1] + 2 * g.net_latency_us;
+    const double peers = static_cast<double>(n / nodes - 1);
+    const double lat =
+        g.collnet_direct
+            ? 2 * (std::min(1.0, peers) * intra_lat + peers * kCollnetArityUs) + inter_lat
+            : 2 * peers * intra_lat + inter_lat;
+    table_[2][kCollnet][2] = {lat, bus * .5};
+  }
 }
 
 double NcclTuner::Latency(CollectiveKind kind, CollectiveAlgorithm a, NcclProtocol p) const {
@@ -204,8 +236,9 @@ std::optional<double> NcclTuner::TimeUs(CollectiveKind kind, CollectiveAlgorithm
 
 std::vector<NcclChoice> NcclTuner::Ranked(CollectiveKind kind, Bytes bytes) const {
   std::vector<NcclChoice> out;
-  for (CollectiveAlgorithm a : {CollectiveAlgorithm::kTree, CollectiveAlgorithm::kRing,
-                                CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kNvlsTree}) {
+  for (CollectiveAlgorithm a :
+       {CollectiveAlgorithm::kTree, CollectiveAlgorithm::kRing, CollectiveAlgorithm::kCollnet,
+        CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kNvlsTree}) {
     for (NcclProtocol p : {NcclProtocol::kLL, NcclProtocol::kLL128, NcclProtocol::kSimple}) {
       const auto t = TimeUs(kind, a, p, bytes);
       if (t) out.push_back(NcclChoice{a, p, CallLatencyUs(kind, a, p, bytes), *t});

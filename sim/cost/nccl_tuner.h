@@ -50,6 +50,13 @@ struct NcclGraphs {
   int nvls_channels = 0;          // 0: no NVLink SHARP
   double nvls_bw_intra_gbps = 0;  // per NVLS channel
   double nvls_bw_inter_gbps = 0;
+  // CollNet (a fabric with SHARP, several nodes): NCCL's CollNet Direct on NVSwitch nodes
+  // (collnet_direct), CollNet Chain otherwise; its graph's channels (one per NIC the node's
+  // members drive) and each channel's bandwidth (the NIC's, at its transport's efficiency).
+  bool collnet = false;
+  bool collnet_direct = false;
+  int collnet_channels = 0;
+  double collnet_bw_gbps = 0;
   double net_latency_us = 0;  // the network plugin's reported latency (graph latencyInter)
   bool amd_cpu = false;       // picks the multi-node LL bandwidth row
 };
@@ -89,7 +96,7 @@ class NcclTuner {
 
  private:
   static constexpr int kFunctions = 3;   // all-gather, reduce-scatter, all-reduce
-  static constexpr int kAlgorithms = 4;  // ring, tree, nvls, nvls_tree
+  static constexpr int kAlgorithms = 5;  // tree, ring, nvls, nvls_tree, collnet
   struct Entry {
     double latency_us = 0;
     double bandwidth_gbps = 0;

@@ -18,8 +18,8 @@ constexpr CollectiveKind kReportedKinds[] = {
     CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce,
     CollectiveKind::kSendRecv, CollectiveKind::kAllToAll};
 constexpr CollectiveAlgorithm kAlgorithms[] = {
-    CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree, CollectiveAlgorithm::kHierarchical,
-    CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kNvlsTree};
+    CollectiveAlgorithm::kRing, CollectiveAlgorithm::kTree,     CollectiveAlgorithm::kHierarchical,
+    CollectiveAlgorithm::kNvls, CollectiveAlgorithm::kNvlsTree, CollectiveAlgorithm::kCollnet};
 
 }  // namespace
 

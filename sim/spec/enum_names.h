@@ -114,12 +114,13 @@ struct EnumNames<FsdpSharding> {
 };
 template <>
 struct EnumNames<CollectiveAlgorithm> {
-  static constexpr NameTable<CollectiveAlgorithm, 6> kNames{
+  static constexpr NameTable<CollectiveAlgorithm, 7> kNames{
       {{CollectiveAlgorithm::kRing, "ring"},
        {CollectiveAlgorithm::kTree, "tree"},
        {CollectiveAlgorithm::kHierarchical, "hierarchical"},
        {CollectiveAlgorithm::kNvls, "nvls"},
        {CollectiveAlgorithm::kNvlsTree, "nvls_tree"},
+       {CollectiveAlgorithm::kCollnet, "collnet"},
        {CollectiveAlgorithm::kAuto, "auto"}}};
 };
 template <>

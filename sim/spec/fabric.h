@@ -37,6 +37,10 @@ struct FabricSpec {
   // NCCL's network transport over this fabric (sim/spec/transport.h): ib, roce, efa, tcpx,
   // tcpxo or socket.
   std::string transport = "ib";
+  // In-network reduction in the switches (NVIDIA SHARP on InfiniBand), enabled for NCCL (the
+  // nccl-rdma-sharp-plugins loaded, NCCL_COLLNET_ENABLE=1): NCCL's CollNet all-reduce is then
+  // a candidate of its tuner (sim/cost/graph_collective.h `collnet`).
+  bool sharp = false;
   std::string source;
 };
 

@@ -81,9 +81,11 @@ enum class FsdpSharding { kNoShard, kShardGradOp, kFullShard, kHybridShard };
 // reduce-scatter, inter-node all-reduce/all-gather of the shard, intra-node all-gather;
 // nvls = NVLink SHARP all-reduce inside one NVSwitch (H100 and later) node; nvls_tree = NVLS
 // inside each node pipelined with an inter-node all-reduce of each rail's shard (NCCL 2.18+);
-// auto = the fastest for each collective, as NCCL's tuner picks.
-enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kNvls, kNvlsTree, kAuto };
-inline constexpr int kNumCollectiveAlgorithms = 5;  // without kAuto
+// collnet = NCCL's CollNet all-reduce, reduced in the switches of a SHARP fabric (intra-node
+// reduce-scatter, the node's shards through its NICs into the switches' aggregation tree and
+// back, intra-node all-gather); auto = the fastest for each collective, as NCCL's tuner picks.
+enum class CollectiveAlgorithm { kRing, kTree, kHierarchical, kNvls, kNvlsTree, kCollnet, kAuto };
+inline constexpr int kNumCollectiveAlgorithms = 6;  // without kAuto
 // Pipeline schedules: GPipe (all forwards, then all backwards), 1F1B (PipeDream-Flush,
 // Narayanan et al. SC21 §2.2.1) and interleaved 1F1B with `pp_chunks` model chunks per stage
 // (Megatron-LM's virtual pipeline, SC21 §2.2.2).

@@ -44,6 +44,10 @@ const std::vector<Transport>& Table() {
       {16, 0.086}, {32, 0.122}, {64, 0.293}, {128, 0.144}, {256, 0.157},
       {512, 0.243}, {1024, 0.356}, {2048, 0.478}, {4096, 0.645}, {8192, 0.787},
       {16384, 0.897}, {32768, 1.000}, {65536, 1.000}, {131072, 0.963}, {262144, 0.989}});
+  static const Ramp kSharpRamp = FromKiB({
+      {16, 0.142}, {32, 0.121}, {64, 0.133}, {128, 0.125}, {256, 0.140},
+      {512, 0.218}, {1024, 0.322}, {2048, 0.434}, {4096, 0.589}, {8192, 0.721},
+      {16384, 0.823}, {32768, 0.937}, {65536, 0.923}, {131072, 0.960}, {262144, 0.988}});
   static const Ramp kEfaRamp = FromKiB({
       {16, 0.015}, {32, 0.031}, {64, 0.036}, {128, 0.064}, {256, 0.104},
       {512, 0.142}, {1024, 0.224}, {2048, 0.305}, {4096, 0.381}, {8192, 0.584},
@@ -69,8 +73,14 @@ const std::vector<Transport>& Table() {
        "no public curve: NVLink's ramp"},
       {"ib", true, 0.93, kIbRamp, 0,
        "InfiniBand verbs with GPUDirect RDMA: 0.93 of line rate, the middle of measured "
-       "NIC-bound rings (0.91-0.95, issue 19); ramp: two A100 nodes on 4x HDR "
-       "(abci_a100_2n16g_allreduce_sharp, NCCL 2.8 with CollNet requested)"},
+       "NIC-bound rings (0.91-0.95, issue 19); ramp: the one public InfiniBand curve, two A100 "
+       "nodes on 4x HDR (abci_a100_2n16g_allreduce_sharp), read as a tree: that run had CollNet "
+       "requested, and no public curve without SHARP is at hand"},
+      {"sharp", true, 0.563, kSharpRamp, 0,
+       "SHARP aggregation in InfiniBand switches (NCCL CollNet): 0.563 of the NICs' line rate "
+       "each way, fitted to the one public run: two A100 nodes on 4x HDR at 2 GiB "
+       "(abci_a100_2n16g_allreduce_sharp, NCCL 2.8 with CollNet requested, 105.5 GB/s busbw); "
+       "ramp: that run's curve"},
       {"roce", true, 0.93, kIbRamp, 0,
        "RoCEv2 with GPUDirect RDMA (NCCL's IB transport): as InfiniBand, whose ramp it takes "
        "(no public RoCE curve below 10 GiB)"},
@@ -116,11 +126,13 @@ const Transport* FindTransport(absl::string_view name) {
 std::vector<std::string> TransportNames(bool network) {
   std::vector<std::string> out;
   for (const Transport& t : Table()) {
-    if (t.network == network && t.name != "nvls") out.push_back(t.name);
+    if (t.network == network && t.name != "nvls" && t.name != "sharp") out.push_back(t.name);
   }
   return out;
 }
 
 const Transport& NvlsTransport() { return *FindTransport("nvls"); }
+
+const Transport& SharpTransport() { return *FindTransport("sharp"); }
 
 }  // namespace sim

@@ -39,5 +39,8 @@ const Transport* FindTransport(absl::string_view name);
 std::vector<std::string> TransportNames(bool network);
 // NVLink SHARP's row (the NVLS phases of all-reduce).
 const Transport& NvlsTransport();
+// InfiniBand SHARP's row (the in-switch phase of CollNet all-reduce): a fabric is not `sharp`
+// by transport but by FabricSpec::sharp, so neither row is a name fabrics or nodes may give.
+const Transport& SharpTransport();
 
 }  // namespace sim

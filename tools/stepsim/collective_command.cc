@@ -137,7 +137,7 @@ int CollectiveCommand(const std::vector<std::string>& args) {
        {"fabric", "F", "with --node: a fabric of topologies/fabrics/ or a path"},
        {"gpus", "N", "GPUs in the collective: the first N (default all)"},
        {"sizes", "RANGE", "8..8G:x2 (default), 1M..64M:+1M, or sizes joined by commas"},
-       {"algo", "A", "auto (default) | ring | tree | hierarchical | nvls | nvls_tree"},
+       {"algo", "A", "auto (default) | ring | tree | hierarchical | nvls | nvls_tree | collnet"},
        {"json", "PATH", "write {kind, gpus, nodes, rows: [...]} (- = standard output)"},
        CalibrationFlag()});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("collective", st);

@@ -51,7 +51,7 @@ int TopoCommand(const std::vector<std::string>& args) {
     for (sim::CollectiveAlgorithm a :
          {sim::CollectiveAlgorithm::kRing, sim::CollectiveAlgorithm::kTree,
           sim::CollectiveAlgorithm::kHierarchical, sim::CollectiveAlgorithm::kNvls,
-          sim::CollectiveAlgorithm::kNvlsTree}) {
+          sim::CollectiveAlgorithm::kNvlsTree, sim::CollectiveAlgorithm::kCollnet}) {
       const auto p = model.Price(k, m, all, 1, a);
       if (p.algorithm != a) continue;  // not applicable (fell back to ring)
       const double busbw = sim::BytesSentPerGpu(k, m, s.gpus).gb() / p.time.seconds();
