@@ -460,7 +460,8 @@ TEST_CASE("CollNet on a SHARP fabric: each NIC carries M each way once, at SHARP
   REQUIRE(one.algorithm == CollectiveAlgorithm::kCollnet);
   const double owned = static_cast<double>(m.count()) /
                        (c.node.nic_bandwidth.bytes_per_s() * *sharp.efficiency * sharp.RampAt(m));
-  CHECK(one.time.seconds() == Approx(owned + 31e-6).epsilon(1e-6));
+  // With one rank per node NCCL charges the tree's network step (14 us), no local peers.
+  CHECK(one.time.seconds() == Approx(owned + 14e-6).epsilon(1e-6));
 }
 
 }  // namespace

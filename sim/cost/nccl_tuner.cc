@@ -36,8 +36,8 @@ constexpr double kTreeCorrection[3][23] = {
      .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
 // CollNet's rows of hwLatencies (Simple only; its base latency is 0): NVLink or PCIe, network.
-// NCCL src/graph/tuning.cc (commit b6475625): CollNet Direct {3.7, 31}, CollNet Chain
-// {2.8, 30}; Direct adds 0.4 µs of arity serialisation per local peer.
+// The same table: CollNet Direct {3.7, 31}, CollNet Chain {2.8, 30}; Direct adds 0.4 µs of
+// arity serialisation per local peer; with one rank per node the network step is the tree's.
 constexpr double kCollnetDirectLatency[2] = {3.7, 31.0};
 constexpr double kCollnetChainLatency[2] = {2.8, 30.0};
 constexpr double kCollnetArityUs = 0.4;
@@ -185,7 +185,7 @@ NcclTuner::NcclTuner(const NcclGraphs& g) : graphs_(g) {
     }
     const auto& hw = g.collnet_direct ? kCollnetDirectLatency : kCollnetChainLatency;
     const double intra_lat = hw[0];
-    const double inter_lat = hw[1] + 2 * g.net_latency_us;
+    const double inter_lat = (ppn == 1 ? kNetLatency[kTree][2] : hw[1]) + 2 * g.net_latency_us;
     const double peers = static_cast<double>(n / nodes - 1);
     const double lat =
         g.collnet_direct
