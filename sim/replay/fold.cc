@@ -113,18 +113,20 @@ std::optional<FoldPlan> PlanFold(const Scenario& s) {
   FoldPlan f;
   const int64_t pp = s.parallel.pp;
   f.d = s.parallel.pp_schedule == PipelineSchedule::kInterleaved ? pp : 1;
-  // Past the first micro-batch (which allocates what later ones reuse: lazy gradients, the
-  // first gathers) and the pipeline's warm-up: 1F1B's pp - 1 micro-batches (K = 2 pp), the
-  // interleaved schedule's (pp - 1)·2 + (v - 1)·pp units of 1/v micro-batch each (Megatron-LM
+  // Without a pipeline, from one micro-batch: the window 1, 2, 3 repeats in most layouts, and
+  // where the first micro-batch still allocates what later ones reuse (lazy gradients, the
+  // first gathers, the caching allocator's segments) the window slides (FoldedReplay). With
+  // one, past the pipeline's warm-up: 1F1B's pp - 1 micro-batches (K = 2 pp), the interleaved
+  // schedule's (pp - 1)·2 + (v - 1)·pp units of 1/v micro-batch each (Megatron-LM
   // schedules.py), rounded up to whole groups of pp, and one group more for the pipeline to
   // settle. The check of the increments makes K a matter of cost, not of correctness: a K too
-  // small only means no fold.
+  // small only means a slide or no fold.
   if (s.parallel.pp_schedule == PipelineSchedule::kInterleaved && pp > 1) {
     const int64_t v = s.parallel.pp_chunks;
     const int64_t warmup = ((pp - 1) * 2 + (v - 1) * pp + v - 1) / v;
     f.k = ((warmup + f.d - 1) / f.d + 1) * f.d;
   } else {
-    f.k = std::max<int64_t>(2, 2 * pp);
+    f.k = pp == 1 ? 1 : 2 * pp;
   }
   const int64_t m = s.micro_batches();
   // Folded only when the three short replays hold fewer micro-batches than the step.
@@ -150,7 +152,9 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   // settling: an allocator whose cached segments reach their final layout a micro-batch
   // late), the window slides one period, at most kMaxSlides times and only while the window
   // replays fewer micro-batches than the step: one more short replay instead of the full one.
-  constexpr int kMaxSlides = 2;
+  // A window from one micro-batch slides once whatever its later two say: its second replay
+  // is the first with a micro-batch that is neither the step's first nor its last.
+  constexpr int kMaxSlides = 3;
   std::vector<ReplayResult> runs;
   for (int64_t i = 0; i < 3; ++i) {
     auto r = replay(i);
@@ -160,7 +164,8 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   int64_t w = 0;
   while (!Repeats(runs)) {
     const int64_t next = plan->k + (w + 3) * plan->d;
-    const bool settling = Invariant(runs[1]) == Invariant(runs[2]);
+    const bool settling =
+        Invariant(runs[1]) == Invariant(runs[2]) || (w == 0 && plan->k == 1);
     if (!settling || w == kMaxSlides || 3 * next >= s.micro_batches()) {
       return std::nullopt;
     }
