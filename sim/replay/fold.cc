@@ -164,8 +164,7 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   int64_t w = 0;
   while (!Repeats(runs)) {
     const int64_t next = plan->k + (w + 3) * plan->d;
-    const bool settling =
-        Invariant(runs[1]) == Invariant(runs[2]) || (w == 0 && plan->k == 1);
+    const bool settling = Invariant(runs[1]) == Invariant(runs[2]) || (w == 0 && plan->k == 1);
     if (!settling || w == kMaxSlides || 3 * next >= s.micro_batches()) {
       return std::nullopt;
     }
