@@ -113,20 +113,21 @@ std::optional<FoldPlan> PlanFold(const Scenario& s) {
   FoldPlan f;
   const int64_t pp = s.parallel.pp;
   f.d = s.parallel.pp_schedule == PipelineSchedule::kInterleaved ? pp : 1;
-  // Without a pipeline, from one micro-batch: the window 1, 2, 3 repeats in most layouts, and
-  // where the first micro-batch still allocates what later ones reuse (lazy gradients, the
-  // first gathers, the caching allocator's segments) the window slides (FoldedReplay). With
-  // one, past the pipeline's warm-up: 1F1B's pp - 1 micro-batches (K = 2 pp), the interleaved
-  // schedule's (pp - 1)·2 + (v - 1)·pp units of 1/v micro-batch each (Megatron-LM
-  // schedules.py), rounded up to whole groups of pp, and one group more for the pipeline to
-  // settle. The check of the increments makes K a matter of cost, not of correctness: a K too
-  // small only means a slide or no fold.
+  // K = pp without interleaving: one micro-batch more than 1F1B's pp - 1 warm-up ones (and
+  // K = 1 without a pipeline), so that the second and third replays each add a micro-batch
+  // that runs in the steady state. Where the first micro-batch still allocates what later ones
+  // reuse (lazy gradients, the first gathers, the caching allocator's segments) the window
+  // slides (FoldedReplay). Interleaved: past its warm-up of (pp - 1)·2 + (v - 1)·pp units of
+  // 1/v micro-batch each (Megatron-LM schedules.py), rounded up to whole groups of pp, and one
+  // group more for the pipeline to settle (without it the golden interleaved layouts do not
+  // repeat). The check of the increments makes K a matter of cost, not of correctness: a K
+  // too small only means a slide or no fold.
   if (s.parallel.pp_schedule == PipelineSchedule::kInterleaved && pp > 1) {
     const int64_t v = s.parallel.pp_chunks;
     const int64_t warmup = ((pp - 1) * 2 + (v - 1) * pp + v - 1) / v;
     f.k = ((warmup + f.d - 1) / f.d + 1) * f.d;
   } else {
-    f.k = pp == 1 ? 1 : 2 * pp;
+    f.k = pp;
   }
   const int64_t m = s.micro_batches();
   // Folded only when the three short replays hold fewer micro-batches than the step.
