@@ -46,11 +46,16 @@ bool Folded(const Scenario& s) {
 }
 
 // The same scenario with the fewest micro-batches PlanFold folds (its K and d read at a long
-// batch): 3 (K + d) + d.
+// batch): 3 (K + d) + d. GPipe, which PlanFold never folds, gets as many as 1F1B would.
 Scenario Foldable(Scenario s) {
   const int64_t per_micro_batch = s.training.micro_batch * s.dp();
   Scenario probe = s;
   probe.training.global_batch = 4096 * s.parallel.pp * per_micro_batch;
+  if (s.parallel.pp_schedule == PipelineSchedule::kGpipe) {
+    REQUIRE_FALSE(replay::PlanFold(probe).has_value());
+    s.training.global_batch = (3 * (s.parallel.pp + 1) + 1) * per_micro_batch;
+    return s;
+  }
   const auto plan = replay::PlanFold(probe);
   REQUIRE(plan.has_value());
   s.training.global_batch = (3 * (plan->k + plan->d) + plan->d) * per_micro_batch;

@@ -110,6 +110,10 @@ Scenario WithMicroBatches(const Scenario& s, int64_t m) {
 }  // namespace
 
 std::optional<FoldPlan> PlanFold(const Scenario& s) {
+  // GPipe runs every forward before any backward (sim/workload/pipeline_schedule.cc, with or
+  // without a pipeline): its peak holds every micro-batch's activations and grows with M, so
+  // its short replays never repeat. Not tried.
+  if (s.parallel.pp_schedule == PipelineSchedule::kGpipe) return std::nullopt;
   FoldPlan f;
   const int64_t pp = s.parallel.pp;
   f.d = s.parallel.pp_schedule == PipelineSchedule::kInterleaved ? pp : 1;
