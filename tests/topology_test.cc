@@ -464,5 +464,50 @@ TEST_CASE("CollNet on a SHARP fabric: each NIC carries M each way once, at SHARP
   CHECK(one.time.seconds() == Approx(owned + 14e-6).epsilon(1e-6));
 }
 
+TEST_CASE("a mesh node: a group of part of it reaches only the links among its GPUs",
+          "[topology]") {
+  // An MI300X platform: 8 GPUs, each pair linked by one 64 GB/s link (448 GB/s per GPU). The
+  // same node as a switch of 448 GB/s per GPU is the reference: a group of the whole node
+  // runs its rings on all 7 links of each GPU (a Hamiltonian decomposition), so the two agree;
+  // n GPUs of it run rings on the arc-disjoint Hamiltonian cycles among them (1, 2, 2, 4, 4, 6
+  // for n = 2..7), an all-to-all on n - 1 links, a send on one.
+  ClusterSpec mesh = Cluster("mi300x-platform", 1);
+  REQUIRE(mesh.node.gpu_mesh);
+  ClusterSpec sw = mesh;
+  sw.node.gpu_mesh = false;
+  auto tm = cluster::Topology::Build(mesh);
+  auto ts = cluster::Topology::Build(sw);
+  REQUIRE(tm.ok());
+  REQUIRE(ts.ok());
+  const cost::GraphCostModel on_mesh(*tm, mesh, CollectiveAlgorithm::kAuto);
+  const cost::GraphCostModel on_switch(*ts, sw, CollectiveAlgorithm::kAuto);
+  const Bytes m = Bytes::GiB(1);
+  auto bandwidth_term = [&](const cost::GraphCostModel& model, CollectiveKind kind, int64_t n) {
+    const auto p = model.Price(kind, m, CommGroup{n, 1, 1, 1, 0}, 1);
+    return (p.time - p.latency).seconds();
+  };
+  const std::vector<std::pair<int64_t, double>> rings = {{2, 1}, {3, 2}, {4, 2}, {5, 4},
+                                                         {6, 4}, {7, 6}, {8, 7}};
+  for (const auto& [n, links] : rings) {
+    INFO(n << " GPUs");
+    CHECK(bandwidth_term(on_mesh, CollectiveKind::kAllReduce, n) ==
+          Approx(bandwidth_term(on_switch, CollectiveKind::kAllReduce, n) * 7 / links));
+    CHECK(bandwidth_term(on_mesh, CollectiveKind::kAllGather, n) ==
+          Approx(bandwidth_term(on_switch, CollectiveKind::kAllGather, n) * 7 / links));
+  }
+  CHECK(bandwidth_term(on_mesh, CollectiveKind::kAllToAll, 4) ==
+        Approx(bandwidth_term(on_switch, CollectiveKind::kAllToAll, 4) * 7 / 3));
+  CHECK(bandwidth_term(on_mesh, CollectiveKind::kSendRecv, 2) ==
+        Approx(bandwidth_term(on_switch, CollectiveKind::kSendRecv, 2) * 7));
+  // Four GPUs' ring all-reduce by hand: 2 (n - 1)/n M over 2 links of 64 GB/s at the GPU's
+  // efficiency and the Infinity Fabric ramp at M.
+  const double want =
+      2.0 * 3 / 4 * static_cast<double>(m.count()) /
+      (2 * 64e9 * mesh.gpu.calibration.comm_efficiency * FindTransport("xgmi")->RampAt(m));
+  CHECK(bandwidth_term(on_mesh, CollectiveKind::kAllReduce, 4) == Approx(want).epsilon(1e-6));
+  CHECK(on_mesh.Price(CollectiveKind::kAllReduce, m, CommGroup{4, 1, 1, 1, 0}, 1).busiest_link ==
+        "gpu0->mesh0");
+}
+
 }  // namespace
 }  // namespace sim

@@ -57,6 +57,9 @@ struct Topology::Impl {
   std::vector<Link> links;
   FabricSpec fabric;
   int64_t nodes = 1, gpn = 1, nics = 1;
+  // The node's GPUs are a point-to-point mesh (NodeSpec::gpu_mesh): its vertex stands for the
+  // mesh's links, not a switch, and is named so.
+  bool mesh = false;
   int64_t leaves_per_rail = 0, nodes_per_leaf = 1, leaves = 0, spines_per_pod = 0, pods = 1;
   std::vector<int32_t> gpu, nvs, nic, leaf, spine, core;  // vertex ids by kind
   std::vector<int32_t> switches;                          // explicit fabrics
@@ -133,6 +136,7 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
   t.fabric = c.fabric.value_or(DefaultFabric(c.node));
   t.nodes = c.nodes;
   t.gpn = c.node.gpus_per_node;
+  t.mesh = c.node.gpu_mesh;
   t.nics = std::max<int64_t>(1, c.node.nics_per_node);
   if (t.nodes > 1 && (c.node.nics_per_node == 0 ||
                       (!t.Explicit() && t.fabric.link_bandwidth.bytes_per_s() <= 0))) {
@@ -316,7 +320,8 @@ std::string Topology::LinkName(int32_t id) const {
   const Link& l = impl_->links[id];
   const auto& f = impl_->g[l.from];
   const auto& to = impl_->g[l.to];
-  return absl::StrCat(KindName(f.kind), f.index, "->", KindName(to.kind), to.index);
+  auto name = [&](Kind k) { return k == Kind::kNvSwitch && impl_->mesh ? "mesh" : KindName(k); };
+  return absl::StrCat(name(f.kind), f.index, "->", name(to.kind), to.index);
 }
 
 TopologySummary Topology::Summary() const {

@@ -265,8 +265,8 @@ std::optional<NodeSpec> ReadNodeType(const YAML::Node& n, const std::string& p,
                                      const std::vector<GpuSpec>& gpus, YamlErrors& errors) {
   if (!CheckMapping(n, p,
                     {"name", "gpu", "gpus_per_node", "intra_node_bandwidth", "nics_per_node",
-                     "nic_bandwidth", "intra_node_transport", "nvlink_domain", "intra_node_latency",
-                     "inter_node_latency", "host", "source"},
+                     "nic_bandwidth", "intra_node_transport", "gpu_links", "nvlink_domain",
+                     "intra_node_latency", "inter_node_latency", "host", "source"},
                     errors)) {
     return std::nullopt;
   }
@@ -290,6 +290,9 @@ std::optional<NodeSpec> ReadNodeType(const YAML::Node& n, const std::string& p,
   if (auto v = ReadBandwidth(req("nic_bandwidth"), errors)) node.nic_bandwidth = *v;
   if (auto v = ReadTransportName(opt("intra_node_transport"), false, errors)) {
     node.intra_node_transport = *v;
+  }
+  if (auto v = ReadChoice(opt("gpu_links"), errors, {"switch", "mesh"})) {
+    node.gpu_mesh = *v == "mesh";
   }
   if (auto v = ReadInt(opt("nvlink_domain"), errors, 1, 1 << 20)) {
     if (*v % node.gpus_per_node != 0 || node.intra_node_transport != "nvlink") {

@@ -59,6 +59,16 @@ size_t RailIndex(const cluster::Topology& topo, const std::vector<int64_t>& grou
   return static_cast<size_t>(rail) % group.size();
 }
 
+// Arc-disjoint directed Hamiltonian cycles of the complete symmetric digraph on n vertices:
+// the rings n GPUs of a point-to-point mesh can run at once on disjoint links. n - 1 where it
+// decomposes into Hamiltonian cycles (odd n: Walecki's undirected cycles, each both ways;
+// even n >= 8: Tillson 1980), n - 2 for n = 4 and 6, which do not (Bermond and Faber 1976).
+// An exhaustive search confirms 1, 2, 2, 4, 4, 6 for n = 2..7.
+int64_t MeshRings(int64_t n) {
+  if (n <= 1) return 1;
+  return n == 4 || n == 6 ? n - 2 : n - 1;
+}
+
 int64_t Log2Ceil(int64_t n) {
   return static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(std::max<int64_t>(n, 1)))));
 }
@@ -441,8 +451,30 @@ const GraphCostModel::Pattern* GraphCostModel::CachedPattern(CollectiveKind kind
   const auto key = std::make_tuple(static_cast<int>(kind), g.size, g.nodes, g.stride, g.copies,
                                    g.copy_offset, static_cast<int>(a));
   auto it = cache_.find(key);
-  if (it == cache_.end()) it = cache_.emplace(key, MakePattern(kind, g, a)).first;
+  if (it == cache_.end()) {
+    std::optional<Pattern> p = MakePattern(kind, g, a);
+    if (p && cluster_.node.gpu_mesh) OnMesh(kind, g, *p);
+    it = cache_.emplace(key, std::move(p)).first;
+  }
   return it->second ? &*it->second : nullptr;
+}
+
+void GraphCostModel::OnMesh(CollectiveKind kind, const CommGroup& g, Pattern& p) const {
+  // The graph gives each GPU one port of intra_node_bandwidth, right for a group of the whole
+  // node, whose rings use all gpn - 1 links of each GPU. n GPUs of the node reach only the
+  // links among themselves: rings on MeshRings(n) of them, an all-to-all or a send on the
+  // n - 1 (or one) that lead to its peers. Phases bound by the node's links slow down by that
+  // share; those bound by a NIC are unchanged.
+  const int64_t gpn = cluster_.node.gpus_per_node;
+  const int64_t n = static_cast<int64_t>(ByNode(topology_, Members(g).front()).front().size());
+  if (n >= gpn || n < 2) return;
+  const int64_t links = kind == CollectiveKind::kAllToAll   ? n - 1
+                        : kind == CollectiveKind::kSendRecv ? 1
+                                                            : MeshRings(n);
+  const double slower = static_cast<double>(gpn - 1) / static_cast<double>(links);
+  for (auto& [phase, fraction] : p.phases) {
+    if (phase.transport == intra_) phase.seconds_per_byte *= slower;
+  }
 }
 
 NcclGraphs GraphCostModel::GraphsFor(const CommGroup& group) const {

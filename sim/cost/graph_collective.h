@@ -30,6 +30,12 @@
 //                 transport.h), intra-node all-gather, the three pipelined: time = the slowest.
 //   auto          what NCCL's tuner runs (nccl_tuner.h): its choice of algorithm and protocol.
 //
+// On a node whose GPUs are linked point to point (`gpu_links: mesh`, each pair by one link of
+// B/(gpn - 1)), the graph keeps one port of B per GPU, which a group of the whole node reaches
+// (its rings decompose the mesh); a group of n < gpn GPUs of the node reaches only the links
+// among them: its rings run on MeshRings(n) (n - 1, or n - 2 for 4 and 6) of each GPU's
+// gpn - 1 links, its all-to-all on n - 1, a send on one.
+//
 // A call's time = NCCL's latency for the algorithm and protocol it runs (the tuner's tables,
 // plus the node type's added step latencies and the switch hops beyond one) + the bytes over
 // the graph's bandwidth, where each link carries its transport's efficiency (NVLink: the GPU's
@@ -98,6 +104,8 @@ class GraphCostModel final : public CollectiveCostModel {
                                      CollectiveAlgorithm a) const;
   const Pattern* CachedPattern(CollectiveKind kind, const CommGroup& g,
                                CollectiveAlgorithm a) const;
+  // A node whose GPUs are linked point to point (NodeSpec::gpu_mesh): what part of it reaches.
+  void OnMesh(CollectiveKind kind, const CommGroup& g, Pattern& p) const;
   const NcclTuner& TunerFor(const CommGroup& g) const;
   PricedCollective PriceUncached(CollectiveKind kind, Bytes tensor, CommGroup group,
                                  int32_t buckets, CollectiveAlgorithm algorithm) const;

@@ -102,6 +102,11 @@ struct NodeSpec {
   Bandwidth nic_bandwidth;  // per NIC, one direction
   // How the node's GPUs reach each other (sim/spec/transport.h): nvlink, xgmi or pcie.
   std::string intra_node_transport = "nvlink";
+  // The GPUs are linked point to point, each pair by one link of intra_node_bandwidth /
+  // (gpus_per_node - 1) (an MI300X platform's Infinity Fabric), not through a switch
+  // (`gpu_links: mesh`; default `switch`). Sim/cost/graph_collective.h says what a group of
+  // part of such a node reaches.
+  bool gpu_mesh = false;
   // GPUs on one NVLink switch fabric when it spans several nodes (GB200/GB300 NVL72: 72 GPUs
   // over 18 trays of 4); 0: the node. A cluster of such nodes is priced with each domain as
   // one node of `nvlink_domain` GPUs (config::FoldNvlinkDomain), as NCCL's multi-node NVLink
