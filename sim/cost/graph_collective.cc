@@ -93,7 +93,7 @@ GraphCostModel::GraphCostModel(cluster::Topology topology, const ClusterSpec& cl
   intra_efficiency_ = intra_->efficiency.value_or(gpu);
   inter_efficiency_ = inter_->efficiency.value_or(gpu);
   // NVLink SHARP needs NVSwitches (NVLink, not a mesh or PCIe).
-  if (intra_->name != "nvlink") nvls_efficiency_.reset();
+  if (intra_->name != "nvlink" || cluster.node.gpu_mesh) nvls_efficiency_.reset();
 }
 
 std::vector<std::vector<int64_t>> GraphCostModel::Members(const CommGroup& g) const {
@@ -506,7 +506,7 @@ NcclGraphs GraphCostModel::GraphsFor(const CommGroup& group) const {
     // CollNet's graph: one channel per NIC head, each at its NIC's bandwidth; Direct on
     // NVSwitch nodes (NCCL disables it without NVSwitches).
     g.collnet = cluster_.fabric && cluster_.fabric->sharp;
-    g.collnet_direct = intra_->name == "nvlink";
+    g.collnet_direct = intra_->name == "nvlink" && !cluster_.node.gpu_mesh;
     g.collnet_channels = static_cast<int>(used);
     g.collnet_bw_gbps = net / static_cast<double>(used);
   }
