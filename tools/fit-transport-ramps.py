@@ -2,8 +2,10 @@
 """Re-derive the transports' size ramps (sim/spec/transport.cc) from nccl-tests curves.
 
 For each transport, one public all-reduce curve of ../shared/validation/collectives.yaml on a
-system described in topologies/systems/. At each measured size S, stepsim collective gives
-NCCL's latency L(S) for what its tuner runs there and the bandwidth term B(S) at full ramp
+system described in topologies/systems/, priced with the algorithm FITS names (auto: what
+NCCL's tuner runs; ABCI's one curve is read as CollNet for SHARP and as a tree for InfiniBand).
+At each measured size S, stepsim collective gives NCCL's latency L(S) for what runs there and
+the bandwidth term B(S) at full ramp
 (time less latency, times the ramp it applied). The ramp is the curve's shape beyond the
 latency, relative to its largest size Smax:
 
