@@ -176,11 +176,19 @@ def torchtitan_cases(recs):
         mb = p.get("local_batch", p.get("microbatch", 1))
         gb = p.get("global_batch", mb * gpus)
         every_key = f", recompute_every: {every}" if every else ""
+        # No torch.compile in these runs (train_configs: compile = false), so RoPE, SwiGLU and
+        # repeat_kv run as eager modules; the norm is the preset's norm_type: the A100 table's
+        # 8B and 13B presets (395a526, 1ea476e, April 2024) ran "fused_rmsnorm" (a Triton
+        # kernel), the 70B presets and 9dec370's (December 2024) "rmsnorm" (eager).
+        fused_norm = node == "dgx-a100-80gb" and name in ("llama3-8b", "llama2-13b")
+        kernels_key = ", kernels: eager" + (", norm_kernel: fused" if fused_norm else "")
+        kernels_note = ("  # compile = false; norm_type " +
+                        ("fused_rmsnorm" if fused_norm else "rmsnorm"))
         fabric_note = ("  # interconnect not stated: DGX A100 (8 x HDR)" if node == "dgx-a100-80gb"
                        else "  # 400 Gb/s RDMA per GPU")
         scenario = [f"model: {name}",
                     f"cluster: {{node: {node}, nodes: {max(1, gpus // 8)}}}{fabric_note}",
-                    f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {gb}, recompute: {policy}{every_key}, attention: flash}}",
+                    f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {gb}, recompute: {policy}{every_key}, attention: flash{kernels_key}}}{kernels_note}",
                     "parallel: {framework: fsdp, zero: 3, sharding: full_shard, reduce_dtype: fp32}  # torchtitan FSDP2 reduces in fp32"]
         notes = []
         if node != "dgx-a100-80gb":

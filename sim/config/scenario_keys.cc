@@ -94,6 +94,11 @@ std::vector<ScenarioKey> Build() {
       {"training.flash_impl", OneOf<FlashImpl>(), std::string(Name(t.flash_impl)),
        "implementation of flash attention (fa2: FlashAttention-2 / PyTorch SDPA; fa3: "
        "FlashAttention-3, Hopper only; triton: llm-foundry's attn_impl: triton)"},
+      {"training.kernels", OneOf<KernelFusion>(), std::string(Name(t.kernels)),
+       "small kernels (fused: Megatron/TE, llm-foundry, torch.compile; eager: PyTorch eager "
+       "modules as torchtitan's Llama without compile: fp32 RMSNorm, complex RoPE, repeated KV)"},
+      {"training.norm_kernel", OneOf<KernelFusion>(), "training.kernels",
+       "the norms' kernels where they differ (torchtitan norm_type fused_rmsnorm: fused)"},
       {"training.loss", OneOf<LossKernel>(), "framework's",
        "cross-entropy kernel (deepspeed, fsdp, ddp: eager; megatron: vocab_parallel; torchtune: "
        "chunked)"},

@@ -272,6 +272,8 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<RecomputeMethod>(k("recompute_method"), errors)) t.recompute_method = *v;
   if (auto v = ReadEnum<AttentionKernel>(k("attention"), errors)) t.attention = *v;
   if (auto v = ReadEnum<FlashImpl>(k("flash_impl"), errors)) t.flash_impl = *v;
+  if (auto v = ReadEnum<KernelFusion>(k("kernels"), errors)) t.kernels = *v;
+  if (auto v = ReadEnum<KernelFusion>(k("norm_kernel"), errors)) t.norm_kernel = *v;
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadInt(k("loss_chunks"), errors, 1, 1024)) t.loss_chunks = *v;
   if (auto v = ReadBool(k("optimizer_in_backward"), errors)) t.optimizer_in_backward = *v;

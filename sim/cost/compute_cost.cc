@@ -56,7 +56,10 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision, 
   }
   const Duration overlap_loss =
       Duration::FromSeconds(std::min(math, memory).seconds() * c.roofline_blend);
+  // One launch overhead per op as fitted, plus one for each further kernel of an eager
+  // decomposition (Op::kernels; a backward's count is twice its forward's).
   Duration t = std::max(math, memory) + overlap_loss + c.launch_overhead;
+  if (op.kernels > 1) t += c.launch_overhead * (KernelsOf(op) - KernelsOf(op) / op.kernels);
   if (op.serial_bytes > Bytes()) {
     // FP8's cast kernels run before the GEMM, memory-bound: two in the forward (input, weight),
     // three in the backward (output gradient, input and weight transposes).
@@ -67,8 +70,9 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision, 
 }
 
 int32_t KernelsOf(const Op& op) {
-  if (op.kind == OpKind::kCompute && op.pass == OpPass::kBackward) return 2;
-  return 1;
+  const int32_t k = op.kind == OpKind::kCompute ? op.kernels : 1;
+  if (op.kind == OpKind::kCompute && op.pass == OpPass::kBackward) return 2 * k;
+  return k;
 }
 
 Duration HostDuration(const Op& op, const HostSpec& host, int64_t gpus_per_node) {

@@ -57,9 +57,10 @@ class ComputeCostModel {
   virtual Duration Dispatch(const Op&) const { return Duration::Zero(); }
 };
 
-// The kernels an op launches: one for a forward or recompute op, two for a backward one (the
-// input and weight gradients of a GEMM, the two passes of a norm or attention backward), one
-// per collective or copy.
+// The kernels an op launches: Op::kernels for a forward or recompute op (one unless an eager
+// decomposition, training.kernels), twice that for a backward one (the input and weight
+// gradients of a GEMM, the two passes of a norm or attention backward), one per collective or
+// copy.
 int32_t KernelsOf(const Op& op);
 
 // The roofline above with the GPU's calibration.

@@ -97,6 +97,11 @@ struct EnumNames<FlashImpl> {
       {{FlashImpl::kFa2, "fa2"}, {FlashImpl::kFa3, "fa3"}, {FlashImpl::kTriton, "triton"}}};
 };
 template <>
+struct EnumNames<KernelFusion> {
+  static constexpr NameTable<KernelFusion, 2> kNames{
+      {{KernelFusion::kFused, "fused"}, {KernelFusion::kEager, "eager"}}};
+};
+template <>
 struct EnumNames<Framework> {
   static constexpr NameTable<Framework, 5> kNames{{{Framework::kDeepSpeed, "deepspeed"},
                                                    {Framework::kFsdp, "fsdp"},

@@ -71,6 +71,14 @@ enum class AttentionKernel { kFlash, kEager };
 // (Hopper only); triton: FlashAttention in Triton (flash_attn_triton.py, the kernel of
 // llm-foundry's `attn_impl: triton`).
 enum class FlashImpl { kFa2, kFa3, kTriton };
+// How a layer's small kernels run (training.kernels). fused: one kernel each for a norm, the
+// rotary embedding and the SwiGLU product (Megatron-LM/Transformer Engine's fused kernels,
+// llm-foundry's, or torch.compile's). eager: PyTorch eager modules as Meta's reference Llama and
+// torchtitan write them (torchtitan/models/llama/model.py and norms.py, without torch.compile):
+// RMSNorm upcast to fp32 in seven kernels, RoPE by complex multiplication in fp32, SwiGLU as
+// silu then a product, and grouped-query K and V repeated to every head before SDPA
+// (sim/workload/layer_ops.cc prices each).
+enum class KernelFusion { kFused, kEager };
 // Framework presets (sim/workload/policy/): DeepSpeed ZeRO, PyTorch FSDP, Megatron-LM,
 // PyTorch DDP with torch.cuda.amp (fp32 parameters and gradients, autocast's 16-bit copies), and
 // torchtune (bf16 parameters, gradients and optimizer states, no fp32 master; FSDP2 to shard).
@@ -149,6 +157,11 @@ struct TrainingSpec {
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
   AttentionKernel attention = AttentionKernel::kFlash;
   FlashImpl flash_impl = FlashImpl::kFa2;
+  KernelFusion kernels = KernelFusion::kFused;
+  // The norms' kernels where they differ from the rest (torchtitan's 2024 presets ran a fused
+  // Triton RMSNorm, `norm_type = "fused_rmsnorm"`, in an otherwise eager model); absent = kernels.
+  std::optional<KernelFusion> norm_kernel;
+  KernelFusion NormKernels() const { return norm_kernel.value_or(kernels); }
   // Absent = the framework's (its policy in sim/workload/policy/).
   std::optional<LossKernel> loss;
   int64_t loss_chunks = 8;  // chunked: torchtune's num_output_chunks default
@@ -302,6 +315,7 @@ absl::string_view Name(RecomputeMethod m);
 absl::string_view Name(LossKernel l);
 absl::string_view Name(AttentionKernel a);
 absl::string_view Name(FlashImpl f);
+absl::string_view Name(KernelFusion k);
 absl::string_view Name(Framework f);
 absl::string_view Name(FsdpSharding s);
 absl::string_view Name(Dtype d);

@@ -38,6 +38,56 @@ LayerOp Elementwise(absl::string_view name, int64_t reads, int64_t writes, doubl
   return op;
 }
 
+}  // namespace
+
+NormCost NormKernelCost(const ModelSpec& m, KernelFusion kernels) {
+  // Eager RMSNorm (torchtitan/models/norms.py, as Meta's reference Llama model.py):
+  // `(x.float() * rsqrt(x.float().pow(2).mean(-1) + eps)).type_as(x) * weight`, per element of
+  // x: the upcast reads 2 B and writes 4, pow reads and writes 4 each, mean reads 4, the
+  // product reads 4 and writes 4, type_as reads 4 and writes 2, the weight product reads and
+  // writes 2 each: 36 B in seven kernels over the whole tensor and two (eps, rsqrt) over one
+  // value per row. Fused, and torch's native layer_norm even in eager mode: read 2, write 2.
+  if (kernels == KernelFusion::kEager && m.norm == NormKind::kRmsNorm) return {36, 9};
+  return {2 * kAct, 1};
+}
+
+namespace {
+
+// A norm over `elements` (rows × h) saving its 16-bit input for the backward. Eager RMSNorm's
+// backward needs instead the fp32 upcast (pow and the product save it, 4 B an element) and the
+// 16-bit normalised tensor (the weight product saves it): 6 B an element, kept as the input's
+// 2 B (what full and per-op checkpointing keep of the first norm: the layer input), the
+// upcast's 2 B more and the normalised tensor's 2.
+LayerOp Norm(absl::string_view name, int64_t elements, const ModelSpec& m, KernelFusion kernels,
+             absl::string_view saved, absl::string_view saved_fp32,
+             absl::string_view saved_normed) {
+  LayerOp op = Elementwise(name, elements, elements, 5);
+  const NormCost c = NormKernelCost(m, kernels);
+  op.bytes_moved = Bytes::Count(c.bytes_per_element * elements);
+  op.kernels = c.kernels;
+  op.saves = {{saved, Bytes::Count(kAct * elements)}};
+  if (c.kernels > 1) {
+    op.saves.push_back({saved_fp32, Bytes::Count(kAct * elements)});
+    op.saves.push_back({saved_normed, Bytes::Count(kAct * elements)});
+  }
+  return op;
+}
+
+// Rotary position embedding of q and k, `elements` = rows × (q + kv) per GPU. Fused (Megatron-LM
+// fused_apply_rotary_pos_emb, Transformer Engine): one kernel for q and one for k, each reading and
+// writing 16 bits. Eager (torchtitan model.py apply_rotary_emb): per tensor, the fp32 upcast (read
+// 2, write 4), the complex product with freqs_cis (read 4, write 4) and type_as (read 4, write 2):
+// 20 B an element in three kernels. Nothing is saved: the product's backward needs only freqs_cis.
+LayerOp Rope(int64_t elements, KernelFusion kernels) {
+  LayerOp op = Elementwise("rope", elements, elements, 3);
+  op.kernels = 2;
+  if (kernels == KernelFusion::kEager) {
+    op.bytes_moved = Bytes::Count(20 * elements);
+    op.kernels = 6;
+  }
+  return op;
+}
+
 // The names of an MLP's ops and saved tensors (static text, as LayerOp names are).
 struct MlpNames {
   absl::string_view gate_up, gelu, swiglu, input, gelu_in, gate, up, down, down_in;
@@ -190,6 +240,8 @@ ActivationShape ScenarioShape(const Scenario& s) {
   if (s.model.moe) {
     shape.expert_load = BusiestRankLoad(*s.model.moe, s.parallel.ep, s.training.routing);
   }
+  shape.kernels = s.training.kernels;
+  shape.norm_kernels = s.training.NormKernels();
   return shape;
 }
 
@@ -212,11 +264,11 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   auto bytes = [](int64_t n) { return Bytes::Count(n); };
 
   std::vector<LayerOp> ops;
-  ops.reserve(14);
+  ops.reserve(16);
 
-  LayerOp norm1 = Elementwise("norm1", rep_tokens * h, rep_tokens * h, 5);
-  norm1.saves = {{"norm1_in", bytes(kAct * rep_tokens * h)}};
-  ops.push_back(norm1);
+  const bool eager = shape.kernels == KernelFusion::kEager;
+  ops.push_back(Norm("norm1", rep_tokens * h, m, shape.norm_kernels, "norm1_in", "norm1_fp32",
+                     "norm1_normed"));
 
   if (m.mla) {
     MlaAttentionOps(m, shape, tokens, rep_tokens, ops);
@@ -228,6 +280,20 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     // Per-op checkpointing caches wq's and wv's outputs (matmuls 1 and 3) and re-runs wk (2).
     qkv.sac_recompute = static_cast<double>(kv) / static_cast<double>(q + 2 * kv);
     ops.push_back(qkv);
+    if (m.position == PositionKind::kRope) {
+      ops.push_back(Rope(tokens * (q + kv) / t, shape.kernels));
+    }
+    // Eager grouped-query attention repeats K and V to every query head before SDPA
+    // (torchtitan model.py repeat_kv: expand then reshape, a copy), and SDPA saves the copies
+    // where k and v would be: 2·2·T·(q − kv) bytes more. Per-op checkpointing caches wv's
+    // output (v, kv wide) and re-runs the repeat.
+    const int64_t kv_read = eager && kv < q ? q : kv;
+    if (kv_read != kv) {
+      LayerOp repeat = Elementwise("repeat_kv", 2 * tokens * kv / t, 2 * tokens * q / t, 0);
+      repeat.kernels = 2;
+      repeat.saves = {{"kv_repeated", bytes(kAct * 2 * tokens * (q - kv) / t)}};
+      ops.push_back(repeat);
+    }
 
     // Attention core: QK^T and AV are 2·b·s²·a·d/t FLOPs each; causal masking lets flash skip half.
     const double full_core = 4.0 * static_cast<double>(b) * static_cast<double>(s) *
@@ -240,7 +306,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
       core.op_class = OpClass::kAttention;
       core.flops = Flops::Count(full_core / 2);
       // Reads q and writes o for its own tokens, reads k and v of the whole sequence.
-      core.bytes_moved = bytes(kAct * (tokens * 2 * q + s_kv * b * 2 * kv) / t);
+      core.bytes_moved = bytes(kAct * (tokens * 2 * q + s_kv * b * 2 * kv_read) / t);
       if (shape.cp > 1) core.role = ParallelRole::kCpKv;
       core.core = true;
       core.sac_recompute = 0;  // its outputs are on the save list
@@ -300,9 +366,8 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   if (dropout) residual1.saves = {{"attn_mask", bytes(kMask * rep_tokens * h)}};
   ops.push_back(residual1);
 
-  LayerOp norm2 = Elementwise("norm2", rep_tokens * h, rep_tokens * h, 5);
-  norm2.saves = {{"norm2_in", bytes(kAct * rep_tokens * h)}};
-  ops.push_back(norm2);
+  ops.push_back(Norm("norm2", rep_tokens * h, m, shape.norm_kernels, "norm2_in", "norm2_fp32",
+                     "norm2_normed"));
 
   if (moe_layer && m.moe) {
     MoeMlpOps(m, shape, tokens, rep_tokens, ops);
@@ -326,6 +391,13 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     LayerOp swiglu = Elementwise("swiglu", 2 * tokens * f / t, tokens * f / t, 6);
     swiglu.saves = {{"gate", bytes(kAct * tokens * f / t), false, true},
                     {"up", bytes(kAct * tokens * f / t)}};
+    if (eager) {
+      // `silu(w1(x)) * w3(x)`: silu reads and writes the gate, the product reads silu's output
+      // and up and writes; the product saves silu's output beside up.
+      swiglu.bytes_moved = bytes(kAct * 5 * tokens * f / t);
+      swiglu.kernels = 2;
+      swiglu.saves.push_back({"silu_out", bytes(kAct * tokens * f / t)});
+    }
     ops.push_back(swiglu);
   }
   if (!(moe_layer && m.moe)) {

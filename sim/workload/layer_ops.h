@@ -39,6 +39,19 @@
 // materialises the s² scores and keeps q, k, v, its output (= context) and a fp32 log-sum-exp per
 // row and head (Dao et al. 2022, FlashAttention, Algorithm 2 outputs O and L).
 //
+// Rotary embeddings (PositionKind::kRope) add a `rope` kernel on q and k after the projection,
+// saving nothing. training.kernels: eager (PyTorch eager modules, torchtitan's Llama without
+// torch.compile) prices RMSNorm, RoPE and SwiGLU as their eager decompositions and adds
+// `repeat_kv` for grouped-query attention; autograd then keeps more (N = T·h per norm):
+//
+//   norm1, norm2   norm*_fp32, norm*_normed   2·N + 2·N       the fp32 upcast (4 B, 2 of them
+//                                                             counted by norm*_in) and the
+//                                                             normalised 16-bit tensor
+//   swiglu         silu_out                   2·T·f/t         silu's output, kept by the product
+//   repeat_kv      kv_repeated                4·T·(q − kv)/t  SDPA keeps K and V at q's width
+//
+// none of them cached by per-op checkpointing (the matmul outputs it caches are the same).
+//
 // A mixture-of-experts layer (ModelSpec::moe) replaces norm2's MLP by Megatron-Core's MoELayer
 // with its all-to-all token dispatcher (megatron/core/transformer/moe/: router.py TopKRouter,
 // token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py GroupedMLP), E experts, top-k,
@@ -157,6 +170,9 @@ struct LayerOp {
   // A GEMM's per-GPU shape (rows x inner) . (inner x cols), rows the tokens; 0 where the op is
   // not a linear layer's GEMM.
   int64_t gemm_rows = 0, gemm_inner = 0, gemm_cols = 0;
+  // Kernels the forward launches (each pays the GPU's launch overhead and the host's dispatch;
+  // the backward twice as many): 1 for a fused kernel, more for an eager decomposition.
+  int16_t kernels = 1;
 };
 
 struct ActivationShape {
@@ -173,7 +189,18 @@ struct ActivationShape {
   // The replayed GPU's routed token copies over the balanced T·k (sim/workload/moe_routing.h):
   // > 1 on the busiest EP rank of a skewed routing.
   double expert_load = 1.0;
+  KernelFusion kernels = KernelFusion::kFused;       // TrainingSpec::kernels
+  KernelFusion norm_kernels = KernelFusion::kFused;  // TrainingSpec::NormKernels()
 };
+
+// A norm's forward HBM traffic per element of its input and the kernels it launches
+// (training.norm_kernel, else training.kernels; eager RMSNorm upcasts to fp32 in seven
+// kernels, layer_ops.cc).
+struct NormCost {
+  int64_t bytes_per_element = 4;
+  int16_t kernels = 1;
+};
+NormCost NormKernelCost(const ModelSpec& m, KernelFusion kernels);
 
 // The shape a scenario's layers run at on the replayed GPU (the busiest EP rank's load).
 ActivationShape ScenarioShape(const Scenario& s);

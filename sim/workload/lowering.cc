@@ -596,6 +596,7 @@ class Lowerer {
     Op op = Compute(lo.name, pass, lo.op_class,
                     lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1), lo.bytes_moved * kf, g);
     op.keep_16bit = lo.keep_16bit;
+    op.kernels = lo.kernels;
     if (lo.gemm_inner > 0)
       op.gemm_inv_k =
           GemmInvK(lo.gemm_rows, lo.gemm_inner, lo.gemm_cols, pass, backward && lo.frozen);
@@ -604,6 +605,19 @@ class Lowerer {
       // Frozen weights need no weight-gradient GEMM, but the casts stay.
       op.serial_bytes = backward ? lo.fp8_cast_bwd : lo.fp8_cast_fwd;
     }
+    return op;
+  }
+
+  // The final norm over this GPU's tokens (its kernels as a layer's, NormKernelCost); the
+  // backward moves twice the forward's bytes, as other memory-bound kernels do.
+  Op FinalNorm(OpPass pass, int32_t g) const {
+    const int64_t elements = tokens_ / rep_ * s_.model.hidden;
+    const NormCost c = NormKernelCost(s_.model, s_.training.NormKernels());
+    const double k = pass == OpPass::kBackward ? 2.0 : 1.0;
+    Op op = Compute("final_norm", pass, OpClass::kMemoryBound,
+                    Flops::Count(5.0 * k * static_cast<double>(elements)),
+                    Bytes::Count(c.bytes_per_element * elements) * k, g);
+    op.kernels = c.kernels;
     return op;
   }
 
@@ -871,9 +885,7 @@ class Lowerer {
     const Bytes hidden = Bytes::Count(kCompute * tokens_ / rep_ * h);
     MemList norm_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden}};
     Hooks(g, "final_norm", /*backward=*/false, deps, norm_mem);
-    Add(Compute("final_norm", OpPass::kForward, OpClass::kMemoryBound,
-                Flops::Count(5.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 2, g),
-        deps, norm_mem);
+    Add(FinalNorm(OpPass::kForward, g), deps, norm_mem);
     const ModelParallelComm gather = TpGather();
     Op head = Compute("lm_head", OpPass::kForward, OpClass::kGemm,
                       Flops::Count(2.0 * static_cast<double>(tokens_) * static_cast<double>(h) *
@@ -953,9 +965,7 @@ class Lowerer {
     FreeGathers(free_gather, norm_mem);
     std::vector<int32_t> norm_deps;
     Hooks(g, "final_norm", /*backward=*/true, norm_deps, norm_mem);
-    Add(Compute("final_norm", OpPass::kBackward, OpClass::kMemoryBound,
-                Flops::Count(10.0 * static_cast<double>(tokens_ / rep_ * h)), hidden * 4, g),
-        norm_deps, norm_mem);
+    Add(FinalNorm(OpPass::kBackward, g), norm_deps, norm_mem);
   }
 
   void EmbeddingBackward(std::vector<int32_t> deps, const GatherFrees& free_gather) {

@@ -104,6 +104,8 @@ struct Op {
   // columns and its weight gradient over the tokens), for GpuCalibration::gemm_k_overhead.
   // 0 where unknown (eager attention's batched matmuls) or not a GEMM.
   float gemm_inv_k = 0;
+  // Kernels the op launches in its forward (LayerOp::kernels); a backward launches twice as many.
+  int16_t kernels = 1;
   // Collectives: index into OpProgram::collectives (kept apart so that the ops the replay walks
   // stay small); none for compute ops.
   std::optional<int32_t> collective;
