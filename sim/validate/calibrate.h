@@ -10,7 +10,9 @@
 // move every step halves, until all are below 1/64 of their initial size (a sweep that moved is
 // followed by Hooke-Jeeves' pattern move: its displacement once more); then the descent starts
 // again from there with the initial steps, until a round finds nothing better (at most four
-// rounds). No randomness, cases
+// rounds). It starts from several points, each descended coarsely first (to 1/8 of the steps):
+// the start, and the start with one parameter at the middle of its range; the best is
+// descended to the end. No randomness, cases
 // replayed in parallel but summed in input order: the same cases give the same fit, byte for
 // byte, whatever the thread count.
 
