@@ -371,9 +371,11 @@ TT_README = {
 # 4096, each row adding one technique to the ones above it), on one A100 80GB (the 60 GiB row
 # needs more than 40).
 TT_ABLATION = [
-    ("packed", "loss: eager", "",
+    ("packed", "loss: eager, kernels: eager", "",
      ["torchtune's model upcasts the logits itself (TransformerDecoder: output.float()), then",
-      "nn.CrossEntropyLoss: loss eager"]),
+      "nn.CrossEntropyLoss: loss eager",
+      "not compiled (the next row adds compile): torchtune's RMSNorm upcasts to fp32, RoPE runs",
+      "in fp32 and K and V are expanded to every head before SDPA: kernels eager"]),
     ("compile", "loss: eager", "",
      ["torch.compile compiles each layer and the loss, but the model's output.float() stays",
       "outside them: the fp32 logits and their fp32 gradient remain (eager's tensors, less the",
