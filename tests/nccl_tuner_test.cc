@@ -15,8 +15,8 @@ using A = CollectiveAlgorithm;
 using P = NcclProtocol;
 constexpr CollectiveKind kAR = CollectiveKind::kAllReduce;
 
-// One 8-GPU Hopper node: 12 ring channels of 30 GB/s (360 GB/s of NVLink), 16 NVLS channels
-// of 22.5 GB/s.
+// One 8-GPU Hopper node: 12 ring channels of 30 GB/s (360 GB/s of NVLink), 8 NVLS channels
+// (one per GPU) of 40 GB/s, bwInter raised to 60 (NCCL's search, graph_collective.cc).
 NcclGraphs HopperNode(int64_t ranks) {
   NcclGraphs g;
   g.arch = NcclArch::kHopper;
@@ -24,8 +24,9 @@ NcclGraphs HopperNode(int64_t ranks) {
   g.nodes = 1;
   g.ring_channels = 12;
   g.bw_intra_gbps = g.bw_inter_gbps = g.tree_bw_intra_gbps = 30;
-  g.nvls_channels = 16;
-  g.nvls_bw_intra_gbps = 22.5;
+  g.nvls_channels = 8;
+  g.nvls_bw_intra_gbps = 40;
+  g.nvls_bw_inter_gbps = 60;
   return g;
 }
 
@@ -54,11 +55,11 @@ TEST_CASE("NCCL tuner: bandwidths of one Hopper node", "[nccl_tuner]") {
   // Tree: 0.92, capped at 38.7 per channel, halved to algorithm bandwidth.
   CHECK(t.Bandwidth(kAR, A::kTree, P::kSimple) == Approx(0.92 * bus * 0.5));
   CHECK(t.Bandwidth(kAR, A::kTree, P::kLL128) == Approx(0.92 * bus * 7 / 9 * 0.5));
-  // NVLS: min(22.5 x 0.85 x 15/16 x 2, 22.5) per channel x 16, as the ring converts.
-  CHECK(t.Bandwidth(kAR, A::kNvls, P::kSimple) == Approx(16 * 22.5 * ratio));
-  // NVLS all-gather: in bus bandwidth, the intra term x (ppn-1)/ppn: 22.5 x .85 x 15/16 x 7/8.
+  // NVLS: min(40 x 0.85 x 7/8 x 2, 60) per channel x 8, as the ring converts.
+  CHECK(t.Bandwidth(kAR, A::kNvls, P::kSimple) == Approx(8 * 40 * 0.85 * 7.0 / 8.0 * 2 * ratio));
+  // NVLS all-gather: in bus bandwidth, the intra term x (ppn-1)/ppn: 40 x .85 x 7/8 x 7/8.
   CHECK(t.Bandwidth(CollectiveKind::kAllGather, A::kNvls, P::kSimple) ==
-        Approx(16 * 22.5 * 0.85 * 15.0 / 16.0 * 7.0 / 8.0));
+        Approx(8 * 40 * 0.85 * 7.0 / 8.0 * 7.0 / 8.0));
 }
 
 TEST_CASE("NCCL tuner: LL for small all-reduces, NVLS for large, on a Hopper node",
@@ -140,8 +141,8 @@ TEST_CASE("NCCL tuner: CollNet Direct and Chain on a SHARP fabric, all-reduce on
 TEST_CASE("NCCL tuner graphs from the cluster: channels, NICs, NVLS channel counts",
           "[nccl_tuner]") {
   const config::DataRoot root{STEPSIM_SOURCE_DIR};
-  for (auto [node, nodes, want_nvls] : {std::tuple{"dgx-h100", 1, 16},
-                                        {"dgx-b200", 1, 24},
+  for (auto [node, nodes, want_nvls] : {std::tuple{"dgx-h100", 1, 8},
+                                        {"dgx-b200", 1, 8},
                                         {"dgx-b200", 2, 32},
                                         {"dgx-a100-80gb", 1, 0}}) {
     INFO(node << " x " << nodes);
@@ -157,6 +158,32 @@ TEST_CASE("NCCL tuner graphs from the cluster: channels, NICs, NVLS channel coun
       CHECK(g.ring_channels == 16);
       CHECK(g.bw_inter_gbps == Approx(8 * 50.0 * 0.93 / 16));
     }
+  }
+}
+
+TEST_CASE("NCCL's NVLS search on one node: a channel per GPU, so ring on 4 GPUs and NVLS on 8",
+          "[nccl_tuner]") {
+  // ncclTopoCompute: each NVLS channel pulls through every GPU's switch link once and its
+  // head's twice, so a link carries n + 1 channels; on a DGX H100 (364.5 GB/s of NVLink at its
+  // efficiency) that is 364.5 / 5 = 72.9 -> the 60 GB/s search speed for 4 GPUs and
+  // 364.5 / 9 = 40.5 -> 40 for 8, bwInter raised to 60 either way. NCCL 2.27.7 ran ring on 4
+  // of an H200 node's GPUs (stas00's all_reduce_perf log, ../shared/validation).
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  auto c = config::ResolveCluster(root, "dgx-h100", 1, std::nullopt);
+  REQUIRE(c.ok());
+  auto topo = cluster::Topology::Build(*c);
+  REQUIRE(topo.ok());
+  const GraphCostModel model(*topo, *c, A::kAuto);
+  for (auto [gpus, bw_intra, want] : {std::tuple{4, 60.0, A::kRing}, {8, 40.0, A::kNvls}}) {
+    INFO(gpus << " GPUs");
+    const CommGroup group{gpus, 1, 1, 1, 0};
+    const NcclGraphs g = model.GraphsFor(group);
+    CHECK(g.nvls_channels == gpus);
+    CHECK(g.nvls_bw_intra_gbps == bw_intra);
+    CHECK(g.nvls_bw_inter_gbps == 60.0);
+    const auto choice = NcclTuner(g).Choose(kAR, Bytes::Count(int64_t{1} << 30));
+    REQUIRE(choice.has_value());
+    CHECK(choice->algorithm == want);
   }
 }
 

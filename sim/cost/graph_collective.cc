@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <tuple>
+#include <utility>
 
 #include "sim/base/check.h"
 
@@ -13,6 +16,25 @@ namespace {
 // speedArrayIntra 40 GB/s, sm90SpeedArrayIntra 60 GB/s): one node's channels are its NVLink
 // bandwidth over that speed, doubled as ncclTopoCompute duplicates channels of >= 25 GB/s.
 constexpr double kTopSearchSpeed = 40.0, kTopSearchSpeedSm90 = 60.0;
+
+// NCCL's intra-node search speeds, fastest first (search.cc sm90SpeedArrayIntra,
+// sm100SpeedArrayIntra).
+constexpr double kSpeedsSm90[] = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+constexpr double kSpeedsSm100[] = {90.0, 80.0, 70.0, 60.0, 50.0, 45.0,
+                                   40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+
+// A one-node NVLS graph's per-channel bandwidths as ncclTopoCompute finds them: bwIntra the
+// fastest speed at most `gbps` (the slowest where none is); then its second pass raises bwInter
+// a speed at a time while it is under twice bwIntra (no NIC bounds it on one node).
+std::pair<double, double> NvlsSearchSpeeds(NcclArch arch, double gbps) {
+  const double* speeds = arch == NcclArch::kBlackwell ? kSpeedsSm100 : kSpeedsSm90;
+  const size_t n = arch == NcclArch::kBlackwell ? std::size(kSpeedsSm100) : std::size(kSpeedsSm90);
+  size_t i = 0;
+  while (i + 1 < n && speeds[i] > gbps) ++i;
+  const double intra = speeds[i];
+  while (i > 0 && speeds[i] < 2 * intra) --i;
+  return {intra, speeds[i]};
+}
 constexpr int kMaxChannels = 32;  // MAXCHANNELS
 // The NVLS ramp (sim/spec/transport.cc) was fitted on an 8-GPU node (azure_ndh100v5).
 constexpr double kNvlsRampRanks = 8.0;
@@ -512,9 +534,21 @@ NcclGraphs GraphCostModel::GraphsFor(const CommGroup& group) const {
   }
   // NCCL enables NVLS on more than two GPUs of an NVSwitch with multicast (transport/nvls.cc).
   if (nvls_efficiency_ && ppn > 2 && g.arch >= NcclArch::kHopper) {
-    g.nvls_channels = g.arch == NcclArch::kBlackwell ? (g.nodes > 1 ? 32 : 24) : 16;
-    g.nvls_bw_intra_gbps = intra / g.nvls_channels;
-    g.nvls_bw_inter_gbps /= g.nvls_channels;
+    if (g.nodes == 1) {
+      // ncclTopoCompute's NVLS search on one node (src/graph/search.cc): one channel per GPU
+      // (minChannels forced to maxChannels = min(NCCL_MAX_NVLS_ARITY 32, GPUs)); each channel
+      // pulls through every GPU's switch link once and its head's twice, so a link carries
+      // n + 1 channels, at the fastest search speed that fits. On 4 Hopper GPUs that is 4
+      // channels of 60 GB/s, under the ring's bandwidth: NCCL runs ring there; on 8, 8 of 40
+      // (bwInter raised to 60), over it: NVLS.
+      g.nvls_channels = static_cast<int>(std::min<int64_t>(32, ppn));
+      std::tie(g.nvls_bw_intra_gbps, g.nvls_bw_inter_gbps) =
+          NvlsSearchSpeeds(g.arch, intra / static_cast<double>(ppn + 1));
+    } else {
+      g.nvls_channels = g.arch == NcclArch::kBlackwell ? 32 : 16;
+      g.nvls_bw_intra_gbps = intra / g.nvls_channels;
+      g.nvls_bw_inter_gbps /= g.nvls_channels;
+    }
   }
   return g;
 }

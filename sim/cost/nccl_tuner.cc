@@ -125,8 +125,7 @@ NcclTuner::NcclTuner(const NcclGraphs& g) : graphs_(g) {
         if (nvls) {
           double intra = g.nvls_bw_intra_gbps * kNvlsEfficiency[arch] * (channels - 1) / channels;
           intra *= all_reduce ? 2.0 : (ppn - 1) / ppn;
-          const double inter = (nodes == 1 ? g.nvls_bw_intra_gbps : g.nvls_bw_inter_gbps) *
-                               ((nodes <= 2 && a == kNvlsTree) ? 2 : 1);
+          const double inter = g.nvls_bw_inter_gbps * ((nodes <= 2 && a == kNvlsTree) ? 2 : 1);
           bw = std::min({intra, inter,
                          a == kNvlsTree ? kPerChMaxNvlsTreeBw[arch][index2]
                                         : std::numeric_limits<double>::max()});
