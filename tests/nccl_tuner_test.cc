@@ -187,5 +187,26 @@ TEST_CASE("NCCL's NVLS search on one node: a channel per GPU, so ring on 4 GPUs 
   }
 }
 
+TEST_CASE("NCCL 2.27's tuner prices NVLS without 2.28's pipelining: NVLS on 5 GPUs, not ring",
+          "[nccl_tuner]") {
+  // Five GPUs of an 8-GPU Hopper node: 5 NVLS channels of 60 GB/s (bwInter 60), 12 ring
+  // channels of 30. 2.27 (v2.27.7 tuning.cc): NVLS all-reduce 5 x min(60, 60) x 5/6 = 250 GB/s
+  // of algorithm bandwidth, the ring 360 x 5/8 = 225: NVLS, as NCCL 2.27.7 ran on stas00's
+  // H200 node. 2.28: NVLS 5 x min(60 x 0.85 x 4/5 x 2, 60) x 5/8 = 187.5 against the same ring.
+  NcclGraphs g = HopperNode(5);
+  g.nvls_channels = 5;
+  g.nvls_bw_intra_gbps = g.nvls_bw_inter_gbps = 60;
+  const Bytes m = Bytes::Count(int64_t{8} << 30);
+  CHECK(NcclTuner(g).Bandwidth(kAR, A::kNvls, P::kSimple) == Approx(5 * 60 * 5.0 / 8.0));
+  CHECK(NcclTuner(g).Choose(kAR, m)->algorithm == A::kRing);
+  g.release = NcclRelease::k2_27;
+  const NcclTuner t(g);
+  CHECK(t.Bandwidth(kAR, A::kNvls, P::kSimple) == Approx(5 * 60 * 5.0 / 6.0));
+  CHECK(t.Bandwidth(kAR, A::kRing, P::kSimple) == Approx(12 * 30 * 5.0 / 8.0));
+  CHECK(t.Choose(kAR, m)->algorithm == A::kNvls);
+  // All-gather: min(60 x 4/5, 0.9 x 60) = 48 per channel, in bus bandwidth.
+  CHECK(t.Bandwidth(CollectiveKind::kAllGather, A::kNvls, P::kSimple) == Approx(5 * 48.0));
+}
+
 }  // namespace
 }  // namespace sim::cost

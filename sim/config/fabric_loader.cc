@@ -196,7 +196,8 @@ absl::StatusOr<ClusterTopologyFile> LoadClusterTopology(const DataRoot& root,
   YamlErrors errors(file);
   CheckSchemaVersion(*doc, errors);
   const YAML::Node& r = *doc;
-  if (!CheckMapping(r, "", {"schema_version", "name", "node", "nodes", "fabric", "source"},
+  if (!CheckMapping(r, "",
+                    {"schema_version", "name", "node", "nodes", "fabric", "nccl_version", "source"},
                     errors)) {
     return errors.ToStatus();
   }
@@ -204,6 +205,7 @@ absl::StatusOr<ClusterTopologyFile> LoadClusterTopology(const DataRoot& root,
   if (auto v = ReadString({r, "name", "", true}, errors)) out.name = *v;
   if (auto v = ReadString({r, "source", "", false}, errors)) out.source = *v;
   if (auto v = ReadInt({r, "nodes", "", true}, errors, 1, int64_t{1} << 20)) out.cluster.nodes = *v;
+  if (auto v = ReadNcclRelease({r, "nccl_version", "", false}, errors)) out.cluster.nccl = *v;
   if (const YAML::Node inline_node = Child(r, "node");
       inline_node.IsDefined() && inline_node.IsMap()) {
     // A node type described in the file, with the keys of topologies/nodes.yaml.

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
@@ -107,6 +108,24 @@ std::optional<std::string> ReadTransportName(const Key& key, bool network, YamlE
     return std::nullopt;
   }
   return t->name;
+}
+
+std::optional<NcclRelease> ReadNcclRelease(const Key& key, YamlErrors& errors) {
+  auto v = ReadString(key, errors);
+  if (!v) return std::nullopt;
+  const std::vector<absl::string_view> parts = absl::StrSplit(*v, '.');
+  int64_t patch = 0;
+  const bool patch_ok = parts.size() == 2 || (parts.size() == 3 && !parts[2].empty() &&
+                                              absl::SimpleAtoi(parts[2], &patch) && patch >= 0);
+  if (parts.size() >= 2 && parts[0] == "2" && patch_ok) {
+    if (parts[1] == "27") return NcclRelease::k2_27;
+    if (parts[1] == "28") return NcclRelease::k2_28;
+  }
+  errors.Add(key.map[std::string(key.name)], JoinPath(key.parent_path, key.name),
+             absl::StrCat("NCCL ", *v,
+                          " is not a release whose tuner stepsim reproduces: expected 2.27 or "
+                          "2.28 (a patch number may follow, as in \"2.27.7\")"));
+  return std::nullopt;
 }
 
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {

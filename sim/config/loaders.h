@@ -29,6 +29,10 @@ std::optional<FabricSpec> ReadFabric(const YAML::Node& node, absl::string_view p
 // one (node types); an unknown name is an error with the nearest valid one.
 std::optional<std::string> ReadTransportName(const Key& key, bool network, YamlErrors& errors);
 
+// An NCCL release, "2.27" or "2.28" with or without a patch number ("2.27.7"): the tuners
+// reproduced (sim/cost/nccl_tuner.h). Another release is an error naming them.
+std::optional<NcclRelease> ReadNcclRelease(const Key& key, YamlErrors& errors);
+
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors);
 
 // One node type (an entry of topologies/nodes.yaml, or a cluster file's inline `node:`).

@@ -66,6 +66,9 @@ std::vector<ScenarioKey> Build() {
        "added to NCCL's latency of each intra-node step"},
       {"cluster.inter_node_latency", "duration", "0",
        "added to NCCL's latency of each inter-node step"},
+      {"cluster.nccl_version", "2.27 | 2.28", "2.28",
+       "the NCCL release whose tuner picks algorithms (2.27: its NVLS formula and Blackwell "
+       "tree caps)"},
       {"cluster.fabric", "name | path | mapping", "non-blocking rail-optimised fat tree",
        "a fabric in `topologies/fabrics/`, a path, or an inline mapping"},
       {"training", "mapping", "all defaults", "the job"},

@@ -165,6 +165,7 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
   }
   if (auto v = ReadDuration(k("intra_node_latency"), errors)) c.node.intra_node_latency = *v;
   if (auto v = ReadDuration(k("inter_node_latency"), errors)) c.node.inter_node_latency = *v;
+  if (auto v = ReadNcclRelease(k("nccl_version"), errors)) c.nccl = *v;
   if (const YAML::Node f = Child(node, "fabric"); f.IsDefined()) {
     const FabricLimits limits{c.nodes, c.node.nics_per_node};
     if (f.IsMap()) {

@@ -506,6 +506,7 @@ NcclGraphs GraphCostModel::GraphsFor(const CommGroup& group) const {
   g.nodes = std::max<int64_t>(group.nodes, 1);
   g.nvlink = intra_->name != "pcie";
   g.net_latency_us = inter_->net_latency_us;
+  g.release = cluster_.nccl;
   const int64_t ppn = (g.ranks + g.nodes - 1) / g.nodes;
   const double intra = nvlink_.bytes_per_s() * intra_efficiency_ / 1e9;  // GB/s per GPU
   if (g.nodes == 1) {

@@ -28,6 +28,10 @@ constexpr double kPerChMaxTreeBw[4][3] = {
 constexpr double kPerChMaxNvlsTreeBw[4][3] = {
     {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 43.1}};
 constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
+// NCCL 2.27 (v2.27.7 tuning.cc) differs in Blackwell's tree caps (twice Hopper's) and prices
+// NVLS without the efficiency and pipelining terms (in the table's loop below).
+constexpr double kPerChMaxTreeLL128Bw227Blackwell[3] = {73.4, 73.4, 58.0};
+constexpr double kPerChMaxTreeBw227Blackwell[3] = {77.4, 82.8, 72.0};
 // treeCorrectionFactor: per protocol, by log2(bytes / 64), 64 B to 256 MiB.
 constexpr double kTreeCorrection[3][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6, .5,
@@ -122,7 +126,15 @@ NcclTuner::NcclTuner(const NcclGraphs& g) : graphs_(g) {
         const int channels = nvls ? g.nvls_channels : g.ring_channels;
         double bw =
             nodes <= 2 ? (a == kTree ? g.tree_bw_intra_gbps : g.bw_intra_gbps) : g.bw_inter_gbps;
-        if (nvls) {
+        if (nvls && g.release == NcclRelease::k2_27) {
+          // 2.27: all-reduce at min(bwIntra, bwInter) per channel, all-gather and
+          // reduce-scatter at min(bwIntra (ppn - 1) / ppn, 0.9 bwInter); NVLS tree at bwInter,
+          // halved beyond two nodes.
+          const double intra = g.nvls_bw_intra_gbps, inter = g.nvls_bw_inter_gbps;
+          bw = a == kNvlsTree ? std::min(intra, nodes <= 2 ? inter : inter / 2)
+               : all_reduce   ? std::min(intra, inter)
+                              : std::min(intra * (ppn - 1) / ppn, inter * 0.9);
+        } else if (nvls) {
           double intra = g.nvls_bw_intra_gbps * kNvlsEfficiency[arch] * (channels - 1) / channels;
           intra *= all_reduce ? 2.0 : (ppn - 1) / ppn;
           const double inter = g.nvls_bw_inter_gbps * ((nodes <= 2 && a == kNvlsTree) ? 2 : 1);
@@ -133,17 +145,27 @@ NcclTuner::NcclTuner(const NcclGraphs& g) : graphs_(g) {
         double bus = channels * bw;
         if (a == kRing && p == 0) bus = std::min(ll_max_bw, bus * .5);
         if (a == kRing && p == 1) bus = std::min(bus * .92, channels * kPerChMaxRingLL128Bw[arch]);
-        if (a == kTree) bus = std::min(bus * .92, channels * kPerChMaxTreeBw[arch][index2]);
+        const bool blackwell_227 =
+            g.release == NcclRelease::k2_27 && g.arch == NcclArch::kBlackwell;
+        const double tree_cap =
+            blackwell_227 ? kPerChMaxTreeBw227Blackwell[index2] : kPerChMaxTreeBw[arch][index2];
+        const double tree_ll128_cap = blackwell_227 ? kPerChMaxTreeLL128Bw227Blackwell[index2]
+                                                    : kPerChMaxTreeLL128Bw[arch][index2];
+        if (a == kTree) bus = std::min(bus * .92, channels * tree_cap);
         if (a == kTree && p == 0) bus = std::min(bus / 3.8, ll_max_bw);
         if (a == kTree && p == 1) {
-          bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
-                         channels * kPerChMaxTreeLL128Bw[arch][index2]);
+          bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), channels * tree_ll128_cap);
         }
         // LL128 runs on NVLink (typeIntra up to NVB); not over PCIe.
         if (p == 1 && !g.nvlink) bus = 0;
         // Bus bandwidth to algorithm bandwidth (NVLS all-gather and reduce-scatter are priced
         // in bus bandwidth already).
-        if (a == kRing || all_reduce) bus *= (a == kTree) ? .5 : static_cast<double>(n) / nsteps;
+        // (2.27 converts NVLS and NVLS tree all-reduce by 5/6.)
+        if (a == kRing || all_reduce) {
+          bus *= a == kTree                                ? .5
+                 : nvls && g.release == NcclRelease::k2_27 ? 5.0 / 6.0
+                                                           : static_cast<double>(n) / nsteps;
+        }
 
         double lat = kBaseLatency[a][p];
         double intra_lat = intra_hw[a][p];

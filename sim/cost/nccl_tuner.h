@@ -11,8 +11,14 @@
 // ring and tree graphs carry the GPU's NVLink bandwidth inside a node and its node's NIC
 // bandwidth across nodes, spread over channels (two per NIC across nodes, as NCCL duplicates
 // its channels; NVLink bandwidth over NCCL's per-channel search speed, doubled, inside one);
-// the NVLS graph has NCCL's NVLS channel count (16 from SM90, 24 on one Blackwell node, 32
-// across Blackwell nodes: transport/nvls.cc ncclNvlsChannels).
+// on one node the NVLS graph has a channel per GPU at the search speed a GPU's link carries
+// n + 1 times (search.cc; graph_collective.cc), across nodes NCCL's NVLS channel count (16
+// from SM90, 32 on Blackwell: transport/nvls.cc ncclNvlsChannels).
+//
+// NcclGraphs::release picks 2.27's tuner instead (cluster `nccl_version`): its NVLS
+// all-reduce at channels × min(bwIntra, bwInter) converted by 5/6, its NVLS all-gather and
+// reduce-scatter at min(bwIntra (ppn − 1)/ppn, 0.9 bwInter), no NVLS-tree cap, and Blackwell's
+// tree caps at twice Hopper's (v2.27.7 tuning.cc); the rest of the tables are the same.
 
 #include <array>
 #include <optional>
@@ -58,7 +64,8 @@ struct NcclGraphs {
   int collnet_channels = 0;
   double collnet_bw_gbps = 0;
   double net_latency_us = 0;  // the network plugin's reported latency (graph latencyInter)
-  bool amd_cpu = false;       // picks the multi-node LL bandwidth row
+  NcclRelease release = NcclRelease::k2_28;  // whose tuner (ClusterSpec::nccl)
+  bool amd_cpu = false;                      // picks the multi-node LL bandwidth row
 };
 
 struct NcclChoice {

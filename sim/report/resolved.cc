@@ -44,7 +44,7 @@ std::string ResolvedScenarioText(const Scenario& s) {
     absl::StrAppendFormat(&out, " in %d NVLink domain%s of %d GPUs", s.cluster.nodes,
                           s.cluster.nodes == 1 ? "" : "s", s.cluster.node.gpus_per_node);
   }
-  out += "\n";
+  absl::StrAppend(&out, ", NCCL ", Name(s.cluster.nccl), "'s tuner\n");
   absl::StrAppendFormat(&out,
                         "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "
                         "recompute %s, %s attention%s\n",

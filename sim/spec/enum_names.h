@@ -97,6 +97,11 @@ struct EnumNames<FlashImpl> {
       {{FlashImpl::kFa2, "fa2"}, {FlashImpl::kFa3, "fa3"}, {FlashImpl::kTriton, "triton"}}};
 };
 template <>
+struct EnumNames<NcclRelease> {
+  static constexpr NameTable<NcclRelease, 2> kNames{
+      {{NcclRelease::k2_27, "2.27"}, {NcclRelease::k2_28, "2.28"}}};
+};
+template <>
 struct EnumNames<KernelFusion> {
   static constexpr NameTable<KernelFusion, 2> kNames{
       {{KernelFusion::kFused, "fused"}, {KernelFusion::kEager, "eager"}}};

@@ -15,6 +15,7 @@ absl::string_view Name(LossKernel l) { return EnumName(l); }
 absl::string_view Name(AttentionKernel a) { return EnumName(a); }
 absl::string_view Name(FlashImpl f) { return EnumName(f); }
 absl::string_view Name(KernelFusion k) { return EnumName(k); }
+absl::string_view Name(NcclRelease r) { return EnumName(r); }
 absl::string_view Name(Framework f) { return EnumName(f); }
 absl::string_view Name(FsdpSharding s) { return EnumName(s); }
 absl::string_view Name(CollectiveAlgorithm a) { return EnumName(a); }

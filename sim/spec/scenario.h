@@ -101,6 +101,11 @@ enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved };
 // The parallel dimensions in the rank order (innermost first).
 enum class ParallelDim { kTp, kCp, kDp, kPp };
 
+// The NCCL release whose tuner picks each collective's algorithm and protocol (cluster
+// `nccl_version`, sim/cost/nccl_tuner.h): 2.28's tables, or 2.27's, whose NVLS bandwidth
+// formula and Blackwell tree caps differ (src/graph/tuning.cc at v2.27.7 and v2.28.3).
+enum class NcclRelease { k2_27, k2_28 };
+
 struct ClusterSpec {
   GpuSpec gpu;
   NodeSpec node;
@@ -108,6 +113,7 @@ struct ClusterSpec {
   // The inter-node fabric; absent = a non-blocking rail-optimised two-level fat tree of the
   // node's NICs (the DGX SuperPOD reference design).
   std::optional<FabricSpec> fabric;
+  NcclRelease nccl = NcclRelease::k2_28;
   int64_t gpus() const { return nodes * node.gpus_per_node; }
 };
 
@@ -316,6 +322,7 @@ absl::string_view Name(LossKernel l);
 absl::string_view Name(AttentionKernel a);
 absl::string_view Name(FlashImpl f);
 absl::string_view Name(KernelFusion k);
+absl::string_view Name(NcclRelease r);
 absl::string_view Name(Framework f);
 absl::string_view Name(FsdpSharding s);
 absl::string_view Name(Dtype d);
