@@ -75,7 +75,7 @@ enum class FlashImpl { kFa2, kFa3, kTriton };
 // rotary embedding and the SwiGLU product (Megatron-LM/Transformer Engine's fused kernels,
 // llm-foundry's, or torch.compile's). eager: PyTorch eager modules as Meta's reference Llama and
 // torchtitan write them (torchtitan/models/llama/model.py and norms.py, without torch.compile):
-// RMSNorm upcast to fp32 in seven kernels, RoPE by complex multiplication in fp32, SwiGLU as
+// RMSNorm upcast to fp32 in nine kernels, RoPE by complex multiplication in fp32, SwiGLU as
 // silu then a product, and grouped-query K and V repeated to every head before SDPA
 // (sim/workload/layer_ops.cc prices each).
 enum class KernelFusion { kFused, kEager };

@@ -194,7 +194,7 @@ struct ActivationShape {
 };
 
 // A norm's forward HBM traffic per element of its input and the kernels it launches
-// (training.norm_kernel, else training.kernels; eager RMSNorm upcasts to fp32 in seven
+// (training.norm_kernel, else training.kernels; eager RMSNorm upcasts to fp32 in nine
 // kernels, layer_ops.cc).
 struct NormCost {
   int64_t bytes_per_element = 4;
