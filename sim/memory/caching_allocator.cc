@@ -101,10 +101,7 @@ BlockHandle CachingAllocator::Take(int32_t id, int64_t size) {
   Block& block = blocks_[id];
   SIM_CHECK(block.free && block.size >= size, "allocator took a block that does not fit");
   const int32_t segment = block.segment;
-  if (segments_[segment].empty) {
-    segments_[segment].empty = false;
-    empty_.erase(segment);
-  }
+  segments_[segment].empty = false;
   const int64_t remaining = block.size - size;
   const bool split = segments_[segment].small ? remaining >= kMinBlockSize : remaining > kSmallSize;
   block.free = false;
@@ -151,7 +148,10 @@ void CachingAllocator::Free(BlockHandle handle) {
   Segment& seg = segments_[segment];
   if (!seg.expandable && seg.first == seg.last) {
     seg.empty = true;
-    empty_.insert(segment);
+    if (!seg.listed) {
+      seg.listed = true;
+      empty_.push_back(segment);
+    }
   }
 }
 
@@ -177,6 +177,8 @@ void CachingAllocator::Reserve(int64_t bytes) {
 void CachingAllocator::ReleaseCachedSegments() {
   for (int32_t id : empty_) {
     Segment& seg = segments_[id];
+    seg.listed = false;
+    if (!seg.empty) continue;
     SIM_CHECK(!seg.released && seg.first >= 0 && seg.first == seg.last && blocks_[seg.first].free,
               "an empty segment holds a live block");
     EraseFree(seg.first);

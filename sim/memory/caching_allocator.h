@@ -88,7 +88,8 @@ class CachingAllocator {
     bool small = false;
     bool expandable = false;
     bool released = false;
-    bool empty = false;  // one free block: listed in empty_
+    bool empty = false;   // one free block: what a release frees
+    bool listed = false;  // in empty_ (which may still list it after it was taken from)
     int64_t size = 0;
     int32_t first = -1, last = -1;  // its blocks, by address
   };
@@ -136,7 +137,10 @@ class CachingAllocator {
   std::vector<int32_t> spare_blocks_;  // slots of merged-away blocks, reused
   std::vector<FreeSet> pools_;         // by 2 * stream + small
   absl::btree_map<int32_t, int32_t> expandable_of_stream_;
-  absl::btree_set<int32_t> empty_;  // fixed segments whose one block is free: what a release frees
+  // Fixed segments that have been entirely free since they were listed, or were and are no
+  // longer (Take only clears `empty`: a list, not a set, because a segment changes state on
+  // every allocation that empties or fills it, and a release is rare).
+  std::vector<int32_t> empty_;
   int64_t allocated_ = 0, reserved_ = 0, reserved_peak_ = 0, live_segments_ = 0;
   bool overflowed_ = false;
 };
