@@ -104,6 +104,31 @@ TEST_CASE("at capacity, cached free segments are released before a new one is re
   CHECK(a.overflowed());
 }
 
+TEST_CASE("a segment emptied twice is released once; one refilled since it emptied is kept",
+          "[allocator]") {
+  CachingAllocator a = Allocator(/*capacity_mib=*/100);
+  // Two 30 MiB segments (requests of 10 MiB and more get a segment of their own size).
+  const auto x = a.Allocate(30 * kMiB, 0);
+  const auto y = a.Allocate(30 * kMiB, 0);
+  a.Free(x);  // x's segment is empty
+  a.Free(y);  // so is y's
+  // Best fit among equal sizes takes the lower segment, x's: it is live again.
+  const auto x2 = a.Allocate(30 * kMiB, 0);
+  a.Free(x2);                                // x's segment empties a second time
+  const auto y2 = a.Allocate(30 * kMiB, 0);  // x's segment again
+  CHECK(a.reserved().count() == 60 * kMiB);
+  // 60 + 50 > 100: the one empty segment (y's, 30 MiB) is released, once; x's holds y2.
+  a.Allocate(50 * kMiB, 0);
+  CHECK(a.reserved().count() == 60 * kMiB - 30 * kMiB + 50 * kMiB);
+  CHECK(a.segments() == 2);
+  CHECK_FALSE(a.overflowed());
+  a.Free(y2);  // x's segment empties after the release: listed anew, the next release frees it
+  a.Allocate(50 * kMiB, 0);  // 80 + 50 > 100: x's 30 MiB goes, 50 + 50 MiB stay
+  CHECK(a.reserved().count() == 100 * kMiB);
+  CHECK(a.segments() == 2);
+  CHECK_FALSE(a.overflowed());
+}
+
 TEST_CASE("expandable segments grow one segment per stream instead of caching holes",
           "[allocator]") {
   CachingAllocator a = Allocator(1 << 20, /*expandable=*/true);

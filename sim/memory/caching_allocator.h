@@ -137,9 +137,9 @@ class CachingAllocator {
   std::vector<int32_t> spare_blocks_;  // slots of merged-away blocks, reused
   std::vector<FreeSet> pools_;         // by 2 * stream + small
   absl::btree_map<int32_t, int32_t> expandable_of_stream_;
-  // Fixed segments that have been entirely free since they were listed, or were and are no
-  // longer (Take only clears `empty`: a list, not a set, because a segment changes state on
-  // every allocation that empties or fills it, and a release is rare).
+  // Fixed segments listed when they became entirely free; one taken from since keeps its place
+  // with `empty` cleared, and a release skips it. A list, not a sorted set: segments empty and
+  // fill on almost every allocation and free, and a release is rare.
   std::vector<int32_t> empty_;
   int64_t allocated_ = 0, reserved_ = 0, reserved_peak_ = 0, live_segments_ = 0;
   bool overflowed_ = false;
