@@ -104,7 +104,7 @@ TEST_CASE("at capacity, cached free segments are released before a new one is re
   CHECK(a.overflowed());
 }
 
-TEST_CASE("a segment emptied twice is released once; one refilled since it emptied is kept",
+TEST_CASE("a segment emptied twice is released once, one refilled since it emptied is kept",
           "[allocator]") {
   CachingAllocator a = Allocator(/*capacity_mib=*/100);
   // Two 30 MiB segments (requests of 10 MiB and more get a segment of their own size).
