@@ -140,10 +140,12 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         ++table5_n;
       }
       if (absl::StartsWith(r.id, "narayanan21_t1_")) {
-        // Narayanan et al. SC21 Table 1 (HFU), out of the A100 fit: the TP 1-8 models of
-        // 1.7-18.4B predicted 4.3-10.5 % slow (-10.5 % at 7.5B; their micro-batch is not
-        // stated, 1 assumed), the pipelined ones from 39B up 1.5-8.8 % fast.
-        CHECK(std::abs(m.error_pct) < 11.5);
+        // Narayanan et al. SC21 Table 1 (HFU), out of the A100 fit, with the micro-batches and
+        // virtual stages of the paper's reproduction script (examples/sc21/run_table_1.sh):
+        // every row predicted fast, the TP 1-8 models of 1.7-18.4B by 2.2-5.2 %, the
+        // pipelined ones from 39B up by 4.3-12.0 % (76.1B, interleaved 3 chunks, the most).
+        CHECK(m.error_pct > 0.0);
+        CHECK(m.error_pct < 12.5);
       }
       if (r.group == "torchtitan" && m.metric == "step_s") {
         // torchtitan's FSDP2 A100 rows (8 of the 69 fitted): every one predicted fast, -3.8 to

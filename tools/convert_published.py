@@ -267,6 +267,20 @@ def colossalai_cases(recs):
     return cases
 
 
+# What the paper leaves open in Table 1, from its reproduction scripts: NVIDIA/Megatron-LM
+# examples/sc21/run_table_1.sh (commit cf547dea), one block per model size: MBS (micro-batch),
+# and --num-layers-per-virtual-pipeline-stage where the row ran the interleaved schedule (None:
+# plain 1F1B). Its --activations-checkpoint-method uniform is full recompute, as assumed.
+SC21_TABLE1 = {
+    "narayanan21_t1_1.7B": (16, None), "narayanan21_t1_3.6B": (16, None),
+    "narayanan21_t1_7.5B": (16, None), "narayanan21_t1_18.4B": (8, None),
+    "narayanan21_t1_39.1B": (4, None), "narayanan21_t1_76.1B": (2, 5),
+    "narayanan21_t1_145.6B": (2, 5), "narayanan21_t1_310.1B": (1, 3),
+    "narayanan21_t1_529.6B": (1, 1), "narayanan21_t1_1008.0B": (1, None),
+}
+SC21_SCRIPT = "NVIDIA/Megatron-LM examples/sc21/run_table_1.sh (cf547dea)"
+
+
 def megatron_cases(recs):
     cases = []
     for r in recs:
@@ -299,13 +313,21 @@ def megatron_cases(recs):
         gpus = p.get("num_gpus", 8)
         mb = p.get("microbatch") or 1
         notes = []
-        if not p.get("microbatch"):
-            notes.append("micro-batch not stated by the source; 1 assumed (Megatron-LM default)")
         tp, pp = p.get("tp", 1), p.get("pp", 1)
         layers = m["layers"]
-        micro_batches = p.get("global_batch", mb) // (mb * max(1, gpus // (tp * pp)))
         vs = str(p.get("virtual_stages", "1"))
         chunks = int(vs.split()[0]) if vs.split()[0].isdigit() else None
+        if rid in SC21_TABLE1 and not p.get("microbatch"):
+            mb, per_virtual = SC21_TABLE1[rid]
+            chunks = layers // pp // per_virtual if per_virtual else 1
+            schedule_note = ("" if pp == 1 else
+                             f" and interleaved, {per_virtual} layers per virtual stage ({chunks} chunks)"
+                             if per_virtual else " and plain 1F1B (no virtual stages)")
+            notes.append(f"micro-batch {mb}{schedule_note}: the paper's reproduction script, "
+                         f"{SC21_SCRIPT}")
+        elif not p.get("microbatch"):
+            notes.append("micro-batch not stated by the source; 1 assumed (Megatron-LM default)")
+        micro_batches = p.get("global_batch", mb) // (mb * max(1, gpus // (tp * pp)))
         if chunks is None and pp > 1 and "interleaved" in vs:
             # Interleaving used, chunks not stated: the smallest v >= 2 the layout allows.
             chunks = next((v for v in range(2, layers // pp + 1)
