@@ -124,7 +124,7 @@ model: llama3-8b
 cluster: {node: grand-teton-h100-96gb, nodes: 1}
 training: {seq_len: 8192, micro_batch: 2, global_batch: 16, recompute: op, attention: flash,
            kernels: KERNELS}
-parallel: {framework: fsdp, zero: 3, sharding: full_shard, reduce_dtype: fp32}
+parallel: {framework: fsdp, fsdp_version: 2, zero: 3, sharding: full_shard, reduce_dtype: fp32}
 )";
   auto step = [&](const char* kernels) {
     auto loader = config::ScenarioLoader::FromText(

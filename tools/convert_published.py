@@ -189,7 +189,7 @@ def torchtitan_cases(recs):
         scenario = [f"model: {name}",
                     f"cluster: {{node: {node}, nodes: {max(1, gpus // 8)}}}{fabric_note}",
                     f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {gb}, recompute: {policy}{every_key}, attention: flash{kernels_key}}}{kernels_note}",
-                    "parallel: {framework: fsdp, zero: 3, sharding: full_shard, reduce_dtype: fp32}  # torchtitan FSDP2 reduces in fp32"]
+                    "parallel: {framework: fsdp, fsdp_version: 2, zero: 3, sharding: full_shard, reduce_dtype: fp32}  # torchtitan: FSDP2 (fully_shard), reducing in fp32"]
         notes = []
         if node != "dgx-a100-80gb":
             memory = {"peak_memory": measured.pop("peak_memory")}
@@ -227,7 +227,7 @@ def torchao_cases(recs):
                     f"cluster: {{node: {TORCHAO_NODES[gpu]}, nodes: {p['num_gpus'] // 8}}}",
                     f"training: {{seq_len: {m['seq_len']}, micro_batch: {p['microbatch']}, global_batch: {p['global_batch']}, "
                     f"recompute: op, attention: flash, loss: {loss}}}",
-                    "parallel: {framework: fsdp, zero: 3, sharding: full_shard, reduce_dtype: fp32}  # torchtitan FSDP2 reduces in fp32"]
+                    "parallel: {framework: fsdp, fsdp_version: 2, zero: 3, sharding: full_shard, reduce_dtype: fp32}  # torchtitan: FSDP2 (fully_shard), reducing in fp32"]
         cases.append({"id": r["id"], "source": source_of(r),
                       "measured": {"peak_memory": f"{meas['peak_memory_gib']} GiB"}, "flops": "torchtitan",
                       "memory": "reserved", "scenario": scenario, "notes": [note]})

@@ -188,6 +188,9 @@ std::vector<ScenarioKey> Build() {
        Bool(p.deepspeed.contiguous_gradients),
        "gradients copied into the reduce bucket as they are produced"},
       {"parallel.sharding", OneOf<FsdpSharding>(), "from `zero`", "fsdp only: the strategy"},
+      {"parallel.fsdp_version", "1 | 2", absl::StrCat(p.fsdp_version),
+       "fsdp only: 1 FullyShardedDataParallel (flat parameters, in place); 2 fully_shard "
+       "(torchtitan: copies after each all-gather and before each reduce-scatter)"},
       {"parallel.reduce_dtype", "bf16 | fp16 | fp32", "framework's",
        "gradient reduction dtype (the compute dtype; megatron: fp32)"},
       {"parallel.collective", OneOf<CollectiveAlgorithm>(), std::string(Name(p.collective)),

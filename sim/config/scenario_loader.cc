@@ -383,6 +383,7 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   }
   if (auto v = ReadBytes(k("bucket"), errors)) par.bucket = *v;
   if (auto v = ReadEnum<FsdpSharding>(k("sharding"), errors)) par.sharding = *v;
+  if (auto v = ReadInt(k("fsdp_version"), errors, 1, 2)) par.fsdp_version = *v;
   if (auto v =
           ReadEnum<Dtype>(k("reduce_dtype"), errors, {Dtype::kBf16, Dtype::kFp16, Dtype::kFp32})) {
     par.reduce_dtype = *v;
@@ -796,6 +797,10 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     errors.Add(
         at("parallel", "gradient_as_bucket_view"), "parallel.gradient_as_bucket_view",
         "gradient_as_bucket_view belongs to framework ddp (PyTorch DistributedDataParallel)");
+  }
+  if (s.parallel.fsdp_version != 1 && s.parallel.framework != Framework::kFsdp) {
+    errors.Add(at("parallel", "fsdp_version"), "parallel.fsdp_version",
+               "fsdp_version belongs to framework fsdp");
   }
   if (s.parallel.sharding && s.parallel.framework != Framework::kFsdp) {
     errors.Add(at("parallel", "sharding"), "parallel.sharding",

@@ -272,6 +272,14 @@ struct ParallelSpec {
   // FSDP only: the sharding strategy; when absent it follows `zero` (0 NO_SHARD, 2 SHARD_GRAD_OP,
   // 3 FULL_SHARD).
   std::optional<FsdpSharding> sharding;
+  // FSDP only: which implementation. 1: FullyShardedDataParallel (FSDP1), whose flat parameter
+  // is all-gathered into and reduce-scattered from in place. 2: fully_shard (FSDP2, torchtitan),
+  // whose per-parameter shards cost two copies on the compute stream per collective: after each
+  // all-gather, split_with_sizes_copy into the parameters (foreach_all_gather_copy_out); before
+  // each reduce-scatter, chunk_cat of the gradients into the reduce-dtype input
+  // (foreach_reduce_scatter_copy_in), after which the gradients are freed
+  // (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+  int64_t fsdp_version = 1;
   // Gradient reduction dtype; absent = the compute dtype (FSDP MixedPrecision default follows
   // param_dtype; torchtitan sets fp32).
   std::optional<Dtype> reduce_dtype;

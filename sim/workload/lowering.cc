@@ -378,7 +378,11 @@ class Lowerer {
                   {{MemWhen::kStart, MemCategory::kGatheredParams, shard}})};
     }
     MemList mem = buffers;
-    if (buffers.empty()) mem.push_back({MemWhen::kIssue, MemCategory::kGatheredParams, buffer});
+    // FSDP2 gathers into a communication buffer that TakeGather's copy splits into the
+    // parameters.
+    const MemCategory into = policy_.CopiesAroundCollectives() ? MemCategory::kCommBuffers
+                                                               : MemCategory::kGatheredParams;
+    if (buffers.empty()) mem.push_back({MemWhen::kIssue, into, buffer});
     mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -shard});
     return Add(Collective("all_gather", CollectiveKind::kAllGather, buffer, shard_group_, g), deps,
                mem);
@@ -552,9 +556,22 @@ class Lowerer {
   }
 
   // The gather a group's first compute op waits for (consumed: the next pass gathers anew).
+  // FSDP2: the copy out of the gather's buffer into the parameters instead, on the compute
+  // stream (split_with_sizes_copy: reads and writes the group's weights), which frees the
+  // buffer when it ends.
   std::vector<int32_t> TakeGather(int32_t g) {
     std::vector<int32_t> deps;
-    if (gather_pending_[g]) deps.push_back(*gather_pending_[g]);
+    if (gather_pending_[g] && policy_.CopiesAroundCollectives()) {
+      const Bytes w = group_weights_[g];
+      std::vector<int32_t> after = AnchorDeps();
+      after.push_back(*gather_pending_[g]);
+      deps.push_back(
+          Add(Compute("param_copy_out", b_.pass(), OpClass::kMemoryBound, Flops(), w + w, g), after,
+              {{MemWhen::kStart, MemCategory::kGatheredParams, w},
+               {MemWhen::kEnd, MemCategory::kCommBuffers, -w}}));
+    } else if (gather_pending_[g]) {
+      deps.push_back(*gather_pending_[g]);
+    }
     gather_pending_[g].reset();
     return deps;
   }

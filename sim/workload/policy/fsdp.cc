@@ -8,6 +8,14 @@
 // buffer of the reduce dtype when it differs from the compute dtype (MixedPrecision's
 // reduce_dtype = fp32 upcasts first); otherwise in place. No post-optimizer all-gather: the
 // next forward gathers the updated shards.
+//
+// fsdp_version 2 (fully_shard, FSDP2) shards each parameter instead of one flat parameter: an
+// all-gather lands in a flat buffer that split_with_sizes_copy then copies into the parameters
+// on the compute stream (foreach_all_gather_copy_out), and a layer's gradients are copied by
+// chunk_cat into a new reduce-scatter input of the reduce dtype on the compute stream, after
+// which they are freed (foreach_reduce; torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py).
+// FSDP1 gathers into its flat parameter and reduces from its flat gradient in place, casting
+// to the reduce dtype on its post-backward stream.
 
 #include "sim/workload/placement.h"
 #include "sim/workload/policy/policy.h"
@@ -37,6 +45,7 @@ class FsdpPolicy : public DataParallelPolicy {
   Bytes LayerReduceBuffer(Bytes grads) const override {
     return ReduceBytes() != 2 ? grads : Bytes();
   }
+  bool CopiesAroundCollectives() const override { return s_.parallel.fsdp_version == 2; }
 };
 
 ShardingPlan ShardingOf(const Scenario& s) {

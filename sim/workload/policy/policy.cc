@@ -145,12 +145,29 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
     // Without overlap the reduction runs on the compute stream, which waits for it (DeepSpeed
     // without overlap_comm reduces each full bucket on the current stream).
     if (!OverlapGradReduce()) rs.stream = StreamKind::kCompute;
-    const Bytes buffer = LayerReduceBuffer(grads);
-    const int32_t id = env.b.Add(
-        rs, deps,
-        {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
-         {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
-         {MemWhen::kEnd, MemCategory::kGradients, GradientsIntoBucket() ? Bytes() : -layer_grads}});
+    int32_t id = 0;
+    if (CopiesAroundCollectives()) {
+      // FSDP2's chunk_cat on the compute stream: reads the layer's gradients and writes the
+      // reduce-scatter input in the reduce dtype, then frees the gradients; the input lives
+      // until the reduce-scatter ends.
+      Op copy;
+      copy.name = "grad_chunk_cat";
+      copy.pass = OpPass::kBackward;
+      copy.op_class = OpClass::kMemoryBound;
+      copy.bytes_moved = layer_grads + grads;
+      copy.group = g;
+      const int32_t copied = env.b.Add(copy, deps,
+                                       {{MemWhen::kStart, MemCategory::kCommBuffers, grads},
+                                        {MemWhen::kEnd, MemCategory::kGradients, -layer_grads}});
+      id = env.b.Add(rs, {copied}, {{MemWhen::kEnd, MemCategory::kCommBuffers, -grads}});
+    } else {
+      const Bytes buffer = LayerReduceBuffer(grads);
+      id = env.b.Add(rs, deps,
+                     {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
+                      {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
+                      {MemWhen::kEnd, MemCategory::kGradients,
+                       GradientsIntoBucket() ? Bytes() : -layer_grads}});
+    }
     const int64_t local = (part.params + part.shard_degree - 1) / part.shard_degree;
     if (!plan_.hybrid) {
       const int32_t done = CopyGradientsToHost(env, id, local, g);

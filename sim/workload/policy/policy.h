@@ -103,6 +103,10 @@ class DataParallelPolicy {
   // Bytes of a group's full gradients that live from its backward until its reduction ends
   // (stages 2 and 3); zero where gradients accumulate in a persistent buffer.
   Bytes TransientGradients(const DpEnv& env, int32_t g) const;
+  // ZeRO-3 gathers land in a communication buffer that a compute-stream copy then splits into
+  // the parameters, and gradients are copied into a reduction buffer on the compute stream
+  // before each reduce-scatter (FSDP2's per-parameter sharding, parallel.fsdp_version 2).
+  virtual bool CopiesAroundCollectives() const { return false; }
   // Backward TP collectives run beside the GEMMs they feed (Megatron-LM's asynchronous
   // all-reduce / all-gather), not on the compute stream.
   virtual bool AsyncTpBackward() const { return false; }
