@@ -3,7 +3,8 @@
 //   - the model is loaded and trained in bf16: parameters, gradients and the optimizer's moments
 //     are bf16, with no fp32 master (sim/workload/static_ledger.cc);
 //   - one GPU (parallel.zero 0) or FSDP2 fully_shard (parallel.zero 3): parameters gathered per
-//     layer, gradients reduce-scattered per layer in one collective in bf16, states sharded;
+//     layer, gradients reduce-scattered per layer in one collective in bf16, states sharded,
+//     with FSDP2's copies around each collective (fsdp.cc, fsdp_version 2);
 //   - gradients are created by the backward and dropped after the step (zero_grad with
 //     set_to_none), so they are not held through the forward;
 //   - the loss is CEWithChunkedOutputLoss (num_output_chunks 8), compiled with the model when
@@ -34,6 +35,8 @@ class TorchtunePolicy : public DataParallelPolicy {
   Bytes LayerReduceBuffer(Bytes grads) const override {
     return ReduceBytes() != 2 ? grads : Bytes();
   }
+  // FSDP2's copies around its collectives (sim/workload/policy/fsdp.cc, fsdp_version 2).
+  bool CopiesAroundCollectives() const override { return plan_.stage == 3; }
 };
 
 }  // namespace
