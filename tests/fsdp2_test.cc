@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_replace.h"
 #include "sim/config/catalog.h"
+#include "sim/explore/plan.h"
+#include "sim/explore/plan_options.h"
 #include "sim/replay/replay.h"
 #include "sim/report/run_summary.h"
 #include "sim/workload/lowering.h"
@@ -112,6 +114,50 @@ parallel: {framework: deepspeed, fsdp_version: 2, zero: 3}
   REQUIRE_FALSE(s.ok());
   CHECK(std::string(s.status().message()).find("fsdp_version belongs to framework fsdp") !=
         std::string::npos);
+}
+
+TEST_CASE("plan --framework fsdp2 plans FSDP2, whose ZeRO layouts pay its copies", "[fsdp]") {
+  auto plan = [](const char* framework) {
+    explore::PlanRequest req;
+    req.model = "llama3-8b";
+    req.gpus = {"H100-SXM5-80GB"};
+    req.max_gpus = 8;
+    REQUIRE(explore::SetPlanOption(req, "framework", framework, "--framework").ok());
+    auto r = explore::Plan(config::DataRoot{STEPSIM_SOURCE_DIR}, req, {});
+    REQUIRE(r.ok());
+    return *r;
+  };
+  explore::PlanRequest req;
+  REQUIRE(explore::SetPlanOption(req, "framework", "fsdp2", "--framework").ok());
+  CHECK(req.framework == Framework::kFsdp);
+  CHECK(req.fsdp_version == 2);
+  const absl::Status bad = explore::SetPlanOption(req, "framework", "fsdp3", "--framework");
+  CHECK(std::string(bad.message()).find("deepspeed, fsdp, fsdp2 or torchtune") !=
+        std::string::npos);
+  const explore::PlanResult v1 = plan("fsdp"), v2 = plan("fsdp2");
+  // Every ZeRO layout that fits both ways is slower under FSDP2 (its copies run on the
+  // compute stream); the Megatron layouts, which leave FSDP behind, are the same.
+  int zero_compared = 0, megatron_compared = 0;
+  for (const explore::PlanFit& a : v1.fits) {
+    for (const explore::PlanFit& b : v2.fits) {
+      const bool same = a.gpus == b.gpus && a.config.zero == b.config.zero &&
+                        a.config.micro_batch == b.config.micro_batch &&
+                        a.config.recompute == b.config.recompute && a.config.tp == b.config.tp &&
+                        a.config.pp == b.config.pp && a.config.cp == b.config.cp &&
+                        a.estimated == b.estimated;
+      if (!same) continue;
+      const bool zero_family = a.config.tp * a.config.pp * a.config.cp == 1 && a.config.zero != 1;
+      if (zero_family) {
+        CHECK(b.step_s > a.step_s);
+        ++zero_compared;
+      } else {
+        CHECK(b.step_s == a.step_s);
+        ++megatron_compared;
+      }
+    }
+  }
+  CHECK(zero_compared > 0);
+  CHECK(megatron_compared > 0);
 }
 
 }  // namespace

@@ -266,6 +266,9 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
               {"training.recompute", std::string(Name(Recompute::kFull))},
               {"parallel.framework", std::string(Name(req.framework))},
               {"parallel.zero", "3"}};
+          if (req.fsdp_version != 1) {
+            base.push_back({"parallel.fsdp_version", absl::StrCat(req.fsdp_version)});
+          }
           base.insert(base.end(), tuning.begin(), tuning.end());
           return base;
         }(),
@@ -305,8 +308,11 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         }
       }
       for (Candidate& c : ModelParallelCandidates(gpu->name, n, gpn, model->layers,
-                                                  model->moe ? model->moe->experts : 0))
+                                                  model->moe ? model->moe->experts : 0)) {
+        // The Megatron layouts leave FSDP's version behind (it belongs to framework fsdp).
+        if (req.fsdp_version != 1) c.overrides.push_back({"parallel.fsdp_version", "1"});
         family.push_back(std::move(c));
+      }
       for (Candidate& c : family) {
         ++out.considered;
         c.overrides.insert(c.overrides.begin(), {"cluster.nodes", absl::StrCat(nodes)});

@@ -46,6 +46,7 @@ struct PlanRequest {
   int64_t max_gpus = 1024;
   std::map<std::string, double> prices;         // GPU name -> USD per GPU-hour (overrides catalog)
   Framework framework = Framework::kDeepSpeed;  // deepspeed, fsdp or torchtune (ZeRO family)
+  int64_t fsdp_version = 1;                     // with fsdp: 2 is FSDP2 (`--framework fsdp2`)
   // Fine-tuning: every candidate trains with these adapters (rank as given, targets the
   // default) and offloads what `offload` says; plan then reports the host memory each node
   // needs beside its GPUs.

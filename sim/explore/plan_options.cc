@@ -72,10 +72,12 @@ absl::Status SetPlanOption(PlanRequest& req, absl::string_view name, absl::strin
     return absl::OkStatus();
   }
   if (name == "framework") {
-    if (value != "deepspeed" && value != "fsdp" && value != "torchtune") {
-      return Bad(shown, "deepspeed, fsdp or torchtune", value);
+    // fsdp2: framework fsdp with parallel.fsdp_version 2 (FSDP2's copies around collectives).
+    if (value != "deepspeed" && value != "fsdp" && value != "fsdp2" && value != "torchtune") {
+      return Bad(shown, "deepspeed, fsdp, fsdp2 or torchtune", value);
     }
-    req.framework = *EnumFromName<Framework>(value);
+    req.fsdp_version = value == "fsdp2" ? 2 : 1;
+    req.framework = *EnumFromName<Framework>(value == "fsdp2" ? "fsdp" : value);
     return absl::OkStatus();
   }
   if (name == "finetune") {

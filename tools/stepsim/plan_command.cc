@@ -35,7 +35,7 @@ int PlanCommand(const std::vector<std::string>& args) {
        {"days", "D", "deadline: pick the cheapest Pareto point that trains within D days"},
        {"budget", "USD", "budget: pick the fastest Pareto point within it (with --days: cheapest)"},
        {"price", "GPU=USD", "price per GPU-hour, overriding the catalog", true},
-       {"framework", "F", "deepspeed (default) | fsdp | torchtune"},
+       {"framework", "F", "deepspeed (default) | fsdp | fsdp2 (FSDP2, torchtitan) | torchtune"},
        {"finetune", "METHOD", "full (default) | lora | qlora: adapters on every candidate"},
        {"lora-rank", "R", "adapter rank with --finetune lora/qlora; default 16"},
        {"offload", "WHAT", "optimizer | params | activations, comma-separated: to host memory"},
