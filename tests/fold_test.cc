@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_split.h"
 #include "sim/config/catalog.h"
@@ -67,12 +68,19 @@ Scenario Foldable(Scenario s, int64_t slides = 0) {
 }
 
 TEST_CASE("folded and unfolded reports are byte-identical on the shipped scenarios", "[fold]") {
-  for (const char* file : {"scenarios/default.yaml", "scenarios/gpt3-175b-korthikanti.yaml",
-                           "scenarios/llama2-70b-finetune.yaml", "scenarios/llama3-405b-8k.yaml"}) {
+  // Llama 3 405B's interleaved 16-stage pipeline settles slowly: its point-to-point sends
+  // slow the compute beside them (overlap_slowdown), which shifts the next sends, a transient
+  // that shrinks each period (the increments of the recompute time first differ by hundreds
+  // of picoseconds, then by fewer) until the replay repeats exactly, within seven slides.
+  const std::pair<const char*, int64_t> files[] = {{"scenarios/default.yaml", 0},
+                                                   {"scenarios/gpt3-175b-korthikanti.yaml", 0},
+                                                   {"scenarios/llama2-70b-finetune.yaml", 0},
+                                                   {"scenarios/llama3-405b-8k.yaml", 7}};
+  for (const auto& [file, slides] : files) {
     INFO(file);
     const Scenario s = Load(std::string(STEPSIM_SOURCE_DIR "/") + file);
     CHECK(Report(s, true) == Report(s, false));
-    const Scenario longer = Foldable(s);
+    const Scenario longer = Foldable(s, slides);
     INFO(longer.micro_batches() << " micro-batches");
     CHECK(Folded(longer));
     CHECK(Report(longer, true) == Report(longer, false));

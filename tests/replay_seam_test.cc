@@ -27,6 +27,14 @@ struct HostPacedCompute final : cost::ComputeCostModel {
   Duration dispatch;
 };
 
+// 1 s per GFLOP alone; half the rate while a collective runs beside it.
+struct HalvedBesideComm final : cost::ComputeCostModel {
+  Duration Time(const Op& op) const override {
+    return Duration::FromSeconds(op.flops.count() / 1e9);
+  }
+  double OverlapSlowdown() const override { return 2.0; }
+};
+
 // Every collective takes 5 s on a ring.
 struct FixedComm final : cost::CollectiveCostModel {
   cost::PricedCollective Price(CollectiveKind, Bytes, CommGroup, int32_t) const override {
@@ -68,6 +76,40 @@ TEST_CASE("the host's launches pace the ops only when they are slower than the G
   const ReplayResult slower =
       Replay(p, HostPacedCompute(Duration::FromSeconds(4)), FixedComm(), Bytes::Count(1000), {});
   CHECK(slower.step == Duration::FromSeconds(16 + 3));
+}
+
+TEST_CASE("a kernel slows only while a collective runs beside it", "[replay]") {
+  // y, 6 s of compute alone, starts at 0. A 2 s host-side copy on another stream, then a 5 s
+  // all-reduce after it: the collective runs from 2 to 7 s. y does 2 s of its work by 2 s,
+  // 2.5 s more at half rate by 7 s, and the last 1.5 s alone: it ends at 8.5 s, 2.5 s later
+  // than alone (a kernel stretched whole because a collective ran when it started, or not at
+  // all because none did, would end at 12 or 6 s).
+  OpProgram p;
+  p.stages = 1;
+  p.stage_gpu = {0};
+  p.persistent = {{}};
+  p.stage_states = {StateSplit{}};
+  Op y;
+  y.name = "y";
+  y.flops = Flops::Count(6e9);
+  Op copy;
+  copy.name = "copy";
+  copy.stream = StreamKind::kPcie;
+  copy.flops = Flops::Count(2e9);
+  Op reduce;
+  reduce.name = "reduce";
+  reduce.kind = OpKind::kCollective;
+  reduce.stream = StreamKind::kComm;
+  reduce.collective = 0;
+  reduce.deps_begin = 0;
+  reduce.deps_end = 1;
+  p.deps.push_back(1);
+  p.collectives.push_back({CollectiveKind::kAllReduce, Bytes::Count(8), CommGroup{4}, 1});
+  p.ops = {y, copy, reduce};
+  const ReplayResult r = Replay(p, HalvedBesideComm(), FixedComm(), Bytes::Count(1000), {});
+  CHECK(r.step == Duration::FromSeconds(8.5));
+  CHECK(r.compute == Duration::FromSeconds(8.5));
+  CHECK(r.overlap_stretch == Duration::FromSeconds(2.5));
 }
 
 OpProgram ThreeOps() {

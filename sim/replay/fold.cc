@@ -155,11 +155,13 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   // The window of three replays K + w·d, K + (w + 1)·d, K + (w + 2)·d. When they do not repeat
   // but the later two agree on everything that must not change (the first replay was still
   // settling: an allocator whose cached segments reach their final layout a micro-batch
-  // late), the window slides one period, at most kMaxSlides times and only while the window
-  // replays fewer micro-batches than the step: one more short replay instead of the full one.
+  // late; a pipeline whose sends slow the compute beside them, SPEC §3.5, converging to its
+  // period over several), the window slides one period, at most kMaxSlides times and only
+  // while the window replays fewer micro-batches than the step: one more short replay instead
+  // of the full one.
   // A window from one micro-batch slides once whatever its later two say: its second replay
   // is the first with a micro-batch that is neither the step's first nor its last.
-  constexpr int kMaxSlides = 3;
+  constexpr int kMaxSlides = 8;
   std::vector<ReplayResult> runs;
   for (int64_t i = 0; i < 3; ++i) {
     auto r = replay(i);

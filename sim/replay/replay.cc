@@ -105,11 +105,13 @@ class ReplayListener {
  public:
   ReplayListener(const cost::ComputeCostModel& compute, const cost::CollectiveCostModel& comm,
                  const ReplayOptions& options, ReplayResult& result)
-      : options_(options), r_(result), p_(result.program), sharing_(result.simulated_ranks) {
+      : options_(options),
+        r_(result),
+        p_(result.program),
+        slowdown_(compute.OverlapSlowdown()),
+        sharing_(result.simulated_ranks) {
     base_.reserve(p_.ops.size());
-    stretched_.reserve(p_.ops.size());
     link_class_.reserve(p_.ops.size());
-    const double slowdown = compute.OverlapSlowdown();
     for (const Op& op : p_.ops) {
       Duration d;
       if (op.kind == OpKind::kCollective) {
@@ -133,11 +135,10 @@ class ReplayListener {
       link_class_.push_back(op.kind == OpKind::kCollective && p_.CollectiveOf(op).group.nodes > 1
                                 ? LinkClass::kFabric
                                 : LinkClass::kNvlink);
-      // Communication kernels take SMs and HBM bandwidth from the compute beside them.
-      stretched_.push_back(Duration::FromSeconds(d.seconds() * slowdown));
     }
     const int32_t gpus = r_.simulated_ranks;
     comm_running_.assign(gpus, 0);
+    running_.assign(gpus, RunningCompute{});
     compute_free_.assign(p_.stages, Duration::Zero());
     last_end_.assign(p_.stages, Duration::Zero());
     finish_.assign(static_cast<size_t>(Ops()) * (gpus / p_.stages), Duration::Zero());
@@ -158,17 +159,20 @@ class ReplayListener {
     const bool compute_stream = op.stream == StreamKind::kCompute;
     const bool collective = op.kind == OpKind::kCollective;
     if (SharesSms(op.stream)) {
-      comm_running_[gpu]++;
-    } else if (compute_stream && comm_running_[gpu] > 0 && !collective) {
-      if (replica == 0) r_.stages[op.stage].overlap_stretch += stretched_[o] - d;
-      d = stretched_[o];
+      if (comm_running_[gpu]++ == 0) Restretch(gpu, now, /*beside_comm=*/true, rescheduler);
+    } else if (compute_stream && !collective) {
+      RunningCompute& c = running_[gpu];
+      c = {task, d, now, comm_running_[gpu] > 0};
+      d = c.beside_comm ? Stretch(d) : d;
     }
     if (collective && d > Duration::Zero()) {
       d = sharing_.Start(gpu, link_class_[o], task, d, now, Moves(rescheduler));
     }
     if (replica == 0) {
       if (compute_stream) AttributeWait(op, now);
-      if (!collective) Account(op, d);  // collectives: at their end, when their time is known
+      // Collectives and compute-stream kernels are accounted at their end, when their time is
+      // known (link sharing and overlap move it).
+      if (!collective && !compute_stream) Account(op, d);
     }
     start_[task] = now;
     return d;
@@ -178,13 +182,20 @@ class ReplayListener {
     const int32_t replica = task / Ops(), o = task % Ops();
     const Op& op = p_.ops[o];
     const int32_t gpu = replica * p_.stages + op.stage;
-    if (SharesSms(op.stream)) comm_running_[gpu]--;
+    if (SharesSms(op.stream) && --comm_running_[gpu] == 0) {
+      Restretch(gpu, now, /*beside_comm=*/false, rescheduler);
+    }
+    if (running_[gpu].task == task) running_[gpu].task = -1;
     if (op.kind == OpKind::kCollective && base_[o] > Duration::Zero()) {
       sharing_.Finish(gpu, link_class_[o], task, now, Moves(rescheduler));
     }
     finish_[task] = now;
     if (replica == 0) {
-      if (op.kind == OpKind::kCollective) Account(op, now - start_[task]);
+      const bool collective = op.kind == OpKind::kCollective;
+      if (collective || op.stream == StreamKind::kCompute) Account(op, now - start_[task]);
+      if (!collective && op.stream == StreamKind::kCompute) {
+        r_.stages[op.stage].overlap_stretch += (now - start_[task]) - base_[o];
+      }
       if (op.stream == StreamKind::kCompute) compute_free_[op.stage] = now;
       last_end_[op.stage] = std::max(last_end_[op.stage], now);
       if (op.stream == StreamKind::kPcie) pcie_.push_back({op.stage, start_[task], now});
@@ -220,6 +231,27 @@ class ReplayListener {
 
  private:
   int32_t Ops() const { return static_cast<int32_t>(p_.ops.size()); }
+
+  // Communication kernels take SMs and HBM bandwidth from the compute beside them (SPEC §3.5):
+  // while a collective or send runs on its GPU, a compute-stream kernel progresses at
+  // 1 / overlap_slowdown of its rate alone, and at its full rate the rest of its time.
+  Duration Stretch(Duration alone) const {
+    return Duration::FromSeconds(alone.seconds() * slowdown_);
+  }
+
+  // The GPU's communication started (beside_comm) or stopped: its running compute kernel keeps
+  // the work it has done and finishes the rest at the new rate.
+  void Restretch(int32_t gpu, Duration now, bool beside_comm, engine::Rescheduler& rescheduler) {
+    RunningCompute& c = running_[gpu];
+    if (c.task < 0 || c.beside_comm == beside_comm) return;
+    const Duration elapsed = now - c.since;
+    const Duration done =
+        c.beside_comm ? Duration::FromSeconds(elapsed.seconds() / slowdown_) : elapsed;
+    c.left = std::max(Duration::Zero(), c.left - done);
+    c.since = now;
+    c.beside_comm = beside_comm;
+    rescheduler.Reschedule(c.task, now + (beside_comm ? Stretch(c.left) : c.left));
+  }
 
   // The compute stream of op's stage was idle since compute_free_: the wait is a bubble when
   // the last input to arrive was a pipeline send, exposed communication otherwise.
@@ -284,9 +316,17 @@ class ReplayListener {
   const ReplayOptions& options_;
   ReplayResult& r_;
   const OpProgram& p_;
-  std::vector<Duration> base_;          // per op, alone on the GPU
-  std::vector<Duration> stretched_;     // per op, beside a running collective
-  std::vector<int32_t> comm_running_;   // per simulated GPU: collectives and sends running
+  std::vector<Duration> base_;         // per op, alone on the GPU
+  double slowdown_;                    // GpuCalibration::overlap_slowdown
+  std::vector<int32_t> comm_running_;  // per simulated GPU: collectives and sends running
+  // Per simulated GPU: the compute-stream kernel running (task -1: none), its work left in
+  // time alone on the GPU as of `since`, and whether communication runs beside it.
+  struct RunningCompute {
+    int32_t task = -1;
+    Duration left, since;
+    bool beside_comm = false;
+  };
+  std::vector<RunningCompute> running_;
   std::vector<Duration> compute_free_;  // per stage (replica 0): when the compute stream idled
   std::vector<Duration> last_end_;      // per stage (replica 0): its latest op end
   std::vector<Duration> finish_;        // per task

@@ -42,7 +42,9 @@ struct GpuCalibration {
   // NVLink SHARP (in-switch reduction, NVSwitch gen 3 and later): the fraction of the NVLink
   // bandwidth an NVLS all-reduce reaches; absent where the node has no NVLS.
   std::optional<double> nvls_efficiency;
-  double overlap_slowdown = 1.10;  // compute stretch while a collective runs beside it
+  // A compute kernel runs this many times slower while a collective or send runs on its GPU
+  // (sim/replay/replay.cc); at its full rate the rest of its time.
+  double overlap_slowdown = 1.10;
   // The case files (by name, without .yaml) the compute efficiencies were fitted to; validate
   // --cross-validate refits without each in turn. Empty: first estimates, fitted to nothing.
   std::vector<std::string> fit_sources;
