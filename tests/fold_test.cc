@@ -48,8 +48,9 @@ bool Folded(const Scenario& s) {
 
 // The same scenario with the fewest micro-batches PlanFold folds (its K and d read at a long
 // batch): 3 (K + d) + d, or with `slides` > 0 enough for the window to slide that many periods
-// first (FoldedReplay: 3 (K + (2 + slides) d) + d). GPipe, which PlanFold never folds, gets as
-// many as 1F1B would.
+// first (FoldedReplay slides while its short replays, K + i d for i = 0 … slides + 2, hold
+// fewer micro-batches than the step). GPipe, which PlanFold never folds, gets as many as 1F1B
+// would.
 Scenario Foldable(Scenario s, int64_t slides = 0) {
   const int64_t per_micro_batch = s.training.micro_batch * s.dp();
   Scenario probe = s;
@@ -61,8 +62,9 @@ Scenario Foldable(Scenario s, int64_t slides = 0) {
   }
   const auto plan = replay::PlanFold(probe);
   REQUIRE(plan.has_value());
-  const int64_t window = slides > 0 ? plan->k + (2 + slides) * plan->d : plan->k + plan->d;
-  s.training.global_batch = (3 * window + plan->d) * per_micro_batch;
+  const int64_t replays = slides + 3;
+  const int64_t short_ones = replays * plan->k + plan->d * (replays - 1) * replays / 2;
+  s.training.global_batch = (short_ones + plan->d) * per_micro_batch;
   REQUIRE(replay::PlanFold(s).has_value());
   return s;
 }

@@ -152,33 +152,34 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
     if (!program.ok()) return std::nullopt;
     return ReplayRaw(*std::move(program), compute, comm, s.cluster.gpu.Usable(), options);
   };
-  // The window of three replays K + w·d, K + (w + 1)·d, K + (w + 2)·d. When they do not repeat
-  // but the later two agree on everything that must not change (the first replay was still
-  // settling: an allocator whose cached segments reach their final layout a micro-batch
-  // late; a pipeline whose sends slow the compute beside them, SPEC §3.5, converging to its
-  // period over several), the window slides one period, at most kMaxSlides times and only
-  // while the window replays fewer micro-batches than the step: one more short replay instead
-  // of the full one.
-  // A window from one micro-batch slides once whatever its later two say: its second replay
-  // is the first with a micro-batch that is neither the step's first nor its last.
+  // The window of three replays K + w·d, K + (w + 1)·d, K + (w + 2)·d. When they do not
+  // repeat, the window slides one period (one more short replay instead of the full one) while
+  // every short replay so far and the next hold fewer micro-batches than the step — the
+  // condition PlanFold sets on the first window — and at most kMaxSlides times: a fold that
+  // fails then costs less than the full replay it falls back to. What slides is a replay still
+  // settling: an allocator whose cached segments reach their final layout a few micro-batches
+  // late (the first stage of a 1F1B pipeline, which holds pp micro-batches' activations, grows
+  // its reserved peak for two more); a pipeline whose sends slow the compute beside them
+  // (SPEC §3.5), converging to its period over several. Only three replays that repeat are
+  // folded, so sliding changes what is tried, never what is accepted.
   constexpr int kMaxSlides = 8;
   std::vector<ReplayResult> runs;
+  int64_t replayed = 0;  // micro-batches, over every short replay so far
   for (int64_t i = 0; i < 3; ++i) {
     auto r = replay(i);
     if (!r) return std::nullopt;
     runs.push_back(*std::move(r));
+    replayed += plan->k + i * plan->d;
   }
   int64_t w = 0;
   while (!Repeats(runs)) {
     const int64_t next = plan->k + (w + 3) * plan->d;
-    const bool settling = Invariant(runs[1]) == Invariant(runs[2]) || (w == 0 && plan->k == 1);
-    if (!settling || w == kMaxSlides || 3 * next >= s.micro_batches()) {
-      return std::nullopt;
-    }
+    if (w == kMaxSlides || replayed + next >= s.micro_batches()) return std::nullopt;
     auto r = replay(w + 3);
     if (!r) return std::nullopt;
     runs.erase(runs.begin());
     runs.push_back(*std::move(r));
+    replayed += next;
     ++w;
   }
   const std::vector<int64_t> b = Additive(runs[1]), c = Additive(runs[2]);
