@@ -136,13 +136,15 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       if (m.metric == "step_s" && absl::StartsWith(r.id, "korthikanti22_t5_")) {
         // Korthikanti et al. 2022 Table 5 (issue 17 asks for Calculon's 3.65 % MAPE), with
         // the A100 calibration fitted to the MosaicML and torchtitan cases only, Megatron out
-        // of the fit: MAPE 5.81 %, every row predicted slow, by 1.5 % (22B selective) to
-        // 10.1 % (1T selective). 4.02 % while compute beside a collective was stretched whole
+        // of the fit: MAPE 5.90 %, every row predicted slow, by 1.5 % (22B selective) to
+        // 10.5 % (1T selective). 4.02 % while compute beside a collective was stretched whole
         // when it started during one (its gemm_k_overhead fit was 350, now 512, which slows
-        // the weight-gradient GEMMs over 2,048 tokens). The 1T rows conflict with Narayanan's
-        // Table 1: its 1T row is the same configuration (TP 8, PP 64, 512 micro-batches of one
-        // 2,048-token sequence, full recompute) measured 8.7 % slower (HFU 0.522, 102.6 s at
-        // Korthikanti's scale, against 94.42 s); stepsim gives 102.8 and 102.5 s.
+        // the weight-gradient GEMMs over 2,048 tokens); 5.81 % before the 1F1B schedule waited
+        // for its sends as Megatron-LM's does (the 1T rows' 64 stages: +0.3 and +0.4 %). The
+        // 1T rows conflict with Narayanan's Table 1: its 1T row is the same configuration (TP
+        // 8, PP 64, 512 micro-batches of one 2,048-token sequence, full recompute) measured
+        // 8.7 % slower (HFU 0.522, 102.6 s at Korthikanti's scale, against 94.42 s); stepsim
+        // gives 103.0 s for Narayanan's row (HFU -0.4 %) and 102.7 s for Korthikanti's.
         CHECK(std::abs(m.error_pct) < 11.0);
         table5_sum += std::abs(m.error_pct);
         ++table5_n;
@@ -151,8 +153,8 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         // Narayanan et al. SC21 Table 1 (HFU), out of the A100 fit, with the micro-batches and
         // virtual stages of the paper's reproduction script (examples/sc21/run_table_1.sh):
         // every row within 10 % as issue 17 asks, the TP 1-8 models of 1.7-18.4B from -2.2 to
-        // -0.3 %, 39.1B -1.0 %, 76.1B (interleaved, 3 chunks) +6.3 %, 145.6-529.6B +3.6 to
-        // +3.9 %, 1T -0.2 %.
+        // -0.3 %, 39.1B -1.1 %, 76.1B (interleaved, 3 chunks) +6.3 %, 145.6-529.6B +3.6 to
+        // +3.9 %, 1T -0.4 %.
         CHECK(std::abs(m.error_pct) < 10.0);
       }
       if (r.group == "torchtitan" && m.metric == "step_s") {
@@ -204,7 +206,7 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   CHECK(h100_sum / h100_n <= 3.3);  // 3.06 % reached (issue 17: <= 5 %)
   CHECK(replayed_beside == 17);
   CHECK(tune_sum / tune_n <= 6.5);      // 6.4 % reached
-  CHECK(table5_sum / table5_n <= 6.0);  // 5.81 % reached (issue 17: <= 3.65 %; see above)
+  CHECK(table5_sum / table5_n <= 6.0);  // 5.90 % reached (issue 17: <= 3.65 %; see above)
   CHECK(step_n >= 67);
   CHECK(mpt_n >= 180);
   CHECK(step_sum / step_n <= 4.2);  // 3.91 % reached over the 69 fitted A100 cases

@@ -1119,6 +1119,15 @@ class Lowerer {
     using Sent = std::vector<std::vector<std::optional<int32_t>>>;
     Sent sent_fwd(vstages, std::vector<std::optional<int32_t>>(m));
     Sent sent_bwd(vstages, std::vector<std::optional<int32_t>>(m));
+    // Megatron-LM's non-interleaved 1F1B waits for each stage's sends: its send_forward,
+    // send_backward and their fused send-and-receive forms call _communicate with wait_on_reqs
+    // (and batch_p2p_sync adds torch.cuda.synchronize), so a stage's next unit starts after the
+    // send before it has completed, and no compute runs beside a send
+    // (megatron/core/pipeline_parallel/p2p_communication.py, schedules.py
+    // forward_backward_pipelining_without_interleaving). The interleaved schedule overlaps them
+    // (overlap_p2p_comm): its sends run beside the next chunk.
+    const bool blocking_sends = s_.parallel.pp_schedule == PipelineSchedule::k1F1B;
+    std::vector<std::optional<int32_t>> last_send(p);  // per stage, when blocking_sends
     std::vector<size_t> next(p, 0);
     size_t remaining = 0;
     for (const auto& units : order) remaining += units.size();
@@ -1140,21 +1149,24 @@ class Lowerer {
           SetMicroBatch(u.micro_batch);
           std::vector<int32_t> entry;
           if (recv) entry.push_back(*recv);
+          if (last_send[stage]) entry.push_back(*last_send[stage]);
           const auto [first, last] = vstage_groups_[vs];
+          std::optional<int32_t> sent;
           if (u.forward) {
             Forward(first, last, std::move(entry));
-            if (vs < vstages - 1) sent_fwd[vs][u.micro_batch] = Send(last);
+            if (vs < vstages - 1) sent = sent_fwd[vs][u.micro_batch] = Send(last);
           } else {
             Backward(last, first, std::move(entry));
-            if (vs > 0) sent_bwd[vs][u.micro_batch] = Send(first);
+            if (vs > 0) sent = sent_bwd[vs][u.micro_batch] = Send(first);
           }
+          if (blocking_sends) last_send[stage] = sent;
           ++next[stage];
           --remaining;
           progress = true;
         }
         if (next[stage] == order[stage].size() && !finished_[stage]) {
           finished_[stage] = true;
-          FinishStage();
+          FinishStage(last_send[stage]);
         }
       }
       SIM_CHECK(progress, "pipeline schedule deadlocked");
@@ -1165,7 +1177,8 @@ class Lowerer {
 
   // The stage's end: the reductions its policy left for after the backward, the optimizer over
   // its shard, and what the policy does after it (the parameter all-gather of ZeRO-1/2).
-  void FinishStage() {
+  // `blocking_send`: the stage's last send, which the step waits for (Pipeline).
+  void FinishStage(std::optional<int32_t> blocking_send = std::nullopt) {
     SetMicroBatch(static_cast<int32_t>(s_.micro_batches()) - 1);
     b_.SetPass(OpPass::kStep);
     DpEnv env = Env();
@@ -1174,6 +1187,7 @@ class Lowerer {
     const int64_t local = policy_.OptimizerShard(total);
     std::vector<int32_t> deps = policy_.TakeStepReductions(b_.stage());
     if (b_.last_compute()) deps.push_back(*b_.last_compute());
+    if (blocking_send) deps.push_back(*blocking_send);
     deps.insert(deps.end(), b_.waits().begin(), b_.waits().end());
     b_.ClearWaits();
     if (s_.training.optimizer_in_backward) return;  // every update ran in the backward
