@@ -4,24 +4,17 @@
 #include "sim/replay/fold.h"
 
 #include <catch2/catch.hpp>
-#include <fstream>
 #include <sstream>
 #include <utility>
 
-#include "absl/strings/str_split.h"
 #include "sim/config/catalog.h"
 #include "sim/cost/graph_collective.h"
 #include "sim/report/run_report.h"
 #include "sim/report/run_summary.h"
+#include "tests/test_scenarios.h"
 
 namespace sim {
 namespace {
-
-Scenario Load(const std::string& file, std::vector<config::Override> overrides = {}) {
-  auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR}, file, overrides);
-  REQUIRE(s.ok());
-  return *s;
-}
 
 // The report as `stepsim run` writes it (text and JSON).
 std::string Report(const Scenario& s, bool fold) {
@@ -90,24 +83,13 @@ TEST_CASE("folded and unfolded reports are byte-identical on the shipped scenari
 }
 
 TEST_CASE("folded and unfolded reports are byte-identical across the golden layouts", "[fold]") {
-  std::ifstream cases(STEPSIM_SOURCE_DIR "/tests/golden/cases.txt");
-  std::string line;
   int checked = 0;
-  while (std::getline(cases, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
-    std::vector<config::Override> sets;
-    for (size_t i = 2; i + 1 < words.size(); i += 2) {
-      REQUIRE(words[i] == "--set");
-      auto o = config::ParseOverride(words[i + 1]);
-      REQUIRE(o.ok());
-      sets.push_back(*o);
-    }
-    INFO(line);
+  for (const GoldenCase& g : GoldenCases()) {
+    INFO(g.line);
     // Long enough for one slide: FSDP2's first micro-batch holds fewer communication buffers at
     // once than the later ones, whose gathers overlap the previous one's reduce-scatter inputs,
     // so its window starts at the second.
-    const Scenario s = Foldable(Load(STEPSIM_SOURCE_DIR "/tests/golden/" + words[1], sets), 1);
+    const Scenario s = Foldable(g.scenario, 1);
     // GPipe holds every micro-batch's activations until its backward: the peak grows with the
     // batch, nothing repeats, and the step is replayed in full.
     CHECK(Folded(s) == (s.parallel.pp_schedule != PipelineSchedule::kGpipe));

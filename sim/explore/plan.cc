@@ -6,12 +6,15 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/parallel.h"
+#include "sim/replay/step_bound.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
 #include "sim/workload/params.h"
@@ -27,6 +30,7 @@ struct Candidate {
   PlanConfig config;
   std::vector<config::Override> overrides;
   int64_t global_batch = 0;  // sequences per step, derived from the request's tokens
+  std::shared_ptr<const Scenario> scenario = nullptr;  // as loaded from the overrides
 };
 
 // The model-parallel family searched beside ZeRO: Megatron-LM layouts with TP inside a node
@@ -128,6 +132,11 @@ std::vector<config::Override> WithBatch(const Candidate& c, int64_t micro_batche
 // GPUs and no fit beats it by the factor in both days and cost. The extrapolation agrees with
 // the full replay to the microsecond (tests/plan_test.cc); the margin keeps ties honest.
 constexpr double kConfirmMargin = 1.02;
+
+// A layout is left out when its lower bound exceeds the fastest step known on as many GPUs by
+// more than this factor: the bound sums picosecond prices in seconds, and a tie must not drop a
+// layout.
+constexpr double kBoundMargin = 1.000001;
 
 // Largest divisor of n not above `cap`.
 int64_t PerNode(int64_t n, int64_t cap) {
@@ -350,6 +359,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
                  floor);
           continue;
         }
+        c.scenario = std::make_shared<const Scenario>(*std::move(s));
         candidates.push_back(c);
       }
     }
@@ -357,10 +367,10 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     // with more recompute only when the lighter policy did not fit, since recomputing less
     // takes less time on the same GPUs.
     //
-    // Screening: a layout with many micro-batches per step is first replayed at two short
-    // batches (ScreenSizes) and its step extrapolated along the period they differ by; the
-    // layouts whose estimate lands within kConfirmMargin of the front are then replayed in
-    // full, and only full replays make the front. Short layouts are replayed in full at once.
+    // Screening (stages B and C below): a layout with many micro-batches per step is replayed
+    // at two short batches and its step extrapolated; the layouts whose estimate lands within
+    // kConfirmMargin of the front are then replayed in full, and only full replays make the
+    // front. Short layouts are replayed in full at once.
     //
     // The fit a run makes, or its rejection recorded.
     auto FitOf = [&](const Candidate& c, const ConfigResult& r,
@@ -421,64 +431,49 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         }
         todo.push_back(i);
       }
-      // Stage A: short layouts in full, long ones at their first screening batch.
-      std::vector<std::vector<config::Override>> configs;
+      // Stage A: short layouts in full, at once.
       std::vector<size_t> full_runs, screened;
-      for (size_t i : todo) {
-        const Candidate& c = candidates[i];
-        if (const auto screen = ScreenSizes(c)) {
-          screened.push_back(i);
-          configs.push_back(WithBatch(c, screen->first));
-        } else {
-          full_runs.push_back(i);
-          configs.push_back(c.overrides);
+      for (size_t i : todo) (ScreenSizes(candidates[i]) ? screened : full_runs).push_back(i);
+      {
+        std::vector<std::vector<config::Override>> configs;
+        for (size_t i : full_runs) configs.push_back(candidates[i].overrides);
+        const auto a = Replay(configs);
+        out.replayed += static_cast<int64_t>(a.size());
+        for (size_t k = 0; k < full_runs.size(); ++k) {
+          const size_t i = full_runs[k];
+          fits[i] = FitOf(candidates[i], a[k], std::nullopt);
+          if (fits[i]) family_fits[family_of(candidates[i])] = true;
         }
       }
-      // configs follow todo: one run per candidate, in order.
-      const auto a = Replay(configs);
-      out.replayed += static_cast<int64_t>(a.size());
-      std::map<size_t, const ConfigResult*> first_run;
-      {
-        size_t k = 0;
-        for (size_t i : todo) first_run[i] = &a[k++];
-      }
-      for (size_t i : full_runs) {
-        fits[i] = FitOf(candidates[i], *first_run[i], std::nullopt);
-        if (fits[i]) family_fits[family_of(candidates[i])] = true;
-      }
-      // Bounds on a screened layout's step from its first short run of m1 micro-batches, with
-      // c the busiest stage's compute and recompute per micro-batch: below, m x c (a stage
-      // computes its micro-batches one after another) and the short step + (m - m1) x c (the
-      // step is linear in the micro-batches past pp, and each period holds at least c on that
-      // stage); above, the short step x m / m1 (the fixed part of the step is positive).
+      // The long layouts are screened: replayed at two short batches (ScreenSizes), the step
+      // extrapolated along the period they differ by. Before any replay, each gets a lower
+      // bound on its step (replay::StepLowerBound: its busiest stage's compute with the
+      // pipeline's fill and drain, priced without a replay); the first screening run tightens
+      // it, with c the busiest stage's compute and recompute per micro-batch: below, m x c (a
+      // stage computes its micro-batches one after another) and the short step + (m - m1) x c
+      // (the step is linear in the micro-batches past pp, and each period holds at least c on
+      // that stage); above, the short step x m / m1 (the fixed part of the step is positive).
+      // Only the fastest layout of a size can be on the front (the same GPUs cost the same per
+      // day), so a layout whose lower bound exceeds the fastest step known on its size is not
+      // replayed further.
       struct Bounds {
         double lower, upper;
       };
       std::map<size_t, Bounds> bounds;
-      std::vector<size_t> live;  // screened and fitting at m1
-      for (size_t i : screened) {
-        const Candidate& c = candidates[i];
-        const ConfigResult& r = *first_run[i];
-        if (!Fits(r)) {
-          FitOf(c, r, std::nullopt);  // records the rejection
-          continue;
+      {
+        std::vector<double> lower(screened.size(), 0.0);
+        // Not for the interleaved schedule: its bound (the busiest stage's compute alone)
+        // would take lowerings of pp and 2 pp micro-batches, as long as the first screening
+        // run, and prune little; the screening run bounds it.
+        ParallelFor(screened.size(), req.jobs, [&](size_t k) {
+          const Candidate& c = candidates[screened[k]];
+          if (c.config.pp_chunks > 1) return;
+          if (auto b = replay::StepLowerBound(*c.scenario); b.ok()) lower[k] = b->seconds();
+        });
+        for (size_t k = 0; k < screened.size(); ++k) {
+          bounds[screened[k]] = {lower[k], std::numeric_limits<double>::infinity()};
         }
-        const report::RunSummary& run = *r.summary;
-        const double m1 = static_cast<double>(ScreenSizes(c)->first);
-        const double m = static_cast<double>(MicroBatches(c, c.global_batch));
-        double busiest = (run.compute + run.recompute).seconds();
-        for (const report::StageSummary& st : run.stages) {
-          busiest = std::max(busiest, (st.times.compute + st.times.recompute).seconds());
-        }
-        const double s1 = run.step.seconds(), per = busiest / m1;
-        bounds[i] = {std::max(m * per, s1 + (m - m1) * per), s1 * m / m1};
-        live.push_back(i);
-        family_fits[family_of(c)] = true;
       }
-      // Stage B: the second screening run, first for the two layouts of lowest bound on each
-      // cluster size, then for the others whose lower bound does not exceed the fastest step
-      // known on that size (the same GPUs cost the same per day, so only the fastest layout
-      // of a size can be on the front).
       auto best_known = [&](int64_t gpus) {
         double best = std::numeric_limits<double>::infinity();
         for (const std::optional<PlanFit>& f : fits) {
@@ -489,6 +484,57 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         }
         return best;
       };
+      // Those whose lower bound is beyond the fastest known on their size, rejected.
+      auto within_reach = [&](const std::vector<size_t>& which, const char* bound_kind) {
+        std::vector<size_t> kept;
+        for (size_t i : which) {
+          const Candidate& c = candidates[i];
+          const double best = best_known(c.gpus);
+          if (bounds[i].lower > best * kBoundMargin) {
+            reject(c, RejectionKind::kSlower,
+                   absl::StrFormat("slower than another layout on the same GPUs: at least %.2f s "
+                                   "per step (%s), against %.2f s",
+                                   bounds[i].lower, bound_kind, best));
+            continue;
+          }
+          kept.push_back(i);
+        }
+        return kept;
+      };
+      std::map<size_t, ConfigResult> first_run;
+      // The first screening run of `which`: those that fit, with their bounds tightened.
+      auto first = [&](const std::vector<size_t>& which) {
+        std::vector<std::vector<config::Override>> cfg;
+        for (size_t i : which) {
+          cfg.push_back(WithBatch(candidates[i], ScreenSizes(candidates[i])->first));
+        }
+        auto a = Replay(cfg);
+        out.replayed += static_cast<int64_t>(a.size());
+        std::vector<size_t> live;
+        for (size_t k = 0; k < which.size(); ++k) {
+          const size_t i = which[k];
+          const Candidate& c = candidates[i];
+          const ConfigResult& r = first_run[i] = std::move(a[k]);
+          if (!Fits(r)) {
+            FitOf(c, r, std::nullopt);  // records the rejection
+            continue;
+          }
+          const report::RunSummary& run = *r.summary;
+          const double m1 = static_cast<double>(ScreenSizes(c)->first);
+          const double m = static_cast<double>(MicroBatches(c, c.global_batch));
+          double busiest = (run.compute + run.recompute).seconds();
+          for (const report::StageSummary& st : run.stages) {
+            busiest = std::max(busiest, (st.times.compute + st.times.recompute).seconds());
+          }
+          const double s1 = run.step.seconds(), per = busiest / m1;
+          Bounds& b = bounds[i];
+          b = {std::max({b.lower, m * per, s1 + (m - m1) * per}), s1 * m / m1};
+          live.push_back(i);
+          family_fits[family_of(c)] = true;
+        }
+        return live;
+      };
+      // The second screening run, and the estimate.
       auto second = [&](const std::vector<size_t>& which) {
         std::vector<std::vector<config::Override>> cfg;
         for (size_t i : which)
@@ -505,32 +551,30 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
             continue;
           }
           const auto screen = *ScreenSizes(c);
-          const double s1 = first_run[i]->summary->step.seconds(),
-                       s2 = b[k].summary->step.seconds();
+          const double s1 = first_run[i].summary->step.seconds(), s2 = b[k].summary->step.seconds();
           const double period = (s2 - s1) / static_cast<double>(screen.second - screen.first);
           const int64_t m = MicroBatches(c, c.global_batch);
           fits[i] = FitOf(c, b[k], s2 + period * static_cast<double>(m - screen.second));
         }
       };
-      std::stable_sort(live.begin(), live.end(),
+      // Stage B: on each size, the two layouts of lowest bound (interleaved ones aside) are
+      // screened first, so that the others have a step to be measured against.
+      std::stable_sort(screened.begin(), screened.end(),
                        [&](size_t x, size_t y) { return bounds[x].lower < bounds[y].lower; });
       std::vector<size_t> lead, rest;
-      std::map<int64_t, int> per_size;
-      for (size_t i : live) (per_size[candidates[i].gpus]++ < 2 ? lead : rest).push_back(i);
-      second(lead);
-      std::vector<size_t> kept;
-      for (size_t i : rest) {
-        const Candidate& c = candidates[i];
-        if (bounds[i].lower > best_known(c.gpus)) {
-          reject(c, RejectionKind::kSlower,
-                 absl::StrFormat("slower than another layout on the same GPUs: at least %.2f s "
-                                 "per step (its busiest stage's compute), against %.2f s",
-                                 bounds[i].lower, best_known(c.gpus)));
-          continue;
+      {
+        std::map<int64_t, int> per_size;
+        for (size_t i : screened) {
+          const Candidate& c = candidates[i];
+          (c.config.pp_chunks == 1 && per_size[c.gpus]++ < 2 ? lead : rest).push_back(i);
         }
-        kept.push_back(i);
       }
-      second(kept);
+      second(first(lead));
+      // Stage C: the others, as long as their bounds leave them a chance.
+      const auto live = first(within_reach(rest,
+                                           "its busiest stage's compute with the "
+                                           "pipeline's fill and drain"));
+      second(within_reach(live, "its busiest stage's compute, from a short replay"));
     }
     // Confirm by full replay every estimate within kConfirmMargin of the fastest fit on as many
     // GPUs (only the fastest of a size can be on the front: the same GPUs cost the same per

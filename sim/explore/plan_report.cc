@@ -441,7 +441,7 @@ std::string PlanText(const PlanResult& p) {
   const std::map<std::string, std::string> what = {
       {"batch", "the batch is less than half of one micro-batch per data-parallel rank"},
       {"lighter", "the same layout with less recompute fits (and is faster)"},
-      {"slower", "a short replay bounds them slower than another layout on as many GPUs"},
+      {"slower", "a lower bound on their step exceeds the fastest on as many GPUs"},
       {"static", "the static ledger exceeds the HBM"},
       {"replay", "the replayed peak exceeds the HBM"},
       {"layout", "the model does not admit the layout"},

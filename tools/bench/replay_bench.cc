@@ -13,6 +13,7 @@
 #include "sim/engine/executor.h"
 #include "sim/explore/runner.h"
 #include "sim/replay/replay.h"
+#include "sim/replay/step_bound.h"
 
 namespace {
 
@@ -113,6 +114,24 @@ void BM_ReplayDefaultOneMicroBatch(benchmark::State& state) {
   ReplayLoop(state, DefaultScenario({{"training.global_batch", "32"}}));
 }
 BENCHMARK(BM_ReplayDefaultOneMicroBatch)->Unit(benchmark::kMillisecond);
+
+// `stepsim plan`'s lower bound on a step without replaying it (sim/replay/step_bound.h), for a
+// Megatron layout of the default shape: TP 2, PP 8, 1F1B, selective recompute, 512
+// micro-batches.
+void BM_StepLowerBoundPp8(benchmark::State& state) {
+  const sim::Scenario s = DefaultScenario({{"parallel.framework", "megatron"},
+                                           {"parallel.zero", "1"},
+                                           {"parallel.tp", "2"},
+                                           {"parallel.pp", "8"},
+                                           {"parallel.sequence_parallel", "true"},
+                                           {"training.recompute", "selective"}});
+  for (auto _ : state) {
+    auto b = sim::replay::StepLowerBound(s);
+    if (!b.ok()) std::abort();
+    benchmark::DoNotOptimize(*b);
+  }
+}
+BENCHMARK(BM_StepLowerBoundPp8)->Unit(benchmark::kMillisecond);
 
 // A sweep on all cores (ScenarioLoader + replay + JSON report per configuration): 64
 // configurations of the default scenario's shape varying prefetch and bucket size.

@@ -1,0 +1,34 @@
+#pragma once
+// A lower bound on a scenario's step time without replaying it, for `stepsim plan` to leave
+// out layouts that cannot be the fastest on their GPUs (issue 14: "a configuration whose lower
+// bound on step time cannot beat the Pareto set is not replayed").
+//
+// A stage's compute stream runs its ops one at a time (program.h), each at least as long as
+// its price alone on the GPU (the overlap slowdown and link sharing only lengthen them), so the
+// step is at least the sum of one stage's compute-stream compute ops. With a 1F1B pipeline it
+// is more: stage j cannot start before the forward of the first micro-batch has crossed the
+// stages before it, and stage 0 cannot finish before the last micro-batch's backward has
+// crossed them back, so
+//
+//   step >= max_j ( sum_{s<j} F_s + T_j + sum_{s<j} B_s )
+//
+// with T_j stage j's compute over the step, F_s the forward compute of the first micro-batch
+// on stage s and B_s the backward compute (recompute left out) of the last one. The
+// interleaved schedule crosses the stages chunk by chunk: its bound keeps T_j alone.
+// Collectives, sends, the optimizer's step and the pipeline's bubble beyond the fill and drain
+// are left out: each adds, none subtracts.
+//
+// T_j comes from two short lowerings, of d and 2d micro-batches (d = pp for the interleaved
+// schedule, 1 otherwise): T_j(M) = T_j(d) + (M - d) / d x (T_j(2d) - T_j(d)), exact when the
+// micro-batches between the first and the last lower to the same ops, as folding relies on
+// (sim/replay/fold.h). tests/plan_test.cc holds the bound under the replayed step.
+
+#include "absl/status/statusor.h"
+#include "sim/base/units.h"
+#include "sim/spec/scenario.h"
+
+namespace sim::replay {
+
+absl::StatusOr<Duration> StepLowerBound(const Scenario& s);
+
+}  // namespace sim::replay
