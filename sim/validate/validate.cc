@@ -134,6 +134,15 @@ std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int j
       return;
     }
     const report::RunSummary summary = report::Summarize(c.scenario, *r);
+    if (!summary.gpu_fits) {
+      res.not_fitting = absl::StrFormat(
+          "reserved peak %.2f GiB of %.2f GiB usable per GPU%s", summary.reserved_peak.gib(),
+          c.scenario.cluster.gpu.Usable().gib(),
+          summary.first_overflow ? ", first exceeded at " + summary.first_overflow->op : "");
+    } else if (!summary.host_fits) {
+      res.not_fitting = absl::StrFormat("host memory %.0f GiB per node of the node's %.0f GiB",
+                                        summary.host_peak.gib(), summary.host_capacity.gib());
+    }
     for (const auto& [metric, measured] : c.measured) {
       auto predicted = Predict(metric, c, summary);
       if (!predicted) continue;
@@ -198,6 +207,10 @@ nlohmann::ordered_json ValidationJson(const std::vector<CaseResult>& results) {
                             {"error_pct", m.error_pct}});
     }
   }
+  j["not_fitting"] = nlohmann::ordered_json::array();
+  for (const auto& r : results) {
+    if (r.not_fitting) j["not_fitting"].push_back({{"id", r.id}, {"reason", *r.not_fitting}});
+  }
   j["mape"] = nlohmann::ordered_json::object();
   for (const auto& [metric, acc] : Mape(results, "")) j["mape"][metric] = acc.first / acc.second;
   j["mape_by_source"] = nlohmann::ordered_json::object();
@@ -242,6 +255,16 @@ std::string ValidationText(const std::vector<CaseResult>& results) {
     }
   }
   absl::StrAppend(&out, mape.Render(0));
+  const bool any_not_fitting = std::any_of(results.begin(), results.end(),
+                                           [](const CaseResult& r) { return r.not_fitting; });
+  if (any_not_fitting) {
+    absl::StrAppend(&out,
+                    "\nReplayed as not fitting, though the runs were measured (a memory error; "
+                    "their other metrics are compared above all the same):\n");
+    for (const auto& r : results) {
+      if (r.not_fitting) absl::StrAppend(&out, "  ", r.id, ": ", *r.not_fitting, "\n");
+    }
+  }
   if (skipped > 0) {
     absl::StrAppend(&out, "\nSkipped (not dropped):\n");
     for (const auto& r : results) {

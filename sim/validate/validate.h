@@ -33,6 +33,9 @@ struct CaseResult {
   std::string id, source, group;  // group: the case file's name, for per-source MAPE
   std::vector<MetricResult> metrics;
   std::optional<std::string> skipped;
+  // Set when the replay does not fit the GPU (or the node's host memory) although the run was
+  // measured, so it fitted: a memory error stepsim makes, said beside the compared metrics.
+  std::optional<std::string> not_fitting;
 };
 
 // The prediction of `metric` for a case in its source's convention; nullopt if the convention

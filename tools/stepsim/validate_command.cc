@@ -20,11 +20,12 @@ int ValidateCommand(const std::vector<std::string>& args) {
       "Replays validation cases (SPEC §6; default: every file in scenarios/validation/) and\n"
       "prints, per case and metric, the measured value, stepsim's prediction in the source's\n"
       "FLOP and memory conventions, and the signed error; then the mean absolute percentage\n"
-      "error per metric and per source, and the skipped cases with their reasons. Case files\n"
-      "may live anywhere: check stepsim against your own cluster's measurements.",
+      "error per metric and per source, the skipped cases with their reasons, and the measured\n"
+      "runs the replay does not fit (a memory error). Case files may live anywhere: check\n"
+      "stepsim against your own cluster's measurements.",
       {{"json", "PATH",
-        "write {cases, mape, mape_by_source, skipped[, cross_validated_mape]} (- = standard "
-        "output)"},
+        "write {cases, skipped, not_fitting, mape, mape_by_source[, cross_validated_mape]} (- = "
+        "standard output)"},
        {"jobs", "N", "worker threads (default: all cores)"},
        {"cross-validate", "",
         "also predict each case with a calibration fitted without its source (leave one source "
