@@ -130,7 +130,7 @@ std::vector<config::Override> WithBatch(const Candidate& c, int64_t micro_batche
 
 // An estimate is replayed in full when it is within this factor of the fastest fit on as many
 // GPUs and no fit beats it by the factor in both days and cost. The extrapolation agrees with
-// the full replay to the microsecond (tests/plan_test.cc); the margin keeps ties honest.
+// the full replay to the microsecond (tests/explore_test.cc); the margin keeps ties honest.
 constexpr double kConfirmMargin = 1.02;
 
 // A layout is left out when its lower bound exceeds the fastest step known on as many GPUs by

@@ -21,7 +21,7 @@
 // T_j comes from two short lowerings, of d and 2d micro-batches (d = pp for the interleaved
 // schedule, 1 otherwise): T_j(M) = T_j(d) + (M - d) / d x (T_j(2d) - T_j(d)), exact when the
 // micro-batches between the first and the last lower to the same ops, as folding relies on
-// (sim/replay/fold.h). tests/plan_test.cc holds the bound under the replayed step.
+// (sim/replay/fold.h). tests/step_bound_test.cc holds the bound under the replayed step.
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
