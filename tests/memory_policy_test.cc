@@ -110,8 +110,11 @@ TEST_CASE("every K-th layer checkpointed, Megatron uniform groups keep one input
 TEST_CASE("each loss kernel peaks at its documented multiple of T·V", "[memory][loss]") {
   // One micro-batch of 1024 tokens, V = 32000: nothing else lives in the logits category.
   const int64_t tv = 1024 * 32000;
-  const std::vector<std::pair<const char*, int64_t>> kernels = {
-      {"eager", 12 * tv}, {"vocab_parallel", 6 * tv}, {"fused", 2 * tv}, {"compiled", 4 * tv}};
+  const std::vector<std::pair<const char*, int64_t>> kernels = {{"eager", 12 * tv},
+                                                                {"vocab_parallel", 6 * tv},
+                                                                {"fused", 2 * tv},
+                                                                {"compiled", 4 * tv},
+                                                                {"flash_attn", 4 * tv}};
   for (const auto& [kernel, bytes] : kernels) {
     INFO(kernel);
     const auto r = Run(Load({{"training.loss", kernel}}));

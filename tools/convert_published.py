@@ -110,7 +110,7 @@ def mpt_cases(recs, prefix):
             f"cluster: {{node: {node}, nodes: {p['num_gpus'] // 8}}}{fabric}",
             f"training: {{seq_len: {m['seq_len']}, micro_batch: {p['microbatch']}, global_batch: {p['global_batch']}, "
             f"recompute: {'full' if ac else 'none'}, attention: flash, flash_impl: triton, "
-            f"precision: {'fp8' if fp8 else 'bf16'}}}",
+            f"precision: {'fp8' if fp8 else 'bf16'}, loss: flash_attn}}",
             # Composer FSDP mixed precision: PURE = bf16 params/reduce/buffers; DEFAULT = bf16
             # params, fp32 reduce and buffers.
             f"parallel: {{framework: fsdp, zero: {zero}, sharding: {sharding}, reduce_dtype: {'bf16' if pure else 'fp32'}}}",
@@ -118,7 +118,9 @@ def mpt_cases(recs, prefix):
         notes = [f"FSDP mixed_precision {'PURE: bf16 gradient reduction' if pure else 'DEFAULT: fp32 gradient reduction (Composer default)'}",
                  "MFU/HFU in MosaicML's convention: 3 (4 with checkpointing) x (2 N s + 4 L h s^2) per sequence",
                  "flash_impl triton: the benchmark sweeps (scripts/train/benchmarking/sweep.sh) pass no --attn_impl, "
-                 "so submit_benchmarks.py's default attn_impl 'triton' ran (llm-foundry's FlashAttention in Triton)"]
+                 "so submit_benchmarks.py's default attn_impl 'triton' ran (llm-foundry's FlashAttention in Triton)",
+                 "loss flash_attn: ComposerMPTCausalLM's default loss_fn 'fused_crossentropy' is flash-attention's "
+                 "CrossEntropyLoss (inplace_backward=False): 16-bit logits kept, a 16-bit gradient written"]
         if fp8:
             notes.append("amp_fp8: Transformer Engine FP8 GEMMs (delayed scaling), attention and the rest in bf16; "
                          "MFU against the fp8 peak (1979 TFLOP/s)")

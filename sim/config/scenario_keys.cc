@@ -104,7 +104,7 @@ std::vector<ScenarioKey> Build() {
        "the norms' kernels where they differ (torchtitan norm_type fused_rmsnorm: fused)"},
       {"training.loss", OneOf<LossKernel>(), "framework's",
        "cross-entropy kernel (deepspeed, fsdp, ddp: eager; megatron: vocab_parallel; torchtune: "
-       "chunked)"},
+       "chunked; llm-foundry's fused_crossentropy: flash_attn)"},
       {"training.loss_chunks", "integer 1..1024", absl::StrCat(t.loss_chunks),
        "chunks of the chunked losses (torchtune `num_output_chunks`)"},
       {"training.routing", "mapping", "balanced", "MoE models: tokens per expert"},

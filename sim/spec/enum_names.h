@@ -77,14 +77,15 @@ struct EnumNames<RecomputeMethod> {
 };
 template <>
 struct EnumNames<LossKernel> {
-  static constexpr NameTable<LossKernel, 7> kNames{
+  static constexpr NameTable<LossKernel, 8> kNames{
       {{LossKernel::kEager, "eager"},
        {LossKernel::kEager16, "eager_16bit"},
        {LossKernel::kVocabParallel, "vocab_parallel"},
        {LossKernel::kFused, "fused"},
        {LossKernel::kCompiled, "compiled"},
        {LossKernel::kChunked, "chunked"},
-       {LossKernel::kChunkedCompiled, "chunked_compiled"}}};
+       {LossKernel::kChunkedCompiled, "chunked_compiled"},
+       {LossKernel::kFlashAttn, "flash_attn"}}};
 };
 template <>
 struct EnumNames<AttentionKernel> {

@@ -55,6 +55,9 @@ enum class RoutingDistribution { kBalanced, kZipf };
 // eager_16bit: PyTorch cross_entropy on the 16-bit logits themselves, after a shifted copy (a
 // model cast to fp16/bf16 and run without autocast, as DeepSpeed's fp16 engine runs Hugging
 // Face models before transformers 4.46 upcast the logits in its loss).
+// flash_attn: flash-attention's CrossEntropyLoss with inplace_backward=False (llm-foundry's
+// default loss_fn 'fused_crossentropy'): the 16-bit logits and per-row statistics are saved, the
+// backward writes a new 16-bit gradient.
 enum class LossKernel {
   kEager,
   kEager16,
@@ -62,7 +65,8 @@ enum class LossKernel {
   kFused,
   kCompiled,
   kChunked,
-  kChunkedCompiled
+  kChunkedCompiled,
+  kFlashAttn
 };
 enum class AttentionKernel { kFlash, kEager };
 // Which implementation runs flash attention (training.flash_impl), each timed as FlashAttention-2

@@ -46,6 +46,7 @@ LossTensors LossTensorsOf(LossKernel kernel, int64_t chunks, int64_t tokens, int
     case LossKernel::kFused:
       break;  // the gradient lives in the logits' buffer
     case LossKernel::kCompiled:
+    case LossKernel::kFlashAttn:
       t.backward = {{MemWhen::kStart, kL, l16},  // the 16-bit gradient
                     {MemWhen::kEnd, kL, -l16}};  // the saved logits
       break;

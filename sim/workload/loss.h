@@ -16,6 +16,8 @@
 //                   −L16                                                  cast, −L32
 //   fused           none: the gradient is written into the   L16          none 2·T·V
 //                   logits in the forward
+//   compiled,       none (per-row statistics only)            L16          +L16 gradient 4·T·V
+//   flash_attn
 //   chunked (n)     n × +L32/n log_softmax, +L32/n chunk     L32          per chunk +2·L32/n; −all;
 //   (6+4/n)·T·V
 //                   copy; −L32/n, −L16                                    +L16 grads
@@ -38,7 +40,11 @@
 // upcast and cross-entropied alone, its log_softmax kept for the backward. chunked_compiled — the
 // same under torch.compile (torchtune `compile: True` compiles the loss's per-chunk cross-entropy):
 // the upcast fuses into the reductions, the 16-bit chunk logits are what is saved, and one
-// chunk's 16-bit gradient exists at a time: peak (2 + 2/n)·T·V.
+// chunk's 16-bit gradient exists at a time: peak (2 + 2/n)·T·V. flash_attn — flash-attention's
+// CrossEntropyLoss (flash_attn/losses/cross_entropy.py; llm-foundry ComposerMPTCausalLM builds it
+// for its default loss_fn 'fused_crossentropy' with inplace_backward=False): the forward kernel
+// saves the 16-bit logits and the fp32 log-sum-exp per row, the backward allocates an empty_like
+// 16-bit gradient because it may not overwrite the logits: compiled's tensors.
 
 #include <cstdint>
 #include <vector>
