@@ -75,6 +75,53 @@ TEST_CASE("per-op checkpointing keeps what torchtitan's policy caches", "[memory
   CHECK(op < none);
 }
 
+TEST_CASE("Megatron-Core recompute modules drop what each module's checkpoint discards",
+          "[memory][recompute]") {
+  // The Llama 3 8B layer above; what a module drops is the difference from selective recompute
+  // with no module at all (= none).
+  ModelSpec m;
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.vocab = 128256;
+  m.mlp = MlpKind::kSwiglu;
+  const int64_t T = 8192, h = 4096, f = 14336, a = 32;
+  const ActivationShape shape{T, 1, 1, false, AttentionKernel::kFlash};
+  auto dropped = [&](const ModelSpec& model, RecomputeModules modules) {
+    return LayerActivationBytes(model, shape, Recompute::kSelective, 0).count() -
+           LayerActivationBytes(model, shape, Recompute::kSelective, modules).count();
+  };
+  using M = RecomputeModule;
+  CHECK(LayerActivationBytes(m, shape, Recompute::kSelective, 0) ==
+        LayerActivationBytes(m, shape, Recompute::kNone));
+  CHECK(dropped(m, ModuleBit(M::kCoreAttn)) == 4 * a * T);  // flash: the log-sum-exp
+  // mlp: norm2's output (mlp_in), gate, up and down's input; norm2_in is the checkpoint's input.
+  CHECK(dropped(m, ModuleBit(M::kMlp)) == 2 * T * h + 3 * 2 * T * f);
+  CHECK(dropped(m, ModuleBit(M::kMlp) | ModuleBit(M::kCoreAttn)) ==
+        4 * a * T + 2 * T * h + 6 * T * f);
+  // A dense layer has no separate norm (TE fuses them) and no experts.
+  CHECK(dropped(m, ModuleBit(M::kLayerNorm) | ModuleBit(M::kMoeAct) | ModuleBit(M::kMoe) |
+                       ModuleBit(M::kSharedExperts)) == 0);
+
+  // An MoE layer of E = 64 experts of width fe = 1408, top 6, two shared experts of width fs
+  // (no TP, no EP): R = T·k token copies.
+  ModelSpec moe = m;
+  moe.moe = MoeSpec{64, 6, 1408, 2, 1408};
+  const int64_t E = 64, k = 6, fe = 1408, fs = 2 * 1408, R = T * k;
+  CHECK(dropped(moe, ModuleBit(M::kLayerNorm)) == 2 * T * h);  // the pre-MLP norm's output
+  CHECK(dropped(moe, ModuleBit(M::kMoeAct)) == 2 * R * fe);    // the activation's output
+  CHECK(dropped(moe, ModuleBit(M::kSharedExperts)) == 3 * 2 * T * fs);
+  // moe: everything after the norm but the checkpoint's input, mlp_in.
+  const int64_t moe_layer =
+      4 * T * E + 8 * T * k + 2 * R * h + 3 * 2 * R * fe + 2 * T * k * h + 3 * 2 * T * fs;
+  CHECK(dropped(moe, ModuleBit(M::kMoe)) == moe_layer);
+  CHECK(dropped(moe, ModuleBit(M::kMoe) | ModuleBit(M::kMoeAct) | ModuleBit(M::kSharedExperts)) ==
+        moe_layer);
+  CHECK(dropped(moe, ModuleBit(M::kMoe) | ModuleBit(M::kLayerNorm)) == moe_layer + 2 * T * h);
+}
+
 TEST_CASE("every K-th layer checkpointed, Megatron uniform groups keep one input",
           "[memory][recompute]") {
   const int64_t x = 2 * 1024 * 1024;  // the layer input: 2·T·h bytes

@@ -220,6 +220,39 @@ TEST_CASE("replayed layer activations equal the op-level accounting", "[replay][
       CHECK(net == LayerActivationBytes(s.model, shape, s.training.recompute));
     }
   }
+  // Megatron-Core's selective modules on an MoE layer (Mixtral 8x7B, TP 2 with SP, EP 4): the
+  // forward keeps the op-level accounting, and the recompute re-creates exactly what the
+  // forward dropped, so the step's activations net to zero.
+  for (const char* modules : {"core_attn", "layernorm,moe_act", "moe,shared_experts", "mlp"}) {
+    INFO("recompute_modules " << modules);
+    const Scenario s = Load({{"model", "mixtral-8x7b"},
+                             {"cluster.nodes", "1"},
+                             {"training.global_batch", "8"},
+                             {"training.seq_len", "2048"},
+                             {"training.recompute", "selective"},
+                             {"training.recompute_modules", modules},
+                             {"parallel.framework", "megatron"},
+                             {"parallel.zero", "1"},
+                             {"parallel.tp", "2"},
+                             {"parallel.sequence_parallel", "true"},
+                             {"parallel.ep", "4"}});
+    auto program = Lower(s);
+    REQUIRE(program.ok());
+    Bytes forward, step;
+    for (const Op& op : program->ops) {
+      for (int32_t i = op.mem_begin; i < op.mem_end; ++i) {
+        if (program->mem[i].category != MemCategory::kActivations) continue;
+        step += program->mem[i].bytes;
+        if (op.group == 1 && op.kind == OpKind::kCompute && op.pass == OpPass::kForward &&
+            op.micro_batch == 0) {
+          forward += program->mem[i].bytes;
+        }
+      }
+    }
+    CHECK(forward == LayerActivationBytes(s.model, ScenarioShape(s), s.training.recompute,
+                                          s.training.recompute_modules));
+    CHECK(step == Bytes());
+  }
   // For the GPT layer that is Korthikanti's row: sbh(34 + 5as/h).
   const int64_t sbh = 2048 * 1 * 6144;
   const ActivationShape shape{2048, 1, 1, false, AttentionKernel::kEager};

@@ -92,6 +92,9 @@ std::vector<ScenarioKey> Build() {
        "full recompute of N layers (Megatron-LM `--recompute-num-layers`)"},
       {"training.recompute_method", OneOf<RecomputeMethod>(), std::string(Name(t.recompute_method)),
        "uniform: groups of N layers re-run at once; block: the first N of each stage"},
+      {"training.recompute_modules", "list of " + OneOf<RecomputeModule>(), "core_attn",
+       "what selective recompute re-runs (Megatron-Core `--recompute-modules`; layernorm: an "
+       "MoE layer's pre-MLP norm, the others being fused into linear layers)"},
       {"training.attention", OneOf<AttentionKernel>(), std::string(Name(t.attention)),
        "attention kernel"},
       {"training.flash_impl", OneOf<FlashImpl>(), std::string(Name(t.flash_impl)),

@@ -188,8 +188,48 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
   }
 }
 
-// training.finetune: {method, rank, alpha, targets}. Targets are a list of projection names or
-// one comma-separated string (so that --set training.finetune.targets=q,v works).
+// A list of E's names, or one comma-separated string (so that --set KEY=a,b works): the names
+// read, or none (with errors) when the list is empty or names something unknown. `what`: what
+// one name stands for, in the errors.
+template <typename E>
+std::optional<std::vector<E>> ReadNameList(const YAML::Node& list, const std::string& path,
+                                           absl::string_view what, YamlErrors& errors) {
+  std::vector<std::pair<std::string, YAML::Node>> names;
+  if (list.IsSequence()) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].IsScalar()) {
+        errors.Add(list[i], absl::StrCat(path, "[", i, "]"), absl::StrCat("expected a ", what));
+        continue;
+      }
+      names.push_back({list[i].Scalar(), list[i]});
+    }
+  } else if (list.IsScalar()) {
+    for (absl::string_view part : absl::StrSplit(list.Scalar(), ',', absl::SkipEmpty())) {
+      names.push_back({std::string(absl::StripAsciiWhitespace(part)), list});
+    }
+  }
+  const std::string valid = absl::StrJoin(EnumNameList<E>(), ", ");
+  if (names.empty()) {
+    errors.Add(list, path, absl::StrCat("expected a non-empty list of ", what, "s (", valid, ")"));
+    return std::nullopt;
+  }
+  std::vector<E> out;
+  bool ok = true;
+  for (const auto& [name, at] : names) {
+    if (auto e = EnumFromName<E>(name)) {
+      out.push_back(*e);
+    } else {
+      ok = false;
+      errors.Add(at, path,
+                 absl::StrCat("unknown ", what, " '", name, "'",
+                              DidYouMean(name, EnumNameList<E>()), "; expected ", valid));
+    }
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+// training.finetune: {method, rank, alpha, targets}.
 void ReadFinetune(const YAML::Node& node, FinetuneSpec& f, YamlErrors& errors) {
   const std::string p = "training.finetune";
   if (!node) return;
@@ -198,38 +238,10 @@ void ReadFinetune(const YAML::Node& node, FinetuneSpec& f, YamlErrors& errors) {
   if (auto v = ReadEnum<FinetuneMethod>(k("method"), errors)) f.method = *v;
   if (auto v = ReadInt(k("rank"), errors, 1, 65536)) f.rank = *v;
   if (auto v = ReadDouble(k("alpha"), errors, 1e-6, 1e9)) f.alpha = *v;
-  const YAML::Node targets = Child(node, "targets");
-  if (targets.IsDefined()) {
-    std::vector<std::pair<std::string, YAML::Node>> names;
-    if (targets.IsSequence()) {
-      for (size_t i = 0; i < targets.size(); ++i) {
-        if (!targets[i].IsScalar()) {
-          errors.Add(targets[i], absl::StrCat(p, ".targets[", i, "]"),
-                     "expected a projection name");
-          continue;
-        }
-        names.push_back({targets[i].Scalar(), targets[i]});
-      }
-    } else if (targets.IsScalar()) {
-      for (absl::string_view part : absl::StrSplit(targets.Scalar(), ',', absl::SkipEmpty())) {
-        names.push_back({std::string(absl::StripAsciiWhitespace(part)), targets});
-      }
-    }
-    if (names.empty()) {
-      errors.Add(targets, p + ".targets",
-                 absl::StrCat("expected a non-empty list of projections (",
-                              absl::StrJoin(EnumNameList<LoraTarget>(), ", "), ")"));
-    }
-    f.targets.fill(false);
-    for (const auto& [name, at] : names) {
-      if (auto t = EnumFromName<LoraTarget>(name)) {
-        f.targets[static_cast<int>(*t)] = true;
-      } else {
-        errors.Add(at, p + ".targets",
-                   absl::StrCat("unknown projection '", name, "'",
-                                DidYouMean(name, EnumNameList<LoraTarget>()), "; expected ",
-                                absl::StrJoin(EnumNameList<LoraTarget>(), ", ")));
-      }
+  if (const YAML::Node targets = Child(node, "targets"); targets.IsDefined()) {
+    if (auto list = ReadNameList<LoraTarget>(targets, p + ".targets", "projection", errors)) {
+      f.targets.fill(false);
+      for (LoraTarget t : *list) f.targets[static_cast<int>(t)] = true;
     }
   }
   // rank, alpha and targets stay in force but unused under method: full, so that one file can
@@ -271,6 +283,15 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadInt(k("recompute_every"), errors, 1, 4096)) t.recompute_every = *v;
   if (auto v = ReadInt(k("recompute_layers"), errors, 1, 4096)) t.recompute_layers = *v;
   if (auto v = ReadEnum<RecomputeMethod>(k("recompute_method"), errors)) t.recompute_method = *v;
+  if (const YAML::Node m = Child(node, "recompute_modules"); m.IsDefined()) {
+    if (auto list = ReadNameList<RecomputeModule>(m, "training.recompute_modules",
+                                                  "recompute module", errors)) {
+      t.recompute_modules = 0;
+      for (RecomputeModule r : *list) t.recompute_modules |= ModuleBit(r);
+    }
+    // In force under recompute: selective only, and kept under the other policies, so that one
+    // file can be swept or planned across policies.
+  }
   if (auto v = ReadEnum<AttentionKernel>(k("attention"), errors)) t.attention = *v;
   if (auto v = ReadEnum<FlashImpl>(k("flash_impl"), errors)) t.flash_impl = *v;
   if (auto v = ReadEnum<KernelFusion>(k("kernels"), errors)) t.kernels = *v;

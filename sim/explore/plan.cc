@@ -149,7 +149,8 @@ int64_t PerNode(int64_t n, int64_t cap) {
 // Static floor of a candidate's per-GPU memory: persistent states, the activations kept across
 // the whole forward (all layers), the runtime reserve. The replay only adds to it.
 Bytes StaticFloor(const Scenario& s) {
-  const Bytes per_layer = LayerActivationBytes(s.model, ScenarioShape(s), s.training.recompute);
+  const Bytes per_layer = LayerActivationBytes(s.model, ScenarioShape(s), s.training.recompute,
+                                               s.training.recompute_modules);
   return PersistentStates(s).total() + per_layer * s.model.layers + s.runtime.reserved;
 }
 

@@ -76,6 +76,16 @@ struct EnumNames<RecomputeMethod> {
       {{RecomputeMethod::kUniform, "uniform"}, {RecomputeMethod::kBlock, "block"}}};
 };
 template <>
+struct EnumNames<RecomputeModule> {
+  static constexpr NameTable<RecomputeModule, kNumRecomputeModules> kNames{
+      {{RecomputeModule::kCoreAttn, "core_attn"},
+       {RecomputeModule::kLayerNorm, "layernorm"},
+       {RecomputeModule::kMlp, "mlp"},
+       {RecomputeModule::kMoe, "moe"},
+       {RecomputeModule::kMoeAct, "moe_act"},
+       {RecomputeModule::kSharedExperts, "shared_experts"}}};
+};
+template <>
 struct EnumNames<LossKernel> {
   static constexpr NameTable<LossKernel, 8> kNames{
       {{LossKernel::kEager, "eager"},

@@ -11,6 +11,7 @@ absl::string_view Name(LoraTarget t) { return EnumName(t); }
 absl::string_view Name(OffloadTarget t) { return EnumName(t); }
 absl::string_view Name(Recompute r) { return EnumName(r); }
 absl::string_view Name(RecomputeMethod m) { return EnumName(m); }
+absl::string_view Name(RecomputeModule m) { return EnumName(m); }
 absl::string_view Name(LossKernel l) { return EnumName(l); }
 absl::string_view Name(AttentionKernel a) { return EnumName(a); }
 absl::string_view Name(FlashImpl f) { return EnumName(f); }

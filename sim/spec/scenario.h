@@ -42,6 +42,24 @@ enum class Recompute { kNone, kSelective, kFull, kOp };
 // consecutive layers (their first input kept, the group re-run at once); block checkpoints the
 // first N layers of each pipeline stage (model chunk) and keeps everything of the others.
 enum class RecomputeMethod { kUniform, kBlock };
+// Megatron-Core's selective recompute modules (--recompute-granularity selective
+// --recompute-modules, training.recompute_modules; megatron/core/transformer/
+// transformer_config.py, transformer_layer.py, moe/experts.py): core_attn checkpoints the
+// attention core (the default); layernorm discards a norm's output once its consumer has run and
+// re-runs the norm before that consumer's backward (CheckpointWithoutOutput; under Transformer
+// Engine's layer spec the only separate norm is an MoE layer's pre-MLP norm: the others are fused
+// into the next linear layer and are IdentityOp); mlp checkpoints a dense layer's MLP with its
+// fused norm; moe checkpoints the whole MoE layer after its norm; moe_act discards the experts'
+// activation output (the down projection's input) and re-runs the activation; shared_experts
+// checkpoints the shared experts.
+enum class RecomputeModule { kCoreAttn, kLayerNorm, kMlp, kMoe, kMoeAct, kSharedExperts };
+inline constexpr int kNumRecomputeModules = 6;
+// A set of RecomputeModule, bit i for module i.
+using RecomputeModules = uint8_t;
+constexpr RecomputeModules ModuleBit(RecomputeModule m) {
+  return static_cast<RecomputeModules>(1u << static_cast<int>(m));
+}
+inline constexpr RecomputeModules kDefaultRecomputeModules = ModuleBit(RecomputeModule::kCoreAttn);
 // How a mixture of experts' router spreads tokens over the experts (training.routing).
 enum class RoutingDistribution { kBalanced, kZipf };
 // How the loss turns logits into a gradient (sim/workload/loss.h has each kernel's tensors):
@@ -165,6 +183,8 @@ struct TrainingSpec {
   // Megatron-LM --recompute-num-layers (full recompute only); absent = every layer, one at a time.
   std::optional<int64_t> recompute_layers;
   RecomputeMethod recompute_method = RecomputeMethod::kUniform;
+  // What recompute: selective re-runs (Megatron-Core --recompute-modules; default core_attn).
+  RecomputeModules recompute_modules = kDefaultRecomputeModules;
   AttentionKernel attention = AttentionKernel::kFlash;
   FlashImpl flash_impl = FlashImpl::kFa2;
   KernelFusion kernels = KernelFusion::kFused;
@@ -330,6 +350,7 @@ absl::string_view Name(LoraTarget t);
 absl::string_view Name(OffloadTarget t);
 absl::string_view Name(Recompute r);
 absl::string_view Name(RecomputeMethod m);
+absl::string_view Name(RecomputeModule m);
 absl::string_view Name(LossKernel l);
 absl::string_view Name(AttentionKernel a);
 absl::string_view Name(FlashImpl f);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "sim/workload/moe_routing.h"
 
 namespace sim {
@@ -226,6 +227,45 @@ void MlaAttentionOps(const ModelSpec& m, const ActivationShape& shape, int64_t t
   ops.push_back(proj);
 }
 
+// What Megatron-Core's selective recompute modules (RecomputeModule) re-run and drop among the
+// ops from norm2 to the MLP's last, [first, last). A dense layer's MLP checkpoint (mlp) starts
+// at its input, the residual stream: Transformer Engine fuses the pre-MLP norm into fc1
+// (TELayerNormColumnParallelLinear), so the norm re-runs and only norm2_in is kept. An MoE
+// layer's pre-MLP norm is its own TENorm (the router reads its output): layernorm discards
+// that output (mlp_in) and re-runs the norm; the MoE checkpoint (moe) starts after it, keeping
+// mlp_in as its input; moe_act discards the experts' activation output (expert_fc2_in,
+// moe/experts.py activation_checkpoint); shared_experts checkpoints the shared experts from
+// mlp_in.
+void TagRecomputeModules(bool moe_layer, std::vector<LayerOp>::iterator first,
+                         std::vector<LayerOp>::iterator last) {
+  constexpr RecomputeModules kNorm = ModuleBit(RecomputeModule::kLayerNorm);
+  constexpr RecomputeModules kMoe = ModuleBit(RecomputeModule::kMoe);
+  constexpr RecomputeModules kMoeAct = ModuleBit(RecomputeModule::kMoeAct);
+  constexpr RecomputeModules kShared = ModuleBit(RecomputeModule::kSharedExperts);
+  for (auto it = first; it != last; ++it) {
+    LayerOp& op = *it;
+    const bool is_norm = it == first;
+    RecomputeModules modules = ModuleBit(RecomputeModule::kMlp);
+    if (moe_layer) {
+      modules = is_norm ? kNorm : kMoe;
+      if (absl::StartsWith(op.name, "shared_")) modules |= kShared;
+      if (op.name == "expert_swiglu" || op.name == "expert_gelu") modules |= kMoeAct;
+    }
+    op.rerun_by |= modules;
+    for (size_t i = 0; i < op.saves.size(); ++i) {
+      SavedTensor& t = op.saves[i];
+      if (is_norm && i == 0) continue;  // norm2_in: the residual stream, every module's input
+      if (t.name == "mlp_in" && moe_layer) {
+        t.dropped_by |= kNorm;  // the MoE checkpoint's input, the norm's discarded output
+      } else if (t.name == "expert_fc2_in") {
+        t.dropped_by |= kMoe | kMoeAct;
+      } else {
+        t.dropped_by |= modules & ~kMoeAct;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t local, int64_t top_k) {
@@ -366,6 +406,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   if (dropout) residual1.saves = {{"attn_mask", bytes(kMask * rep_tokens * h)}};
   ops.push_back(residual1);
 
+  const size_t norm2 = ops.size();
   ops.push_back(Norm("norm2", rep_tokens * h, m, shape.norm_kernels, "norm2_in", "norm2_fp32",
                      "norm2_normed"));
 
@@ -416,6 +457,9 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
     ops.push_back(fc2);
   }
 
+  TagRecomputeModules(moe_layer && m.moe, ops.begin() + static_cast<std::ptrdiff_t>(norm2),
+                      ops.end());
+
   LayerOp residual2 = Elementwise("mlp_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
   if (dropout) residual2.saves = {{"mlp_mask", bytes(kMask * rep_tokens * h)}};
   ops.push_back(residual2);
@@ -428,13 +472,15 @@ bool Allocated(const SavedTensor& t, Recompute policy) {
 }
 
 bool Kept(const std::vector<LayerOp>& ops, const LayerOp& op, const SavedTensor& t,
-          Recompute policy) {
+          Recompute policy, RecomputeModules modules) {
   const bool layer_input = &op == &ops.front() && &t == &op.saves.front();
   switch (policy) {
     case Recompute::kNone:
       return !t.sac_only && !t.not_saved;
-    case Recompute::kSelective:
-      return !t.sac_only && !t.not_saved && !t.attention_core;
+    case Recompute::kSelective: {
+      const bool core = t.attention_core && (modules & ModuleBit(RecomputeModule::kCoreAttn));
+      return !t.sac_only && !t.not_saved && !core && !(t.dropped_by & modules);
+    }
     case Recompute::kFull:
       return layer_input;
     case Recompute::kOp:
@@ -443,18 +489,35 @@ bool Kept(const std::vector<LayerOp>& ops, const LayerOp& op, const SavedTensor&
   return true;
 }
 
-Bytes SavedActivationBytes(const std::vector<LayerOp>& ops, Recompute policy) {
+bool Reruns(const LayerOp& op, Recompute policy, RecomputeModules modules) {
+  switch (policy) {
+    case Recompute::kNone:
+      return false;
+    case Recompute::kSelective:
+      return (op.core && (modules & ModuleBit(RecomputeModule::kCoreAttn))) ||
+             (op.rerun_by & modules) != 0;
+    case Recompute::kFull:
+      return true;
+    case Recompute::kOp:
+      return op.sac_recompute > 0;
+  }
+  return true;
+}
+
+Bytes SavedActivationBytes(const std::vector<LayerOp>& ops, Recompute policy,
+                           RecomputeModules modules) {
   Bytes sum;
   for (const LayerOp& op : ops) {
     for (const SavedTensor& t : op.saves) {
-      if (Kept(ops, op, t, policy)) sum += t.bytes;
+      if (Kept(ops, op, t, policy, modules)) sum += t.bytes;
     }
   }
   return sum;
 }
 
-Bytes LayerActivationBytes(const ModelSpec& m, const ActivationShape& shape, Recompute policy) {
-  return SavedActivationBytes(LayerForwardOps(m, shape), policy);
+Bytes LayerActivationBytes(const ModelSpec& m, const ActivationShape& shape, Recompute policy,
+                           RecomputeModules modules) {
+  return SavedActivationBytes(LayerForwardOps(m, shape), policy, modules);
 }
 
 }  // namespace sim

@@ -135,6 +135,9 @@ struct SavedTensor {
   // Not saved at all (a frozen projection's input, see above): it still sizes the input gradient
   // the op's backward produces.
   bool not_saved = false;
+  // The selective recompute modules (training.recompute_modules) whose checkpoint drops it,
+  // core_attn's being attention_core.
+  RecomputeModules dropped_by = 0;
 };
 
 struct LayerOp {
@@ -145,8 +148,11 @@ struct LayerOp {
   std::vector<SavedTensor> saves;
   ParallelRole role = ParallelRole::kNone;
   // Part of the attention core (QK^T, softmax, dropout, AV; or the flash kernel): what selective
-  // recompute re-runs in the backward.
+  // recompute (module core_attn) re-runs in the backward.
   bool core = false;
+  // The other selective recompute modules that re-run it (layer_ops.cc tags them; README
+  // "Activation checkpointing").
+  RecomputeModules rerun_by = 0;
   // The fraction of the op that per-op checkpointing re-runs: 0 for the cached matmuls and
   // attention, the recomputed matmuls' share of a fused GEMM (wk of qkv, w3 of gate_up), 1 for
   // the kernels it never caches (norms, rotary, activations, residual adds).
@@ -217,13 +223,18 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
                                      bool moe_layer);
 
 // Whether a layer under `policy` allocates `t` in its forward (sac_only tensors: only under op),
-// keeps it to its backward, and needs it in its backward.
+// keeps it to its backward, and needs it in its backward; `modules`: what selective recompute
+// re-runs (TrainingSpec::recompute_modules).
 bool Allocated(const SavedTensor& t, Recompute policy);
 bool Kept(const std::vector<LayerOp>& ops, const LayerOp& op, const SavedTensor& t,
-          Recompute policy);
+          Recompute policy, RecomputeModules modules = kDefaultRecomputeModules);
+// Whether a checkpointed layer's recompute re-runs `op` (in full, or its sac_recompute share).
+bool Reruns(const LayerOp& op, Recompute policy, RecomputeModules modules);
 
 // Bytes one layer keeps from its forward to its backward under a recompute policy.
-Bytes SavedActivationBytes(const std::vector<LayerOp>& ops, Recompute policy);
-Bytes LayerActivationBytes(const ModelSpec& m, const ActivationShape& shape, Recompute policy);
+Bytes SavedActivationBytes(const std::vector<LayerOp>& ops, Recompute policy,
+                           RecomputeModules modules = kDefaultRecomputeModules);
+Bytes LayerActivationBytes(const ModelSpec& m, const ActivationShape& shape, Recompute policy,
+                           RecomputeModules modules = kDefaultRecomputeModules);
 
 }  // namespace sim

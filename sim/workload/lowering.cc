@@ -690,7 +690,7 @@ class Lowerer {
 
   bool Kept(int32_t g, const LayerCheckpoint& c, const LayerOp& lo, const SavedTensor& t) const {
     if (!c.keeps_input && &lo == &Ops(g).front() && &t == &lo.saves.front()) return false;
-    return sim::Kept(Ops(g), lo, t, c.policy);
+    return sim::Kept(Ops(g), lo, t, c.policy, s_.training.recompute_modules);
   }
 
   // Layer gradients that live until their reduce-scatter (stages 2 and 3); persistent
@@ -781,16 +781,14 @@ class Lowerer {
   }
 
   // Whether a checkpointed layer's recompute re-runs `lo`: every op under full recompute, the
-  // attention core under selective, what per-op checkpointing did not cache under op.
-  static bool Reruns(const LayerCheckpoint& c, const LayerOp& lo) {
-    if (c.policy == Recompute::kSelective) return lo.core;
-    if (c.policy == Recompute::kOp) return lo.sac_recompute > 0;
-    return true;
+  // chosen modules' ops under selective, what per-op checkpointing did not cache under op.
+  bool Reruns(const LayerCheckpoint& c, const LayerOp& lo) const {
+    return c.policy != Recompute::kNone && sim::Reruns(lo, c.policy, s_.training.recompute_modules);
   }
 
   // Re-runs what layer g's checkpoint dropped, allocating those tensors again: every op (full),
-  // the attention core (selective), or the ops and op shares per-op checkpointing did not cache.
-  // `first` carries the dependencies and memory of the first op emitted.
+  // the chosen modules' ops (selective), or the ops and op shares per-op checkpointing did not
+  // cache. `first` carries the dependencies and memory of the first op emitted.
   void RecomputeLayer(int32_t g, std::vector<int32_t>& deps, MemList& first) {
     const LayerCheckpoint c = CheckpointOf(g);
     first.push_back(
@@ -804,11 +802,10 @@ class Lowerer {
         }
       }
       if (!Reruns(c, lo)) {
-        // A cached op (per-op checkpointing): what it would have produced is its predecessor's
-        // output, re-created there.
-        if (c.policy == Recompute::kOp) {
-          for (const MemAction& a : mem) AddMemToLast({MemWhen::kEnd, a.category, a.bytes});
-        }
+        // An op that is not re-run (cached by per-op checkpointing, or outside the selective
+        // modules): what it dropped is its predecessor's output (a norm's under layernorm, the
+        // experts' activation's under moe_act), re-created there.
+        for (const MemAction& a : mem) AddMemToLast({MemWhen::kEnd, a.category, a.bytes});
         continue;
       }
       const double share = c.policy == Recompute::kOp ? lo.sac_recompute : 1.0;
