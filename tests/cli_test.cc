@@ -101,6 +101,19 @@ TEST_CASE("ledger JSON carries the SPEC 5 keys", "[cli]") {
   CHECK(k["activation_bytes_per_layer"]["none"] == 34 * s * b * h + 5 * heads * s * s * b);
   CHECK(k["activation_bytes_per_layer"]["selective"] == 34 * s * b * h);
   CHECK(k["activation_bytes_per_layer"]["full"] == 2 * s * b * h);
+  CHECK(k["activation_shape"]["recompute_modules"] == nlohmann::json::array({"core_attn"}));
+  // Megatron-Core's mlp module also drops the MLP's input (2sbh), GELU's input and fc2's input
+  // (8sbh each); the dropout masks after it stay.
+  Result m = Stepsim(
+      "ledger gpt-22b --seq-len 2048 --micro-batch 4 --recompute-modules "
+      "core_attn,mlp --json -");
+  REQUIRE(m.status == 0);
+  auto mj = nlohmann::json::parse(m.out);
+  CHECK(mj["activation_bytes_per_layer"]["selective"] == 16 * s * b * h);
+  CHECK(mj["activation_shape"]["recompute_modules"] == nlohmann::json::array({"core_attn", "mlp"}));
+  Result typo = Stepsim("ledger gpt-22b --seq-len 2048 --recompute-modules mpl");
+  CHECK(typo.status == 2);
+  CHECK(absl::StrContains(typo.out, "(did you mean 'mlp'?)"));
 }
 
 TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the default", "[cli]") {

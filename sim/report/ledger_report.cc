@@ -1,9 +1,12 @@
 #include "sim/report/ledger_report.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "sim/report/table.h"
 #include "sim/workload/params.h"
 #include "sim/workload/static_ledger.h"
@@ -57,12 +60,22 @@ struct ActivationRow {
   Bytes per_layer;
 };
 
+// The selective row's modules by name, in RecomputeModule order.
+std::vector<std::string> ModuleNames(RecomputeModules modules) {
+  std::vector<std::string> names;
+  for (int i = 0; i < kNumRecomputeModules; ++i) {
+    const auto m = static_cast<RecomputeModule>(i);
+    if (modules & ModuleBit(m)) names.emplace_back(Name(m));
+  }
+  return names;
+}
+
 std::vector<ActivationRow> ActivationRows(const LedgerInput& in) {
   std::vector<ActivationRow> rows;
   if (!in.model || !in.activations) return rows;
   const auto ops = LayerForwardOps(*in.model, *in.activations);
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull, Recompute::kOp}) {
-    rows.push_back({Name(r), r, SavedActivationBytes(ops, r)});
+    rows.push_back({Name(r), r, SavedActivationBytes(ops, r, in.recompute_modules)});
   }
   return rows;
 }
@@ -129,6 +142,7 @@ nlohmann::ordered_json LedgerJson(const LedgerInput& in) {
                              {"tp", s.tp},
                              {"sequence_parallel", s.sequence_parallel},
                              {"attention", Name(s.attention)},
+                             {"recompute_modules", ModuleNames(in.recompute_modules)},
                              {"layers", in.model->layers}};
   }
   return j;
@@ -199,7 +213,8 @@ std::string LedgerText(const LedgerInput& in) {
     const ActivationShape& s = *in.activations;
     absl::StrAppend(&out, "\nActivations kept for backward, per GPU (s = ", s.seq_len,
                     ", b = ", s.micro_batch, ", t = ", s.tp, s.sequence_parallel ? " with SP" : "",
-                    ", ", Name(s.attention), " attention), op by op\n");
+                    ", ", Name(s.attention), " attention; selective re-runs ",
+                    absl::StrJoin(ModuleNames(in.recompute_modules), ", "), "), op by op\n");
     Table act(
         {"recompute", "per layer", "per layer", absl::StrCat("all ", in.model->layers, " layers")});
     for (const auto& r : rows) {

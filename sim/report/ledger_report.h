@@ -24,7 +24,9 @@ struct LedgerInput {
   OptimizerKind optimizer = OptimizerKind::kAdamW;
   Precision precision = Precision::kBf16;
   std::optional<ActivationShape> activations;  // needs a model
-  std::optional<Bytes> capacity;               // a GPU's HBM, to mark what fits
+  // What the selective row re-runs (Megatron-Core --recompute-modules).
+  RecomputeModules recompute_modules = kDefaultRecomputeModules;
+  std::optional<Bytes> capacity;  // a GPU's HBM, to mark what fits
   // DeepSpeed-estimator view: GPUs per node (N = gpus_per_node × nodes) and the largest single
   // module's parameters (derived from the model, or given).
   int64_t gpus_per_node = 8;

@@ -7,6 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
@@ -44,6 +46,27 @@ absl::StatusOr<Enum> Choice(const FlagSet& f, const std::string& name, Enum fall
                                                  sim::DidYouMean(*v, names)));
 }
 
+// --recompute-modules: RecomputeModule names joined by commas.
+absl::StatusOr<sim::RecomputeModules> Modules(const std::string& list) {
+  const std::vector<std::string> names = sim::EnumNameList<sim::RecomputeModule>();
+  sim::RecomputeModules modules = 0;
+  for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    const std::string name(absl::StripAsciiWhitespace(part));
+    const auto m = sim::EnumFromName<sim::RecomputeModule>(name);
+    if (!m) {
+      return absl::InvalidArgumentError(absl::StrCat("--recompute-modules: '", name,
+                                                     "' is not one of ", absl::StrJoin(names, ", "),
+                                                     sim::DidYouMean(name, names)));
+    }
+    modules |= sim::ModuleBit(*m);
+  }
+  if (modules == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--recompute-modules expects one or more of ", absl::StrJoin(names, ", ")));
+  }
+  return modules;
+}
+
 FlagSet LedgerFlags() {
   return FlagSet(
       "stepsim ledger [MODEL] [--params COUNT] [--gpus N] [flags]",
@@ -62,6 +85,10 @@ FlagSet LedgerFlags() {
        {"tp", "T", "tensor-parallel degree for the activation rows; default 1"},
        {"sp", "", "sequence parallelism (with --tp > 1)"},
        {"attention", "K", "eager (default here: Korthikanti's accounting) | flash"},
+       {"recompute-modules", "LIST",
+        "what the selective row re-runs, names joined by commas (Megatron-Core "
+        "--recompute-modules): core_attn (default), layernorm, mlp, moe, moe_act, "
+        "shared_experts"},
        {"gpus-per-node", "G", "GPUs per node for DeepSpeed's estimator view; default 8"},
        {"largest-layer", "COUNT",
         "largest module's parameters for DeepSpeed's estimator "
@@ -150,10 +177,16 @@ int LedgerCommand(const std::vector<std::string>& args) {
                                              " and kv_heads ", in.model->kv_heads)));
     }
     in.activations = sim::ActivationShape{*seq, *mb, *tp, sp, *attn};
-  } else if (flags.Has("micro-batch") || flags.Has("tp") || flags.Has("sp")) {
+  } else if (flags.Has("micro-batch") || flags.Has("tp") || flags.Has("sp") ||
+             flags.Has("recompute-modules")) {
     return Fail("ledger", absl::InvalidArgumentError(
-                              "--micro-batch, --tp and --sp shape the activation rows: add "
-                              "--seq-len"));
+                              "--micro-batch, --tp, --sp and --recompute-modules shape the "
+                              "activation rows: add --seq-len"));
+  }
+  if (auto list = flags.Get("recompute-modules")) {
+    auto modules = Modules(*list);
+    if (!modules.ok()) return Fail("ledger", modules.status());
+    in.recompute_modules = *modules;
   }
   if (auto path = flags.Get("json")) {
     if (absl::Status w = WriteOutput(*path, sim::report::LedgerJson(in).dump(2) + "\n"); !w.ok()) {
