@@ -215,6 +215,29 @@ TEST_CASE("balanced routing: an MoE layer computes top-k dense MLPs of the exper
   }
 }
 
+TEST_CASE("the routed experts run as grouped GEMMs: every local expert's weights, its own rows",
+          "[moe]") {
+  // Qwen1.5-MoE-A2.7B: 60 experts of width 1408, top 4. With EP e each rank runs 60 / e experts
+  // over the T·k token copies it receives (balanced): the GEMM reads all their weights, and each
+  // expert's weight gradient reduces over its T·k·e/60 rows.
+  const ModelSpec m = Model("qwen1.5-moe-a2.7b");
+  const int64_t s = 4096, b = 2, k = 4, h = m.hidden, fe = 1408, T = s * b;
+  for (int64_t ep : {1, 4}) {
+    INFO("ep " << ep);
+    const int64_t local = 60 / ep;
+    const ActivationShape shape{s, b, 1, false, AttentionKernel::kFlash, 1, ep};
+    int found = 0;
+    for (const LayerOp& op : LayerForwardOps(m, shape)) {
+      if (op.name != "expert_down") continue;
+      ++found;
+      CHECK(op.gemm_rows == T * k / local);
+      CHECK(op.gemm_inner == fe);
+      CHECK(op.bytes_moved.count() == 2 * (T * k * fe + local * fe * h + T * k * h));
+    }
+    CHECK(found == 1);
+  }
+}
+
 TEST_CASE("expert parallelism shards the experts and their optimizer states", "[moe]") {
   const Scenario s = Must({{"parallel.ep", "8"}});
   const ParameterCount c = CountParameters(s.model);

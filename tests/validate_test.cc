@@ -154,12 +154,12 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       if (m.metric == "step_s" && r.group == "megatron-moe") {
         // Held out of every fit. Megatron-Core's Mixtral 8x7B on 64 H100 (EP 8, PP 4
         // interleaved): +5.1 % (the step its 468 TFLOP/s imply, 2.903 s, against 3.051 s).
-        // Qwen3-235B-A22B on 256 H100 (TP 2, EP 8, ETP 1, PP 32 x VPP 3): -21.9 % (24.2 s
-        // measured, 18.90 s predicted with its norm and activation recompute, 18.79 s without;
-        // -17.1 % while H100 attention was fitted at the Triton kernel's speed; not modelled,
-        // and candidates for the gap: the A2A dispatcher's host synchronisation per layer, the
-        // grouped GEMMs' efficiency on 16 experts of 1024 rows).
-        CHECK(std::abs(m.error_pct) < (absl::StrContains(r.id, "qwen3") ? 25.0 : 9.0));
+        // Qwen3-235B-A22B on 256 H100 (TP 2, EP 8, ETP 1, PP 32 x VPP 3): -17.5 % (24.2 s
+        // measured, 19.97 s predicted; 18.90 s before its 16 experts per rank ran as a grouped
+        // GEMM, 18.79 s without its norm and activation recompute; not modelled, and
+        // candidates for the gap: the A2A dispatcher's host synchronisation per layer, the
+        // grouped GEMM kernel's efficiency beyond its reduction lengths).
+        CHECK(std::abs(m.error_pct) < (absl::StrContains(r.id, "qwen3") ? 20.0 : 9.0));
         continue;
       }
       if (m.metric == "step_s" && r.group != "megatron" && r.group != "mpt-h100") {

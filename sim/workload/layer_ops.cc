@@ -1,5 +1,6 @@
 #include "sim/workload/layer_ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/match.h"
@@ -26,6 +27,22 @@ LayerOp Gemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols) 
   op.gemm_rows = rows;
   op.gemm_inner = inner;
   op.gemm_cols = cols;
+  return op;
+}
+
+// A grouped GEMM (the routed experts' GroupedMLP / TE GroupedLinear): `groups` experts, each
+// with its own (inner x cols) weight, over `rows` token copies split between them. The FLOPs
+// and activations are the dense GEMM's; every expert's weight is read (and cast in fp8), and
+// each expert's weight gradient reduces over its own rows only: the per-kernel reduction
+// length of the backward's weight-gradient GEMMs is rows / groups (Op::gemm_inv_k).
+LayerOp GroupedGemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols,
+                    int64_t groups) {
+  LayerOp op = Gemm(name, rows, inner, cols);
+  const int64_t extra = (groups - 1) * inner * cols;  // the other experts' weights
+  op.bytes_moved += Bytes::Count(kAct * extra);
+  op.fp8_cast_fwd += Bytes::Count(3 * extra);
+  op.fp8_cast_bwd += Bytes::Count(2 * extra);
+  op.gemm_rows = std::max<int64_t>(rows / groups, 1);
   return op;
 }
 
@@ -106,9 +123,9 @@ constexpr MlpNames kSharedMlp{"shared_gate_up", "shared_gelu",    "shared_swiglu
 // `tp_roles`: column- and row-parallel over TP with its collectives (the shared experts); the
 // routed experts' expert-TP collectives go with the dispatch and combine instead.
 void AppendMlp(bool gelu, int64_t rows, int64_t h, int64_t f, const MlpNames& n, bool save_input,
-               bool tp_roles, std::vector<LayerOp>& ops) {
+               bool tp_roles, int64_t groups, std::vector<LayerOp>& ops) {
   auto bytes = [](int64_t e) { return Bytes::Count(kAct * e); };
-  LayerOp up = Gemm(n.gate_up, rows, h, (gelu ? 1 : 2) * f);
+  LayerOp up = GroupedGemm(n.gate_up, rows, h, (gelu ? 1 : 2) * f, groups);
   if (save_input) {
     up.saves = {{n.input, bytes(rows * h)}};
     up.saves[0].weight_grad_input = true;
@@ -124,7 +141,7 @@ void AppendMlp(bool gelu, int64_t rows, int64_t h, int64_t f, const MlpNames& n,
     act.saves = {{n.gate, bytes(rows * f), false, true}, {n.up, bytes(rows * f)}};
   }
   ops.push_back(act);
-  LayerOp down = Gemm(n.down, rows, f, h);
+  LayerOp down = GroupedGemm(n.down, rows, f, h, groups);
   down.saves = {{n.down_in, bytes(rows * f)}};
   down.saves[0].weight_grad_input = true;
   if (tp_roles) down.role = ParallelRole::kRow;
@@ -158,7 +175,9 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
   if (shape.ep > 1 || shape.etp > 1) permute.role = ParallelRole::kEpDispatch;
   ops.push_back(permute);
 
-  AppendMlp(gelu, routed, h, fe, kExpertMlp, /*save_input=*/true, /*tp_roles=*/false, ops);
+  // Each EP rank holds E / e experts (each of them split by expert TP).
+  AppendMlp(gelu, routed, h, fe, kExpertMlp, /*save_input=*/true, /*tp_roles=*/false,
+            /*groups=*/std::max<int64_t>(e / shape.ep, 1), ops);
   LayerOp unpermute = Elementwise("unpermute", copies * h + copies, local * h, 2);
   unpermute.saves = {{"expert_out", bytes(kAct * copies * h), false, true}};
   if (shape.ep > 1 || shape.etp > 1) unpermute.role = ParallelRole::kEpCombine;
@@ -168,7 +187,8 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
     const int64_t fs = moe.shared_experts * moe.shared_ffn_hidden / t;
     // Its input is mlp_in, saved with the router; TP-parallel as the dense MLP (with SP it
     // gathers the T tokens first).
-    AppendMlp(gelu, tokens, h, fs, kSharedMlp, /*save_input=*/false, /*tp_roles=*/true, ops);
+    AppendMlp(gelu, tokens, h, fs, kSharedMlp, /*save_input=*/false, /*tp_roles=*/true,
+              /*groups=*/1, ops);
   }
 }
 
