@@ -223,6 +223,11 @@ TEST_CASE("replayed layer activations equal the op-level accounting", "[replay][
   // Megatron-Core's selective modules on an MoE layer (Mixtral 8x7B, TP 2 with SP, EP 4): the
   // forward keeps the op-level accounting, and the recompute re-creates exactly what the
   // forward dropped, so the step's activations net to zero.
+  // A list joined by '+' reads as one joined by commas (sweep --vary KEY=a,a+b varies lists).
+  CHECK(Load({{"training.recompute", "selective"},
+              {"training.recompute_modules", "layernorm+moe_act"}})
+            .training.recompute_modules ==
+        (ModuleBit(RecomputeModule::kLayerNorm) | ModuleBit(RecomputeModule::kMoeAct)));
   for (const char* modules : {"core_attn", "layernorm,moe_act", "moe,shared_experts", "mlp"}) {
     INFO("recompute_modules " << modules);
     const Scenario s = Load({{"model", "mixtral-8x7b"},

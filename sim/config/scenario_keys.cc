@@ -94,7 +94,8 @@ std::vector<ScenarioKey> Build() {
        "uniform: groups of N layers re-run at once; block: the first N of each stage"},
       {"training.recompute_modules", "list of " + OneOf<RecomputeModule>(), "core_attn",
        "what selective recompute re-runs (Megatron-Core `--recompute-modules`; layernorm: an "
-       "MoE layer's pre-MLP norm, the others being fused into linear layers)"},
+       "MoE layer's pre-MLP norm, the others being fused into linear layers; a list, or names "
+       "joined by commas or +)"},
       {"training.attention", OneOf<AttentionKernel>(), std::string(Name(t.attention)),
        "attention kernel"},
       {"training.flash_impl", OneOf<FlashImpl>(), std::string(Name(t.flash_impl)),
@@ -131,7 +132,7 @@ std::vector<ScenarioKey> Build() {
       {"training.finetune.alpha", "number", absl::StrFormat("%g", t.finetune.alpha),
        "adapter scale numerator (alpha / r; no effect on memory or time)"},
       {"training.finetune.targets", "list of " + OneOf<LoraTarget>(), "q, v, o, gate, up, down",
-       "projections with adapters (a list, or names joined by commas)"},
+       "projections with adapters (a list, or names joined by commas or +)"},
       {"parallel", "mapping", "all defaults", "the parallel layout and framework"},
       {"parallel.framework", OneOf<Framework>(), std::string(Name(p.framework)),
        "the framework preset (sim/workload/policy/)"},

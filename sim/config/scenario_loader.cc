@@ -188,9 +188,10 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
   }
 }
 
-// A list of E's names, or one comma-separated string (so that --set KEY=a,b works): the names
-// read, or none (with errors) when the list is empty or names something unknown. `what`: what
-// one name stands for, in the errors.
+// A list of E's names, or one string of names joined by commas or '+' (so that --set KEY=a,b
+// works, and sweep --vary KEY=a,a+b varies whole lists): the names read, or none (with errors)
+// when the list is empty or names something unknown. `what`: what one name stands for, in the
+// errors.
 template <typename E>
 std::optional<std::vector<E>> ReadNameList(const YAML::Node& list, const std::string& path,
                                            absl::string_view what, YamlErrors& errors) {
@@ -204,7 +205,8 @@ std::optional<std::vector<E>> ReadNameList(const YAML::Node& list, const std::st
       names.push_back({list[i].Scalar(), list[i]});
     }
   } else if (list.IsScalar()) {
-    for (absl::string_view part : absl::StrSplit(list.Scalar(), ',', absl::SkipEmpty())) {
+    for (absl::string_view part :
+         absl::StrSplit(list.Scalar(), absl::ByAnyChar(",+"), absl::SkipEmpty())) {
       names.push_back({std::string(absl::StripAsciiWhitespace(part)), list});
     }
   }
