@@ -9,25 +9,10 @@
 #include "sim/replay/replay.h"
 #include "sim/report/run_summary.h"
 #include "sim/workload/layer_ops.h"
+#include "tests/llama3_layer.h"
 
 namespace sim {
 namespace {
-
-// Llama 3 8B's layer: h 4096, 32 heads, 8 KV heads (kv = 1024), SwiGLU f 14336.
-ModelSpec Llama3Layer() {
-  ModelSpec m;
-  m.name = "llama3-layer";
-  m.layers = 1;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.vocab = 128256;
-  m.mlp = MlpKind::kSwiglu;
-  m.norm = NormKind::kRmsNorm;
-  m.position = PositionKind::kRope;
-  return m;
-}
 
 ActivationShape Shape(KernelFusion k) {
   ActivationShape shape{8192, 1, 1, false, AttentionKernel::kFlash};

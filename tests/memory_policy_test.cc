@@ -8,6 +8,7 @@
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
 #include "sim/workload/sharding.h"
+#include "tests/llama3_layer.h"
 
 namespace sim {
 namespace {
@@ -53,14 +54,7 @@ Bytes KeptByLayer(const Scenario& s, int32_t layer) {
 TEST_CASE("per-op checkpointing keeps what torchtitan's policy caches", "[memory][recompute]") {
   // Llama 3 8B, s = 8192, flash: the layer input x, wq's q, wv's v, the attention output and
   // its fp32 log-sum-exp, w1's output and w2's output.
-  ModelSpec m;
-  m.layers = 32;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.vocab = 128256;
-  m.mlp = MlpKind::kSwiglu;
+  const ModelSpec m = Llama3Layer();
   const int64_t T = 8192, h = 4096, kv = 1024, f = 14336, a = 32;
   const ActivationShape shape{T, 1, 1, false, AttentionKernel::kFlash};
   const int64_t op =
@@ -79,14 +73,7 @@ TEST_CASE("Megatron-Core recompute modules drop what each module's checkpoint di
           "[memory][recompute]") {
   // The Llama 3 8B layer above; what a module drops is the difference from selective recompute
   // with no module at all (= none).
-  ModelSpec m;
-  m.layers = 32;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.vocab = 128256;
-  m.mlp = MlpKind::kSwiglu;
+  const ModelSpec m = Llama3Layer();
   const int64_t T = 8192, h = 4096, f = 14336, a = 32;
   const ActivationShape shape{T, 1, 1, false, AttentionKernel::kFlash};
   auto dropped = [&](const ModelSpec& model, RecomputeModules modules) {
