@@ -155,6 +155,13 @@ TEST_CASE("plan --framework fsdp2 plans FSDP2, whose ZeRO layouts pay its copies
       const auto bound = [](const std::string& reason) {
         return reason.substr(0, reason.find(", against"));
       };
+      // Which bound rejects a layout (the analytical one, or a short replay's) depends on the
+      // fastest fit of its size, which FSDP2's slower ZeRO layouts move: compare like with like.
+      const auto kind = [&](const std::string& reason) {
+        const std::string b = bound(reason);
+        return b.substr(b.find('('));
+      };
+      if (kind(a.reason) != kind(b.reason)) continue;
       CHECK(bound(a.reason) == bound(b.reason));
       ++megatron_compared;
     }

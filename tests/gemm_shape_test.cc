@@ -1,9 +1,10 @@
 // A GEMM's fixed per-tile work by its reduction length K (GpuCalibration::gemm_k_overhead,
 // sim/cost/compute_cost.h): the lowering records the mean 1/K of each GEMM op's kernels, and the
-// cost model stretches the op's math by 1 + gemm_k_overhead / K. Expected values come from the
-// shapes (Llama-2-7B on one GPU: T = 4096 tokens, h = 4096, f = 11008, V = 32000). Flash
-// attention's implementations (training.flash_impl) scale FlashAttention-2's time by their authors'
-// published ratios.
+// cost model stretches the op's math by 1 + gemm_k_overhead / K. Flash attention's fixed work
+// per query block the same way by the key/value positions a block visits, s / 2 under the causal
+// mask (attention_kv_overhead). Expected values come from the shapes (Llama-2-7B on one GPU:
+// T = s = 4096 tokens, h = 4096, f = 11008, V = 32000). Flash attention's implementations
+// (training.flash_impl) scale FlashAttention-2's time by their authors' published ratios.
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
@@ -36,15 +37,31 @@ TEST_CASE("each GEMM op carries the mean 1/K of its kernels", "[compute]") {
   const double T = 4096, h = 4096, f = 11008, V = 32000;
   // Forward: the inner dimension. Backward: dX reduces over the forward's columns, dW over the
   // tokens, each half of the FLOPs.
-  CHECK(Find(*p, "qkv", OpPass::kForward).gemm_inv_k == Approx(1 / h));
-  CHECK(Find(*p, "qkv", OpPass::kBackward).gemm_inv_k == Approx(0.5 / (3 * h) + 0.5 / T));
-  CHECK(Find(*p, "down", OpPass::kForward).gemm_inv_k == Approx(1 / f));
-  CHECK(Find(*p, "down", OpPass::kBackward).gemm_inv_k == Approx(0.5 / h + 0.5 / T));
-  CHECK(Find(*p, "lm_head", OpPass::kForward).gemm_inv_k == Approx(1 / h));
-  CHECK(Find(*p, "lm_head", OpPass::kBackward).gemm_inv_k == Approx(0.5 / V + 0.5 / T));
-  // Attention kernels and memory-bound ops carry none.
-  CHECK(Find(*p, "flash_attention", OpPass::kForward).gemm_inv_k == 0);
-  CHECK(Find(*p, "norm1", OpPass::kForward).gemm_inv_k == 0);
+  CHECK(Find(*p, "qkv", OpPass::kForward).inv_k == Approx(1 / h));
+  CHECK(Find(*p, "qkv", OpPass::kBackward).inv_k == Approx(0.5 / (3 * h) + 0.5 / T));
+  CHECK(Find(*p, "down", OpPass::kForward).inv_k == Approx(1 / f));
+  CHECK(Find(*p, "down", OpPass::kBackward).inv_k == Approx(0.5 / h + 0.5 / T));
+  CHECK(Find(*p, "lm_head", OpPass::kForward).inv_k == Approx(1 / h));
+  CHECK(Find(*p, "lm_head", OpPass::kBackward).inv_k == Approx(0.5 / V + 0.5 / T));
+  // Causal flash attention: a query block visits s / 2 key/value positions on average (and a
+  // key/value block s / 2 query positions in the backward). Memory-bound ops carry none.
+  CHECK(Find(*p, "flash_attention", OpPass::kForward).inv_k == Approx(2 / T));
+  CHECK(Find(*p, "flash_attention", OpPass::kBackward).inv_k == Approx(2 / T));
+  CHECK(Find(*p, "norm1", OpPass::kForward).inv_k == 0);
+  // Eager attention's batched matmuls carry none either: their K is the head dimension or the
+  // sequence, and they are priced as plain GEMMs.
+  auto eager = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                    STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                    {{"model", "llama2-7b"},
+                                     {"cluster.nodes", "1"},
+                                     {"training.global_batch", "8"},
+                                     {"training.attention", "eager"}});
+  REQUIRE(eager.ok());
+  auto pe = Lower(*eager);
+  REQUIRE(pe.ok());
+  for (const Op& op : pe->ops) {
+    if (op.op_class == OpClass::kAttention) CHECK(op.inv_k == 0);
+  }
 }
 
 TEST_CASE("gemm_k_overhead stretches a GEMM's math by 1 + overhead / K", "[compute]") {
@@ -54,18 +71,52 @@ TEST_CASE("gemm_k_overhead stretches a GEMM's math by 1 + overhead / K", "[compu
   Op gemm;
   gemm.op_class = OpClass::kGemm;
   gemm.flops = Flops::Count(2.0 * 4096 * 768 * 2304);  // a 125M model's qkv at 4096 tokens
-  gemm.gemm_inv_k = 1.0f / 768;
+  gemm.inv_k = 1.0f / 768;
   const Duration launch = gpu.calibration.launch_overhead;
+  CHECK(gpu.calibration.gemm_k_overhead == 128);  // the tile's estimate (hardware.h)
+  gpu.calibration.gemm_k_overhead = 0;
   const double plain = (cost::ComputeDuration(gemm, gpu, Precision::kBf16) - launch).seconds();
   CHECK(plain == Approx(gemm.flops.count() / (312e12 * gpu.calibration.gemm_efficiency)));
   gpu.calibration.gemm_k_overhead = 256;
   const double stretched = (cost::ComputeDuration(gemm, gpu, Precision::kBf16) - launch).seconds();
   CHECK(stretched == Approx(plain * (1 + 256.0 / 768)).epsilon(1e-6));
-  // Attention is not a GEMM here: untouched.
+  // Attention is not a GEMM: gemm_k_overhead leaves it alone.
   Op attention = gemm;
   attention.op_class = OpClass::kAttention;
   const double a = (cost::ComputeDuration(attention, gpu, Precision::kBf16) - launch).seconds();
   CHECK(a == Approx(gemm.flops.count() / (312e12 * gpu.calibration.attention_efficiency)));
+}
+
+TEST_CASE("attention_kv_overhead stretches flash attention by 1 + overhead / (s / 2)",
+          "[compute]") {
+  GpuSpec gpu;
+  gpu.bf16 = FlopRate::PerSecond(312e12);
+  gpu.hbm_bandwidth = Bandwidth::BytesPerSecond(2.0e12);
+  gpu.calibration.attention_efficiency = 0.5;
+  Op core;
+  core.op_class = OpClass::kAttention;
+  core.flops = Flops::Count(2.0 * 128 * 512.0 * 512 * 768);  // causal, 128 x 512 tokens, h 768
+  core.inv_k = 2.0f / 512;
+  const Duration launch = gpu.calibration.launch_overhead;
+  auto math = [&](FlashImpl impl) {
+    return (cost::ComputeDuration(core, gpu, Precision::kBf16, impl) - launch).seconds();
+  };
+  const double plain = core.flops.count() / (312e12 * 0.5);
+  CHECK(math(FlashImpl::kFa2) == Approx(plain));  // the default: no such term
+  // 256 positions of fixed work per block against 256 visited: twice the time at s = 512, and
+  // 1 + 256 / 4096 at s = 8192.
+  gpu.calibration.attention_kv_overhead = 256;
+  CHECK(math(FlashImpl::kFa2) == Approx(2 * plain).epsilon(1e-6));
+  core.inv_k = 2.0f / 8192;
+  CHECK(math(FlashImpl::kFa2) == Approx(plain * (1 + 256.0 / 4096)).epsilon(1e-6));
+  // It composes with the implementation's ratio to FlashAttention-2.
+  CHECK(math(FlashImpl::kTriton) == Approx(1.4 * plain * (1 + 256.0 / 4096)).epsilon(1e-6));
+  // GEMMs do not take it.
+  Op gemm = core;
+  gemm.op_class = OpClass::kGemm;
+  gpu.calibration.gemm_k_overhead = 0;
+  CHECK((cost::ComputeDuration(gemm, gpu, Precision::kBf16) - launch).seconds() ==
+        Approx(core.flops.count() / (312e12 * gpu.calibration.gemm_efficiency)));
 }
 
 TEST_CASE("flash attention implementations run at their published speed ratios to FA2",

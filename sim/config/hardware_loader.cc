@@ -20,11 +20,12 @@ namespace {
 
 void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
                      YamlErrors& errors) {
-  if (!CheckMapping(node, path,
-                    {"gemm_efficiency", "attention_efficiency", "memory_efficiency",
-                     "roofline_blend", "gemm_k_overhead", "launch_overhead", "dispatch_overhead",
-                     "comm_efficiency", "nvls_efficiency", "overlap_slowdown", "fit", "note"},
-                    errors)) {
+  if (!CheckMapping(
+          node, path,
+          {"gemm_efficiency", "attention_efficiency", "memory_efficiency", "roofline_blend",
+           "gemm_k_overhead", "attention_kv_overhead", "launch_overhead", "dispatch_overhead",
+           "comm_efficiency", "nvls_efficiency", "overlap_slowdown", "fit", "note"},
+          errors)) {
     return;
   }
   // What the fit rested on: the case files (sources) it used, for cross-validation.
@@ -59,6 +60,9 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
   if (auto v = ReadDouble(k("memory_efficiency"), errors, 0.01, 1.0)) c.memory_efficiency = *v;
   if (auto v = ReadDouble(k("roofline_blend"), errors, 0.0, 1.0)) c.roofline_blend = *v;
   if (auto v = ReadDouble(k("gemm_k_overhead"), errors, 0.0, 4096.0)) c.gemm_k_overhead = *v;
+  if (auto v = ReadDouble(k("attention_kv_overhead"), errors, 0.0, 65536.0)) {
+    c.attention_kv_overhead = *v;
+  }
   if (auto v = ReadDuration(k("launch_overhead"), errors)) c.launch_overhead = *v;
   if (auto v = ReadDuration(k("dispatch_overhead"), errors)) c.dispatch_overhead = *v;
   if (auto v = ReadDouble(k("comm_efficiency"), errors, 0.01, 1.0)) c.comm_efficiency = *v;

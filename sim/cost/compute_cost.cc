@@ -41,10 +41,15 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision, 
   Duration math;
   if (op.flops > Flops() && op.op_class != OpClass::kMemoryBound) {
     math = op.flops / (PeakRate(gpu, p) * eff);
-    if (op.op_class == OpClass::kGemm && op.gemm_inv_k > 0 && c.gemm_k_overhead > 0) {
+    if (op.op_class == OpClass::kGemm && op.inv_k > 0 && c.gemm_k_overhead > 0) {
       // Each output tile's fixed work, as gemm_k_overhead elements of K (hardware.h).
       math = Duration::FromSeconds(math.seconds() *
-                                   (1.0 + c.gemm_k_overhead * static_cast<double>(op.gemm_inv_k)));
+                                   (1.0 + c.gemm_k_overhead * static_cast<double>(op.inv_k)));
+    }
+    if (op.op_class == OpClass::kAttention && op.inv_k > 0 && c.attention_kv_overhead > 0) {
+      // Each query block's fixed work, as attention_kv_overhead key/value positions (hardware.h).
+      math = Duration::FromSeconds(math.seconds() *
+                                   (1.0 + c.attention_kv_overhead * static_cast<double>(op.inv_k)));
     }
     if (op.op_class == OpClass::kAttention && flash != FlashImpl::kFa2) {
       math = Duration::FromSeconds(math.seconds() * FlashImplFactor(flash, op.pass));

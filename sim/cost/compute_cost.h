@@ -1,8 +1,10 @@
 #pragma once
 // Time of a compute op on one GPU (SPEC §3.5): a roofline with calibrated efficiencies,
 //   c = FLOPs / (peak × eff_class) × (1 + k_overhead · mean(1/K)) for GEMMs (K the reduction
-//       length of each kernel the op runs, Op::gemm_inv_k; GpuCalibration::gemm_k_overhead),
-//   c = FLOPs / (peak × eff_attention) × FlashImplFactor(impl, pass) for flash attention,
+//       length of each kernel the op runs, Op::inv_k; GpuCalibration::gemm_k_overhead),
+//   c = FLOPs / (peak × eff_attention) × (1 + kv_overhead · 2 / s) × FlashImplFactor(impl, pass)
+//       for causal flash attention over s tokens (Op::inv_k = 2 / s;
+//       GpuCalibration::attention_kv_overhead),
 //   m = bytes / (HBM bandwidth × eff_mem),
 //   t = max(c, m) + blend × min(c, m) + launch overhead,
 // where peak is the dense rate of the op's dtype (fp8 GEMMs when training in fp8, else the

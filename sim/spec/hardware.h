@@ -30,8 +30,21 @@ struct GpuCalibration {
   // that writes the tile (NVIDIA CUTLASS docs, "Efficient GEMM in CUDA"; its Ampere example
   // tiles 128 x 128 x 32 with 3 stages). A GEMM of reduction length K then runs at
   // K / (K + gemm_k_overhead) of its large-K rate: a 125M model's h = 768 projections pay most.
-  // Fitted by stepsim calibrate (tools/calibrate.sh); 0: no such term.
-  double gemm_k_overhead = 0.0;
+  // 128 is an estimate from that tile, not a fit: the fill is 2 blocks of 32 (64 elements of
+  // K) and the epilogue, which converts and writes the 128 x 128 output while other tiles'
+  // main loops run, is taken as about as long again. Step times alone do not separate it from
+  // attention_kv_overhead (free fits put it at 512 on A100, 214 on H100), so stepsim calibrate
+  // fits it only when --params names it. 0: no such term.
+  double gemm_k_overhead = 128.0;
+  // A flash-attention kernel's fixed work per query block, in key/value positions: each thread
+  // block loads its query tile, then walks the keys and values in blocks, rescaling its running
+  // softmax, and finally normalises and writes its output tile and log-sum-exp; the backward
+  // walks the queries for each key/value block the same way (Dao, "FlashAttention-2", arXiv
+  // 2307.08691, Algorithms 1 and 2). A causal kernel over sequence length s visits s / 2
+  // positions per block on average and runs at (s / 2) / (s / 2 + attention_kv_overhead) of its
+  // long-sequence rate. Fitted by stepsim calibrate to step times at one model size across
+  // sequence lengths (llm-foundry's rows run 512 to 65,536 tokens); 0: no such term.
+  double attention_kv_overhead = 0.0;
   Duration launch_overhead = Duration::Microseconds(4);
   // Host time to launch one kernel (the framework's Python and dispatcher work per op): the
   // host issues a stage's kernels one after another, and a kernel cannot start before it has

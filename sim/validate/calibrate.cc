@@ -66,8 +66,15 @@ const std::vector<CalibrationParam>& CalibrationParams() {
       // A100, H100, MI250 and MI210 (arXiv 2507.03114: 18.9 % on average, 40.0 % at most).
       {"overlap_slowdown", 1.0, 1.4, 0.05},
       // A GEMM's fixed work per output tile in elements of K (GpuCalibration::gemm_k_overhead):
-      // what makes a small model's short-K projections slower than its large-K ones.
-      {"gemm_k_overhead", 0.0, 512.0, 32.0},
+      // what makes a small model's short-K projections slower than its large-K ones. An
+      // estimate from the kernel's tile (hardware.h), fitted only on request: step times alone
+      // trade it against attention_kv_overhead.
+      {"gemm_k_overhead", 0.0, 512.0, 32.0, /*fitted_by_default=*/false},
+      // A flash-attention kernel's fixed work per query block in key/value positions
+      // (GpuCalibration::attention_kv_overhead): what makes short sequences' attention slower.
+      // At most four key/value blocks of 128: twice the block's own fixed traffic (its query
+      // tile in, its output tile and log-sum-exp out, about two blocks' worth).
+      {"attention_kv_overhead", 0.0, 512.0, 32.0},
       // What microbenchmarks measure (topologies/gpus.yaml cites them), fitted only on request:
       // streaming kernels' share of HBM bandwidth, a kernel's fixed GPU-side cost, the host's
       // launch cost per kernel, NCCL's share of link bandwidth.
@@ -85,6 +92,7 @@ std::optional<double> ParamValue(const GpuCalibration& c, absl::string_view name
   if (name == "memory_efficiency") return c.memory_efficiency;
   if (name == "roofline_blend") return c.roofline_blend;
   if (name == "gemm_k_overhead") return c.gemm_k_overhead;
+  if (name == "attention_kv_overhead") return c.attention_kv_overhead;
   if (name == "launch_overhead") return c.launch_overhead.seconds() * 1e6;
   if (name == "dispatch_overhead") return c.dispatch_overhead.seconds() * 1e6;
   if (name == "overlap_slowdown") return c.overlap_slowdown;
@@ -98,6 +106,7 @@ void SetParam(GpuCalibration& c, absl::string_view name, double v) {
   if (name == "memory_efficiency") c.memory_efficiency = v;
   if (name == "roofline_blend") c.roofline_blend = v;
   if (name == "gemm_k_overhead") c.gemm_k_overhead = v;
+  if (name == "attention_kv_overhead") c.attention_kv_overhead = v;
   if (name == "launch_overhead") c.launch_overhead = Duration::FromSeconds(v * 1e-6);
   if (name == "dispatch_overhead") c.dispatch_overhead = Duration::FromSeconds(v * 1e-6);
   if (name == "overlap_slowdown") c.overlap_slowdown = v;

@@ -34,7 +34,7 @@ LayerOp Gemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols) 
 // with its own (inner x cols) weight, over `rows` token copies split between them. The FLOPs
 // and activations are the dense GEMM's; every expert's weight is read (and cast in fp8), and
 // each expert's weight gradient reduces over its own rows only: the per-kernel reduction
-// length of the backward's weight-gradient GEMMs is rows / groups (Op::gemm_inv_k).
+// length of the backward's weight-gradient GEMMs is rows / groups (Op::inv_k).
 LayerOp GroupedGemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols,
                     int64_t groups) {
   LayerOp op = Gemm(name, rows, inner, cols);

@@ -590,7 +590,7 @@ class Lowerer {
     return op;
   }
 
-  // Op::gemm_inv_k of a (rows x inner) . (inner x cols) GEMM: the forward (and its recompute)
+  // Op::inv_k of a (rows x inner) . (inner x cols) GEMM: the forward (and its recompute)
   // reduces over inner; the backward's input gradient dX = dY . W^T over cols and its weight
   // gradient dW = X^T . dY over rows (the tokens), each half of the backward's FLOPs; a frozen
   // weight has no weight gradient.
@@ -615,8 +615,12 @@ class Lowerer {
     op.keep_16bit = lo.keep_16bit;
     op.kernels = lo.kernels;
     if (lo.gemm_inner > 0)
-      op.gemm_inv_k =
-          GemmInvK(lo.gemm_rows, lo.gemm_inner, lo.gemm_cols, pass, backward && lo.frozen);
+      op.inv_k = GemmInvK(lo.gemm_rows, lo.gemm_inner, lo.gemm_cols, pass, backward && lo.frozen);
+    if (lo.op_class == OpClass::kAttention && s_.training.attention == AttentionKernel::kFlash) {
+      // Causal: a query block visits s / 2 key/value positions on average, whole or under
+      // context parallelism (its load-balanced chunks see the gathered sequence's keys).
+      op.inv_k = static_cast<float>(2.0 / static_cast<double>(s_.training.seq_len));
+    }
     if (s_.training.precision == Precision::kFp8 && lo.op_class == OpClass::kGemm &&
         !lo.keep_16bit) {
       // Frozen weights need no weight-gradient GEMM, but the casts stay.
@@ -906,7 +910,7 @@ class Lowerer {
                                    static_cast<double>(v)),
                       Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
     head.keep_16bit = true;  // the LM head stays 16-bit under fp8 (Megatron-LM, Composer + TE)
-    head.gemm_inv_k = GemmInvK(tokens_, h, v, OpPass::kForward, false);
+    head.inv_k = GemmInvK(tokens_, h, v, OpPass::kForward, false);
     MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
@@ -956,7 +960,7 @@ class Lowerer {
         Bytes::Count(static_cast<int64_t>(gemms) * kCompute * (tokens_ * h + h * v + tokens_ * v)),
         g);
     head.keep_16bit = true;
-    head.gemm_inv_k = GemmInvK(tokens_, h, v, OpPass::kBackward, s_.training.finetune.adapters());
+    head.inv_k = GemmInvK(tokens_, h, v, OpPass::kBackward, s_.training.finetune.adapters());
     // The input gradient exists while it runs; the saved input and the logits gradient are
     // freed when it ends.
     MemList head_mem = {

@@ -99,11 +99,14 @@ struct Op {
   // GEMM-class ops that stay 16-bit (eager attention's batched matmuls, the LM head).
   Bytes serial_bytes;
   bool keep_16bit = false;
-  // GEMMs: the mean of 1 / K over the kernels the op runs (K each one's reduction length: the
-  // forward's inner dimension; a backward's input gradient reduces over the forward's output
-  // columns and its weight gradient over the tokens), for GpuCalibration::gemm_k_overhead.
-  // 0 where unknown (eager attention's batched matmuls) or not a GEMM.
-  float gemm_inv_k = 0;
+  // The mean of 1 / K over the kernels the op runs, K each one's inner loop length. GEMMs: the
+  // reduction length (the forward's inner dimension; a backward's input gradient reduces over
+  // the forward's output columns and its weight gradient over the tokens), for
+  // GpuCalibration::gemm_k_overhead. Flash attention: the key/value positions a query block
+  // visits (the query positions a key/value block visits in the backward), s / 2 under the
+  // causal mask, for GpuCalibration::attention_kv_overhead. 0 where unknown (eager attention's
+  // batched matmuls) or for other kernels.
+  float inv_k = 0;
   // Kernels the op launches in its forward (LayerOp::kernels); a backward launches twice as many.
   int16_t kernels = 1;
   // Collectives: index into OpProgram::collectives (kept apart so that the ops the replay walks

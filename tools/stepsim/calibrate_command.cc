@@ -44,9 +44,10 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       "tokens/s, MFU or HFU imply). Prints each parameter before and after with its bounds and\n"
       "the MAPE, and writes FILE, which --calibration FILE reads back in run, sweep, compare,\n"
       "plan and validate. The search moves gemm_efficiency, attention_efficiency,\n"
-      "roofline_blend, overlap_slowdown and gemm_k_overhead; memory_efficiency, launch_overhead,\n"
-      "dispatch_overhead and comm_efficiency rest on microbenchmarks and keep the catalog's\n"
-      "values unless --params names them.",
+      "roofline_blend, overlap_slowdown and attention_kv_overhead; gemm_k_overhead rests on\n"
+      "the GEMM kernel's tile, and memory_efficiency, launch_overhead, dispatch_overhead and\n"
+      "comm_efficiency on microbenchmarks: they keep the catalog's values unless --params\n"
+      "names them.",
       {{"gpu", "GPU", "the GPU type (catalog name) whose calibration is fitted; required"},
        {"out", "FILE", "write the calibration file here; required"},
        {"fix", "NAME=VALUE", "pin a parameter instead of fitting it", true},
