@@ -24,50 +24,54 @@ const Op& Find(const OpProgram& p, absl::string_view name, OpPass pass) {
   return p.ops.front();
 }
 
-TEST_CASE("each GEMM op carries the mean 1/K of its kernels", "[compute]") {
+// A GPU of the given dense 16-bit peak and HBM bandwidth, with the default calibration.
+GpuSpec TestGpu(double peak, double hbm) {
+  GpuSpec gpu;
+  gpu.bf16 = FlopRate::PerSecond(peak);
+  gpu.hbm_bandwidth = Bandwidth::BytesPerSecond(hbm);
+  return gpu;
+}
+
+// Llama-2-7B on one GPU, 4,096-token sequences, without recompute, attention as given.
+OpProgram LowerLlama2(const char* attention) {
   auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
                                 STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
                                 {{"model", "llama2-7b"},
                                  {"cluster.nodes", "1"},
                                  {"training.global_batch", "8"},
-                                 {"training.recompute", "none"}});
+                                 {"training.recompute", "none"},
+                                 {"training.attention", attention}});
   REQUIRE(s.ok());
   auto p = Lower(*s);
   REQUIRE(p.ok());
+  return *std::move(p);
+}
+
+TEST_CASE("each GEMM op carries the mean 1/K of its kernels", "[compute]") {
+  const OpProgram p = LowerLlama2("flash");
   const double T = 4096, h = 4096, f = 11008, V = 32000;
   // Forward: the inner dimension. Backward: dX reduces over the forward's columns, dW over the
   // tokens, each half of the FLOPs.
-  CHECK(Find(*p, "qkv", OpPass::kForward).inv_k == Approx(1 / h));
-  CHECK(Find(*p, "qkv", OpPass::kBackward).inv_k == Approx(0.5 / (3 * h) + 0.5 / T));
-  CHECK(Find(*p, "down", OpPass::kForward).inv_k == Approx(1 / f));
-  CHECK(Find(*p, "down", OpPass::kBackward).inv_k == Approx(0.5 / h + 0.5 / T));
-  CHECK(Find(*p, "lm_head", OpPass::kForward).inv_k == Approx(1 / h));
-  CHECK(Find(*p, "lm_head", OpPass::kBackward).inv_k == Approx(0.5 / V + 0.5 / T));
+  CHECK(Find(p, "qkv", OpPass::kForward).inv_k == Approx(1 / h));
+  CHECK(Find(p, "qkv", OpPass::kBackward).inv_k == Approx(0.5 / (3 * h) + 0.5 / T));
+  CHECK(Find(p, "down", OpPass::kForward).inv_k == Approx(1 / f));
+  CHECK(Find(p, "down", OpPass::kBackward).inv_k == Approx(0.5 / h + 0.5 / T));
+  CHECK(Find(p, "lm_head", OpPass::kForward).inv_k == Approx(1 / h));
+  CHECK(Find(p, "lm_head", OpPass::kBackward).inv_k == Approx(0.5 / V + 0.5 / T));
   // Causal flash attention: a query block visits s / 2 key/value positions on average (and a
   // key/value block s / 2 query positions in the backward). Memory-bound ops carry none.
-  CHECK(Find(*p, "flash_attention", OpPass::kForward).inv_k == Approx(2 / T));
-  CHECK(Find(*p, "flash_attention", OpPass::kBackward).inv_k == Approx(2 / T));
-  CHECK(Find(*p, "norm1", OpPass::kForward).inv_k == 0);
+  CHECK(Find(p, "flash_attention", OpPass::kForward).inv_k == Approx(2 / T));
+  CHECK(Find(p, "flash_attention", OpPass::kBackward).inv_k == Approx(2 / T));
+  CHECK(Find(p, "norm1", OpPass::kForward).inv_k == 0);
   // Eager attention's batched matmuls carry none either: their K is the head dimension or the
   // sequence, and they are priced as plain GEMMs.
-  auto eager = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
-                                    STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-                                    {{"model", "llama2-7b"},
-                                     {"cluster.nodes", "1"},
-                                     {"training.global_batch", "8"},
-                                     {"training.attention", "eager"}});
-  REQUIRE(eager.ok());
-  auto pe = Lower(*eager);
-  REQUIRE(pe.ok());
-  for (const Op& op : pe->ops) {
-    if (op.op_class == OpClass::kAttention) CHECK(op.inv_k == 0);
-  }
+  const OpProgram eager = LowerLlama2("eager");
+  CHECK(Find(eager, "attention_scores", OpPass::kForward).inv_k == 0);
+  CHECK(Find(eager, "attention_values", OpPass::kBackward).inv_k == 0);
 }
 
 TEST_CASE("gemm_k_overhead stretches a GEMM's math by 1 + overhead / K", "[compute]") {
-  GpuSpec gpu;
-  gpu.bf16 = FlopRate::PerSecond(312e12);
-  gpu.hbm_bandwidth = Bandwidth::BytesPerSecond(2.0e12);
+  GpuSpec gpu = TestGpu(312e12, 2.0e12);
   Op gemm;
   gemm.op_class = OpClass::kGemm;
   gemm.flops = Flops::Count(2.0 * 4096 * 768 * 2304);  // a 125M model's qkv at 4096 tokens
@@ -89,9 +93,7 @@ TEST_CASE("gemm_k_overhead stretches a GEMM's math by 1 + overhead / K", "[compu
 
 TEST_CASE("attention_kv_overhead stretches flash attention by 1 + overhead / (s / 2)",
           "[compute]") {
-  GpuSpec gpu;
-  gpu.bf16 = FlopRate::PerSecond(312e12);
-  gpu.hbm_bandwidth = Bandwidth::BytesPerSecond(2.0e12);
+  GpuSpec gpu = TestGpu(312e12, 2.0e12);
   gpu.calibration.attention_efficiency = 0.5;
   Op core;
   core.op_class = OpClass::kAttention;
@@ -121,9 +123,7 @@ TEST_CASE("attention_kv_overhead stretches flash attention by 1 + overhead / (s 
 
 TEST_CASE("flash attention implementations run at their published speed ratios to FA2",
           "[compute]") {
-  GpuSpec gpu;
-  gpu.bf16 = FlopRate::PerSecond(989e12);
-  gpu.hbm_bandwidth = Bandwidth::BytesPerSecond(3.35e12);
+  GpuSpec gpu = TestGpu(989e12, 3.35e12);
   gpu.calibration.attention_efficiency = 0.35;
   Op core;
   core.op_class = OpClass::kAttention;
