@@ -157,11 +157,9 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         // +5.1 % with gemm_k_overhead fitted at 512).
         // Qwen3-235B-A22B on 256 H100 (TP 2, EP 8, ETP 1, PP 32 x VPP 3): -21.3 % (24.2 s
         // measured, 19.04 s predicted; -17.5 % while gemm_k_overhead was fitted at 512, which
-        // slowed each expert's weight-gradient GEMM over its 1,024 rows by half; 18.90 s before its
-        // 16 experts per rank ran as a grouped GEMM, 18.79 s without its norm and activation
-        // recompute; not modelled, and candidates for the gap: the A2A dispatcher's host
-        // synchronisation per layer, the grouped GEMM kernel's efficiency beyond its reduction
-        // lengths).
+        // slowed each expert's weight-gradient GEMM over its 1,024 rows by half). Not modelled,
+        // and candidates for the gap: the A2A dispatcher's host synchronisation per layer, the
+        // grouped GEMM kernel's efficiency beyond its reduction lengths.
         CHECK(std::abs(m.error_pct) < (absl::StrContains(r.id, "qwen3") ? 22.0 : 9.0));
         continue;
       }
@@ -178,14 +176,14 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         // fitted at 512 with no attention term: it stood in for short sequences' slow flash
         // attention in MosaicML's small models and slowed the 1T's weight-gradient GEMMs over
         // 2,048 tokens by 25 %; pinned at the tile's 128 with attention_kv_overhead fitted
-        // (246 on A100), the rows fall into line. 4.02 % while compute beside a collective was
-        // stretched whole when it started during one (its gemm_k_overhead fit was 350, now 512,
-        // which slows the weight-gradient GEMMs over 2,048 tokens); 5.81 % before the 1F1B schedule
-        // waited for its sends as Megatron-LM's does (the 1T rows' 64 stages: +0.3 and +0.4 %). The
-        // 1T rows conflict with Narayanan's Table 1: its 1T row is the same configuration (TP
-        // 8, PP 64, 512 micro-batches of one 2,048-token sequence, full recompute) measured
-        // 8.7 % slower (HFU 0.522, 102.6 s at Korthikanti's scale, against 94.42 s); stepsim
-        // gives 103.0 s for Narayanan's row (HFU -0.4 %) and 102.7 s for Korthikanti's.
+        // (246 on A100), the rows fall into line. Earlier: 4.02 % while compute beside a
+        // collective was stretched whole when it started during one (gemm_k_overhead then fitted
+        // at 350); 5.81 % before the 1F1B schedule waited for its sends as Megatron-LM's does
+        // (the 1T rows' 64 stages: +0.3 and +0.4 %). The 1T rows conflict with Narayanan's
+        // Table 1: its 1T row is the same configuration (TP 8, PP 64, 512 micro-batches of one
+        // 2,048-token sequence, full recompute) measured 8.7 % slower (HFU 0.522, 102.6 s at
+        // Korthikanti's scale, against 94.42 s); stepsim gives 99.9 s for Narayanan's row (HFU
+        // +2.7 %) and 99.6 s for Korthikanti's.
         CHECK(std::abs(m.error_pct) < 7.0);
         table5_sum += std::abs(m.error_pct);
         ++table5_n;
