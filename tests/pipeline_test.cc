@@ -81,9 +81,12 @@ TEST_CASE("1F1B's bubble emerges from the events as (p-1)/(m+p-1)", "[pipeline]"
       const double pipelined = (r.step - t.optimizer).seconds();
       INFO("m " << m << " stage " << stage);
       // Each stage boundary's send (NVLink) adds ~0.2 % of a micro-batch's stage work to the
-      // critical path, and the head and embedding are negligible: the bubble matches the
-      // formula within 3 %.
-      CHECK(t.bubble.seconds() / pipelined == Approx(expected).epsilon(0.03));
+      // critical path. The head is small but not free: its 4,096 x 64 output (the vocabulary
+      // split over TP 2) fills 32 tiles, and a GEMM runs whole waves of 108 SMs
+      // (sim/workload/gemm_waves.h): with its loss, the last stage spends ~0.8 ms more per
+      // micro-batch than the middle ones, which wait for it (+3.3 % of their bubble at m = 16). The
+      // bubble matches the formula within 4 %.
+      CHECK(t.bubble.seconds() / pipelined == Approx(expected).epsilon(0.04));
     }
   }
 }

@@ -153,10 +153,11 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       }
       if (m.metric == "step_s" && r.group == "megatron-moe") {
         // Held out of every fit. Megatron-Core's Mixtral 8x7B on 64 H100 (EP 8, PP 4
-        // interleaved): +1.9 % (the step its 468 TFLOP/s imply, 2.903 s, against 2.958 s;
-        // +5.1 % with gemm_k_overhead fitted at 512).
-        // Qwen3-235B-A22B on 256 H100 (TP 2, EP 8, ETP 1, PP 32 x VPP 3): -21.3 % (24.2 s
-        // measured, 19.04 s predicted; -17.5 % while gemm_k_overhead was fitted at 512, which
+        // interleaved): +4.2 % (the step its 468 TFLOP/s imply, 2.903 s, against 3.025 s;
+        // +1.9 % before GEMM waves, +5.1 % with gemm_k_overhead fitted at 512).
+        // Qwen3-235B-A22B on 256 H100 (TP 2, EP 8, ETP 1, PP 32 x VPP 3): -20.7 % (24.2 s
+        // measured, 19.19 s predicted; -21.3 % before GEMM waves, -17.5 % while
+        // gemm_k_overhead was fitted at 512, which
         // slowed each expert's weight-gradient GEMM over its 1,024 rows by half). Not modelled,
         // and candidates for the gap: the A2A dispatcher's host synchronisation per layer, the
         // grouped GEMM kernel's efficiency beyond its reduction lengths.
@@ -170,9 +171,14 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       if (m.metric == "step_s" && absl::StartsWith(r.id, "korthikanti22_t5_")) {
         // Korthikanti et al. 2022 Table 5 (issue 17 asks for Calculon's 3.65 % MAPE), with
         // the A100 calibration fitted to the MosaicML and torchtitan cases only, Megatron out
-        // of the fit: MAPE 2.48 %, from -1.4 % (22B selective) to +0.6 .. +2.3 % (175B, 530B)
-        // and +5.5 / +6.2 % (1T full / selective, whose last stage carries the LM head beside
-        // its 2 layers). 5.90 % (every row slow, up to +10.5 %) while gemm_k_overhead was
+        // of the fit: MAPE 3.05 %, from -0.8 % (22B selective) through -0.1 .. +1.7 % (22B full,
+        // 530B) and +3.6 / +5.1 % (175B selective / full, whose TP-8 QKV and first MLP GEMMs of
+        // 2,048 x 4,608 and 2,048 x 6,144 run 6 and 8 waves for 5.3 and 7.1 waves of tiles on
+        // 108 SMs: 12.5 % slower) to +5.5 / +6.0 % (1T full / selective, whose last stage
+        // carries the LM head beside its 2 layers). 2.48 % before GEMM waves were priced (the
+        // 175B rows +1.9 / +0.9 %), when the fitted A100 efficiency was 2 % lower and the
+        // leave-one-source-out error higher (7.8 %, now 7.4 %). 5.90 % (every row slow, up to
+        // +10.5 %) while gemm_k_overhead was
         // fitted at 512 with no attention term: it stood in for short sequences' slow flash
         // attention in MosaicML's small models and slowed the 1T's weight-gradient GEMMs over
         // 2,048 tokens by 25 %; pinned at the tile's 128 with attention_kv_overhead fitted
@@ -191,23 +197,27 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       if (absl::StartsWith(r.id, "narayanan21_t1_")) {
         // Narayanan et al. SC21 Table 1 (HFU), out of the A100 fit, with the micro-batches and
         // virtual stages of the paper's reproduction script (examples/sc21/run_table_1.sh):
-        // every row within 10 % as issue 17 asks, the TP 1-8 models of 1.7-18.4B from +0.6 to
-        // +3.0 %, 39.1B +1.6 %, 76.1B (interleaved, 3 chunks) +9.4 %, 145.6-529.6B +6.5 to
-        // +7.3 %, 1T +2.7 % (with gemm_k_overhead fitted at 512: -2.2 .. +6.3 %).
+        // every row within 10 % as issue 17 asks, the TP 1-8 models of 1.7-18.4B from +0.5 to
+        // +3.1 %, 39.1B +2.0 %, 76.1B (interleaved, 3 chunks) +9.8 % (+9.4 % before GEMM
+        // waves), 145.6-529.6B +6.0 to +7.8 %, 1T +2.7 % (with gemm_k_overhead fitted at 512:
+        // -2.2 .. +6.3 %).
         CHECK(std::abs(m.error_pct) < 10.0);
       }
       if (r.group == "torchtitan" && m.metric == "step_s") {
-        // torchtitan's FSDP2 A100 rows (8 of the 69 fitted): -7.9 to +0.1 % (MAPE 5.0 %; 4.4 %
-        // with gemm_k_overhead fitted at 512 and no attention term; 6.8 %
+        // torchtitan's FSDP2 A100 rows (8 of the 69 fitted): -9.0 to -1.4 % (MAPE 6.1 %; 5.0 %
+        // before GEMM waves, whose cost falls mostly on MosaicML's small models and raised the
+        // fitted efficiency by 2 %, which these long-sequence rows' large GEMMs, within 2 % of
+        // whole waves, then run at; 4.4 % with gemm_k_overhead fitted at 512 and no attention
+        // term; 6.8 %
         // while a kernel that started beside a collective was stretched whole, 9.8 % before
         // FSDP2's copies around each collective were priced, 14.5 % before training.kernels
         // priced their eager RoPE, SwiGLU, repeat_kv and, in the 70B presets, RMSNorm); the
-        // rows without full recompute are still the furthest (-5.1 to -7.9 %; full: -0.7,
-        // +0.1).
-        CHECK(std::abs(m.error_pct) < 9.0);
+        // rows without full recompute are still the furthest (-6.2 to -9.0 %; full: -2.1,
+        // -1.4).
+        CHECK(std::abs(m.error_pct) < 9.5);
       }
       if (r.group == "mpt-h100" && m.metric == "step_s") {
-        // The H100 calibration is fitted to these 38 rows (bf16 and fp8): MAPE 2.90 %.
+        // The H100 calibration is fitted to these 38 rows (bf16 and fp8): MAPE 2.83 %.
         CHECK(std::abs(m.error_pct) < 10.0);
         h100_sum += std::abs(m.error_pct);
         ++h100_n;
@@ -249,17 +259,17 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   CHECK(memory_sum / memory_n <= 4.2);  // 4.1 % reached
   CHECK(tune_n == 17);
   CHECK(h100_n == 38);
-  CHECK(h100_sum / h100_n <= 3.0);  // 2.90 % reached (issue 17: <= 5 %)
+  CHECK(h100_sum / h100_n <= 2.9);  // 2.83 % reached (issue 17: <= 5 %)
   CHECK(replayed_beside == 17);
   CHECK(tune_sum / tune_n <= 6.5);      // 6.4 % reached
-  CHECK(table5_sum / table5_n <= 2.6);  // 2.48 % reached (issue 17: <= 3.65 %; see above)
+  CHECK(table5_sum / table5_n <= 3.1);  // 3.05 % reached (issue 17: <= 3.65 %; see above)
   CHECK(step_n >= 67);
   CHECK(mpt_n >= 180);
-  // 4.17 % reached over the 69 fitted A100 cases (3.91 % with gemm_k_overhead free at 512,
-  // which put Korthikanti's Table 5 at 5.90 %); 4.18 % over MosaicML's A100 step, MFU and
-  // tokens/s (3.93 %).
-  CHECK(step_sum / step_n <= 4.3);
-  CHECK(mpt_sum / mpt_n <= 4.3);
+  // 3.94 % reached over the 69 fitted A100 cases (4.17 % before GEMM waves; 3.91 % with
+  // gemm_k_overhead free at 512, which put Korthikanti's Table 5 at 5.90 %); 3.79 % over
+  // MosaicML's A100 step, MFU and tokens/s (4.18 % before GEMM waves).
+  CHECK(step_sum / step_n <= 4.0);
+  CHECK(mpt_sum / mpt_n <= 3.9);
 }
 
 }  // namespace

@@ -133,11 +133,12 @@ std::optional<NcclRelease> ReadNcclRelease(const Key& key, YamlErrors& errors) {
 }
 
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {
-  if (!CheckMapping(node, path,
-                    {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
-                     "nvlink_bandwidth", "blas_workspace", "compute_capability", "calibration",
-                     "calibration_file", "price_per_hour_usd", "price_source", "source"},
-                    errors)) {
+  if (!CheckMapping(
+          node, path,
+          {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
+           "nvlink_bandwidth", "blas_workspace", "compute_capability", "sms", "calibration",
+           "calibration_file", "price_per_hour_usd", "price_source", "source"},
+          errors)) {
     return std::nullopt;
   }
   GpuSpec g;
@@ -157,6 +158,7 @@ std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, Y
   if (auto v = ReadBandwidth(req("nvlink_bandwidth"), errors)) g.nvlink_bandwidth = *v;
   if (auto v = ReadBytes(opt("blas_workspace"), errors)) g.blas_workspace = *v;
   if (auto v = ReadDouble(opt("compute_capability"), errors, 1.0, 20.0)) g.compute_capability = *v;
+  if (auto v = ReadInt(opt("sms"), errors, 1, 4096)) g.sms = *v;
   if (auto v = ReadDouble(opt("price_per_hour_usd"), errors, 0.0, 1e4)) g.price_per_hour_usd = *v;
   ReadString(opt("price_source"), errors);
   if (auto v = ReadString(req("source"), errors)) g.source = *v;

@@ -41,6 +41,10 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision, 
   Duration math;
   if (op.flops > Flops() && op.op_class != OpClass::kMemoryBound) {
     math = op.flops / (PeakRate(gpu, p) * eff);
+    if (op.op_class == OpClass::kGemm && op.waves > 1) {
+      // Whole tiles in whole waves over the SMs (sim/workload/gemm_waves.h).
+      math = Duration::FromSeconds(math.seconds() * static_cast<double>(op.waves));
+    }
     if (op.op_class == OpClass::kGemm && op.inv_k > 0 && c.gemm_k_overhead > 0) {
       // Each output tile's fixed work, as gemm_k_overhead elements of K (hardware.h).
       math = Duration::FromSeconds(math.seconds() *

@@ -1,7 +1,9 @@
 #pragma once
 // Time of a compute op on one GPU (SPEC §3.5): a roofline with calibrated efficiencies,
-//   c = FLOPs / (peak × eff_class) × (1 + k_overhead · mean(1/K)) for GEMMs (K the reduction
-//       length of each kernel the op runs, Op::inv_k; GpuCalibration::gemm_k_overhead),
+//   c = FLOPs / (peak × eff_class) × waves × (1 + k_overhead · mean(1/K)) for GEMMs (waves the
+//       time of the kernels' output tiles in whole waves over the GPU's SMs relative to their
+//       FLOPs, Op::waves, sim/workload/gemm_waves.h; K the reduction length of each kernel the
+//       op runs, Op::inv_k; GpuCalibration::gemm_k_overhead),
 //   c = FLOPs / (peak × eff_attention) × (1 + kv_overhead · 2 / s) × FlashImplFactor(impl, pass)
 //       for causal flash attention over s tokens (Op::inv_k = 2 / s;
 //       GpuCalibration::attention_kv_overhead),

@@ -16,7 +16,9 @@ enum class Dtype { kFp32, kTf32, kBf16, kFp16, kFp8 };
 // Per-GPU-type calibration of the cost model (SPEC §3.5): one set of numbers per GPU type,
 // never per case. Efficiencies are fractions of the datasheet peak.
 struct GpuCalibration {
-  double gemm_efficiency = 0.75;  // large GEMMs, fraction of dense peak
+  // Large GEMMs in whole waves of tiles, fraction of dense peak (partial tiles and waves are
+  // priced apart: Op::waves, sim/workload/gemm_waves.h).
+  double gemm_efficiency = 0.75;
   // FlashAttention-2's share of the 16-bit peak; other implementations of flash attention run at
   // their published ratios to it (training.flash_impl, sim/cost/compute_cost.h FlashImplFactor).
   double attention_efficiency = 0.55;
@@ -83,6 +85,9 @@ struct GpuSpec {
   // CUDA compute capability (7.0 Volta ... 10.0 Blackwell): the GPU generation NCCL's tuner
   // tables are indexed by. Absent (non-NVIDIA parts): the tuner uses Hopper's rows.
   std::optional<double> compute_capability;
+  // Streaming multiprocessors (AMD: compute units): the GEMM kernels' output tiles run in waves
+  // of this many (sim/workload/gemm_waves.h). 0 = not given: GEMMs priced without waves.
+  int64_t sms = 0;
   std::optional<double> price_per_hour_usd;
   std::string source;
 

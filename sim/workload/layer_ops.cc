@@ -43,6 +43,7 @@ LayerOp GroupedGemm(absl::string_view name, int64_t rows, int64_t inner, int64_t
   op.fp8_cast_fwd += Bytes::Count(3 * extra);
   op.fp8_cast_bwd += Bytes::Count(2 * extra);
   op.gemm_rows = std::max<int64_t>(rows / groups, 1);
+  op.gemm_groups = groups;
   return op;
 }
 

@@ -176,6 +176,8 @@ struct LayerOp {
   // A GEMM's per-GPU shape (rows x inner) . (inner x cols), rows the tokens; 0 where the op is
   // not a linear layer's GEMM.
   int64_t gemm_rows = 0, gemm_inner = 0, gemm_cols = 0;
+  // A grouped GEMM's groups (experts), each (gemm_rows x inner) . (inner x cols); 1 otherwise.
+  int64_t gemm_groups = 1;
   // Kernels the forward launches (each pays the GPU's launch overhead and the host's dispatch;
   // the backward twice as many): 1 for a fused kernel, more for an eager decomposition.
   int16_t kernels = 1;

@@ -8,6 +8,7 @@
 #include "absl/types/span.h"
 #include "sim/base/check.h"
 #include "sim/workload/finetune.h"
+#include "sim/workload/gemm_waves.h"
 #include "sim/workload/loss.h"
 #include "sim/workload/params.h"
 #include "sim/workload/pipeline_schedule.h"
@@ -614,8 +615,12 @@ class Lowerer {
                     lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1), lo.bytes_moved * kf, g);
     op.keep_16bit = lo.keep_16bit;
     op.kernels = lo.kernels;
-    if (lo.gemm_inner > 0)
+    if (lo.gemm_inner > 0) {
       op.inv_k = GemmInvK(lo.gemm_rows, lo.gemm_inner, lo.gemm_cols, pass, backward && lo.frozen);
+      op.waves = static_cast<float>(LinearWaveFactor(lo.gemm_rows, lo.gemm_inner, lo.gemm_cols,
+                                                     lo.gemm_groups, backward, lo.frozen,
+                                                     s_.cluster.gpu.sms));
+    }
     if (lo.op_class == OpClass::kAttention && s_.training.attention == AttentionKernel::kFlash) {
       // Causal: a query block visits s / 2 key/value positions on average, whole or under
       // context parallelism (its load-balanced chunks see the gathered sequence's keys).
@@ -911,6 +916,8 @@ class Lowerer {
                       Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
     head.keep_16bit = true;  // the LM head stays 16-bit under fp8 (Megatron-LM, Composer + TE)
     head.inv_k = GemmInvK(tokens_, h, v, OpPass::kForward, false);
+    head.waves = static_cast<float>(
+        LinearWaveFactor(tokens_, h, v, 1, /*backward=*/false, false, s_.cluster.gpu.sms));
     MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
@@ -961,6 +968,8 @@ class Lowerer {
         g);
     head.keep_16bit = true;
     head.inv_k = GemmInvK(tokens_, h, v, OpPass::kBackward, s_.training.finetune.adapters());
+    head.waves = static_cast<float>(LinearWaveFactor(
+        tokens_, h, v, 1, /*backward=*/true, s_.training.finetune.adapters(), s_.cluster.gpu.sms));
     // The input gradient exists while it runs; the saved input and the logits gradient are
     // freed when it ends.
     MemList head_mem = {

@@ -107,6 +107,10 @@ struct Op {
   // causal mask, for GpuCalibration::attention_kv_overhead. 0 where unknown (eager attention's
   // batched matmuls) or for other kernels.
   float inv_k = 0;
+  // GEMMs: the mean over the op's kernels (weighted by FLOPs) of the time their output tiles
+  // take in whole waves over the GPU's SMs, relative to the FLOPs alone (sim/workload/
+  // gemm_waves.h); >= 1. 1 for other ops, or where the GPU's SM count is not given.
+  float waves = 1;
   // Kernels the op launches in its forward (LayerOp::kernels); a backward launches twice as many.
   int16_t kernels = 1;
   // Collectives: index into OpProgram::collectives (kept apart so that the ops the replay walks
