@@ -161,6 +161,37 @@ BENCHMARK(BM_SweepDefault)->Unit(benchmark::kMillisecond)->UseRealTime();
 void BM_SweepOneMicroBatch(benchmark::State& state) { SweepLoop(state, "32"); }
 BENCHMARK(BM_SweepOneMicroBatch)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// The contract check's sweep (../shared/checks/sweep-throughput, issue 14: >= 2,000
+// configurations/s on 2 cores): the default scenario over 6 sequence lengths x 3 recompute
+// policies x ZeRO 0-3 x micro-batch 1 and 2, 144 configurations of 16 or 32 micro-batches; the
+// argument is the number of jobs.
+void BM_SweepCheckGrid(benchmark::State& state) {
+  const auto root = sim::config::DataRoot::Default();
+  auto loader = sim::config::ScenarioLoader::Open(root, root.path + "/scenarios/default.yaml");
+  if (!loader.ok()) std::abort();
+  std::vector<std::vector<sim::config::Override>> configs;
+  for (const char* seq : {"1024", "2048", "4096", "8192", "16384", "32768"}) {
+    for (const char* recompute : {"none", "selective", "full"}) {
+      for (const char* zero : {"0", "1", "2", "3"}) {
+        for (const char* mb : {"1", "2"}) {
+          configs.push_back({{"training.seq_len", seq},
+                             {"training.recompute", recompute},
+                             {"parallel.zero", zero},
+                             {"training.micro_batch", mb}});
+        }
+      }
+    }
+  }
+  const int jobs = static_cast<int>(state.range(0));
+  size_t done = 0;
+  for (auto _ : state) {
+    done += sim::explore::RunConfigs(*loader, configs, jobs, nullptr).size();
+  }
+  state.counters["configs_per_s"] =
+      benchmark::Counter(static_cast<double>(done), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SweepCheckGrid)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // Building the graph of a 16,384-GPU cluster (2,048 DGX H100 on a three-level rail-optimised
 // fat tree) and pricing all-gather, reduce-scatter and all-reduce over every GPU with each
 // algorithm (routes and link loads computed once per group).
