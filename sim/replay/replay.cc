@@ -101,6 +101,21 @@ auto Moves(engine::Rescheduler& r) {
   return [&r](int32_t task, Duration finish) { r.Reschedule(task, finish); };
 }
 
+// What the event loop reads of each op, packed (40 bytes against Op's 112, which the loop
+// would otherwise pull through the cache for a handful of fields): its time alone on the GPU,
+// memory-action and dependency ranges, stage, kind, pass, stream and the links a collective
+// shares.
+struct HotOp {
+  Duration base;
+  int32_t mem_begin, mem_start, mem_finish, mem_end;
+  int32_t deps_begin, deps_end;
+  int16_t stage;
+  OpKind kind;
+  OpPass pass;
+  StreamKind stream;
+  LinkClass link_class;
+};
+
 class ReplayListener {
  public:
   ReplayListener(const cost::ComputeCostModel& compute, const cost::CollectiveCostModel& comm,
@@ -110,8 +125,7 @@ class ReplayListener {
         p_(result.program),
         slowdown_(compute.OverlapSlowdown()),
         sharing_(result.simulated_ranks) {
-    base_.reserve(p_.ops.size());
-    link_class_.reserve(p_.ops.size());
+    hot_.reserve(p_.ops.size());
     for (const Op& op : p_.ops) {
       Duration d;
       if (op.kind == OpKind::kCollective) {
@@ -131,10 +145,11 @@ class ReplayListener {
       } else {
         d = compute.Time(op);
       }
-      base_.push_back(d);
-      link_class_.push_back(op.kind == OpKind::kCollective && p_.CollectiveOf(op).group.nodes > 1
-                                ? LinkClass::kFabric
-                                : LinkClass::kNvlink);
+      hot_.push_back(HotOp{d, op.mem_begin, op.mem_start, op.mem_finish, op.mem_end, op.deps_begin,
+                           op.deps_end, op.stage, op.kind, op.pass, op.stream,
+                           op.kind == OpKind::kCollective && p_.CollectiveOf(op).group.nodes > 1
+                               ? LinkClass::kFabric
+                               : LinkClass::kNvlink});
     }
     const int32_t gpus = r_.simulated_ranks;
     comm_running_.assign(gpus, 0);
@@ -152,10 +167,10 @@ class ReplayListener {
 
   Duration OnStart(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
     const int32_t replica = task / Ops(), o = task % Ops();
-    const Op& op = p_.ops[o];
+    const HotOp& op = hot_[o];
     const int32_t gpu = replica * p_.stages + op.stage;
     ApplyMemory(task, MemWhen::kStart, now);
-    Duration d = base_[o];
+    Duration d = op.base;
     const bool compute_stream = op.stream == StreamKind::kCompute;
     const bool collective = op.kind == OpKind::kCollective;
     if (SharesSms(op.stream)) {
@@ -166,7 +181,7 @@ class ReplayListener {
       d = c.beside_comm ? Stretch(d) : d;
     }
     if (collective && d > Duration::Zero()) {
-      d = sharing_.Start(gpu, link_class_[o], task, d, now, Moves(rescheduler));
+      d = sharing_.Start(gpu, op.link_class, task, d, now, Moves(rescheduler));
     }
     if (replica == 0) {
       if (compute_stream) AttributeWait(op, now);
@@ -180,21 +195,21 @@ class ReplayListener {
 
   void OnFinish(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
     const int32_t replica = task / Ops(), o = task % Ops();
-    const Op& op = p_.ops[o];
+    const HotOp& op = hot_[o];
     const int32_t gpu = replica * p_.stages + op.stage;
     if (SharesSms(op.stream) && --comm_running_[gpu] == 0) {
       Restretch(gpu, now, /*beside_comm=*/false, rescheduler);
     }
     if (running_[gpu].task == task) running_[gpu].task = -1;
-    if (op.kind == OpKind::kCollective && base_[o] > Duration::Zero()) {
-      sharing_.Finish(gpu, link_class_[o], task, now, Moves(rescheduler));
+    if (op.kind == OpKind::kCollective && op.base > Duration::Zero()) {
+      sharing_.Finish(gpu, op.link_class, task, now, Moves(rescheduler));
     }
     finish_[task] = now;
     if (replica == 0) {
       const bool collective = op.kind == OpKind::kCollective;
       if (collective || op.stream == StreamKind::kCompute) Account(op, now - start_[task]);
       if (!collective && op.stream == StreamKind::kCompute) {
-        r_.stages[op.stage].overlap_stretch += (now - start_[task]) - base_[o];
+        r_.stages[op.stage].overlap_stretch += (now - start_[task]) - op.base;
       }
       if (op.stream == StreamKind::kCompute) compute_free_[op.stage] = now;
       last_end_[op.stage] = std::max(last_end_[op.stage], now);
@@ -205,11 +220,12 @@ class ReplayListener {
     // Activation offload's host copies: held from the end of the copy out to the end of the
     // copy back.
     if (op.stream == StreamKind::kPcie && op.pass != OpPass::kStep) {
-      if (op.name == "activations_to_host") {
-        host_[gpu] += op.bytes_moved;
+      const Op& copy = p_.ops[o];
+      if (copy.name == "activations_to_host") {
+        host_[gpu] += copy.bytes_moved;
         r_.host_activation_peak[gpu] = std::max(r_.host_activation_peak[gpu], host_[gpu]);
-      } else if (op.name == "activations_to_gpu") {
-        host_[gpu] -= op.bytes_moved;
+      } else if (copy.name == "activations_to_gpu") {
+        host_[gpu] -= copy.bytes_moved;
       }
     }
   }
@@ -255,7 +271,7 @@ class ReplayListener {
 
   // The compute stream of op's stage was idle since compute_free_: the wait is a bubble when
   // the last input to arrive was a pipeline send, exposed communication otherwise.
-  void AttributeWait(const Op& op, Duration now) {
+  void AttributeWait(const HotOp& op, Duration now) {
     const Duration gap = now - compute_free_[op.stage];
     if (gap <= Duration::Zero()) return;
     Duration latest = Duration::Zero();
@@ -264,7 +280,7 @@ class ReplayListener {
       const int32_t dep = p_.deps[i];
       if (finish_[dep] >= latest) {
         latest = finish_[dep];
-        from = p_.ops[dep].stream;
+        from = hot_[dep].stream;
       }
     }
     if (from == StreamKind::kP2p) r_.stages[op.stage].bubble += gap;
@@ -273,7 +289,7 @@ class ReplayListener {
 
   void ApplyMemory(int32_t task, MemWhen when, Duration now) {
     const int32_t replica = task / Ops(), o = task % Ops();
-    const Op& op = p_.ops[o];
+    const HotOp& op = hot_[o];
     const int32_t begin = when == MemWhen::kIssue   ? op.mem_begin
                           : when == MemWhen::kStart ? op.mem_start
                                                     : op.mem_finish;
@@ -286,7 +302,7 @@ class ReplayListener {
     }
   }
 
-  void Account(const Op& op, Duration d) {
+  void Account(const HotOp& op, Duration d) {
     StageTimes& t = r_.stages[op.stage];
     if (op.kind == OpKind::kCollective) {
       t.comm += d;
@@ -316,7 +332,7 @@ class ReplayListener {
   const ReplayOptions& options_;
   ReplayResult& r_;
   const OpProgram& p_;
-  std::vector<Duration> base_;         // per op, alone on the GPU
+  std::vector<HotOp> hot_;             // per op
   double slowdown_;                    // GpuCalibration::overlap_slowdown
   std::vector<int32_t> comm_running_;  // per simulated GPU: collectives and sends running
   // Per simulated GPU: the compute-stream kernel running (task -1: none), its work left in
@@ -331,7 +347,6 @@ class ReplayListener {
   std::vector<Duration> last_end_;      // per stage (replica 0): its latest op end
   std::vector<Duration> finish_;        // per task
   std::vector<Duration> start_;         // per task
-  std::vector<LinkClass> link_class_;   // per op: the links its collective shares
   struct Interval {
     int32_t stage;
     Duration start, end;
