@@ -115,6 +115,7 @@ struct HotOp {
   StreamKind stream;
   LinkClass link_class;
 };
+static_assert(sizeof(HotOp) == 40, "HotOp is meant to stay small: see above");
 
 class ReplayListener {
  public:
