@@ -137,8 +137,13 @@ TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the 
   Result bare = Stepsim("");
   CHECK(bare.status == 0);
   CHECK(absl::StrContains(bare.out, "llama2-70b-32xh100-zero3"));
-  CHECK(Stepsim("run scenarios/default.yaml --dump-ops --set training.global_batch=32").status ==
-        0);
+  Result dump = Stepsim("run scenarios/default.yaml --dump-ops --set training.global_batch=32");
+  CHECK(dump.status == 0);
+  // Llama-2-70B's QKV on an H100 (132 SMs): 4,096 x 10,240 outputs = 32 x 80 = 2,560 tiles, 19.4
+  // waves, so 20: 20 x 132 / 2,560 = 1.03125; its reduction length is h = 8,192.
+  CHECK(absl::StrContains(dump.out,
+                          "fwd qkv | 6.87195e+11 FLOP 318767104 B waves 1.03125 1/K "
+                          "0.00012207"));
   // Issue 7's example: TP8 PP4 under the Megatron preset; a stage table in the text, one
   // entry per stage in the JSON.
   Result tp = Stepsim(

@@ -590,7 +590,8 @@ std::string TimelineCsv(const replay::ReplayResult& r) {
 
 std::string DumpOps(const OpProgram& p) {
   std::string out =
-      "# id stream label | flops bytes_moved | collective tensor group buckets | deps | memory\n";
+      "# id stream label | flops bytes_moved [waves W] [1/K X] | collective tensor group buckets "
+      "| deps | memory\n";
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const Op& op = p.ops[i];
     const char* streams[kNumStreams] = {"compute", "comm", "tp_comm", "p2p", "pcie", "host"};
@@ -603,6 +604,10 @@ std::string DumpOps(const OpProgram& p) {
                             c.tensor.count(), c.group.size, c.group.nodes, c.buckets);
     } else {
       absl::StrAppendFormat(&out, " | %.6g FLOP %d B", op.flops.count(), op.bytes_moved.count());
+      // What stretches a kernel's math beyond its FLOPs (sim/cost/compute_cost.h): a GEMM's
+      // tiles in whole waves over the SMs, and the fixed work per tile or query block.
+      if (op.waves > 1) absl::StrAppendFormat(&out, " waves %.6g", op.waves);
+      if (op.inv_k > 0) absl::StrAppendFormat(&out, " 1/K %.6g", op.inv_k);
     }
     out += " | deps";
     for (int32_t k = op.deps_begin; k < op.deps_end; ++k) absl::StrAppend(&out, " ", p.deps[k]);
