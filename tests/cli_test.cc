@@ -139,8 +139,10 @@ TEST_CASE("run writes the report, trace and timeline, and bare stepsim runs the 
   CHECK(absl::StrContains(bare.out, "llama2-70b-32xh100-zero3"));
   Result dump = Stepsim("run scenarios/default.yaml --dump-ops --set training.global_batch=32");
   CHECK(dump.status == 0);
-  // Llama-2-70B's QKV on an H100 (132 SMs): 4,096 x 10,240 outputs = 32 x 80 = 2,560 tiles, 19.4
-  // waves, so 20: 20 x 132 / 2,560 = 1.03125; its reduction length is h = 8,192.
+  // Llama-2-70B's QKV on an H100 (132 SMs), 4,096 tokens of h = 8,192 into 8,192 + 2 x 1,024
+  // columns: 2 x 4096 x 8192 x 10240 = 6.87195e11 FLOP, 2 B x (4096 x 8192 + 8192 x 10240 +
+  // 4096 x 10240) = 318,767,104 B; 32 x 80 = 2,560 output tiles, 19.4 waves, so 20: 20 x 132 /
+  // 2,560 = 1.03125; its reduction length is h: 1/K = 1/8192.
   CHECK(absl::StrContains(dump.out,
                           "fwd qkv | 6.87195e+11 FLOP 318767104 B waves 1.03125 1/K "
                           "0.00012207"));
