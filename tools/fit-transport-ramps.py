@@ -40,8 +40,16 @@ FITS = {
     "ib": ("abci-a", "abci_a100_2n16g_allreduce_sharp", "tree"),
     "sharp": ("abci-a", "abci_a100_2n16g_allreduce_sharp", "collnet"),
     "efa": ("aws-p4de", "aws_p4de_2n16g_allreduce_awsome", "auto"),
+    "efa-rdma": ("aws-p5", "aws_p5_2n16g_allreduce_awsome", "auto"),
     "tcpxo": ("gcp-a3-mega", "gcp_a3mega_2n16g_allreduce_ztan", "auto"),
 }
+# Transports whose large-message efficiency rests on another source than their curve: their
+# ramp is fitted absolute (the measured time beyond NCCL's latency against the model's bandwidth
+# term at that efficiency), not relative to the curve's largest size. efa-rdma: EFA's 0.84 of
+# line rate (p4de); p5's own curve is bound by its NVLS phase from 1 GiB up, so it cannot say.
+# Beyond its curve's last usable size, its ramp continues as that of the transport named here
+# (fitted earlier in FITS), where that one is higher: the same EFA links, measured further.
+ABSOLUTE = {"efa-rdma": "efa"}
 TABLE_SIZES = [1 << k for k in range(14, 31)]  # 16 KiB to 1 GiB, every power of two
 
 
@@ -78,6 +86,7 @@ def main():
     args = ap.parse_args()
     data = yaml.safe_load(open(os.path.join(ROOT, "..", "shared", "validation", "collectives.yaml")))
     runs = {r["id"]: r for r in data["runs"]}
+    fitted = {}
     for transport, (system, run_id, algo) in FITS.items():
         meas = measured_rows(runs[run_id])
         sizes = sorted(meas)
@@ -97,15 +106,27 @@ def main():
             r = model[s]
             return (r["time_s"] - r["latency_s"]) * r["ramp"]
 
+        absolute = transport in ABSOLUTE
         top = meas[smax] - model[smax]["latency_s"]
         ramp = {}
         for s in usable:
             beyond = meas[s] - model[s]["latency_s"]
-            ramp[s] = 1.0 if beyond <= 0 else min(1.0, bandwidth_term(s) / bandwidth_term(smax) * top / beyond)
+            if beyond <= 0:
+                ramp[s] = 1.0
+            elif absolute:
+                ramp[s] = min(1.0, bandwidth_term(s) / beyond)
+            else:
+                ramp[s] = min(1.0, bandwidth_term(s) / bandwidth_term(smax) * top / beyond)
         # Keyed by where stepsim reads the ramp (per rank, or per NIC on a network).
         ramp = {model[s]["ramp_bytes"]: v for s, v in ramp.items()}
         top_key = model[smax]["ramp_bytes"]
-        rows = [(s, interpolate(ramp, s)) for s in TABLE_SIZES if s < top_key]
+        rows = [(s, interpolate(ramp, s)) for s in TABLE_SIZES
+                if s < top_key or (absolute and s <= top_key)]
+        if absolute:
+            last = rows[-1][1]
+            rows += [(s, v) for s, v in fitted.get(ABSOLUTE[transport], [])
+                     if s > top_key and v > last]
+        fitted[transport] = rows
         print(f"{transport} ({run_id}, {len(usable)} sizes, to {smax} B):")
         print("  {" + ", ".join(f"{{{s >> 10}, {v:.3f}}}" for s, v in rows) + "}  // KiB, fraction")
         if transport in ("ib", "sharp", "efa", "tcpxo"):

@@ -34,7 +34,8 @@ struct FabricSpec {
   int64_t pod_leaves = 16;   // leaves per pod (three levels)
   Bandwidth link_bandwidth;  // switch-to-switch port bandwidth, one direction
   Duration switch_latency = Duration::Nanoseconds(600);
-  // NCCL's network transport over this fabric (sim/spec/transport.h): ib, roce, efa, tcpx,
+  // NCCL's network transport over this fabric (sim/spec/transport.h): ib, roce, efa (AWS's
+  // plugin's SENDRECV protocol, p4d/p4de), efa-rdma (its RDMA protocol, p5 and later), tcpx,
   // tcpxo or socket.
   std::string transport = "ib";
   // In-network reduction in the switches (NVIDIA SHARP on InfiniBand), enabled for NCCL (the

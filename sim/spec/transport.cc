@@ -20,7 +20,8 @@ Ramp FromKiB(std::initializer_list<std::pair<int64_t, double>> rows) {
 // The ramps are written by tools/fit-transport-ramps.py from the nccl-tests curve named in
 // each source: at each size, the measured time less NCCL's latency for what its tuner runs
 // there, against the same at the curve's largest size, over the bandwidth term stepsim
-// computes for both (so the ramp is the curve's shape, 1 at its largest size).
+// computes for both (so the ramp is the curve's shape, 1 at its largest size). efa-rdma's is
+// absolute instead (against the bandwidth term at EFA's efficiency), as the tool says why.
 const std::vector<Transport>& Table() {
   // clang-format off
   // Intra-node ramps: by bytes per rank; network ramps: by bytes through the busiest NIC in
@@ -52,6 +53,10 @@ const std::vector<Transport>& Table() {
       {16, 0.015}, {32, 0.031}, {64, 0.036}, {128, 0.064}, {256, 0.104},
       {512, 0.142}, {1024, 0.224}, {2048, 0.305}, {4096, 0.381}, {8192, 0.584},
       {16384, 0.671}, {32768, 0.902}, {65536, 0.975}, {131072, 0.953}, {262144, 0.982}});
+  static const Ramp kEfaRdmaRamp = FromKiB({
+      {16, 0.042}, {32, 0.044}, {64, 0.066}, {128, 0.108}, {256, 0.164},
+      {512, 0.204}, {1024, 0.258}, {2048, 0.364}, {4096, 0.489}, {8192, 0.565},
+      {16384, 0.638}, {32768, 0.902}, {65536, 0.975}, {131072, 0.953}, {262144, 0.982}});
   static const Ramp kTcpxoRamp = FromKiB({
       {16, 0.011}, {32, 0.013}, {64, 0.025}, {128, 0.039}, {256, 0.058},
       {512, 0.074}, {1024, 0.089}, {2048, 0.100}, {4096, 0.184}, {8192, 0.307},
@@ -87,6 +92,13 @@ const std::vector<Transport>& Table() {
       {"efa", true, 0.84, kEfaRamp, 0,
        "AWS EFA (SRD) through aws-ofi-nccl: efficiency (the 2 GiB point) and ramp from two "
        "p4de nodes (aws_p4de_2n16g_allreduce_awsome)"},
+      {"efa-rdma", true, 0.84, kEfaRdmaRamp, 0,
+       "AWS EFA through aws-ofi-nccl's RDMA protocol (its default on p5 and later; p4d/p4de run "
+       "SENDRECV: src/platform-aws.c), which stripes each message over the GPU's EFA rails; "
+       "efficiency: EFA's 0.84 (p4de: p5's own curve is bound by its NVLS phase from 1 GiB "
+       "up); ramp: fitted absolute to two p5 nodes up to 16 MiB per NIC "
+       "(aws_p5_2n16g_allreduce_awsome), EFA's beyond; held out: two p6-b200 nodes' ~654 GB/s "
+       "peak busbw (awslabs/awsome-distributed-ai#1120)"},
       {"tcpxo", true, 0.90, kTcpxoRamp, 0,
        "Google GPUDirect-TCPXO (A3 Mega): efficiency (the 8 GiB point) and ramp from two "
        "a3-megagpu-8g nodes (gcp_a3mega_2n16g_allreduce_ztan)"},
