@@ -463,13 +463,14 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       std::map<size_t, Bounds> bounds;
       {
         std::vector<double> lower(screened.size(), 0.0);
-        // Not for the interleaved schedule: its bound (the busiest stage's compute alone)
-        // would take lowerings of pp and 2 pp micro-batches, as long as the first screening
-        // run, and prune little; the screening run bounds it.
+        // The interleaved schedule's own bound (the busiest stage's compute alone) would take
+        // lowerings of pp and 2 pp micro-batches, as long as the first screening run: it gets
+        // the average stage's compute instead, from two lowerings of its layout read as 1F1B.
         ParallelFor(screened.size(), req.jobs, [&](size_t k) {
           const Candidate& c = candidates[screened[k]];
-          if (c.config.pp_chunks > 1) return;
-          if (auto b = replay::StepLowerBound(*c.scenario); b.ok()) lower[k] = b->seconds();
+          auto b = c.config.pp_chunks > 1 ? replay::AverageStageComputeBound(*c.scenario)
+                                          : replay::StepLowerBound(*c.scenario);
+          if (b.ok()) lower[k] = b->seconds();
         });
         for (size_t k = 0; k < screened.size(); ++k) {
           bounds[screened[k]] = {lower[k], std::numeric_limits<double>::infinity()};
@@ -573,8 +574,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       second(first(lead));
       // Stage C: the others, as long as their bounds leave them a chance.
       const auto live = first(within_reach(rest,
-                                           "its busiest stage's compute with the "
-                                           "pipeline's fill and drain"));
+                                           "its busiest stage's compute with the pipeline's fill "
+                                           "and drain, or the average stage's compute"));
       second(within_reach(live, "its busiest stage's compute, from a short replay"));
     }
     // Confirm by full replay every estimate within kConfirmMargin of the fastest fit on as many

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "sim/cost/compute_cost.h"
+#include "sim/spec/stage_split.h"
 #include "sim/workload/lowering.h"
 
 namespace sim::replay {
@@ -68,6 +69,44 @@ absl::StatusOr<Duration> StepLowerBound(const Scenario& s) {
     drain += one->last_backward[j];
   }
   return bound;
+}
+
+std::optional<Scenario> OneFOneBReading(const Scenario& s) {
+  Scenario t = s;
+  t.parallel.pp_schedule = PipelineSchedule::k1F1B;
+  t.parallel.pp_chunks = 1;
+  auto splits = [&](std::optional<int64_t> first, std::optional<int64_t> last) {
+    if (!SplitLayers(s.model.layers, s.parallel.pp, 1, first, last).ok()) return false;
+    t.parallel.first_stage_layers = first;
+    t.parallel.last_stage_layers = last;
+    return true;
+  };
+  bool split = splits(s.parallel.first_stage_layers, s.parallel.last_stage_layers) ||
+               splits(std::nullopt, std::nullopt);
+  for (int64_t ends = 1; !split && ends < s.model.layers; ++ends) split = splits(ends, ends);
+  if (!split) return std::nullopt;
+  return t;
+}
+
+absl::StatusOr<Duration> AverageStageComputeBound(const Scenario& s) {
+  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
+  const std::optional<Scenario> t = OneFOneBReading(s);
+  if (!t) return absl::InvalidArgumentError("no 1F1B split of the layers to measure compute on");
+  auto one = Measure(*t, 1, compute);
+  if (!one.ok()) return one.status();
+  const int64_t m = s.micro_batches();
+  Duration total1, total2;
+  for (const Duration d : one->total) total1 += d;
+  if (m > 1) {
+    auto two = Measure(*t, 2, compute);
+    if (!two.ok()) return two.status();
+    for (const Duration d : two->total) total2 += d;
+  }
+  const double step =
+      m > 1 ? total1.seconds() + (total2 - total1).seconds() * static_cast<double>(m - 1)
+            : total1.seconds();
+  return Duration::FromSeconds(step / static_cast<double>(one->total.size()));
 }
 
 }  // namespace sim::replay

@@ -23,6 +23,8 @@
 // micro-batches between the first and the last lower to the same ops, as folding relies on
 // (sim/replay/fold.h). tests/step_bound_test.cc holds the bound under the replayed step.
 
+#include <optional>
+
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
 #include "sim/spec/scenario.h"
@@ -30,5 +32,18 @@
 namespace sim::replay {
 
 absl::StatusOr<Duration> StepLowerBound(const Scenario& s);
+
+// A weaker bound for any schedule, as cheap as StepLowerBound's 1F1B one: the busiest stage
+// computes at least the average stage's compute, sum_j T_j / pp. The sum is the whole model's
+// compute over the step, whichever stage runs which layer, so it is measured on the layout read
+// as 1F1B (lowerings of 1 and 2 micro-batches, where the interleaved schedule's own would take
+// pp and 2 pp). tests/step_bound_test.cc holds the interleaved lowering's sum equal to that
+// reading's.
+absl::StatusOr<Duration> AverageStageComputeBound(const Scenario& s);
+
+// The layout read as 1F1B over the same stages: the first and last stages' layers as given
+// where 1F1B accepts them, else split evenly, else equal ends around an even middle; none when
+// no such split exists.
+std::optional<Scenario> OneFOneBReading(const Scenario& s);
 
 }  // namespace sim::replay
