@@ -49,6 +49,9 @@ FITS = {
 # line rate (p4de); p5's own curve is bound by its NVLS phase from 1 GiB up, so it cannot say.
 # Beyond its curve's last usable size, its ramp continues as that of the transport named here
 # (fitted earlier in FITS), where that one is higher: the same EFA links, measured further.
+# Which sizes are usable depends on the ramp the binary holds (a size counts where the network
+# phase binds), so the fit is a fixed point: paste, rebuild and rerun until the rows stop
+# changing (the table in transport.cc is one: rerunning it prints it back).
 ABSOLUTE = {"efa-rdma": "efa"}
 TABLE_SIZES = [1 << k for k in range(14, 31)]  # 16 KiB to 1 GiB, every power of two
 
