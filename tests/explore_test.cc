@@ -1,6 +1,7 @@
 // Sweeps, comparisons and plans (sim/explore): grids, order, determinism and the SPEC stories.
 #include <catch2/catch.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
@@ -66,6 +67,29 @@ TEST_CASE("parallel runs give identical results in product order", "[explore]") 
   for (size_t i = 0; i < one.size(); ++i) {
     CHECK(one[i].overrides[0].value == configs[i][0].value);
     CHECK(report::RunJson(*one[i].summary).dump() == report::RunJson(*two[i].summary).dump());
+  }
+}
+
+TEST_CASE("one loader reads each model once, and keeps models apart by name", "[explore]") {
+  // The loader keeps the model files it has read (config::ModelCache): a sweep over `model`
+  // must still get each configuration's own model, the same as a fresh loader gives it.
+  const auto loader = DefaultLoader();
+  for (const char* name : {"llama2-7b", "llama2-70b", "llama2-7b", "llama3-8b"}) {
+    const auto cached = loader.Load({{"model", name}});
+    const auto fresh = DefaultLoader().Load({{"model", name}});
+    REQUIRE(cached.ok());
+    REQUIRE(fresh.ok());
+    CHECK(cached->model.name == fresh->model.name);
+    CHECK(cached->model.layers == fresh->model.layers);
+    CHECK(cached->model.hidden == fresh->model.hidden);
+  }
+  CHECK(loader.Load({{"model", "llama2-7b"}})->model.layers == 32);
+  CHECK(loader.Load({{"model", "llama2-70b"}})->model.layers == 80);
+  // A name that is not a model stays an error on every load, with the nearest name.
+  for (int i = 0; i < 2; ++i) {
+    const auto bad = loader.Load({{"model", "llama2-7"}});
+    REQUIRE_FALSE(bad.ok());
+    CHECK(absl::StrContains(bad.status().message(), "unknown model 'llama2-7'"));
   }
 }
 

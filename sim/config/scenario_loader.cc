@@ -87,7 +87,8 @@ absl::Status ApplyOverride(YAML::Node root, const Override& o) {
 
 // Resolves `model:` (catalog name, path relative to the scenario or the cwd, or inline mapping).
 std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& node,
-                                      const std::string& scenario_file, YamlErrors& errors) {
+                                      const std::string& scenario_file, ModelCache* models,
+                                      YamlErrors& errors) {
   if (!node) return std::nullopt;  // reported by BuildScenario, at the mapping
   if (node.IsMap()) return ReadModel(node, "model", errors);
   if (!node.IsScalar()) {
@@ -99,7 +100,7 @@ std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& no
     const auto beside = std::filesystem::path(scenario_file).parent_path() / name;
     if (PathExists(beside.string())) name = beside.string();
   }
-  auto m = LoadModel(root, name);
+  auto m = models != nullptr ? models->Load(root, name) : LoadModel(root, name);
   if (!m.ok()) {
     errors.Add(node, "model", m.status().message());
     return std::nullopt;
@@ -848,7 +849,7 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
 
 absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& path,
                                        const YAML::Node& r, const Catalogs& catalogs, bool embedded,
-                                       std::vector<ConfigProblem>* problems) {
+                                       std::vector<ConfigProblem>* problems, ModelCache* models) {
   YamlErrors errors(path);
   // Hands the problems to the caller who asked for them, and returns the Status.
   auto failed = [&] {
@@ -868,7 +869,7 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
     }
   }
   if (auto v = ReadString({r, "name", "", false}, errors)) s.name = *v;
-  if (auto m = ResolveModel(data, r["model"], path, errors)) s.model = *m;
+  if (auto m = ResolveModel(data, r["model"], path, models, errors)) s.model = *m;
   ReadCluster(data, r["cluster"], catalogs.gpus, catalogs.nodes, s.cluster, errors);
   ReadTraining(r["training"], s.training, errors);
   ReadParallel(r["parallel"], s.parallel, errors);
@@ -925,7 +926,22 @@ struct ScenarioLoader::Impl {
   std::string text;
   std::vector<Override> base;  // applied before the caller's overrides
   Catalogs catalogs;
+  // Shared by the copies of a loader; mutable as the cache it is (Load is const).
+  std::shared_ptr<ModelCache> models = std::make_shared<ModelCache>();
 };
+
+absl::StatusOr<ModelSpec> ModelCache::Load(const DataRoot& root, const std::string& name) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = models_.find(name); it != models_.end()) return it->second;
+  }
+  auto m = LoadModel(root, name);  // outside the lock: a miss reads a file
+  if (m.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    models_.emplace(name, *m);
+  }
+  return m;
+}
 
 absl::StatusOr<ScenarioLoader> ScenarioLoader::Open(const DataRoot& data, const std::string& path) {
   auto text = ReadInputFile(path);
@@ -967,8 +983,8 @@ absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overr
       if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
     }
   }
-  auto s =
-      BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false, problems);
+  auto s = BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false,
+                         problems, impl_->models.get());
   if (s.ok()) {
     for (const Override& o : overrides) {
       if (o.key != "name") s->overrides.push_back(absl::StrCat(o.key, "=", o.value));
