@@ -3,6 +3,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "sim/cost/collective_cost.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
 #include "sim/explore/runner.h"
@@ -91,6 +92,35 @@ TEST_CASE("one loader reads each model once, and keeps models apart by name", "[
     REQUIRE_FALSE(bad.ok());
     CHECK(absl::StrContains(bad.status().message(), "unknown model 'llama2-7'"));
   }
+}
+
+TEST_CASE("a worker's kept collective models price as new ones", "[explore]") {
+  // RunConfigs' workers keep the collective models of the clusters they replayed
+  // (cost::CostModelCache): a model reused across configurations and clusters must give each
+  // the report a model built for it alone gives.
+  const auto loader = DefaultLoader();
+  cost::CostModelCache models;
+  const std::vector<std::vector<config::Override>> configs = {
+      {{"training.global_batch", "64"}},
+      {{"cluster.nodes", "8"}, {"training.global_batch", "128"}},
+      {{"parallel.zero", "1"}, {"training.global_batch", "64"}},  // the first cluster again
+      {{"parallel.collective", "ring"}, {"training.global_batch", "64"}},
+  };
+  std::vector<const cost::CollectiveCostModel*> used;
+  for (const auto& o : configs) {
+    const auto s = loader.Load(o);
+    REQUIRE(s.ok());
+    auto kept = replay::Simulate(*s, {}, models);
+    auto fresh = replay::Simulate(*s, {});
+    REQUIRE(kept.ok());
+    REQUIRE(fresh.ok());
+    CHECK(report::RunJson(report::Summarize(*s, *kept)).dump() ==
+          report::RunJson(report::Summarize(*s, *fresh)).dump());
+    used.push_back(*models.For(*s));
+  }
+  CHECK(used[0] == used[2]);  // the same cluster and algorithm: one model
+  CHECK(used[0] != used[1]);  // another node count
+  CHECK(used[0] != used[3]);  // another algorithm
 }
 
 double Activations(const report::RunSummary& r) {

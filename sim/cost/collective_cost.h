@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
@@ -42,5 +43,26 @@ class CollectiveCostModel {
 
 // The scenario's cluster graph and its collective algorithm (parallel.collective).
 absl::StatusOr<std::unique_ptr<CollectiveCostModel>> MakeCollectiveCostModel(const Scenario& s);
+
+// The collective models of the last few clusters a worker replayed, so that the configurations
+// of a sweep or a plan on one cluster share its graph and its priced collectives instead of
+// building them anew: on 16,384 GPUs, building the graph and pricing a replay's collectives
+// took 10 % of `plan llama3-405b` (perf). A model is a pure function of the cluster and the
+// algorithm (its caches only remember prices), so a reused one prices exactly as a new one.
+// Not thread-safe: one per thread.
+class CostModelCache {
+ public:
+  // The model MakeCollectiveCostModel(s) gives, kept until kEntries other clusters were asked.
+  absl::StatusOr<const CollectiveCostModel*> For(const Scenario& s);
+
+ private:
+  static constexpr size_t kEntries = 4;
+  struct Entry {
+    ClusterSpec cluster;
+    CollectiveAlgorithm algorithm;
+    std::unique_ptr<CollectiveCostModel> model;
+  };
+  std::vector<Entry> entries_;  // the newest last
+};
 
 }  // namespace sim::cost

@@ -522,8 +522,9 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
 
 namespace {
 
-absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions options) {
-  auto comm = cost::MakeCollectiveCostModel(s);
+absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions options,
+                                          cost::CostModelCache& models) {
+  auto comm = models.For(s);
   const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
                                         s.cluster.node.gpus_per_node, s.training.flash_impl);
   if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
@@ -542,7 +543,13 @@ absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions optio
 }  // namespace
 
 absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) {
-  auto r = SimulateOnce(s, options);
+  cost::CostModelCache models;
+  return Simulate(s, options, models);
+}
+
+absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options,
+                                      cost::CostModelCache& models) {
+  auto r = SimulateOnce(s, options, models);
   if (!r.ok() || !s.model.moe) return r;
   r->expert_load = ScenarioShape(s).expert_load;
   // The same step with balanced routing (the same capacity rule), when that loads the replayed
@@ -551,7 +558,7 @@ absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) 
   balanced.training.routing.distribution = RoutingDistribution::kBalanced;
   if (ScenarioShape(balanced).expert_load != r->expert_load) {
     options.record_ops = options.record_memory = false;
-    auto b = SimulateOnce(balanced, options);
+    auto b = SimulateOnce(balanced, options, models);
     if (!b.ok()) return b.status();
     r->balanced_step = b->step;
     r->balanced_model_flops = b->model_flops;

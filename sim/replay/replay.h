@@ -123,5 +123,9 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
 // Lowers the scenario, builds its cost models (the roofline of its GPU, its cluster graph) and
 // replays: what every command runs.
 absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options);
+// The same, with the collective model taken from (and kept in) `models`: for a worker that
+// replays many configurations (sim/explore/runner.h). The same report as without.
+absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options,
+                                      cost::CostModelCache& models);
 
 }  // namespace sim::replay

@@ -17,6 +17,7 @@ struct FabricLink {
   std::string a, b;
   Bandwidth bandwidth;
   Duration latency;
+  bool operator==(const FabricLink&) const = default;
 };
 
 struct FabricSpec {
@@ -43,6 +44,7 @@ struct FabricSpec {
   // a candidate of its tuner (sim/cost/graph_collective.h `collnet`).
   bool sharp = false;
   std::string source;
+  bool operator==(const FabricSpec&) const = default;
 };
 
 }  // namespace sim

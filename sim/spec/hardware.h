@@ -63,6 +63,7 @@ struct GpuCalibration {
   // The case files (by name, without .yaml) the compute efficiencies were fitted to; validate
   // --cross-validate refits without each in turn. Empty: first estimates, fitted to nothing.
   std::vector<std::string> fit_sources;
+  bool operator==(const GpuCalibration&) const = default;
 };
 
 struct GpuSpec {
@@ -92,6 +93,7 @@ struct GpuSpec {
   std::string source;
 
   std::optional<FlopRate> Peak(Dtype d) const;
+  bool operator==(const GpuSpec&) const = default;
 };
 
 // The host side of a node, for offload (topologies/nodes.yaml `host:`): host DRAM, the PCIe
@@ -110,6 +112,7 @@ struct HostSpec {
   // and 2 with 8b/10b coding, 8·2^(gen-3) GT/s with 128b/130b from generation 3 (PCI-SIG):
   // Gen4 x16 = 31.5 GB/s, Gen5 x16 = 63.0 GB/s.
   Bandwidth PcieLink() const;
+  bool operator==(const HostSpec&) const = default;
 };
 
 struct NodeSpec {
@@ -139,6 +142,7 @@ struct NodeSpec {
   Duration inter_node_latency;
   std::optional<HostSpec> host;  // absent: offload cannot be priced on this node
   std::string source;
+  bool operator==(const NodeSpec&) const = default;
 };
 
 }  // namespace sim

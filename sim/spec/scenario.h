@@ -137,6 +137,7 @@ struct ClusterSpec {
   std::optional<FabricSpec> fabric;
   NcclRelease nccl = NcclRelease::k2_28;
   int64_t gpus() const { return nodes * node.gpus_per_node; }
+  bool operator==(const ClusterSpec&) const = default;
 };
 
 struct FinetuneSpec {
