@@ -205,13 +205,16 @@ TEST_CASE("uneven first/last stages where the layers do not split", "[explore]")
 }
 
 // The plan's screening (sim/explore/plan.cc ScreenSizes): a step at m micro-batches is the
-// step at 2 pp plus (m - 2 pp) periods, the period the difference of the steps at pp and 2 pp.
+// step at m2 plus (m - m2) periods, the period the difference of the steps at pp and m2, where
+// m2 = pp + 2 (2 pp interleaved), at least 4; and the peak and the reservation (whether it
+// fits) are those of the whole step by m2.
 TEST_CASE("the replayed step is linear in the micro-batches past pp: the plan's screening",
           "[explore]") {
   auto loader = DefaultLoader();
   struct Layout {
     std::vector<config::Override> overrides;
     int64_t pp, dp;
+    bool interleaved = false;
   };
   const std::vector<Layout> layouts = {
       {{{"parallel.zero", "3"}}, 1, 32},
@@ -223,6 +226,15 @@ TEST_CASE("the replayed step is linear in the micro-batches past pp: the plan's 
         {"training.recompute", "selective"}},
        4,
        2},
+      // A deep pipeline, where pp + 2 is far short of 2 pp.
+      {{{"parallel.framework", "megatron"},
+        {"parallel.zero", "1"},
+        {"parallel.tp", "4"},
+        {"parallel.sequence_parallel", "true"},
+        {"parallel.pp", "8"},
+        {"training.recompute", "selective"}},
+       8,
+       1},
       {{{"parallel.framework", "megatron"},
         {"parallel.zero", "1"},
         {"parallel.tp", "2"},
@@ -232,11 +244,12 @@ TEST_CASE("the replayed step is linear in the micro-batches past pp: the plan's 
         {"parallel.pp_chunks", "2"},
         {"training.recompute", "selective"}},
        4,
-       4},
+       4,
+       true},
   };
   for (const Layout& l : layouts) {
-    const int64_t m1 = std::max<int64_t>(l.pp, 2), m2 = std::max<int64_t>(2 * l.pp, 4),
-                  m = 8 * l.pp;
+    const int64_t m1 = std::max<int64_t>(l.pp, 2),
+                  m2 = std::max<int64_t>(l.interleaved ? 2 * l.pp : l.pp + 2, 4), m = 8 * l.pp;
     std::vector<std::vector<config::Override>> configs;
     for (int64_t mb : {m1, m2, m}) {
       std::vector<config::Override> o = l.overrides;
@@ -250,8 +263,9 @@ TEST_CASE("the replayed step is linear in the micro-batches past pp: the plan's 
         s2 + (s2 - s1) / static_cast<double>(m2 - m1) * static_cast<double>(m - m2);
     INFO("pp " << l.pp << ": " << s1 << " s at " << m1 << ", " << s2 << " s at " << m2);
     CHECK(estimate == Approx(r[2].summary->step.seconds()).epsilon(1e-6));
-    // And the peak is reached by 2 pp micro-batches.
+    // And the peak and the caching allocator's reservation are reached by m2 micro-batches.
     CHECK(r[1].summary->peak == r[2].summary->peak);
+    CHECK(r[1].summary->reserved_peak == r[2].summary->reserved_peak);
   }
 }
 

@@ -17,7 +17,8 @@
 //    before replay; every rejected family is reported with its reason.
 // 3. What keeps it affordable (plan.cc): rounds by recompute policy, lightest first (a heavier
 //    policy of a layout only when the lighter did not fit); layouts of many micro-batches
-//    screened at pp and 2 pp of them and extrapolated (the step is linear from there), bounded
+//    screened at pp and pp + 2 of them (pp and 2 pp interleaved) and extrapolated (the step is
+//    linear from there), bounded
 //    below after the first short run and dropped when slower than the fastest step on as many
 //    GPUs; the estimates near the fastest of their size replayed in full. Only full replays
 //    make the Pareto set.

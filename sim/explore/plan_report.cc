@@ -479,7 +479,7 @@ std::string PlanText(const PlanResult& p) {
     absl::StrAppendFormat(
         &out,
         "Layouts of many micro-batches were screened by two short replays (pp and "
-        "2 pp micro-batches, the step extrapolated); %d near the front were "
+        "pp + 2 micro-batches, 2 pp interleaved; the step extrapolated); %d near the front were "
         "then replayed in full, %d far from it keep the estimate (\"estimated\" "
         "in --json) and stay off the front.\n",
         p.confirmed, p.estimated);
