@@ -19,11 +19,7 @@ BlockHandle CachingAllocator::Allocate(int64_t bytes, int32_t stream) {
   const int64_t size = RoundSize(bytes);
   const bool small = size <= kSmallSize;
   FreeSet& pool = Pool(small, stream);
-  if (const auto it = pool.lower_bound(FreeKey{size, 0, 0, 0}); it != pool.end()) {
-    const int32_t block = it->block;
-    pool.erase(it);
-    return Take(block, size);
-  }
+  if (const std::optional<int32_t> block = pool.TakeAtLeast(size)) return Take(*block, size);
   if (!small && options_.expandable_segments) return Expand(stream, size);
   const int64_t segment_size = small                   ? kSmallBuffer
                                : size < kMinLargeAlloc ? kLargeBuffer
@@ -197,16 +193,15 @@ void CachingAllocator::InsertFree(int32_t id) {
   const Segment& seg = segments_[b.segment];
   FreeSet& pool = Pool(seg.small, seg.stream);
   const FreeKey key{b.size, b.segment, id, b.offset};
-  pool.insert(key);
+  pool.Insert(key);
 }
 
 void CachingAllocator::EraseFree(int32_t id) {
   const Block& b = blocks_[id];
   const Segment& seg = segments_[b.segment];
   FreeSet& pool = Pool(seg.small, seg.stream);
-  const auto it = pool.find(FreeKey{b.size, b.segment, id, b.offset});
-  SIM_CHECK(it != pool.end() && it->block == id, "a free block missing from its pool");
-  pool.erase(it);
+  const std::optional<int32_t> erased = pool.Erase(FreeKey{b.size, b.segment, id, b.offset});
+  SIM_CHECK(erased == id, "a free block missing from its pool");
 }
 
 }  // namespace sim::memory

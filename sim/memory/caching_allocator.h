@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
-#include "absl/container/btree_set.h"
 #include "sim/base/units.h"
+#include "sim/memory/free_index.h"
 
 namespace sim::memory {
 
@@ -93,23 +93,10 @@ class CachingAllocator {
     int64_t size = 0;
     int32_t first = -1, last = -1;  // its blocks, by address
   };
-  // Free blocks of one pool (small or large, one stream) ordered for best fit: by size, then
-  // segment, then offset (the order that breaks ties between equal sizes; it decides the
-  // segment a request lands in, hence the reserved peak). A B-tree: a pool holds tens of free
-  // blocks in a step that fits (about 24 on average over the default scenario) but hundreds in
-  // one that overflows (default, no recompute: 400 on average, 807 at most), where every new
-  // segment first releases the cached ones; a sorted
-  // vector's moves made those steps 40 % slower than a red-black tree, the B-tree 20 % faster.
-  struct FreeKey {
-    int64_t size = 0;
-    int32_t segment = 0;
-    int32_t block = 0;  // carried, not compared: (segment, offset) names the block
-    int64_t offset = 0;
-    bool operator<(const FreeKey& o) const {
-      return std::tie(size, segment, offset) < std::tie(o.size, o.segment, o.offset);
-    }
-  };
-  using FreeSet = absl::btree_set<FreeKey>;
+  // Free blocks of one pool (small or large, one stream), ordered for best fit
+  // (sim/memory/free_index.h).
+  using FreeKey = FreeBlockKey;
+  using FreeSet = FreeIndex;
 
   FreeSet& Pool(bool small, int32_t stream) {  // inline: called on every allocation and free
     const size_t index = 2 * static_cast<size_t>(stream) + (small ? 1 : 0);
