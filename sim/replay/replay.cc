@@ -167,7 +167,7 @@ class ReplayListener {
   void OnIssue(int32_t task, Duration now) { ApplyMemory(task, MemWhen::kIssue, now); }
 
   Duration OnStart(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
-    const int32_t replica = task / Ops(), o = task % Ops();
+    const auto [replica, o] = Split(task);
     const HotOp& op = hot_[o];
     const int32_t gpu = replica * p_.stages + op.stage;
     ApplyMemory(task, MemWhen::kStart, now);
@@ -195,7 +195,7 @@ class ReplayListener {
   }
 
   void OnFinish(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
-    const int32_t replica = task / Ops(), o = task % Ops();
+    const auto [replica, o] = Split(task);
     const HotOp& op = hot_[o];
     const int32_t gpu = replica * p_.stages + op.stage;
     if (SharesSms(op.stream) && --comm_running_[gpu] == 0) {
@@ -248,6 +248,13 @@ class ReplayListener {
 
  private:
   int32_t Ops() const { return static_cast<int32_t>(p_.ops.size()); }
+  // Task -> (DP replica, op). Without explicit replicas (the usual case) every task is replica
+  // 0's, and the division (several per task, in the event loop) is skipped.
+  std::pair<int32_t, int32_t> Split(int32_t task) const {
+    const int32_t n = Ops();
+    if (task < n) return {0, task};
+    return {task / n, task % n};
+  }
 
   // Communication kernels take SMs and HBM bandwidth from the compute beside them (SPEC §3.5):
   // while a collective or send runs on its GPU, a compute-stream kernel progresses at
@@ -289,7 +296,7 @@ class ReplayListener {
   }
 
   void ApplyMemory(int32_t task, MemWhen when, Duration now) {
-    const int32_t replica = task / Ops(), o = task % Ops();
+    const auto [replica, o] = Split(task);
     const HotOp& op = hot_[o];
     const int32_t begin = when == MemWhen::kIssue   ? op.mem_begin
                           : when == MemWhen::kStart ? op.mem_start
