@@ -2,8 +2,12 @@
 // sim/memory/caching_allocator.h).
 
 #include <catch2/catch.hpp>
+#include <optional>
+#include <random>
+#include <set>
 
 #include "sim/memory/caching_allocator.h"
+#include "sim/memory/free_index.h"
 #include "sim/memory/ledger.h"
 
 using sim::Bytes;
@@ -163,4 +167,50 @@ TEST_CASE("the ledger frees a communication buffer only when its collective ends
   ledger.Apply(MemCategory::kActivations, bucket, Duration::Zero(), 3, 0);   // reuses it now
   CHECK(ledger.reserved().count() == 2 * 26 * kMiB);
   CHECK(ledger.unmatched_frees() == 0);
+}
+
+TEST_CASE("a pool's free index answers as one ordered set, small or large", "[allocator]") {
+  // sim/memory/free_index.h keeps a sorted vector up to 128 keys and a B-tree above (back below
+  // 32): grown past 128, shrunk below 32 and grown again, every best fit and every erase must
+  // be what a std::set of the same keys gives.
+  using sim::memory::FreeBlockKey;
+  sim::memory::FreeIndex index;
+  std::set<FreeBlockKey> ref;
+  std::mt19937_64 rng(7);
+  int32_t next_block = 0;
+  auto insert = [&] {
+    // Few distinct sizes, so that ties are broken by segment and offset.
+    const FreeBlockKey k{static_cast<int64_t>(rng() % 16 + 1) * 512,
+                         static_cast<int32_t>(rng() % 8), next_block++,
+                         static_cast<int64_t>(rng() % 4096) * 512};
+    if (!ref.insert(k).second) return;
+    index.Insert(k);
+  };
+  auto take = [&] {
+    const int64_t size = static_cast<int64_t>(rng() % 18 + 1) * 512;
+    const auto it = ref.lower_bound(FreeBlockKey{size, 0, 0, 0});
+    const std::optional<int32_t> want =
+        it == ref.end() ? std::nullopt : std::optional<int32_t>(it->block);
+    if (it != ref.end()) ref.erase(it);
+    CHECK(index.TakeAtLeast(size) == want);
+  };
+  auto erase = [&] {
+    if (ref.empty()) return;
+    auto it = ref.begin();
+    std::advance(it, static_cast<long>(rng() % ref.size()));
+    const FreeBlockKey k = *it;
+    ref.erase(it);
+    CHECK(index.Erase(k) == k.block);
+    CHECK_FALSE(index.Erase(k).has_value());  // gone
+  };
+  size_t most = 0, least_after_most = 1000;
+  for (int phase = 0; phase < 3; ++phase) {
+    for (int i = 0; i < 300; ++i) insert();  // grows past 128: the B-tree
+    most = std::max(most, index.size());
+    while (ref.size() > 10) (rng() % 2 ? take() : erase());  // below 32: the vector again
+    least_after_most = std::min(least_after_most, index.size());
+    REQUIRE(index.size() == ref.size());
+  }
+  CHECK(most > 128);
+  CHECK(least_after_most < 32);
 }

@@ -54,42 +54,38 @@ class FreeIndex {
   // none when no free block is that large.
   std::optional<int32_t> TakeAtLeast(int64_t size) {
     const FreeBlockKey least{size, 0, 0, 0};
-    if (in_tree_) {
-      const auto it = tree_.lower_bound(least);
-      if (it == tree_.end()) return std::nullopt;
-      const int32_t block = it->block;
-      tree_.erase(it);
-      Shrunk();
-      return block;
-    }
-    const auto it = std::lower_bound(sorted_.begin(), sorted_.end(), least);
-    if (it == sorted_.end()) return std::nullopt;
-    const int32_t block = it->block;
-    sorted_.erase(it);
-    return block;
+    if (in_tree_) return Remove(tree_.lower_bound(least));
+    return Remove(std::lower_bound(sorted_.begin(), sorted_.end(), least));
   }
 
   // Removes the key that orders as `k`; returns its block, or none when there is none.
   std::optional<int32_t> Erase(const FreeBlockKey& k) {
-    if (in_tree_) {
-      const auto it = tree_.find(k);
-      if (it == tree_.end()) return std::nullopt;
-      const int32_t block = it->block;
-      tree_.erase(it);
-      Shrunk();
-      return block;
-    }
+    if (in_tree_) return Remove(tree_.find(k));
     const auto it = std::lower_bound(sorted_.begin(), sorted_.end(), k);
-    if (it == sorted_.end() || k < *it) return std::nullopt;
-    const int32_t block = it->block;
-    sorted_.erase(it);
-    return block;
+    return Remove(it != sorted_.end() && !(k < *it) ? it : sorted_.end());
   }
 
   size_t size() const { return in_tree_ ? tree_.size() : sorted_.size(); }
 
  private:
   static constexpr size_t kToTree = 128, kToVector = 32;
+
+  using Tree = absl::btree_set<FreeBlockKey>;
+
+  // Removes the key at `it` (end: none) and returns its block.
+  std::optional<int32_t> Remove(Tree::iterator it) {
+    if (it == tree_.end()) return std::nullopt;
+    const int32_t block = it->block;
+    tree_.erase(it);
+    Shrunk();
+    return block;
+  }
+  std::optional<int32_t> Remove(std::vector<FreeBlockKey>::iterator it) {
+    if (it == sorted_.end()) return std::nullopt;
+    const int32_t block = it->block;
+    sorted_.erase(it);
+    return block;
+  }
 
   void Shrunk() {
     if (tree_.size() >= kToVector) return;
@@ -99,7 +95,7 @@ class FreeIndex {
   }
 
   std::vector<FreeBlockKey> sorted_;  // while !in_tree_
-  absl::btree_set<FreeBlockKey> tree_;
+  Tree tree_;
   bool in_tree_ = false;
 };
 
