@@ -18,10 +18,10 @@
 // 3. What keeps it affordable (plan.cc): rounds by recompute policy, lightest first (a heavier
 //    policy of a layout only when the lighter did not fit); layouts of many micro-batches
 //    screened at pp and pp + 2 of them (pp and 2 pp interleaved) and extrapolated (the step is
-//    linear from there), bounded
-//    below after the first short run and dropped when slower than the fastest step on as many
-//    GPUs; the estimates near the fastest of their size replayed in full. Only full replays
-//    make the Pareto set.
+//    linear from there), bounded below after the first short run and dropped when slower than
+//    the fastest step on as many GPUs; the estimates near the fastest of their size replayed in
+//    full. Only full replays make the Pareto set. Each worker keeps its clusters' collective
+//    models (cost::CostModelCache), the loader the model files it has read.
 
 #include <map>
 #include <optional>
