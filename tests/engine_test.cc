@@ -1,4 +1,5 @@
 // The event kernel: ordering, the phase ladder, FIFO streams, cross-stream dependencies, joins.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -144,6 +145,63 @@ TEST_CASE("a running task can be rescheduled later and earlier", "[engine]") {
   CHECK(st.makespan == Ps(20));
   CHECK(sharer.log ==
         std::vector<std::string>{"start 0 @0", "start 1 @0", "finish 1 @5", "finish 0 @20"});
+}
+
+// Two graphs that share tasks 0 and 1 (stream 0, 10 ps each, task 1 after task 0) and part
+// after them. `mine`: task 2 on stream 0 after task 1. `other`: task 2 on stream 1 waits for
+// task 0 and task 3 on stream 0 has no predecessor (issued at time zero, behind tasks 0 and 1).
+TaskGraph Mine() { return Graph(2, {0, 0, 0}, {{}, {0}, {1}}); }
+TaskGraph Other() { return Graph(2, {0, 0, 1, 0}, {{}, {0}, {0}, {}}); }
+
+TEST_CASE("a graph adopts another's state before they part and runs as it would alone",
+          "[engine]") {
+  const TaskGraph mine = Mine(), other = Other();
+  Recorder alone{{Ps(10), Ps(10), Ps(3)}, {}};
+  Executor<Recorder>(mine, alone).Run();
+  // Other's task 2 becomes ready when task 0 ends at 10 ps: pause at the boundary before.
+  Recorder r{{Ps(10), Ps(10), Ps(7), Ps(4)}, {}};
+  Executor<Recorder> running(other, r);
+  running.Begin();
+  REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(10); }));
+  Recorder forked{{Ps(10), Ps(10), Ps(3)}, {}};
+  Executor<Recorder> fork(mine, forked);
+  REQUIRE(fork.AdoptPrefix(running, 2));
+  REQUIRE(fork.Advance([](Duration) { return false; }));
+  // The fork logs from the boundary on: the tail of the replay alone, and its totals.
+  REQUIRE(forked.log.size() <= alone.log.size());
+  CHECK(std::equal(forked.log.begin(), forked.log.end(),
+                   alone.log.end() - static_cast<std::ptrdiff_t>(forked.log.size())));
+  CHECK(forked.log.front() == "finish 0 @10");
+  const ExecutionStats whole = Executor<Recorder>(mine, alone).Run();
+  CHECK(fork.stats().makespan == whole.makespan);
+  CHECK(fork.stats().events == whole.events);
+  // The running graph goes on to its own end.
+  REQUIRE(running.Advance([](Duration) { return false; }));
+  CHECK(running.stats().makespan == Ps(24));
+}
+
+TEST_CASE("a state in which a task past the shared prefix was touched is not adopted", "[engine]") {
+  const TaskGraph mine = Mine(), other = Other();
+  Recorder r{{Ps(10), Ps(10), Ps(7), Ps(4)}, {}};
+  Recorder unused{{Ps(10), Ps(10), Ps(3)}, {}};
+  {
+    // Past 10 ps other's task 2 has been issued (and started): too late for a fork at 2.
+    Executor<Recorder> running(other, r);
+    running.Begin();
+    REQUIRE_FALSE(running.Advance([](Duration next) { return next > Ps(10); }));
+    Executor<Recorder> fork(mine, unused);
+    CHECK_FALSE(fork.AdoptPrefix(running, 2));
+  }
+  {
+    // Mine as the running graph, other adopting at the end of task 1: other's task 3 would
+    // have started when task 1 ended, and its task 2 became ready at 10 ps.
+    Recorder m{{Ps(10), Ps(10), Ps(3)}, {}};
+    Executor<Recorder> running(mine, m);
+    running.Begin();
+    REQUIRE_FALSE(running.Advance([](Duration next) { return next > Ps(20); }));
+    Executor<Recorder> fork(other, r);
+    CHECK_FALSE(fork.AdoptPrefix(running, 2));
+  }
 }
 
 }  // namespace

@@ -35,6 +35,21 @@ class EventQueue {
   }
   uint64_t scheduled() const { return next_seq_; }
 
+  // Moves every payload at or above `from` by (to - from), keeping times and order: what a copy
+  // of the queue needs when the payloads above a count name something else (executor.h's
+  // stream wake-ups, numbered after the tasks).
+  void RenumberAbove(int64_t from, int64_t to) {
+    std::vector<Event> events;
+    events.reserve(heap_.size());
+    while (!heap_.empty()) {
+      Event e = heap_.top();
+      heap_.pop();
+      if (e.payload >= from) e.payload += to - from;
+      events.push_back(e);
+    }
+    for (const Event& e : events) heap_.push(e);
+  }
+
  private:
   struct Later {
     bool operator()(const Event& a, const Event& b) const {

@@ -23,6 +23,7 @@
 // finish does. Cost: O(tasks · log streams) — the heap holds at most one finish and one wake-up
 // per stream.
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <optional>
@@ -81,6 +82,7 @@ class Executor final : private Rescheduler {
     const int32_t n = g_.num_tasks();
     remaining_ = g_.pred_count;
     issued_.assign(n, 0);
+    started_.assign(n, 0);
     arrived_.assign(n, 0);
     finished_.assign(n, 0);
     finish_at_.assign(n, Duration::Zero());
@@ -99,14 +101,30 @@ class Executor final : private Rescheduler {
     wake_at_.assign(g_.num_streams, std::nullopt);
   }
 
+  // Runs the graph to its end.
   ExecutionStats Run() {
+    Begin();
+    Advance([](Duration) { return false; });
+    return stats_;
+  }
+
+  // Issues and starts what is ready at time zero (once, before Advance).
+  void Begin() {
     for (int32_t t = 0; t < g_.num_tasks(); ++t) {
       if (remaining_[t] == 0) ready_.push_back(t);
     }
-    ExecutionStats stats;
     Dispatch(Duration::Zero());
+  }
+
+  // Runs until the graph is done (returns true) or `pause(next)` returns true (returns false).
+  // pause is asked at every boundary between dispatch rounds — every finish so far applied,
+  // every dispatch run, nothing ready or dirty — with the time of the next event: the state
+  // there is whole, and AdoptPrefix may copy it. Advance again to go on.
+  template <class Pause>
+  bool Advance(Pause&& pause) {
     bool finished_at_time = false;  // a live finish was applied at the current time
     while (!q_.empty()) {
+      if (!finished_at_time && pause(q_.top().time)) return false;
       const Event e = q_.Pop();
       if (e.payload >= g_.num_tasks()) {
         // A stream's next task has been released: the dispatch of this time starts it.
@@ -118,16 +136,16 @@ class Executor final : private Rescheduler {
       const auto t = static_cast<int32_t>(e.payload);
       // A rescheduled task leaves its earlier finish event behind: skip it.
       if (t < g_.num_tasks() && e.time == finish_at_[t] && !finished_[t]) {
-        stats.events++;
+        stats_.events++;
         finished_[t] = 1;
         Finish(t, e.time);
-        stats.makespan = e.time;
+        stats_.makespan = e.time;
         finished_at_time = true;
       }
       // The dispatch phase of time t runs once every finish at t has been applied. Only
       // finishes are queued, so the dispatch runs inline when the next event is later.
       if (finished_at_time && (q_.empty() || q_.top().time != e.time)) {
-        stats.events++;
+        stats_.events++;
         finished_at_time = false;
         Dispatch(e.time);
       }
@@ -135,7 +153,67 @@ class Executor final : private Rescheduler {
     for (int32_t s = 0; s < g_.num_streams; ++s) {
       SIM_CHECK(head_[s] == queue_begin_[s + 1], "a stream did not drain: dependency cycle");
     }
-    return stats;
+    return true;
+  }
+
+  const ExecutionStats& stats() const { return stats_; }
+  bool started(int32_t t) const { return started_[t] != 0; }
+  bool finished(int32_t t) const { return finished_[t] != 0; }
+  Duration finish_at(int32_t t) const { return finish_at_[t]; }
+
+  // Takes over the state of `from`, paused at a boundary (Advance), for a graph that shares its
+  // first `prefix` tasks with from's graph — the same streams, predecessors, successors among
+  // them and release times — and differs after them. The run from here is the one this graph
+  // would have had from the start when no task from `prefix` on, of either graph, has been
+  // touched yet: none has started or become ready through a predecessor (tasks without
+  // predecessors are issued at time zero, which changes nothing while their streams are busy
+  // with earlier tasks; the caller checks that their issue allocates nothing). Returns false,
+  // leaving this executor unusable, when that does not hold. Not for join groups.
+  bool AdoptPrefix(const Executor& from, int32_t prefix) {
+    const int32_t n = g_.num_tasks();
+    if (!g_.join.empty() || !from.g_.join.empty() || g_.num_streams != from.g_.num_streams ||
+        prefix > n || prefix > from.g_.num_tasks() || !from.ready_.empty() ||
+        !from.dirty_.empty()) {
+      return false;
+    }
+    // Neither graph has touched a task at or after the prefix: the one running has none ready
+    // through a predecessor, started or waiting for its release.
+    for (int32_t t = prefix; t < from.g_.num_tasks(); ++t) {
+      if (from.started_[t] || (from.issued_[t] && from.g_.pred_count[t] > 0)) return false;
+    }
+    std::copy_n(from.remaining_.begin(), prefix, remaining_.begin());
+    std::copy_n(from.issued_.begin(), prefix, issued_.begin());
+    std::copy_n(from.started_.begin(), prefix, started_.begin());
+    std::copy_n(from.finished_.begin(), prefix, finished_.begin());
+    std::copy_n(from.finish_at_.begin(), prefix, finish_at_.begin());
+    // This graph's later tasks: what their finished predecessors leave, issued at time zero
+    // when they have none.
+    for (int32_t t = 0; t < prefix; ++t) {
+      if (!finished_[t]) continue;
+      for (int32_t i = g_.succ_begin[t]; i < g_.succ_begin[t + 1]; ++i) {
+        if (g_.succ[i] >= prefix) --remaining_[g_.succ[i]];
+      }
+    }
+    for (int32_t t = prefix; t < n; ++t) {
+      if (remaining_[t] == 0 && g_.pred_count[t] > 0) return false;  // ready: touched
+      issued_[t] = g_.pred_count[t] == 0;
+    }
+    for (int32_t s = 0; s < g_.num_streams; ++s) {
+      const int32_t done = from.head_[s] - from.queue_begin_[s];
+      head_[s] = queue_begin_[s] + done;
+      busy_[s] = from.busy_[s];
+      wake_at_[s] = from.wake_at_[s];
+      if (head_[s] == queue_begin_[s + 1]) continue;
+      // The stream's next task: one of the prefix (it was one of from's too), or one of this
+      // graph's later tasks that no one runs yet — which must wait for a predecessor, since a
+      // stream idle with an issued head would have started it.
+      const int32_t next = queue_[head_[s]];
+      if (next >= prefix && (busy_[s] || wake_at_[s] || issued_[next])) return false;
+    }
+    q_ = from.q_;
+    q_.RenumberAbove(from.g_.num_tasks(), n);  // stream wake-ups follow the task count
+    stats_ = from.stats_;
+    return true;
   }
 
  private:
@@ -199,6 +277,7 @@ class Executor final : private Rescheduler {
 
   void Start(int32_t t, Duration now) {
     busy_[g_.stream[t]] = 1;
+    started_[t] = 1;
     const Duration d = l_.OnStart(t, now, *this);
     SIM_CHECK(d >= Duration::Zero(), "negative task duration");
     finish_at_[t] = now + d;
@@ -217,8 +296,9 @@ class Executor final : private Rescheduler {
   Listener& l_;
   EventQueue q_;
   std::vector<int32_t> remaining_;
-  std::vector<uint8_t> issued_, arrived_, finished_;  // flags; not vector<bool>, which packs bits
-  std::vector<Duration> finish_at_;                   // per task: when its live finish event is due
+  std::vector<uint8_t> issued_, started_, arrived_,
+      finished_;                     // flags; not vector<bool>, which packs bits
+  std::vector<Duration> finish_at_;  // per task: when its live finish event is due
   std::vector<int32_t> queue_begin_, queue_, head_;
   std::vector<uint8_t> busy_;
   std::vector<int32_t> dirty_;
@@ -226,6 +306,7 @@ class Executor final : private Rescheduler {
   std::vector<int32_t> ready_;
   std::vector<int32_t> join_arrived_;
   std::vector<std::optional<Duration>> wake_at_;  // per stream: a queued wake-up
+  ExecutionStats stats_;
 };
 
 }  // namespace sim::engine

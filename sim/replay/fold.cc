@@ -165,11 +165,17 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   constexpr int kMaxSlides = 8;
   std::vector<ReplayResult> runs;
   int64_t replayed = 0;  // micro-batches, over every short replay so far
-  for (int64_t i = 0; i < 3; ++i) {
-    auto r = replay(i);
-    if (!r) return std::nullopt;
-    runs.push_back(*std::move(r));
-    replayed += plan->k + i * plan->d;
+  {
+    // The first window's three programs share their first micro-batches: one replay, forked
+    // (ReplayFamily).
+    std::vector<OpProgram> programs;
+    for (int64_t i = 0; i < 3; ++i) {
+      auto program = Lower(WithMicroBatches(s, plan->k + i * plan->d));
+      if (!program.ok()) return std::nullopt;
+      programs.push_back(*std::move(program));
+      replayed += plan->k + i * plan->d;
+    }
+    runs = ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options);
   }
   int64_t w = 0;
   while (!Repeats(runs)) {

@@ -13,7 +13,8 @@
 // (M − K − 2d)/d more of that increment — what the full replay gives, byte for byte
 // (tests/fold_test.cc). FLOPs are one micro-batch's times M either way (replay_steps.h). When
 // anything fails to repeat (GPipe's peak grows with M; a trace or timeline was asked for), the
-// step is replayed in full.
+// step is replayed in full. The first window's three replays share their first micro-batches
+// and run as one, forked where they part (ReplayFamily, sim/replay/prefix_watch.h).
 
 #include <optional>
 

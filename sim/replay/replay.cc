@@ -10,6 +10,7 @@
 #include "sim/cost/link_sharing.h"
 #include "sim/engine/executor.h"
 #include "sim/replay/fold.h"
+#include "sim/replay/prefix_watch.h"
 #include "sim/replay/replay_steps.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
@@ -167,6 +168,7 @@ class ReplayListener {
   void OnIssue(int32_t task, Duration now) { ApplyMemory(task, MemWhen::kIssue, now); }
 
   Duration OnStart(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
+    for (PrefixWatch* w : watches_) w->Started(task);
     const auto [replica, o] = Split(task);
     const HotOp& op = hot_[o];
     const int32_t gpu = replica * p_.stages + op.stage;
@@ -195,6 +197,7 @@ class ReplayListener {
   }
 
   void OnFinish(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
+    for (PrefixWatch* w : watches_) w->Finished(task);
     const auto [replica, o] = Split(task);
     const HotOp& op = hot_[o];
     const int32_t gpu = replica * p_.stages + op.stage;
@@ -229,6 +232,27 @@ class ReplayListener {
         host_[gpu] -= copy.bytes_moved;
       }
     }
+  }
+
+  // Forked replays (prefix_watch.h): the watches told of every start and finish.
+  void Watch(PrefixWatch* w) { watches_.push_back(w); }
+
+  // Takes over what `from`'s replay has done so far — its time accounts, memory and running
+  // work, all of ops before `prefix`, which this program shares — as the fork of its state
+  // (Executor::AdoptPrefix takes the executor's).
+  void AdoptRunState(const ReplayListener& from, int32_t prefix) {
+    comm_running_ = from.comm_running_;
+    running_ = from.running_;
+    compute_free_ = from.compute_free_;
+    last_end_ = from.last_end_;
+    std::copy_n(from.finish_.begin(), prefix, finish_.begin());
+    std::copy_n(from.start_.begin(), prefix, start_.begin());
+    pcie_ = from.pcie_;
+    host_ = from.host_;
+    sharing_ = from.sharing_;
+    r_.stages = from.r_.stages;
+    r_.host_activation_peak = from.r_.host_activation_peak;
+    r_.ledgers = from.r_.ledgers;
   }
 
   // After the run: each stage's bubble (waits for other stages, and the tail after its own
@@ -362,6 +386,7 @@ class ReplayListener {
   std::vector<Interval> pcie_;  // replica 0's offload copies
   std::vector<Bytes> host_;     // per simulated GPU: offloaded activations held on the host
   cost::LinkSharing sharing_;
+  std::vector<PrefixWatch*> watches_;
 };
 
 // Bytes each stage's GPU sends per collective kind, summed over the stages (Finalize averages).
@@ -465,10 +490,23 @@ int64_t ReplayResult::GpuOf(int32_t rank) const {
   return program.stage_gpu[StageOf(rank)] + (rank / program.stages) * program.dp_stride;
 }
 
-ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
-                       const cost::CollectiveCostModel& comm, Bytes capacity,
-                       const ReplayOptions& options) {
+namespace {
+
+// One replay in progress: its result (which the listener fills, and whose program it reads),
+// task graph, listener and executor, set up as ReplayRaw does. Heap-held: the listener and
+// executor keep references into it.
+struct ReplayRun {
   ReplayResult r;
+  engine::TaskGraph graph;
+  std::optional<ReplayListener> listener;
+  std::optional<engine::Executor<ReplayListener>> executor;
+};
+
+std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostModel& compute,
+                                   const cost::CollectiveCostModel& comm, Bytes capacity,
+                                   const ReplayOptions& options) {
+  auto run = std::make_unique<ReplayRun>();
+  ReplayResult& r = run->r;
   r.program = std::move(program);
   const int32_t replicas = options.replicas;
   SIM_CHECK(replicas >= 1, "at least one data-parallel replica is simulated");
@@ -481,16 +519,21 @@ ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
     }
     r.ledgers.back().MarkPersistent();
   }
-  engine::TaskGraph graph = BuildGraph(r.program, replicas);
-  SetReleaseTimes(r.program, compute, replicas, graph);
-  ReplayListener listener(compute, comm, options, r);
+  run->graph = BuildGraph(r.program, replicas);
+  SetReleaseTimes(r.program, compute, replicas, run->graph);
+  run->listener.emplace(compute, comm, options, r);
   CountBytes(r);
-  engine::Executor<ReplayListener> executor(graph, listener);
-  const engine::ExecutionStats stats = executor.Run();
-  r.step = stats.makespan;
-  r.events = stats.events;
+  run->executor.emplace(run->graph, *run->listener);
+  return run;
+}
+
+// After the executor ran to its end.
+ReplayResult Complete(ReplayRun& run) {
+  ReplayResult& r = run.r;
+  r.step = run.executor->stats().makespan;
+  r.events = run.executor->stats().events;
   r.ops = static_cast<int64_t>(r.program.ops.size());
-  listener.Close(r.step);
+  run.listener->Close(r.step);
   for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
     SIM_CHECK(r.ledgers[gpu].Transient() == Bytes(),
               "memory did not return to the persistent level at the end of the step");
@@ -498,7 +541,84 @@ ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
               "a free matched no live tensor of its category and size");
     if (r.ledgers[gpu].peak() > r.ledgers[r.peak_rank].peak()) r.peak_rank = gpu;
   }
-  return r;
+  return std::move(r);
+}
+
+constexpr auto kToTheEnd = [](Duration) { return false; };
+
+}  // namespace
+
+ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
+                       const cost::CollectiveCostModel& comm, Bytes capacity,
+                       const ReplayOptions& options) {
+  auto run = Prepare(std::move(program), compute, comm, capacity, options);
+  run->executor->Begin();
+  run->executor->Advance(kToTheEnd);
+  return Complete(*run);
+}
+
+std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
+                                       const cost::ComputeCostModel& compute,
+                                       const cost::CollectiveCostModel& comm, Bytes capacity,
+                                       const ReplayOptions& options, int* forks) {
+  const size_t n = programs.size();
+  std::vector<ReplayResult> results(n);
+  auto alone = [&](size_t i) {
+    results[i] = ReplayRaw(std::move(programs[i]), compute, comm, capacity, options);
+  };
+  if (n == 0) return results;
+  if (options.replicas != 1 || options.record_ops || options.record_memory) {
+    for (size_t i = 0; i < n; ++i) alone(i);
+    return results;
+  }
+  // The longest runs; the others fork from it in the order of their shared prefixes.
+  const size_t longest =
+      static_cast<size_t>(std::max_element(programs.begin(), programs.end(),
+                                           [](const OpProgram& a, const OpProgram& b) {
+                                             return a.ops.size() < b.ops.size();
+                                           }) -
+                          programs.begin());
+  std::vector<std::optional<PrefixWatch>> watches(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (i == longest) continue;
+    const int32_t prefix = CommonPrefix(programs[i], programs[longest]);
+    if (prefix > 0) watches[i] = PrefixWatch::Make(programs[longest], programs[i], prefix);
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i) {
+    if (i != longest && watches[i]) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return watches[a]->prefix() < watches[b]->prefix(); });
+  auto main = Prepare(std::move(programs[longest]), compute, comm, capacity, options);
+  for (size_t i : order) main->listener->Watch(&*watches[i]);
+  main->executor->Begin();
+  bool done = false;
+  for (size_t i : order) {
+    const PrefixWatch& w = *watches[i];
+    done = done ||
+           main->executor->Advance([&](Duration next) { return w.Due(next, *main->executor); });
+    if (done) {  // the longest ended first: nothing left to fork from
+      alone(i);
+      continue;
+    }
+    auto fork = Prepare(std::move(programs[i]), compute, comm, capacity, options);
+    fork->listener->AdoptRunState(*main->listener, w.prefix());
+    if (!fork->executor->AdoptPrefix(*main->executor, w.prefix())) {
+      programs[i] = std::move(fork->r.program);
+      alone(i);
+      continue;
+    }
+    fork->executor->Advance(kToTheEnd);
+    results[i] = Complete(*fork);
+    if (forks) ++*forks;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (i != longest && !watches[i]) alone(i);
+  }
+  if (!done) main->executor->Advance(kToTheEnd);
+  results[longest] = Complete(*main);
+  return results;
 }
 
 bool Finalize(ReplayResult& r, int64_t micro_batches) {

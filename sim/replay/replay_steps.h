@@ -4,6 +4,7 @@
 // extrapolate integers; Finalize averages them and picks the pacing stage.
 
 #include <cstdint>
+#include <vector>
 
 #include "sim/replay/replay.h"
 
@@ -14,6 +15,14 @@ namespace sim::replay {
 ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
                        const cost::CollectiveCostModel& comm, Bytes capacity,
                        const ReplayOptions& options);
+// ReplayRaw of each program, the same results, for less: the longest is replayed and each
+// shorter one that shares a prefix of ops with it forks from its state before they part
+// (sim/replay/prefix_watch.h); one that cannot fork is replayed alone. `forks` (optional)
+// counts the forks taken.
+std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
+                                       const cost::ComputeCostModel& compute,
+                                       const cost::CollectiveCostModel& comm, Bytes capacity,
+                                       const ReplayOptions& options, int* forks = nullptr);
 // FLOPs for `micro_batches` micro-batches per step (one micro-batch's ops times the count),
 // averages over the stages, the report's time keys from the pacing stage. False when some
 // stage's micro-batches differ in FLOPs (then they were summed as the program holds them, which

@@ -1,0 +1,84 @@
+#pragma once
+// Forked replays (README "Folding"): the short replays of a fold run programs that agree op for
+// op over a long prefix (the first micro-batches) and differ after it (one more micro-batch, or
+// the optimizer step). Replaying the longest and, at the last moment the prefix alone decides,
+// handing a copy of its state to each shorter program gives every replay exactly as it would
+// have run alone, for the cost of the longest plus the shorter ones' ends.
+//
+// "The last moment": an executor boundary (sim/engine/executor.h, Advance) before either
+// program touches one of its ops past the prefix — starts it, or makes it ready through its
+// predecessors (ops without predecessors are issued at time zero and wait behind their streams'
+// earlier ops; their issue must allocate nothing). A watch follows the running replay's starts
+// and finishes and says, at each boundary, whether the next dispatch round may touch such an
+// op: one whose predecessors are all in the prefix, all running and all due to finish then; or
+// the first op after the prefix on a stream that it would start, due when the stream's last
+// prefix op finishes. Asking early costs only time: Executor::AdoptPrefix checks the state it
+// copies, and a fork it refuses is replayed alone.
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sim/base/units.h"
+#include "sim/workload/program.h"
+
+namespace sim::replay {
+
+// How many leading ops `a` and `b` share: the same op, dependencies, memory actions and
+// collective, in programs with the same stages and persistent memory (0 otherwise).
+int32_t CommonPrefix(const OpProgram& a, const OpProgram& b);
+
+class PrefixWatch {
+ public:
+  // The watch of `running`'s replay for a fork of `other` at `prefix` (CommonPrefix); none when
+  // one of them touches an op past the prefix at time zero (so no fork can be taken). One
+  // simulated replica: task t is op t, on stream stage · kNumStreams + kind.
+  static std::optional<PrefixWatch> Make(const OpProgram& running, const OpProgram& other,
+                                         int32_t prefix);
+
+  int32_t prefix() const { return prefix_; }
+
+  // The running replay started / finished task t.
+  void Started(int32_t t) {
+    if (t >= prefix_) return;
+    for (int32_t i = feeds_begin_[t]; i < feeds_begin_[t + 1]; ++i) {
+      if (--unstarted_[feeds_[i]] == 0) armed_.push_back(feeds_[i]);
+    }
+  }
+  void Finished(int32_t t) {
+    if (t >= prefix_) return;
+    for (int32_t i = feeds_begin_[t]; i < feeds_begin_[t + 1]; ++i) {
+      if (--unfinished_[feeds_[i]] == 0) touched_ = true;
+    }
+  }
+
+  // At a boundary of the running executor whose next event is at `next`: whether the next round
+  // may touch an op past the prefix (fork now). Exec: finished(t), finish_at(t).
+  template <class Exec>
+  bool Due(Duration next, const Exec& e) const {
+    if (touched_) return true;
+    for (int32_t item : armed_) {
+      bool all = true;
+      for (int32_t i = preds_begin_[item]; i < preds_begin_[item + 1] && all; ++i) {
+        const int32_t p = preds_[i];
+        all = e.finished(p) || e.finish_at(p) <= next;
+      }
+      if (all) return true;
+    }
+    return false;
+  }
+
+ private:
+  // Items: each a set of prefix ops whose all finishing touches an op past the prefix.
+  void AddItem(std::vector<int32_t> preds);
+  void Index();
+
+  int32_t prefix_ = 0;
+  std::vector<int32_t> preds_begin_{0}, preds_;  // CSR: item -> its prefix ops
+  std::vector<int32_t> feeds_begin_, feeds_;     // CSR: prefix op -> the items it is in
+  std::vector<int32_t> unstarted_, unfinished_;  // per item
+  std::vector<int32_t> armed_;                   // items whose ops have all started
+  bool touched_ = false;
+};
+
+}  // namespace sim::replay

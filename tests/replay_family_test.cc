@@ -1,0 +1,106 @@
+// Forked replays (sim/replay/prefix_watch.h, ReplayFamily): the short replays of a fold, run as
+// one replay forked where their programs part, give each program's report exactly as its own
+// replay does — on the shipped scenarios and the golden runs' grid of layouts — and the forks
+// are really taken (a fork refused falls back to a replay alone, which would hide nothing but
+// the speed).
+#include <catch2/catch.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/cost/graph_collective.h"
+#include "sim/replay/fold.h"
+#include "sim/replay/replay_steps.h"
+#include "sim/report/run_report.h"
+#include "sim/report/run_summary.h"
+#include "sim/workload/lowering.h"
+#include "tests/test_scenarios.h"
+
+namespace sim {
+namespace {
+
+Scenario WithMicroBatches(Scenario s, int64_t m) {
+  s.training.global_batch = m * s.training.micro_batch * s.dp();
+  return s;
+}
+
+// The report of a raw replay of the scenario at its own micro-batch count.
+std::string Report(const Scenario& s, replay::ReplayResult r) {
+  replay::Finalize(r, s.micro_batches());
+  const report::RunSummary summary = report::Summarize(s, r);
+  return report::RunText(summary) + report::RunJson(summary).dump(2);
+}
+
+// Replays the fold's first window of `s` (K, K + d, K + 2d micro-batches) forked and alone;
+// returns the forks taken after checking every report equal.
+int CheckFamily(const Scenario& s) {
+  const auto plan = replay::PlanFold(WithMicroBatches(s, 4096 * s.parallel.pp));
+  if (!plan) return 0;  // GPipe
+  auto comm = cost::MakeCollectiveCostModel(s);
+  REQUIRE(comm.ok());
+  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
+  replay::ReplayOptions o;
+  o.allocator.expandable_segments = s.runtime.expandable_segments;
+  std::vector<Scenario> scenarios;
+  std::vector<OpProgram> programs;
+  for (int64_t i = 0; i < 3; ++i) {
+    scenarios.push_back(WithMicroBatches(s, plan->k + i * plan->d));
+    auto p = Lower(scenarios.back());
+    REQUIRE(p.ok());
+    programs.push_back(*std::move(p));
+  }
+  int forks = 0;
+  std::vector<replay::ReplayResult> family =
+      replay::ReplayFamily(programs, compute, **comm, s.cluster.gpu.Usable(), o, &forks);
+  REQUIRE(family.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO(scenarios[i].micro_batches() << " micro-batches");
+    replay::ReplayResult alone =
+        replay::ReplayRaw(programs[i], compute, **comm, s.cluster.gpu.Usable(), o);
+    CHECK(family[i].events == alone.events);
+    CHECK(Report(scenarios[i], std::move(family[i])) == Report(scenarios[i], std::move(alone)));
+  }
+  return forks;
+}
+
+TEST_CASE("forked short replays report what each replays alone, across layouts", "[fold]") {
+  int cases = 0, forks = 0;
+  for (const GoldenCase& g : GoldenCases()) {
+    INFO(g.line);
+    const int f = CheckFamily(g.scenario);
+    forks += f;
+    cases += f > 0;
+  }
+  for (const char* file : {"scenarios/default.yaml", "scenarios/gpt3-175b-korthikanti.yaml",
+                           "scenarios/llama2-70b-finetune.yaml"}) {
+    INFO(file);
+    forks += CheckFamily(Load(std::string(STEPSIM_SOURCE_DIR "/") + file));
+  }
+  // Every layout but GPipe's forks both shorter replays (none of the grid's tails touches a
+  // stream of its own at time zero).
+  CHECK(cases >= 13);
+  CHECK(forks >= 2 * 13 + 6);
+}
+
+TEST_CASE("forked replays of a sweep's overflowing and settling steps", "[fold]") {
+  // The sweep check's grid at its extremes: ZeRO-0 a terabyte over capacity (every new segment
+  // releases the cached ones), ZeRO-3 whose reserved peak grows for three micro-batches.
+  const Scenario base = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
+  for (const auto& sets : std::vector<std::vector<config::Override>>{
+           {{"parallel.zero", "0"}, {"training.recompute", "none"}},
+           {{"parallel.zero", "3"},
+            {"training.recompute", "none"},
+            {"training.seq_len", "1024"},
+            {"training.micro_batch", "2"}},
+           {{"parallel.zero", "2"},
+            {"training.recompute", "selective"},
+            {"training.seq_len", "32768"}}}) {
+    const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", sets);
+    INFO(sets.front().value << " " << sets[1].value);
+    CHECK(CheckFamily(s) == 2);
+  }
+}
+
+}  // namespace
+}  // namespace sim
