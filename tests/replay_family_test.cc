@@ -1,9 +1,10 @@
-// Forked replays (sim/replay/prefix_watch.h, ReplayFamily): the short replays of a fold, run as
-// one replay forked where their programs part, give each program's report exactly as its own
-// replay does — on the shipped scenarios and the golden runs' grid of layouts — and the forks
-// are really taken (a fork refused falls back to a replay alone, which would hide nothing but
-// the speed).
+// Forked replays (sim/replay/prefix_watch.h, ReplayFamily, ReplayAfter): the short replays of a
+// fold, run as one replay forked where their programs part, and each slide's replay going on
+// from the last one's kept state, give each program's report exactly as its own replay does —
+// on the shipped scenarios and the golden runs' grid of layouts — and the forks are really
+// taken (a fork refused falls back to a replay alone, which would hide nothing but the speed).
 #include <catch2/catch.hpp>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,8 +32,10 @@ std::string Report(const Scenario& s, replay::ReplayResult r) {
   return report::RunText(summary) + report::RunJson(summary).dump(2);
 }
 
-// Replays the fold's first window of `s` (K, K + d, K + 2d micro-batches) forked and alone;
-// returns the forks taken after checking every report equal.
+// Replays the fold's first window of `s` (K, K + d, K + 2d micro-batches) forked and alone,
+// and two slides past it (K + 3d, K + 4d) each going on from the last one's kept state
+// (ReplayAfter) and alone; returns the forks and adoptions taken after checking every report
+// equal.
 int CheckFamily(const Scenario& s) {
   const auto plan = replay::PlanFold(WithMicroBatches(s, 4096 * s.parallel.pp));
   if (!plan) return 0;  // GPipe
@@ -44,22 +47,29 @@ int CheckFamily(const Scenario& s) {
   o.allocator.expandable_segments = s.runtime.expandable_segments;
   std::vector<Scenario> scenarios;
   std::vector<OpProgram> programs;
-  for (int64_t i = 0; i < 3; ++i) {
+  for (int64_t i = 0; i < 5; ++i) {
     scenarios.push_back(WithMicroBatches(s, plan->k + i * plan->d));
     auto p = Lower(scenarios.back());
     REQUIRE(p.ok());
     programs.push_back(*std::move(p));
   }
   int forks = 0;
-  std::vector<replay::ReplayResult> family =
-      replay::ReplayFamily(programs, compute, **comm, s.cluster.gpu.Usable(), o, &forks);
-  REQUIRE(family.size() == 3);
-  for (size_t i = 0; i < 3; ++i) {
+  std::shared_ptr<const replay::ReplaySnapshot> snapshot;
+  std::vector<replay::ReplayResult> runs =
+      replay::ReplayFamily({programs.begin(), programs.begin() + 3}, compute, **comm,
+                           s.cluster.gpu.Usable(), o, &forks, &snapshot);
+  REQUIRE(runs.size() == 3);
+  for (size_t i = 3; i < 5; ++i) {
+    forks += snapshot != nullptr;
+    runs.push_back(replay::ReplayAfter(programs[i], runs.back().program, compute, **comm,
+                                       s.cluster.gpu.Usable(), o, snapshot));
+  }
+  for (size_t i = 0; i < 5; ++i) {
     INFO(scenarios[i].micro_batches() << " micro-batches");
     replay::ReplayResult alone =
         replay::ReplayRaw(programs[i], compute, **comm, s.cluster.gpu.Usable(), o);
-    CHECK(family[i].events == alone.events);
-    CHECK(Report(scenarios[i], std::move(family[i])) == Report(scenarios[i], std::move(alone)));
+    CHECK(runs[i].events == alone.events);
+    CHECK(Report(scenarios[i], std::move(runs[i])) == Report(scenarios[i], std::move(alone)));
   }
   return forks;
 }
@@ -77,10 +87,10 @@ TEST_CASE("forked short replays report what each replays alone, across layouts",
     INFO(file);
     forks += CheckFamily(Load(std::string(STEPSIM_SOURCE_DIR "/") + file));
   }
-  // Every layout but GPipe's forks both shorter replays (none of the grid's tails touches a
-  // stream of its own at time zero).
+  // Every layout but GPipe's forks both shorter replays and keeps a state for each slide (none
+  // of the grid's tails touches a stream of its own at time zero).
   CHECK(cases >= 13);
-  CHECK(forks >= 2 * 13 + 6);
+  CHECK(forks >= 4 * 13 + 12);
 }
 
 TEST_CASE("forked replays of a sweep's overflowing and settling steps", "[fold]") {
@@ -98,7 +108,7 @@ TEST_CASE("forked replays of a sweep's overflowing and settling steps", "[fold]"
             {"training.seq_len", "32768"}}}) {
     const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", sets);
     INFO(sets.front().value << " " << sets[1].value);
-    CHECK(CheckFamily(s) == 2);
+    CHECK(CheckFamily(s) == 4);
   }
 }
 

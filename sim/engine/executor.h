@@ -67,6 +67,22 @@ class Rescheduler {
   ~Rescheduler() = default;
 };
 
+// An executor's state over the first tasks of its graph, at a boundary between dispatch rounds
+// (Executor::TakeSnapshot, Adopt): per task of the prefix its predecessors left, whether issued,
+// started, finished and when it finishes; per stream the tasks finished, whether busy, a queued
+// wake-up; the event queue (stream wake-ups numbered after the graph's `tasks`) and the counts.
+struct ExecutorSnapshot {
+  int32_t prefix = 0, tasks = 0;
+  std::vector<int32_t> remaining;
+  std::vector<uint8_t> issued, started, finished;
+  std::vector<Duration> finish_at;
+  std::vector<int32_t> done;
+  std::vector<uint8_t> busy;
+  std::vector<std::optional<Duration>> wake_at;
+  EventQueue queue;
+  ExecutionStats stats;
+};
+
 // OnStart returns the task's duration (>= 0).
 template <class L>
 concept ExecutorListener = requires(L& l, int32_t task, Duration now, Rescheduler& r) {
@@ -161,31 +177,49 @@ class Executor final : private Rescheduler {
   bool finished(int32_t t) const { return finished_[t] != 0; }
   Duration finish_at(int32_t t) const { return finish_at_[t]; }
 
-  // Takes over the state of `from`, paused at a boundary (Advance), for a graph that shares its
-  // first `prefix` tasks with from's graph — the same streams, predecessors, successors among
-  // them and release times — and differs after them. The run from here is the one this graph
-  // would have had from the start when no task from `prefix` on, of either graph, has been
-  // touched yet: none has started or become ready through a predecessor (tasks without
+  // A copy of this run's state over its first `prefix` tasks, paused at a boundary (Advance),
+  // for a graph that shares those tasks to go on from (Adopt); none when a task from `prefix`
+  // on has been touched — started, or made ready through a predecessor (tasks without
   // predecessors are issued at time zero, which changes nothing while their streams are busy
-  // with earlier tasks; the caller checks that their issue allocates nothing). Returns false,
-  // leaving this executor unusable, when that does not hold. Not for join groups.
-  bool AdoptPrefix(const Executor& from, int32_t prefix) {
+  // with earlier tasks; the caller checks that their issue allocates nothing).
+  std::optional<ExecutorSnapshot> TakeSnapshot(int32_t prefix) const {
     const int32_t n = g_.num_tasks();
-    if (!g_.join.empty() || !from.g_.join.empty() || g_.num_streams != from.g_.num_streams ||
-        prefix > n || prefix > from.g_.num_tasks() || !from.ready_.empty() ||
-        !from.dirty_.empty()) {
+    if (!g_.join.empty() || prefix > n || !ready_.empty() || !dirty_.empty()) return std::nullopt;
+    for (int32_t t = prefix; t < n; ++t) {
+      if (started_[t] || (issued_[t] && g_.pred_count[t] > 0)) return std::nullopt;
+    }
+    ExecutorSnapshot snap;
+    snap.prefix = prefix;
+    snap.tasks = n;
+    snap.remaining.assign(remaining_.begin(), remaining_.begin() + prefix);
+    snap.issued.assign(issued_.begin(), issued_.begin() + prefix);
+    snap.started.assign(started_.begin(), started_.begin() + prefix);
+    snap.finished.assign(finished_.begin(), finished_.begin() + prefix);
+    snap.finish_at.assign(finish_at_.begin(), finish_at_.begin() + prefix);
+    for (int32_t s = 0; s < g_.num_streams; ++s) snap.done.push_back(head_[s] - queue_begin_[s]);
+    snap.busy = busy_;
+    snap.wake_at = wake_at_;
+    snap.queue = q_;
+    snap.stats = stats_;
+    return snap;
+  }
+
+  // Takes over a snapshot (TakeSnapshot) of a graph that shares its first `prefix` tasks with
+  // this one — the same streams, predecessors, successors among them and release times — and
+  // differs after them. The run from here is the one this graph would have had from the start
+  // when none of its own tasks from the prefix on would have been touched by then either.
+  // Returns false, leaving this executor unusable, when that does not hold. Not for join groups.
+  bool Adopt(const ExecutorSnapshot& snap) {
+    const int32_t n = g_.num_tasks(), prefix = snap.prefix;
+    if (!g_.join.empty() || static_cast<int32_t>(snap.done.size()) != g_.num_streams ||
+        prefix > n) {
       return false;
     }
-    // Neither graph has touched a task at or after the prefix: the one running has none ready
-    // through a predecessor, started or waiting for its release.
-    for (int32_t t = prefix; t < from.g_.num_tasks(); ++t) {
-      if (from.started_[t] || (from.issued_[t] && from.g_.pred_count[t] > 0)) return false;
-    }
-    std::copy_n(from.remaining_.begin(), prefix, remaining_.begin());
-    std::copy_n(from.issued_.begin(), prefix, issued_.begin());
-    std::copy_n(from.started_.begin(), prefix, started_.begin());
-    std::copy_n(from.finished_.begin(), prefix, finished_.begin());
-    std::copy_n(from.finish_at_.begin(), prefix, finish_at_.begin());
+    std::copy(snap.remaining.begin(), snap.remaining.end(), remaining_.begin());
+    std::copy(snap.issued.begin(), snap.issued.end(), issued_.begin());
+    std::copy(snap.started.begin(), snap.started.end(), started_.begin());
+    std::copy(snap.finished.begin(), snap.finished.end(), finished_.begin());
+    std::copy(snap.finish_at.begin(), snap.finish_at.end(), finish_at_.begin());
     // This graph's later tasks: what their finished predecessors leave, issued at time zero
     // when they have none.
     for (int32_t t = 0; t < prefix; ++t) {
@@ -199,21 +233,27 @@ class Executor final : private Rescheduler {
       issued_[t] = g_.pred_count[t] == 0;
     }
     for (int32_t s = 0; s < g_.num_streams; ++s) {
-      const int32_t done = from.head_[s] - from.queue_begin_[s];
-      head_[s] = queue_begin_[s] + done;
-      busy_[s] = from.busy_[s];
-      wake_at_[s] = from.wake_at_[s];
+      if (snap.done[s] > queue_begin_[s + 1] - queue_begin_[s]) return false;
+      head_[s] = queue_begin_[s] + snap.done[s];
+      busy_[s] = snap.busy[s];
+      wake_at_[s] = snap.wake_at[s];
       if (head_[s] == queue_begin_[s + 1]) continue;
-      // The stream's next task: one of the prefix (it was one of from's too), or one of this
-      // graph's later tasks that no one runs yet — which must wait for a predecessor, since a
-      // stream idle with an issued head would have started it.
+      // The stream's next task: one of the prefix, or one of this graph's later tasks that no
+      // one runs yet — which must wait for a predecessor, since a stream idle with an issued
+      // head would have started it.
       const int32_t next = queue_[head_[s]];
       if (next >= prefix && (busy_[s] || wake_at_[s] || issued_[next])) return false;
     }
-    q_ = from.q_;
-    q_.RenumberAbove(from.g_.num_tasks(), n);  // stream wake-ups follow the task count
-    stats_ = from.stats_;
+    q_ = snap.queue;
+    q_.RenumberAbove(snap.tasks, n);  // stream wake-ups follow the task count
+    stats_ = snap.stats;
     return true;
+  }
+
+  // Adopt(from.TakeSnapshot(prefix)), without keeping the copy.
+  bool AdoptPrefix(const Executor& from, int32_t prefix) {
+    const std::optional<ExecutorSnapshot> snap = from.TakeSnapshot(prefix);
+    return snap && Adopt(*snap);
   }
 
  private:

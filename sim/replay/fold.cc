@@ -1,6 +1,7 @@
 #include "sim/replay/fold.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -146,12 +147,6 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   if (options.record_ops || options.record_memory) return std::nullopt;  // traces expand
   const auto plan = PlanFold(s);
   if (!plan) return std::nullopt;
-  // Replays K + i·d micro-batches; none when lowering fails (the full lowering reports it).
-  auto replay = [&](int64_t i) -> std::optional<ReplayResult> {
-    auto program = Lower(WithMicroBatches(s, plan->k + i * plan->d));
-    if (!program.ok()) return std::nullopt;
-    return ReplayRaw(*std::move(program), compute, comm, s.cluster.gpu.Usable(), options);
-  };
   // The window of three replays K + w·d, K + (w + 1)·d, K + (w + 2)·d. When they do not
   // repeat, the window slides one period (one more short replay instead of the full one) while
   // every short replay so far and the next hold fewer micro-batches than the step — the
@@ -165,26 +160,32 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   constexpr int kMaxSlides = 8;
   std::vector<ReplayResult> runs;
   int64_t replayed = 0;  // micro-batches, over every short replay so far
+  // A state of the longest replay so far, where it parts from the one before: each slide's
+  // replay goes on from there instead of starting over (ReplayAfter).
+  std::shared_ptr<const ReplaySnapshot> snapshot;
   {
     // The first window's three programs share their first micro-batches: one replay, forked
     // (ReplayFamily).
     std::vector<OpProgram> programs;
     for (int64_t i = 0; i < 3; ++i) {
       auto program = Lower(WithMicroBatches(s, plan->k + i * plan->d));
-      if (!program.ok()) return std::nullopt;
+      if (!program.ok()) return std::nullopt;  // the full lowering reports it
       programs.push_back(*std::move(program));
       replayed += plan->k + i * plan->d;
     }
-    runs = ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options);
+    runs = ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options,
+                        nullptr, &snapshot);
   }
   int64_t w = 0;
   while (!Repeats(runs)) {
     const int64_t next = plan->k + (w + 3) * plan->d;
     if (w == kMaxSlides || replayed + next >= s.micro_batches()) return std::nullopt;
-    auto r = replay(w + 3);
-    if (!r) return std::nullopt;
+    auto program = Lower(WithMicroBatches(s, next));
+    if (!program.ok()) return std::nullopt;  // the full lowering reports it
+    ReplayResult r = ReplayAfter(*std::move(program), runs.back().program, compute, comm,
+                                 s.cluster.gpu.Usable(), options, snapshot);
     runs.erase(runs.begin());
-    runs.push_back(*std::move(r));
+    runs.push_back(std::move(r));
     replayed += next;
     ++w;
   }

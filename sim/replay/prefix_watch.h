@@ -52,6 +52,16 @@ class PrefixWatch {
     }
   }
 
+  // The running replay went on from a state (Executor::Adopt): what it had started and
+  // finished by then. Exec: started(t), finished(t).
+  template <class Exec>
+  void CatchUp(const Exec& e) {
+    for (int32_t t = 0; t < prefix_; ++t) {
+      if (e.started(t)) Started(t);
+      if (e.finished(t)) Finished(t);
+    }
+  }
+
   // At a boundary of the running executor whose next event is at `next`: whether the next round
   // may touch an op past the prefix (fork now). Exec: finished(t), finish_at(t).
   template <class Exec>

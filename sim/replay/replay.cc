@@ -118,6 +118,34 @@ struct HotOp {
 };
 static_assert(sizeof(HotOp) == 40, "HotOp is meant to stay small: see above");
 
+// The compute-stream kernel running on a simulated GPU (task -1: none), its work left in time
+// alone on the GPU as of `since`, and whether communication runs beside it.
+struct RunningCompute {
+  int32_t task = -1;
+  Duration left, since;
+  bool beside_comm = false;
+};
+
+struct Interval {
+  int32_t stage;
+  Duration start, end;
+};
+
+// What a replay has done by a boundary, over its first `prefix` ops (ReplayListener::Save,
+// Restore): the listener's running state, and the result's time accounts and ledgers.
+struct ListenerState {
+  int32_t prefix = 0;
+  std::vector<int32_t> comm_running;
+  std::vector<RunningCompute> running;
+  std::vector<Duration> compute_free, last_end, finish, start;
+  std::vector<Interval> pcie;
+  std::vector<Bytes> host;
+  cost::LinkSharing sharing{0};
+  std::vector<StageTimes> stages;
+  std::vector<Bytes> host_activation_peak;
+  std::vector<memory::MemoryLedger> ledgers;
+};
+
 class ReplayListener {
  public:
   ReplayListener(const cost::ComputeCostModel& compute, const cost::CollectiveCostModel& comm,
@@ -237,22 +265,38 @@ class ReplayListener {
   // Forked replays (prefix_watch.h): the watches told of every start and finish.
   void Watch(PrefixWatch* w) { watches_.push_back(w); }
 
-  // Takes over what `from`'s replay has done so far — its time accounts, memory and running
-  // work, all of ops before `prefix`, which this program shares — as the fork of its state
-  // (Executor::AdoptPrefix takes the executor's).
-  void AdoptRunState(const ReplayListener& from, int32_t prefix) {
-    comm_running_ = from.comm_running_;
-    running_ = from.running_;
-    compute_free_ = from.compute_free_;
-    last_end_ = from.last_end_;
-    std::copy_n(from.finish_.begin(), prefix, finish_.begin());
-    std::copy_n(from.start_.begin(), prefix, start_.begin());
-    pcie_ = from.pcie_;
-    host_ = from.host_;
-    sharing_ = from.sharing_;
-    r_.stages = from.r_.stages;
-    r_.host_activation_peak = from.r_.host_activation_peak;
-    r_.ledgers = from.r_.ledgers;
+  // What this replay has done by now, over its first `prefix` ops (their finish and start
+  // times; the rest of the state is whole).
+  ListenerState Save(int32_t prefix) const {
+    return ListenerState{prefix,
+                         comm_running_,
+                         running_,
+                         compute_free_,
+                         last_end_,
+                         {finish_.begin(), finish_.begin() + prefix},
+                         {start_.begin(), start_.begin() + prefix},
+                         pcie_,
+                         host_,
+                         sharing_,
+                         r_.stages,
+                         r_.host_activation_peak,
+                         r_.ledgers};
+  }
+  // Takes over a saved state, for a program that shares its first `st.prefix` ops with the one
+  // it was saved from (the executor's state goes with it: Executor::Adopt).
+  void Restore(const ListenerState& st) {
+    comm_running_ = st.comm_running;
+    running_ = st.running;
+    compute_free_ = st.compute_free;
+    last_end_ = st.last_end;
+    std::copy(st.finish.begin(), st.finish.end(), finish_.begin());
+    std::copy(st.start.begin(), st.start.end(), start_.begin());
+    pcie_ = st.pcie;
+    host_ = st.host;
+    sharing_ = st.sharing;
+    r_.stages = st.stages;
+    r_.host_activation_peak = st.host_activation_peak;
+    r_.ledgers = st.ledgers;
   }
 
   // After the run: each stage's bubble (waits for other stages, and the tail after its own
@@ -364,27 +408,16 @@ class ReplayListener {
   const ReplayOptions& options_;
   ReplayResult& r_;
   const OpProgram& p_;
-  std::vector<HotOp> hot_;             // per op
-  double slowdown_;                    // GpuCalibration::overlap_slowdown
-  std::vector<int32_t> comm_running_;  // per simulated GPU: collectives and sends running
-  // Per simulated GPU: the compute-stream kernel running (task -1: none), its work left in
-  // time alone on the GPU as of `since`, and whether communication runs beside it.
-  struct RunningCompute {
-    int32_t task = -1;
-    Duration left, since;
-    bool beside_comm = false;
-  };
-  std::vector<RunningCompute> running_;
-  std::vector<Duration> compute_free_;  // per stage (replica 0): when the compute stream idled
-  std::vector<Duration> last_end_;      // per stage (replica 0): its latest op end
-  std::vector<Duration> finish_;        // per task
-  std::vector<Duration> start_;         // per task
-  struct Interval {
-    int32_t stage;
-    Duration start, end;
-  };
-  std::vector<Interval> pcie_;  // replica 0's offload copies
-  std::vector<Bytes> host_;     // per simulated GPU: offloaded activations held on the host
+  std::vector<HotOp> hot_;               // per op
+  double slowdown_;                      // GpuCalibration::overlap_slowdown
+  std::vector<int32_t> comm_running_;    // per simulated GPU: collectives and sends running
+  std::vector<RunningCompute> running_;  // per simulated GPU
+  std::vector<Duration> compute_free_;   // per stage (replica 0): when the compute stream idled
+  std::vector<Duration> last_end_;       // per stage (replica 0): its latest op end
+  std::vector<Duration> finish_;         // per task
+  std::vector<Duration> start_;          // per task
+  std::vector<Interval> pcie_;           // replica 0's offload copies
+  std::vector<Bytes> host_;  // per simulated GPU: offloaded activations held on the host
   cost::LinkSharing sharing_;
   std::vector<PrefixWatch*> watches_;
 };
@@ -557,17 +590,49 @@ ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
   return Complete(*run);
 }
 
+struct ReplaySnapshot {
+  engine::ExecutorSnapshot executor;
+  ListenerState listener;
+};
+
+namespace {
+
+// A replay of `program` on from `snapshot` (its executor's and listener's state); none, with
+// the program handed back, when the executor refuses the state.
+std::optional<ReplayResult> ReplayFrom(OpProgram& program, const engine::ExecutorSnapshot& exec,
+                                       const ListenerState& listener,
+                                       const cost::ComputeCostModel& compute,
+                                       const cost::CollectiveCostModel& comm, Bytes capacity,
+                                       const ReplayOptions& options) {
+  auto run = Prepare(std::move(program), compute, comm, capacity, options);
+  run->listener->Restore(listener);
+  if (!run->executor->Adopt(exec)) {
+    program = std::move(run->r.program);
+    return std::nullopt;
+  }
+  run->executor->Advance(kToTheEnd);
+  return Complete(*run);
+}
+
+bool Forkable(const ReplayOptions& options) {
+  return options.replicas == 1 && !options.record_ops && !options.record_memory;
+}
+
+}  // namespace
+
 std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
-                                       const ReplayOptions& options, int* forks) {
+                                       const ReplayOptions& options, int* forks,
+                                       std::shared_ptr<const ReplaySnapshot>* keep) {
   const size_t n = programs.size();
   std::vector<ReplayResult> results(n);
   auto alone = [&](size_t i) {
     results[i] = ReplayRaw(std::move(programs[i]), compute, comm, capacity, options);
   };
+  if (keep) keep->reset();
   if (n == 0) return results;
-  if (options.replicas != 1 || options.record_ops || options.record_memory) {
+  if (!Forkable(options)) {
     for (size_t i = 0; i < n; ++i) alone(i);
     return results;
   }
@@ -598,20 +663,25 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
     const PrefixWatch& w = *watches[i];
     done = done ||
            main->executor->Advance([&](Duration next) { return w.Due(next, *main->executor); });
-    if (done) {  // the longest ended first: nothing left to fork from
+    std::optional<engine::ExecutorSnapshot> exec;
+    if (!done) exec = main->executor->TakeSnapshot(w.prefix());
+    if (!exec) {  // the longest ended first, or touched an op past the prefix: nothing to fork
       alone(i);
       continue;
     }
-    auto fork = Prepare(std::move(programs[i]), compute, comm, capacity, options);
-    fork->listener->AdoptRunState(*main->listener, w.prefix());
-    if (!fork->executor->AdoptPrefix(*main->executor, w.prefix())) {
-      programs[i] = std::move(fork->r.program);
+    ListenerState listener = main->listener->Save(w.prefix());
+    if (auto r = ReplayFrom(programs[i], *exec, listener, compute, comm, capacity, options)) {
+      results[i] = *std::move(r);
+      if (forks) ++*forks;
+    } else {
       alone(i);
-      continue;
     }
-    fork->executor->Advance(kToTheEnd);
-    results[i] = Complete(*fork);
-    if (forks) ++*forks;
+    // The last fork's state also serves a longer program that shares the longest one's
+    // prefix this far (ReplayAfter: a fold's window sliding).
+    if (keep && i == order.back()) {
+      *keep = std::make_shared<const ReplaySnapshot>(
+          ReplaySnapshot{*std::move(exec), std::move(listener)});
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     if (i != longest && !watches[i]) alone(i);
@@ -619,6 +689,41 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
   if (!done) main->executor->Advance(kToTheEnd);
   results[longest] = Complete(*main);
   return results;
+}
+
+ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
+                         const cost::ComputeCostModel& compute,
+                         const cost::CollectiveCostModel& comm, Bytes capacity,
+                         const ReplayOptions& options,
+                         std::shared_ptr<const ReplaySnapshot>& snapshot) {
+  const std::shared_ptr<const ReplaySnapshot> from = std::move(snapshot);
+  snapshot.reset();
+  const int32_t shared = from && Forkable(options) ? CommonPrefix(program, previous) : 0;
+  if (shared == 0 || shared < from->executor.prefix) {
+    return ReplayRaw(std::move(program), compute, comm, capacity, options);
+  }
+  // The next state to keep: where this program parts from `previous`, which the next longer
+  // program shares.
+  std::optional<PrefixWatch> watch = PrefixWatch::Make(program, previous, shared);
+  auto run = Prepare(std::move(program), compute, comm, capacity, options);
+  run->listener->Restore(from->listener);
+  if (!run->executor->Adopt(from->executor)) {
+    return ReplayRaw(std::move(run->r.program), compute, comm, capacity, options);
+  }
+  if (watch) {
+    watch->CatchUp(*run->executor);
+    run->listener->Watch(&*watch);
+    const bool done =
+        run->executor->Advance([&](Duration next) { return watch->Due(next, *run->executor); });
+    if (!done) {
+      if (auto exec = run->executor->TakeSnapshot(watch->prefix())) {
+        snapshot = std::make_shared<const ReplaySnapshot>(
+            ReplaySnapshot{*std::move(exec), run->listener->Save(watch->prefix())});
+      }
+    }
+  }
+  run->executor->Advance(kToTheEnd);
+  return Complete(*run);
 }
 
 bool Finalize(ReplayResult& r, int64_t micro_batches) {

@@ -4,6 +4,7 @@
 // extrapolate integers; Finalize averages them and picks the pacing stage.
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "sim/replay/replay.h"
@@ -15,14 +16,28 @@ namespace sim::replay {
 ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
                        const cost::CollectiveCostModel& comm, Bytes capacity,
                        const ReplayOptions& options);
+// A replay's state where its program parts from another's (ReplayFamily, ReplayAfter).
+struct ReplaySnapshot;
+
 // ReplayRaw of each program, the same results, for less: the longest is replayed and each
 // shorter one that shares a prefix of ops with it forks from its state before they part
 // (sim/replay/prefix_watch.h); one that cannot fork is replayed alone. `forks` (optional)
-// counts the forks taken.
+// counts the forks taken; `keep` (optional) receives the state of the last fork, where the
+// longest program parts from the next longest, for ReplayAfter.
 std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
-                                       const ReplayOptions& options, int* forks = nullptr);
+                                       const ReplayOptions& options, int* forks = nullptr,
+                                       std::shared_ptr<const ReplaySnapshot>* keep = nullptr);
+// ReplayRaw of `program`, which extends `previous` (one more micro-batch: a fold's window
+// sliding), going on from `snapshot` — a state of previous's replay, kept by ReplayFamily or
+// the last ReplayAfter — when program shares previous's ops that far (else replayed alone).
+// `snapshot` becomes this replay's state where it parts from `previous`, for the next one.
+ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
+                         const cost::ComputeCostModel& compute,
+                         const cost::CollectiveCostModel& comm, Bytes capacity,
+                         const ReplayOptions& options,
+                         std::shared_ptr<const ReplaySnapshot>& snapshot);
 // FLOPs for `micro_batches` micro-batches per step (one micro-batch's ops times the count),
 // averages over the stages, the report's time keys from the pacing stage. False when some
 // stage's micro-batches differ in FLOPs (then they were summed as the program holds them, which
