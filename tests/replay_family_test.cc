@@ -11,6 +11,7 @@
 
 #include "sim/cost/graph_collective.h"
 #include "sim/replay/fold.h"
+#include "sim/replay/prefix_watch.h"
 #include "sim/replay/replay_steps.h"
 #include "sim/report/run_report.h"
 #include "sim/report/run_summary.h"
@@ -109,6 +110,56 @@ TEST_CASE("forked replays of a sweep's overflowing and settling steps", "[fold]"
     const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", sets);
     INFO(sets.front().value << " " << sets[1].value);
     CHECK(CheckFamily(s) == 4);
+  }
+}
+
+TEST_CASE("programs share the ops before the first that differs in anything replayed", "[fold]") {
+  const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
+  auto lowered = Lower(WithMicroBatches(s, 3));
+  REQUIRE(lowered.ok());
+  const OpProgram& p = *lowered;
+  const auto n = static_cast<int32_t>(p.ops.size());
+  CHECK(replay::CommonPrefix(p, p) == n);
+  // One micro-batch fewer: they part at its optimizer step, after two micro-batches' ops.
+  auto shorter = Lower(WithMicroBatches(s, 2));
+  REQUIRE(shorter.ok());
+  const int32_t two = replay::CommonPrefix(*shorter, p);
+  CHECK(two < static_cast<int32_t>(shorter->ops.size()));
+  CHECK(p.ops[two].micro_batch == 2);
+  // A change to one op's memory, dependencies, collective or price parts them there.
+  auto first_memory_op = [&](int32_t from) {
+    while (p.ops[from].mem_begin == p.ops[from].mem_end) ++from;
+    return from;
+  };
+  {
+    OpProgram q = p;
+    const int32_t at = first_memory_op(n / 2);
+    q.mem[q.ops[at].mem_begin].bytes = q.mem[q.ops[at].mem_begin].bytes + Bytes::Count(512);
+    CHECK(replay::CommonPrefix(p, q) == at);
+  }
+  {
+    OpProgram q = p;
+    int32_t at = n / 3;
+    while (q.ops[at].deps_begin == q.ops[at].deps_end) ++at;
+    q.deps[q.ops[at].deps_begin] -= 1;
+    CHECK(replay::CommonPrefix(p, q) == at);
+  }
+  {
+    OpProgram q = p;
+    int32_t at = n / 4;
+    while (!q.ops[at].collective) ++at;
+    q.collectives[*q.ops[at].collective].buckets += 1;
+    CHECK(replay::CommonPrefix(p, q) == at);
+  }
+  {
+    OpProgram q = p;
+    q.ops[n - 1].flops = q.ops[n - 1].flops * 2.0;
+    CHECK(replay::CommonPrefix(p, q) == n - 1);
+  }
+  {
+    OpProgram q = p;  // persistent memory differs: nothing is shared
+    q.persistent[0].back().bytes = q.persistent[0].back().bytes + Bytes::Count(1);
+    CHECK(replay::CommonPrefix(p, q) == 0);
   }
 }
 
