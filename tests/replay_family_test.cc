@@ -94,7 +94,7 @@ TEST_CASE("forked short replays report what each replays alone, across layouts",
   CHECK(forks >= 4 * 13 + 12);
 }
 
-TEST_CASE("forked replays of a sweep's overflowing and settling steps", "[fold]") {
+TEST_CASE("forked replays of overflowing, settling and offloading steps", "[fold]") {
   // The sweep check's grid at its extremes: ZeRO-0 a terabyte over capacity (every new segment
   // releases the cached ones), ZeRO-3 whose reserved peak grows for three micro-batches.
   const Scenario base = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
@@ -109,6 +109,15 @@ TEST_CASE("forked replays of a sweep's overflowing and settling steps", "[fold]"
             {"training.seq_len", "32768"}}}) {
     const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", sets);
     INFO(sets.front().value << " " << sets[1].value);
+    CHECK(CheckFamily(s) == 4);
+  }
+  // Offload: copies on the PCIe stream, the optimizer's update on the host stream.
+  for (const auto& sets : std::vector<std::vector<config::Override>>{
+           {{"parallel.offload.activations", "cpu"}},
+           {{"parallel.offload.optimizer", "cpu"}},
+           {{"parallel.offload.params", "cpu"}, {"parallel.offload.optimizer", "cpu"}}}) {
+    const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", sets);
+    INFO(sets.front().key);
     CHECK(CheckFamily(s) == 4);
   }
 }
