@@ -8,9 +8,9 @@
 #include <utility>
 
 #include "sim/config/catalog.h"
-#include "sim/cost/graph_collective.h"
 #include "sim/report/run_report.h"
 #include "sim/report/run_summary.h"
+#include "tests/replay_models.h"
 #include "tests/test_scenarios.h"
 
 namespace sim {
@@ -28,13 +28,8 @@ std::string Report(const Scenario& s, bool fold) {
 
 // Whether the folded path ran (rather than falling back to the full replay).
 bool Folded(const Scenario& s) {
-  auto comm = cost::MakeCollectiveCostModel(s);
-  REQUIRE(comm.ok());
-  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
-                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
-  replay::ReplayOptions o;
-  o.allocator.expandable_segments = s.runtime.expandable_segments;
-  auto r = replay::FoldedReplay(s, compute, **comm, o);
+  const ReplayModels m(s);
+  auto r = replay::FoldedReplay(s, m.compute, *m.comm, m.options);
   REQUIRE(r.ok());
   return r->has_value();
 }

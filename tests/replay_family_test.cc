@@ -9,13 +9,13 @@
 #include <utility>
 #include <vector>
 
-#include "sim/cost/graph_collective.h"
 #include "sim/replay/fold.h"
 #include "sim/replay/prefix_watch.h"
 #include "sim/replay/replay_steps.h"
 #include "sim/report/run_report.h"
 #include "sim/report/run_summary.h"
 #include "sim/workload/lowering.h"
+#include "tests/replay_models.h"
 #include "tests/test_scenarios.h"
 
 namespace sim {
@@ -40,12 +40,10 @@ std::string Report(const Scenario& s, replay::ReplayResult r) {
 int CheckFamily(const Scenario& s) {
   const auto plan = replay::PlanFold(WithMicroBatches(s, 4096 * s.parallel.pp));
   if (!plan) return 0;  // GPipe
-  auto comm = cost::MakeCollectiveCostModel(s);
-  REQUIRE(comm.ok());
-  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
-                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
-  replay::ReplayOptions o;
-  o.allocator.expandable_segments = s.runtime.expandable_segments;
+  const ReplayModels m(s);
+  const cost::RooflineCostModel& compute = m.compute;
+  const cost::CollectiveCostModel& comm = *m.comm;
+  const replay::ReplayOptions& o = m.options;
   std::vector<Scenario> scenarios;
   std::vector<OpProgram> programs;
   for (int64_t i = 0; i < 5; ++i) {
@@ -57,18 +55,18 @@ int CheckFamily(const Scenario& s) {
   int forks = 0;
   std::shared_ptr<const replay::ReplaySnapshot> snapshot;
   std::vector<replay::ReplayResult> runs =
-      replay::ReplayFamily({programs.begin(), programs.begin() + 3}, compute, **comm,
+      replay::ReplayFamily({programs.begin(), programs.begin() + 3}, compute, comm,
                            s.cluster.gpu.Usable(), o, &forks, &snapshot);
   REQUIRE(runs.size() == 3);
   for (size_t i = 3; i < 5; ++i) {
     forks += snapshot != nullptr;
-    runs.push_back(replay::ReplayAfter(programs[i], runs.back().program, compute, **comm,
+    runs.push_back(replay::ReplayAfter(programs[i], runs.back().program, compute, comm,
                                        s.cluster.gpu.Usable(), o, snapshot));
   }
   for (size_t i = 0; i < 5; ++i) {
     INFO(scenarios[i].micro_batches() << " micro-batches");
     replay::ReplayResult alone =
-        replay::ReplayRaw(programs[i], compute, **comm, s.cluster.gpu.Usable(), o);
+        replay::ReplayRaw(programs[i], compute, comm, s.cluster.gpu.Usable(), o);
     CHECK(runs[i].events == alone.events);
     CHECK(Report(scenarios[i], std::move(runs[i])) == Report(scenarios[i], std::move(alone)));
   }
