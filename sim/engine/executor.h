@@ -22,6 +22,11 @@
 // release time queues one wake-up at that time, which triggers the dispatch of that time like a
 // finish does. Cost: O(tasks · log streams) — the heap holds at most one finish and one wake-up
 // per stream.
+//
+// Run() goes to the end; Begin() and Advance(pause) stop at a boundary between dispatch rounds
+// when asked, where TakeSnapshot copies the state over a prefix of the tasks and another
+// executor, over a graph that shares that prefix, Adopts it and goes on as if it had run from
+// the start (forked replays: sim/replay/prefix_watch.h).
 
 #include <algorithm>
 #include <concepts>
