@@ -12,8 +12,9 @@
 // and finishes and says, at each boundary, whether the next dispatch round may touch such an
 // op: one whose predecessors are all in the prefix, all running and all due to finish then; or
 // the first op after the prefix on a stream that it would start, due when the stream's last
-// prefix op finishes. Asking early costs only time: Executor::AdoptPrefix checks the state it
-// copies, and a fork it refuses is replayed alone.
+// prefix op finishes. Asking early costs only time, asking late nothing worse:
+// Executor::TakeSnapshot and Adopt check the state they copy against both programs, and a fork
+// they refuse is replayed alone.
 
 #include <cstdint>
 #include <optional>
