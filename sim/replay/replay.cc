@@ -135,6 +135,7 @@ struct Interval {
 // Restore): the listener's running state, and the result's time accounts and ledgers.
 struct ListenerState {
   int32_t prefix = 0;
+  std::vector<Duration> prices;  // the prefix ops' times alone (HotOp::base)
   std::vector<int32_t> comm_running;
   std::vector<RunningCompute> running;
   std::vector<Duration> compute_free, last_end, finish, start;
@@ -148,8 +149,11 @@ struct ListenerState {
 
 class ReplayListener {
  public:
+  // `known`: the times alone of the program's first ops, when another replay of the same ops
+  // priced them (a fork: ListenerState::prices); the rest are priced here.
   ReplayListener(const cost::ComputeCostModel& compute, const cost::CollectiveCostModel& comm,
-                 const ReplayOptions& options, ReplayResult& result)
+                 const ReplayOptions& options, ReplayResult& result,
+                 const std::vector<Duration>* known = nullptr)
       : options_(options),
         r_(result),
         p_(result.program),
@@ -158,7 +162,9 @@ class ReplayListener {
     hot_.reserve(p_.ops.size());
     for (const Op& op : p_.ops) {
       Duration d;
-      if (op.kind == OpKind::kCollective) {
+      if (known && hot_.size() < known->size() && op.kind != OpKind::kCollective) {
+        d = (*known)[hot_.size()];
+      } else if (op.kind == OpKind::kCollective) {
         const CollectiveSpec& c = p_.CollectiveOf(op);
         const cost::PricedCollective priced = comm.Price(c.kind, c.tensor, c.group, c.buckets);
         d = priced.time;
@@ -268,7 +274,10 @@ class ReplayListener {
   // What this replay has done by now, over its first `prefix` ops (their finish and start
   // times; the rest of the state is whole).
   ListenerState Save(int32_t prefix) const {
+    std::vector<Duration> prices(static_cast<size_t>(prefix));
+    for (int32_t o = 0; o < prefix; ++o) prices[o] = hot_[o].base;
     return ListenerState{prefix,
+                         std::move(prices),
                          comm_running_,
                          running_,
                          compute_free_,
@@ -537,7 +546,8 @@ struct ReplayRun {
 
 std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostModel& compute,
                                    const cost::CollectiveCostModel& comm, Bytes capacity,
-                                   const ReplayOptions& options) {
+                                   const ReplayOptions& options,
+                                   const std::vector<Duration>* known_prices = nullptr) {
   auto run = std::make_unique<ReplayRun>();
   ReplayResult& r = run->r;
   r.program = std::move(program);
@@ -554,7 +564,7 @@ std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostMod
   }
   run->graph = BuildGraph(r.program, replicas);
   SetReleaseTimes(r.program, compute, replicas, run->graph);
-  run->listener.emplace(compute, comm, options, r);
+  run->listener.emplace(compute, comm, options, r, known_prices);
   CountBytes(r);
   run->executor.emplace(run->graph, *run->listener);
   return run;
@@ -604,7 +614,7 @@ std::optional<ReplayResult> ReplayFrom(OpProgram& program, const engine::Executo
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options) {
-  auto run = Prepare(std::move(program), compute, comm, capacity, options);
+  auto run = Prepare(std::move(program), compute, comm, capacity, options, &listener.prices);
   run->listener->Restore(listener);
   if (!run->executor->Adopt(exec)) {
     program = std::move(run->r.program);
@@ -705,7 +715,7 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
   // The next state to keep: where this program parts from `previous`, which the next longer
   // program shares.
   std::optional<PrefixWatch> watch = PrefixWatch::Make(program, previous, shared);
-  auto run = Prepare(std::move(program), compute, comm, capacity, options);
+  auto run = Prepare(std::move(program), compute, comm, capacity, options, &from->listener.prices);
   run->listener->Restore(from->listener);
   if (!run->executor->Adopt(from->executor)) {
     return ReplayRaw(std::move(run->r.program), compute, comm, capacity, options);
