@@ -84,8 +84,9 @@ void ReplayLoop(benchmark::State& state, const sim::Scenario& s, bool fold = tru
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 
-// Lowering + replay of scenarios/default.yaml: 32 micro-batches x 80 layers, folded (three
-// short replays of 2, 3 and 4 micro-batches, sim/replay/fold.h) and each replayed.
+// Lowering + replay of scenarios/default.yaml: 32 micro-batches x 80 layers, folded (the
+// short replays of 1, 2 and 3 micro-batches, run as one forked replay: sim/replay/fold.h) and
+// each replayed.
 void BM_ReplayDefault(benchmark::State& state) { ReplayLoop(state, DefaultScenario({})); }
 BENCHMARK(BM_ReplayDefault)->Unit(benchmark::kMillisecond);
 void BM_ReplayDefaultNoFold(benchmark::State& state) {
@@ -108,6 +109,16 @@ void BM_ReplayLlama3_405B_16k(benchmark::State& state) {
   ReplayLoop(state, *s);
 }
 BENCHMARK(BM_ReplayLlama3_405B_16k)->Unit(benchmark::kMillisecond);
+
+// Issue 14's target: scenarios/gpt3-175b-korthikanti.yaml, GPT-3 175B as TP8 PP8 interleaved
+// (3 chunks) on 64 A100 (DP 1), 64 micro-batches of one sequence: too few to fold.
+void BM_ReplayGpt3_175B(benchmark::State& state) {
+  const auto root = sim::config::DataRoot::Default();
+  auto s = sim::config::LoadScenario(root, root.path + "/scenarios/gpt3-175b-korthikanti.yaml", {});
+  if (!s.ok()) std::abort();
+  ReplayLoop(state, *s);
+}
+BENCHMARK(BM_ReplayGpt3_175B)->Unit(benchmark::kMillisecond);
 
 // The same with global_batch = DP: one micro-batch.
 void BM_ReplayDefaultOneMicroBatch(benchmark::State& state) {
