@@ -1,6 +1,7 @@
 // The event kernel: ordering, the phase ladder, FIFO streams, cross-stream dependencies, joins.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -157,7 +158,7 @@ TEST_CASE("a graph adopts another's state before they part and runs as it would 
           "[engine]") {
   const TaskGraph mine = Mine(), other = Other();
   Recorder alone{{Ps(10), Ps(10), Ps(3)}, {}};
-  Executor<Recorder>(mine, alone).Run();
+  const ExecutionStats whole = Executor<Recorder>(mine, alone).Run();
   // Other's task 2 becomes ready when task 0 ends at 10 ps: pause at the boundary before.
   Recorder r{{Ps(10), Ps(10), Ps(7), Ps(4)}, {}};
   Executor<Recorder> running(other, r);
@@ -165,14 +166,15 @@ TEST_CASE("a graph adopts another's state before they part and runs as it would 
   REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(10); }));
   Recorder forked{{Ps(10), Ps(10), Ps(3)}, {}};
   Executor<Recorder> fork(mine, forked);
-  REQUIRE(fork.AdoptPrefix(running, 2));
+  const std::optional<ExecutorSnapshot> snap = running.TakeSnapshot(2);
+  REQUIRE(snap.has_value());
+  REQUIRE(fork.Adopt(*snap));
   REQUIRE(fork.Advance([](Duration) { return false; }));
   // The fork logs from the boundary on: the tail of the replay alone, and its totals.
   REQUIRE(forked.log.size() <= alone.log.size());
   CHECK(std::equal(forked.log.begin(), forked.log.end(),
                    alone.log.end() - static_cast<std::ptrdiff_t>(forked.log.size())));
   CHECK(forked.log.front() == "finish 0 @10");
-  const ExecutionStats whole = Executor<Recorder>(mine, alone).Run();
   CHECK(fork.stats().makespan == whole.makespan);
   CHECK(fork.stats().events == whole.events);
   // The running graph goes on to its own end.
@@ -183,24 +185,26 @@ TEST_CASE("a graph adopts another's state before they part and runs as it would 
 TEST_CASE("a state in which a task past the shared prefix was touched is not adopted", "[engine]") {
   const TaskGraph mine = Mine(), other = Other();
   Recorder r{{Ps(10), Ps(10), Ps(7), Ps(4)}, {}};
-  Recorder unused{{Ps(10), Ps(10), Ps(3)}, {}};
   {
-    // Past 10 ps other's task 2 has been issued (and started): too late for a fork at 2.
+    // Past 10 ps the running graph's own task 2 has been issued (and started): too late for a
+    // copy at 2.
     Executor<Recorder> running(other, r);
     running.Begin();
     REQUIRE_FALSE(running.Advance([](Duration next) { return next > Ps(10); }));
-    Executor<Recorder> fork(mine, unused);
-    CHECK_FALSE(fork.AdoptPrefix(running, 2));
+    CHECK_FALSE(running.TakeSnapshot(2).has_value());
   }
   {
-    // Mine as the running graph, other adopting at the end of task 1: other's task 3 would
-    // have started when task 1 ended, and its task 2 became ready at 10 ps.
+    // Mine as the running graph, paused before task 1 ends at 20 ps: mine's own task 2 is
+    // untouched, so the copy is taken, but other's task 2 became ready when task 0 ended at
+    // 10 ps, and other refuses it.
     Recorder m{{Ps(10), Ps(10), Ps(3)}, {}};
     Executor<Recorder> running(mine, m);
     running.Begin();
-    REQUIRE_FALSE(running.Advance([](Duration next) { return next > Ps(20); }));
+    REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(20); }));
+    const std::optional<ExecutorSnapshot> snap = running.TakeSnapshot(2);
+    REQUIRE(snap.has_value());
     Executor<Recorder> fork(other, r);
-    CHECK_FALSE(fork.AdoptPrefix(running, 2));
+    CHECK_FALSE(fork.Adopt(*snap));
   }
 }
 

@@ -140,7 +140,7 @@ class Executor final : private Rescheduler {
   // Runs until the graph is done (returns true) or `pause(next)` returns true (returns false).
   // pause is asked at every boundary between dispatch rounds — every finish so far applied,
   // every dispatch run, nothing ready or dirty — with the time of the next event: the state
-  // there is whole, and AdoptPrefix may copy it. Advance again to go on.
+  // there is whole, and TakeSnapshot may copy it. Advance again to go on.
   template <class Pause>
   bool Advance(Pause&& pause) {
     bool finished_at_time = false;  // a live finish was applied at the current time
@@ -253,12 +253,6 @@ class Executor final : private Rescheduler {
     q_.RenumberAbove(snap.tasks, n);  // stream wake-ups follow the task count
     stats_ = snap.stats;
     return true;
-  }
-
-  // Adopt(from.TakeSnapshot(prefix)), without keeping the copy.
-  bool AdoptPrefix(const Executor& from, int32_t prefix) {
-    const std::optional<ExecutorSnapshot> snap = from.TakeSnapshot(prefix);
-    return snap && Adopt(*snap);
   }
 
  private:

@@ -126,6 +126,7 @@ struct RunningCompute {
   bool beside_comm = false;
 };
 
+// An offload copy of replica 0: its stage and when it ran.
 struct Interval {
   int32_t stage;
   Duration start, end;

@@ -6,6 +6,9 @@
 
 #include <benchmark/benchmark.h>
 
+#include <string>
+#include <utility>
+
 #include "sim/base/heap_tuning.h"
 #include "sim/cluster/topology.h"
 #include "sim/config/catalog.h"
@@ -63,11 +66,17 @@ void BM_EngineEvents(benchmark::State& state) {
 }
 BENCHMARK(BM_EngineEvents)->Arg(100'000)->Unit(benchmark::kMillisecond);
 
-sim::Scenario DefaultScenario(std::vector<sim::config::Override> overrides) {
+// A shipped scenario (scenarios/NAME), with overrides.
+sim::Scenario ShippedScenario(const std::string& name,
+                              std::vector<sim::config::Override> overrides = {}) {
   const auto root = sim::config::DataRoot::Default();
-  auto s = sim::config::LoadScenario(root, root.path + "/scenarios/default.yaml", overrides);
+  auto s = sim::config::LoadScenario(root, root.path + "/scenarios/" + name, overrides);
   if (!s.ok()) std::abort();
   return *s;
+}
+
+sim::Scenario DefaultScenario(std::vector<sim::config::Override> overrides) {
+  return ShippedScenario("default.yaml", std::move(overrides));
 }
 
 void ReplayLoop(benchmark::State& state, const sim::Scenario& s, bool fold = true) {
@@ -103,20 +112,14 @@ BENCHMARK(BM_ReplayDefault131072MicroBatches)->Unit(benchmark::kMillisecond);
 // DP128, 126 layers, 16 micro-batches; one GPU per stage is simulated (TP and DP peers are
 // symmetric). Includes building the 2,048-node fabric and pricing every collective.
 void BM_ReplayLlama3_405B_16k(benchmark::State& state) {
-  const auto root = sim::config::DataRoot::Default();
-  auto s = sim::config::LoadScenario(root, root.path + "/scenarios/llama3-405b-8k.yaml", {});
-  if (!s.ok()) std::abort();
-  ReplayLoop(state, *s);
+  ReplayLoop(state, ShippedScenario("llama3-405b-8k.yaml"));
 }
 BENCHMARK(BM_ReplayLlama3_405B_16k)->Unit(benchmark::kMillisecond);
 
 // Issue 14's target: scenarios/gpt3-175b-korthikanti.yaml, GPT-3 175B as TP8 PP8 interleaved
 // (3 chunks) on 64 A100 (DP 1), 64 micro-batches of one sequence: too few to fold.
 void BM_ReplayGpt3_175B(benchmark::State& state) {
-  const auto root = sim::config::DataRoot::Default();
-  auto s = sim::config::LoadScenario(root, root.path + "/scenarios/gpt3-175b-korthikanti.yaml", {});
-  if (!s.ok()) std::abort();
-  ReplayLoop(state, *s);
+  ReplayLoop(state, ShippedScenario("gpt3-175b-korthikanti.yaml"));
 }
 BENCHMARK(BM_ReplayGpt3_175B)->Unit(benchmark::kMillisecond);
 
