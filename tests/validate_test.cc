@@ -120,6 +120,8 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   const auto results = validate::RunCases(AllCases(), 2);
   double step_sum = 0, mpt_sum = 0, table5_sum = 0, memory_sum = 0, tune_sum = 0, h100_sum = 0;
   int h100_n = 0;
+  double h200_sum = 0;
+  int h200_n = 0;
   int replayed_beside = 0;
   int step_n = 0, mpt_n = 0, table5_n = 0, memory_n = 0, tune_n = 0, ran = 0, skipped = 0;
   int not_fitting = 0;
@@ -132,6 +134,25 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
     ++ran;
     not_fitting += r.not_fitting.has_value();
     for (const auto& m : r.metrics) {
+      if (r.group == "h200-measured") {
+        // Llama 3.2 3B trained on one H200 by tools/measure/gpu_measure.py (docs/measurements/),
+        // nothing fitted to them. Allocated peaks: MAPE 0.6 %, the worst DDP without
+        // checkpointing (-4.4 %: the forward's peak); 5.4 % (up to -15.8 %) before AdamW's
+        // foreach temporaries, DDP's lazy .grad and one gradient for a tied embedding. Reserved
+        // peaks: MAPE 5.4 %, up to -17.5 % (torchtune, full recompute, eager loss: the caching
+        // allocator's model). Step times on the H100's fitted efficiencies: MAPE 10.6 %, up to
+        // -37.3 % (per-op checkpointing, whose dispatch-mode policy made the eager step slower
+        // than full recompute: 0.449 s against 0.372 s).
+        if (m.metric == "peak_memory") {
+          CHECK(std::abs(m.error_pct) < (absl::StrContains(r.id, "_allocated") ? 5.0 : 18.0));
+        } else if (m.metric == "step_s") {
+          CHECK(std::abs(m.error_pct) < 38.0);
+        }
+        h200_sum += std::abs(m.error_pct) *
+                    (m.metric == "peak_memory" && absl::StrContains(r.id, "_allocated"));
+        h200_n += m.metric == "peak_memory" && absl::StrContains(r.id, "_allocated");
+        continue;
+      }
       if (m.metric == "peak_memory" && r.group == "torchtune") {
         // torchtune's README and Llama 3.2 3B ablation (issue 13 asks MAPE <= 10 %), nothing
         // fitted to them. Reached: 6.4 % over 17; the worst are 405B QLoRA (+15.8 %; +12.1 %
@@ -255,6 +276,8 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   // stepsim's eager one; and Qwen3-235B (82.4 GiB) until its `--recompute-modules layernorm
   // moe_act` was modelled. A guard that may only go down.
   CHECK(not_fitting == 0);
+  CHECK(h200_n == 17);
+  CHECK(h200_sum / h200_n <= 0.7);  // 0.6 % reached
   CHECK(memory_n >= 6);
   CHECK(memory_sum / memory_n <= 4.2);  // 4.1 % reached
   CHECK(tune_n == 17);

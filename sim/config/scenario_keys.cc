@@ -106,6 +106,9 @@ std::vector<ScenarioKey> Build() {
        "modules as torchtitan's Llama without compile: fp32 RMSNorm, complex RoPE, repeated KV)"},
       {"training.norm_kernel", OneOf<KernelFusion>(), "training.kernels",
        "the norms' kernels where they differ (torchtitan norm_type fused_rmsnorm: fused)"},
+      {"training.optimizer_impl", OneOf<OptimizerImpl>(), "framework's",
+       "how AdamW's update runs (ddp: foreach, PyTorch's default, one parameter-sized temporary "
+       "at the step; loop: two of the largest tensor; others: fused, none)"},
       {"training.loss", OneOf<LossKernel>(), "framework's",
        "cross-entropy kernel (deepspeed, fsdp, ddp: eager; megatron: vocab_parallel; torchtune: "
        "chunked; llm-foundry's fused_crossentropy: flash_attn)"},

@@ -282,6 +282,7 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   }
   if (auto v = ReadEnum<Precision>(k("precision"), errors)) t.precision = *v;
   if (auto v = ReadEnum<OptimizerKind>(k("optimizer"), errors)) t.optimizer = *v;
+  if (auto v = ReadEnum<OptimizerImpl>(k("optimizer_impl"), errors)) t.optimizer_impl = *v;
   if (auto v = ReadEnum<Recompute>(k("recompute"), errors)) t.recompute = *v;
   if (auto v = ReadInt(k("recompute_every"), errors, 1, 4096)) t.recompute_every = *v;
   if (auto v = ReadInt(k("recompute_layers"), errors, 1, 4096)) t.recompute_layers = *v;

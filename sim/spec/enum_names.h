@@ -37,6 +37,12 @@ struct EnumNames<OptimizerKind> {
        {OptimizerKind::kAdam8bitPaged, "adam8bit_paged"}}};
 };
 template <>
+struct EnumNames<OptimizerImpl> {
+  static constexpr NameTable<OptimizerImpl, 3> kNames{{{OptimizerImpl::kForeach, "foreach"},
+                                                       {OptimizerImpl::kLoop, "loop"},
+                                                       {OptimizerImpl::kFused, "fused"}}};
+};
+template <>
 struct EnumNames<FinetuneMethod> {
   static constexpr NameTable<FinetuneMethod, 3> kNames{{{FinetuneMethod::kFull, "full"},
                                                         {FinetuneMethod::kLora, "lora"},

@@ -23,6 +23,16 @@ enum class Precision { kBf16, kFp16, kFp8 };
 // PyTorch's allocator: they use free GPU memory when there is some and page to the host when
 // not, so they never make a step run out of memory; the report counts them as host memory.
 enum class OptimizerKind { kAdamW, kSgd, kAdam8bit, kAdam8bitPaged };
+// How torch.optim.AdamW runs its update (training.optimizer_impl; torch/optim/adamw.py, adam.py):
+// foreach: the multi-tensor path, PyTorch's default for CUDA tensors, whose
+// _foreach_sqrt(exp_avg_sqs) makes a new tensor for every parameter of a group at once, so the
+// step holds one parameter-sized copy of the second moment beside the states; loop
+// (foreach=False): one parameter at a time, two copies of the largest tensor; fused (fused=True,
+// and the fused Adam kernels of DeepSpeed, Megatron/Apex/Transformer Engine): in place, no copy.
+// Measured on an H200 (docs/measurements/h200-2026-12-04): foreach adds 11.97 GiB to DDP's
+// fp32 Llama 3.2 3B step and 5.98 GiB to torchtune's bf16 one; loop adds 2.94 GiB, twice the
+// fp32 embedding.
+enum class OptimizerImpl { kForeach, kLoop, kFused };
 // Fine-tuning (training.finetune): every parameter trained; LoRA adapters on frozen 16-bit base
 // weights (Hu et al. 2021, arXiv 2106.09685); QLoRA's adapters on NF4 base weights (Dettmers et
 // al. 2023, arXiv 2305.14314).
@@ -197,6 +207,8 @@ struct TrainingSpec {
   std::optional<LossKernel> loss;
   int64_t loss_chunks = 8;  // chunked: torchtune's num_output_chunks default
   FinetuneSpec finetune;
+  // Absent = the framework's (DataParallelPolicy::DefaultOptimizerImpl).
+  std::optional<OptimizerImpl> optimizer_impl;
   // Each parameter's update runs in its gradient hook during the backward (torchtune
   // optimizer_in_bwd, PyTorch _apply_optimizer_in_backward): gradients never all live at once.
   bool optimizer_in_backward = false;

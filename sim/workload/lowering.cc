@@ -183,7 +183,8 @@ class Lowerer {
   std::vector<MemAction> PersistentActions(int32_t stage) const {
     const StateSplit st = PersistentStates(s_, stage);
     return {{MemWhen::kIssue, MemCategory::kWeights, st.weights + st.adapters},
-            {MemWhen::kIssue, MemCategory::kGradients, LazyGradients() ? Bytes() : st.gradients},
+            {MemWhen::kIssue, MemCategory::kGradients,
+             LazyGradients() ? st.kept_gradients : st.gradients},
             {MemWhen::kIssue, MemCategory::kOptimizer, st.optimizer},
             {MemWhen::kIssue, MemCategory::kCommBuffers, policy_.PersistentBuffers()},
             {MemWhen::kIssue, MemCategory::kWorkspace, s_.cluster.gpu.blas_workspace},
@@ -196,16 +197,72 @@ class Lowerer {
   // A group's gradients as the optimizer sees them (its shard from ZeRO-2 on).
   Bytes GroupGradientBytes(int32_t g) const {
     if (p_.stage_states.empty() || p_.stage_states[b_.stage()].gradients == Bytes()) return {};
-    const BytesPerParam bpp =
-        StateBytesPerParam(s_.parallel.framework, s_.training.optimizer, s_.training.precision);
     const int64_t n = plan_.stage >= 2 ? plan_.shard_degree : 1;
-    return Bytes::Count(bpp.gradients.bytes_per_param * ((group_trainable_[g] + n - 1) / n));
+    int64_t params = group_trainable_[g];
+    // A tied embedding's one gradient is created by the head's backward, which runs first; the
+    // embedding's backward accumulates into it (GroupParameters counts the matrix in both).
+    if (g == 0 && s_.model.tied_embeddings && s_.parallel.pp == 1 &&
+        !s_.training.finetune.adapters()) {
+      params -= CountParameters(s_.model).embedding / s_.parallel.tp;
+    }
+    return Bytes::Count(p_.stage_states[b_.stage()].lazy_gradient_bytes_per_param *
+                        ((params + n - 1) / n));
   }
   // With lazy gradients: what group g's first backward allocates (once per step).
   MemList FirstGradients(int32_t g) {
     if (!LazyGradients() || grads_allocated_[g]) return {};
     grads_allocated_[g] = true;
     return {{MemWhen::kStart, MemCategory::kGradients, GroupGradientBytes(g)}};
+  }
+
+  // What AdamW's update allocates beside the states for the `local` parameters it updates out
+  // of the stage's `total` (OptimizerImpl), one entry per allocation: foreach, a copy of the
+  // second moment of every parameter (torch/optim/adamw.py _multi_tensor_adamw:
+  // exp_avg_sq_sqrt = _foreach_sqrt(exp_avg_sqs), a tensor per parameter, here one per layer
+  // group, all live at once); loop, two of the largest tensor (_single_tensor_adamw, one
+  // parameter at a time, whose denominator holds the root and the quotient at once: the
+  // embedding or LM head on the stages holding them, else an MLP matrix, ÷ TP);
+  // fused, none. Other optimizers: none.
+  std::vector<Bytes> OptimizerTemporaries(StageParams total, int64_t local) const {
+    if (s_.training.optimizer != OptimizerKind::kAdamW || local <= 0) return {};
+    const int64_t moment =
+        StateBytesPerParam(s_.parallel.framework, s_.training.optimizer, s_.training.precision)
+            .optimizer_v.bytes_per_param;
+    switch (s_.training.optimizer_impl.value_or(policy_.DefaultOptimizerImpl())) {
+      case OptimizerImpl::kFused:
+        return {};
+      case OptimizerImpl::kForeach: {
+        // The local share of each group's parameters, in proportion (a sharded optimizer
+        // updates 1/n of each).
+        std::vector<Bytes> out;
+        int64_t left = local;
+        for (size_t vs = b_.stage(); vs < vstage_groups_.size(); vs += s_.parallel.pp) {
+          for (int32_t g = vstage_groups_[vs].first; g <= vstage_groups_[vs].second; ++g) {
+            const int64_t share = std::min(
+                left, static_cast<int64_t>(static_cast<double>(group_trainable_[g]) /
+                                           static_cast<double>(std::max<int64_t>(1, total.total)) *
+                                           static_cast<double>(local)));
+            if (share > 0) out.push_back(Bytes::Count(moment * share));
+            left -= share;
+          }
+        }
+        if (left > 0) out.push_back(Bytes::Count(moment * left));
+        return out;
+      }
+      case OptimizerImpl::kLoop: {
+        if (s_.training.finetune.adapters()) return {};  // adapter matrices: negligible
+        const ModelSpec& m = s_.model;
+        const bool holds_vocab = b_.stage() == 0 || b_.stage() == s_.parallel.pp - 1;
+        const int64_t ffn = std::max(m.ffn_hidden, m.moe ? m.moe->expert_ffn_hidden : 0);
+        const int64_t largest =
+            std::max(holds_vocab ? m.vocab * m.hidden : 0, std::max(ffn, m.hidden) * m.hidden) /
+            s_.parallel.tp;
+        // `(exp_avg_sq.sqrt() / bias_correction2_sqrt)`: the root and the quotient coexist.
+        const Bytes one = Bytes::Count(moment * std::min(local, largest));
+        return {one, one};
+      }
+    }
+    return {};
   }
 
   // ---- collectives ------------------------------------------------------------------------
@@ -1232,6 +1289,10 @@ class Lowerer {
       const Bytes upcast = policy_.StepTransient(local);
       frees.push_back({MemWhen::kStart, MemCategory::kGradients, upcast});
       frees.push_back({MemWhen::kEnd, MemCategory::kGradients, -upcast});
+      for (const Bytes t : OptimizerTemporaries(total, local)) {
+        frees.push_back({MemWhen::kStart, MemCategory::kOptimizer, t});
+        frees.push_back({MemWhen::kEnd, MemCategory::kOptimizer, -t});
+      }
       const int32_t id = Add(opt, deps, frees);
       policy_.AfterOptimizer(env, id, total);
       return;

@@ -160,7 +160,18 @@ StateSplit PersistentStates(const Scenario& s, int32_t stage) {
     st.adapters = st.weights;
     st.weights = plan.stage == 3 ? base.CeilDiv(n) : base;
   }
-  st.lazy_gradients = fw == Framework::kTorchtune;
+  // torchtune, and PyTorch DDP since torch 2.0 (zero_grad's set_to_none=True default): .grad is
+  // created by the backward and dropped after the step. DDP's fp32 buckets stay (reducer.cpp
+  // allocates them once); with gradient_as_bucket_view .grad is a view of them, held throughout.
+  // Measured on an H200 (docs/measurements/h200-2026-12-04): DDP's Llama 3.2 3B step ends with
+  // parameters, buckets and Adam states (47.94 GiB), no .grad.
+  st.lazy_gradients =
+      fw == Framework::kTorchtune || (fw == Framework::kDdp && !s.parallel.gradient_as_bucket_view);
+  st.lazy_gradient_bytes_per_param = bpp.gradients.bytes_per_param;
+  if (fw == Framework::kDdp && st.lazy_gradients) {
+    st.lazy_gradient_bytes_per_param = 4;  // the fp32 .grad; the other 4 B are the buckets
+    st.kept_gradients = st.gradients / 2;
+  }
   // Paged 8-bit moments live in unified memory, outside PyTorch's allocator.
   if (s.training.optimizer == OptimizerKind::kAdam8bitPaged) {
     const int64_t local = plan.stage >= 1 ? (trained + n - 1) / n : trained;

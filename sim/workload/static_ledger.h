@@ -67,6 +67,11 @@ struct StateSplit {
   // (optimizer.zero_grad(set_to_none=True)), not held for the whole step: `gradients` then says
   // what they come to when all exist.
   bool lazy_gradients = false;
+  // With lazy gradients: the gradient memory held for the whole step all the same (PyTorch DDP's
+  // bucket tensors, which .grad is copied into), and the bytes per trained parameter of what the
+  // backward allocates.
+  Bytes kept_gradients;
+  int64_t lazy_gradient_bytes_per_param = 0;
   Bytes total() const { return weights + adapters + gradients + optimizer; }
 };
 std::optional<StateSplit> PerGpuStateSplit(const BytesPerParam& bpp, Framework framework, int stage,

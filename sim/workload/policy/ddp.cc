@@ -6,6 +6,9 @@
 //   - gradients accumulate locally under no_sync; in the last micro-batch each bucket is
 //     all-reduced in fp32 as soon as its layers' gradients are ready, overlapping the backward
 //     (bucket_cap_mb = 25 MiB), out of the persistent bucket tensors (no staging copy);
+//   - torch.optim.AdamW with its defaults runs the foreach update on CUDA tensors
+//     (torch/optim/optimizer.py _default_to_fused_or_foreach), one fp32 parameter-sized
+//     temporary at the step (training.optimizer_impl);
 //   - autocast casts each weight to 16 bits when a matmul uses it; the copy is saved for the
 //     matmul's backward, so a layer's copies live from its forward to its backward (only while a
 //     checkpointed layer runs: its forward, its recompute and its backward).
@@ -26,6 +29,7 @@ class DdpPolicy : public DataParallelPolicy {
   Bytes Bucket() const override { return s_.parallel.bucket.value_or(Bytes::MiB(25)); }
   Bytes StepStaging(Bytes) const override { return Bytes(); }
   Bytes CastCopies(int64_t params) const override { return Bytes::Count(2 * params); }
+  OptimizerImpl DefaultOptimizerImpl() const override { return OptimizerImpl::kForeach; }
 };
 
 }  // namespace

@@ -113,6 +113,10 @@ class DataParallelPolicy {
   // The loss kernel when the scenario names none (sim/workload/loss.h): PyTorch's cross_entropy
   // on upcast logits, as Hugging Face models under DeepSpeed and torchtitan under FSDP compute it.
   virtual LossKernel DefaultLoss() const { return LossKernel::kEager; }
+  // How AdamW's update runs when the scenario does not say (training.optimizer_impl): fused, as
+  // DeepSpeed's and Megatron's fused Adam, torchtune's configs (`fused: True`) and torchtitan
+  // (optimizer.implementation "fused") run it.
+  virtual OptimizerImpl DefaultOptimizerImpl() const { return OptimizerImpl::kFused; }
   // 16-bit working copies of `params` parameters that autocast makes when their layer runs
   // (PyTorch AMP over fp32 parameters); none where the parameters are already 16-bit.
   virtual Bytes CastCopies(int64_t) const { return Bytes(); }
