@@ -263,6 +263,30 @@ TEST_CASE("AdamW's step holds what its implementation allocates beside the state
     // The largest tensor of the tiny model: its 32000 x 1024 embedding (untied).
     CHECK(opt_peak(loop) - opt_peak(fused) == Bytes::Count(2 * moment * 32000 * 1024));
   }
+  // The step's HBM traffic per updated parameter: one fused pass reads p, g, m, v and writes
+  // p, m, v (7 accesses); foreach and loop make 20 (torch/optim/adamw.py's separate passes).
+  // DDP's states are fp32, torchtune's bf16.
+  const auto step_bytes = [](const Scenario& s) {
+    auto program = Lower(s);
+    REQUIRE(program.ok());
+    Bytes b;
+    for (const Op& op : program->ops) {
+      if (op.pass == OpPass::kStep && op.kind == OpKind::kCompute) b += op.bytes_moved;
+    }
+    return b;
+  };
+  for (const auto& [framework, state] : {std::pair{"ddp", 4}, std::pair{"torchtune", 2}}) {
+    const Scenario fused = Load({{"parallel.framework", framework},
+                                 {"parallel.zero", "0"},
+                                 {"training.optimizer_impl", "fused"}});
+    const Scenario foreach = Load({{"parallel.framework", framework},
+                                   {"parallel.zero", "0"},
+                                   {"training.optimizer_impl", "foreach"}});
+    int64_t p = 0;
+    for (int64_t g : GroupTrainable(fused)) p += g;
+    CHECK(step_bytes(fused) == Bytes::Count(7 * state * p));
+    CHECK(step_bytes(foreach) == Bytes::Count(20 * state * p));
+  }
   // The presets: PyTorch DDP runs torch.optim.AdamW's default (foreach on CUDA tensors);
   // torchtune's configs set fused: True.
   const auto ddp = Run(Load({{"parallel.framework", "ddp"}, {"parallel.zero", "0"}}));

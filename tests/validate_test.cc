@@ -140,13 +140,15 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         // checkpointing (-4.4 %: the forward's peak); 5.4 % (up to -15.8 %) before AdamW's
         // foreach temporaries, DDP's lazy .grad and one gradient for a tied embedding. Reserved
         // peaks: MAPE 5.4 %, up to -17.5 % (torchtune, full recompute, eager loss: the caching
-        // allocator's model). Step times on the H100's fitted efficiencies: MAPE 10.6 %, up to
-        // -37.3 % (per-op checkpointing, whose dispatch-mode policy made the eager step slower
-        // than full recompute: 0.449 s against 0.372 s).
+        // allocator's model). Step times on the H100's fitted efficiencies: MAPE 7.2 % (10.6 %
+        // before the optimizer's traffic followed its implementation and the parameters'
+        // dtype), up to -28.5 % (per-op checkpointing, whose dispatch-mode policy made the
+        // eager step slower than full recompute: 0.449 s against 0.372 s); torchtune's rows
+        // +1.3 to +10.4 %.
         if (m.metric == "peak_memory") {
           CHECK(std::abs(m.error_pct) < (absl::StrContains(r.id, "_allocated") ? 5.0 : 18.0));
         } else if (m.metric == "step_s") {
-          CHECK(std::abs(m.error_pct) < 38.0);
+          CHECK(std::abs(m.error_pct) < 30.0);
         }
         h200_sum += std::abs(m.error_pct) *
                     (m.metric == "peak_memory" && absl::StrContains(r.id, "_allocated"));
