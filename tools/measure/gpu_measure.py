@@ -18,7 +18,8 @@ Parts, cheapest first:
              repeat_kv before SDPA, SwiGLU) trained a few steps on one GPU under each
              checkpointing policy and loss kernel, as PyTorch DDP + AMP (fp32 parameters, autocast
              bf16, AdamW) and as torchtune (bf16 parameters and AdamW states): per step,
-             torch.cuda.max_memory_allocated / max_memory_reserved and wall time.
+             torch.cuda.max_memory_allocated / max_memory_reserved and wall time. Each
+             configuration runs in a fresh process (a clean caching allocator).
 Timing: CUDA events around N launches after warm-up launches; medians reported.
 """
 import argparse
