@@ -36,10 +36,11 @@ constexpr int64_t kCompute = 2;  // bytes per compute-dtype (bf16/fp16) element
 // (52 B × 3.21e9 at 4.2 TB/s: 40 ms) and 21 ms under torchtune (26 B: 20 ms).
 int64_t OptimizerTrafficPerParam(OptimizerKind o, OptimizerImpl impl, int64_t state,
                                  bool in_place) {
-  const int64_t passes = impl == OptimizerImpl::kFused ? 0 : 13 * state;
   switch (o) {
-    case OptimizerKind::kAdamW:
-      return (in_place ? 7 * state : (2 + 4 + 4 + 4) + (4 + 4 + 4 + 2)) + passes;
+    case OptimizerKind::kAdamW: {
+      const int64_t one_pass = in_place ? 7 * state : (2 + 4 + 4 + 4) + (4 + 4 + 4 + 2);
+      return one_pass + (impl == OptimizerImpl::kFused ? 0 : 13 * state);
+    }
     case OptimizerKind::kSgd:
       return (2 + 4 + 4) + (4 + 4 + 2);
     case OptimizerKind::kAdam8bit:
@@ -226,15 +227,14 @@ class Lowerer {
     return {{MemWhen::kStart, MemCategory::kGradients, GroupGradientBytes(g)}};
   }
 
-  // OptimizerTrafficPerParam for this scenario: the ddp and torchtune presets update their
-  // parameters in place (no separate master), in their gradients' and moments' dtype.
+  // OptimizerTrafficPerParam for this scenario: without a master copy (the ddp and torchtune
+  // presets) the update runs on the parameters themselves, in their moments' dtype.
   int64_t StepTrafficPerParam() const {
-    const Framework fw = s_.parallel.framework;
-    const int64_t state = StateBytesPerParam(fw, s_.training.optimizer, s_.training.precision)
-                              .optimizer_m.bytes_per_param;
+    const BytesPerParam bpp =
+        StateBytesPerParam(s_.parallel.framework, s_.training.optimizer, s_.training.precision);
     return OptimizerTrafficPerParam(
         s_.training.optimizer, s_.training.optimizer_impl.value_or(policy_.DefaultOptimizerImpl()),
-        state, fw == Framework::kDdp || fw == Framework::kTorchtune);
+        bpp.optimizer_m.bytes_per_param, bpp.master_weights.bytes_per_param == 0);
   }
 
   // What AdamW's update allocates beside the states for the `local` parameters it updates out
