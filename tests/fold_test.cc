@@ -107,6 +107,23 @@ TEST_CASE("a window whose first replay is still settling slides one period and f
   CHECK(Report(s, true) == Report(s, false));
 }
 
+TEST_CASE("without a pipeline, the window slides while its next replay is shorter than the step",
+          "[fold]") {
+  // ZeRO-3 at micro-batch 2 and 1,024-token sequences (16 micro-batches): the caching
+  // allocator's reserved peak grows up to the replay of four micro-batches, so the windows
+  // 1-2-3, 2-3-4 and 3-4-5 do not repeat, and the one that does, 4-5-6, comes after
+  // 1 + 2 + ... + 6 = 21 micro-batches of short replays, more than the step's 16. Each slide
+  // lowers and replays only its last period, so it still folds, to the full replay's report.
+  const Scenario s =
+      Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", {{"training.seq_len", "1024"},
+                                                          {"parallel.zero", "3"},
+                                                          {"training.micro_batch", "2"},
+                                                          {"training.recompute", "none"}});
+  REQUIRE(s.micro_batches() == 16);
+  CHECK(Folded(s));
+  CHECK(Report(s, true) == Report(s, false));
+}
+
 TEST_CASE("a folded step of 131,072 micro-batches is the unfolded step's arithmetic", "[fold]") {
   // Linear in the micro-batches past the warm-up: the step at M is the step at M' plus
   // (M - M') periods, each what one more micro-batch adds (measured at a count both replay).

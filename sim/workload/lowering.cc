@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 #include <initializer_list>
+#include <limits>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -73,12 +75,28 @@ void FreeGathers(const GatherFrees& parts, MemList& mem) {
   for (Bytes b : parts) mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -b});
 }
 
+// The lowerer's policy, copied with it (Lowerer::Fork).
+class OwnedPolicy {
+ public:
+  explicit OwnedPolicy(std::unique_ptr<DataParallelPolicy> p) : p_(std::move(p)) {}
+  OwnedPolicy(const OwnedPolicy& o) : p_(o.p_->Clone()) {}
+  OwnedPolicy& operator=(const OwnedPolicy&) = delete;
+  DataParallelPolicy* operator->() const { return p_.get(); }
+
+ private:
+  std::unique_ptr<DataParallelPolicy> p_;
+};
+
+// Lowers one step of `micro_batches` micro-batches of `s`: Run all at once, or (one stage)
+// Begin, LowerMicroBatch for each and Finish, forking where programs of different lengths part
+// (StepLowering).
 class Lowerer {
  public:
-  Lowerer(const Scenario& s, DataParallelPolicy& policy)
+  Lowerer(const Scenario& s, std::unique_ptr<DataParallelPolicy> policy, int64_t micro_batches)
       : s_(s),
-        policy_(policy),
-        plan_(policy.sharding()),
+        policy_(std::move(policy)),
+        m_(micro_batches),
+        plan_(policy_->sharding()),
         place_(s),
         shape_(ScenarioShape(s)),
         layer_ops_(WithFinetune(s, LayerForwardOps(s.model, shape_),
@@ -90,8 +108,8 @@ class Lowerer {
         tokens_(s.training.seq_len / s.parallel.cp * s.training.micro_batch),
         rep_(s.parallel.sequence_parallel ? s.parallel.tp : 1),
         act_bytes_(Bytes::Count(kCompute * tokens_ * s.model.hidden)),
-        loss_(LossTensorsOf(s.training.loss.value_or(policy.DefaultLoss()), s.training.loss_chunks,
-                            tokens_, s.model.vocab / s.parallel.tp)),
+        loss_(LossTensorsOf(s.training.loss.value_or(policy_->DefaultLoss()),
+                            s.training.loss_chunks, tokens_, s.model.vocab / s.parallel.tp)),
         b_(p_, static_cast<int32_t>(s.parallel.pp)) {
     group_params_ = GroupParameters(s);
     group_trainable_ = GroupTrainable(s);
@@ -120,34 +138,78 @@ class Lowerer {
     vstage_groups_.front().first = 0;
     vstage_groups_.back().second = NumGroups() - 1;
     // DeepSpeed refuses ZeRO-3 with pipeline parallelism: one stage, one trace.
-    if (gather_rule_.elements && policy_.GathersParameters() && s.parallel.pp == 1) {
+    if (gather_rule_.elements && policy_->GathersParameters() && s.parallel.pp == 1) {
       zero3_ = MakeZero3Params();
       gather_op_.assign(zero3_.elements.size(), 0);
       coordinator_.emplace(zero3_.elements, Zero3Trace(), *gather_rule_.elements);
     }
   }
 
+  Lowerer(Lowerer&&) = delete;
+  Lowerer& operator=(const Lowerer&) = delete;
+
   OpProgram Run() {
+    Begin(m_);
+    if (s_.parallel.pp == 1) {
+      for (int32_t mb = 0; mb < m_; ++mb) LowerMicroBatch(mb);
+      return Finish();
+    }
+    Pipeline();
+    return std::move(p_);
+  }
+
+  // One stage: micro-batch `mb`'s forward and backward (Begin first; in order). Only the
+  // backward depends on whether it is the step's last (its reductions, policy AfterBackward).
+  void LowerMicroBatch(int32_t mb) {
+    LowerForward(mb);
+    LowerBackward(mb);
+  }
+  void LowerForward(int32_t mb) {
+    SIM_CHECK(s_.parallel.pp == 1, "a pipeline is lowered whole (Run)");
+    SetMicroBatch(mb);
+    Forward(0, NumGroups() - 1, {});
+  }
+  void LowerBackward(int32_t mb) {
+    SetMicroBatch(mb);
+    Backward(NumGroups() - 1, 0, {});
+  }
+  // One stage: the step's end after the last micro-batch; the program.
+  OpProgram Finish() {
+    FinishStage();
+    return std::move(p_);
+  }
+
+  // A copy of this lowering so far, for a step of `micro_batches` (more than it has lowered):
+  // the same program, state and policy state, its arrays with room for the rest.
+  std::unique_ptr<Lowerer> Fork(int64_t micro_batches) {
+    // The arrays are copied once, into their final capacity, not with the rest.
+    std::vector<Op> ops = std::move(p_.ops);
+    std::vector<int32_t> deps = std::move(p_.deps);
+    std::vector<MemAction> mem = std::move(p_.mem);
+    std::vector<CollectiveSpec> collectives = std::move(p_.collectives);
+    std::unique_ptr<Lowerer> f(new Lowerer(*this));
+    p_.ops = std::move(ops);
+    p_.deps = std::move(deps);
+    p_.mem = std::move(mem);
+    p_.collectives = std::move(collectives);
+    f->b_.Rebind(f->p_);
+    f->m_ = micro_batches;
+    f->Reserve(micro_batches);
+    f->p_.ops.insert(f->p_.ops.end(), p_.ops.begin(), p_.ops.end());
+    f->p_.deps.insert(f->p_.deps.end(), p_.deps.begin(), p_.deps.end());
+    f->p_.mem.insert(f->p_.mem.end(), p_.mem.begin(), p_.mem.end());
+    f->p_.collectives = p_.collectives;
+    return f;
+  }
+
+  // The program's facts and persistent memory, its arrays sized for `micro_batches`.
+  void Begin(int64_t micro_batches) {
     const int32_t p = static_cast<int32_t>(s_.parallel.pp);
     p_.layers = layers_;
     p_.dp = s_.dp();
     p_.stages = p;
     p_.tokens_per_micro_batch = s_.training.seq_len * s_.training.micro_batch;
-    // Capacity for the ops of every micro-batch (forward, recompute, backward, the ZeRO
-    // collectives and gathers of a group, up to 12 TP/CP collectives per layer, a send each
-    // way per virtual stage) and each stage's end, so that lowering allocates once: an
-    // estimate short by a few ops copied the whole program to grow it (544 lowerings of plan
-    // llama3-405b and 1,680 of plan llama2-70b; ZeRO-3's short by 30 %, the interleaved
-    // schedule's by its sends). Capacity never touched costs no memory.
-    const bool model_parallel = s_.parallel.tp > 1 || s_.parallel.cp > 1;
-    const size_t groups = group_params_.size();
-    const size_t per_mb =
-        (3 * std::max(layer_ops_.size(), dense_ops_.size()) + (model_parallel ? 15 : 3) + 12) *
-            groups +
-        2 * vstage_groups_.size();
-    p_.ops.reserve(per_mb * static_cast<size_t>(s_.micro_batches()) + 16 * p + 4 * groups);
-    p_.deps.reserve(p_.ops.capacity());
-    p_.mem.reserve(5 * p_.ops.capacity());  // about 4 per op with tensors freed one by one
+    Reserve(micro_batches);
     p_.sharding = plan_;
     for (int32_t stage = 0; stage < p; ++stage) {
       p_.stage_states.push_back(PersistentStates(s_, stage));
@@ -155,21 +217,31 @@ class Lowerer {
       p_.stage_gpu.push_back(place_.GpuOfStage(stage));
     }
     p_.dp_stride = place_.Stride(ParallelDim::kDp);
-    if (p == 1) {
-      const int32_t m = static_cast<int32_t>(s_.micro_batches());
-      for (int32_t mb = 0; mb < m; ++mb) {
-        SetMicroBatch(mb);
-        Forward(0, NumGroups() - 1, {});
-        Backward(NumGroups() - 1, 0, {});
-      }
-      FinishStage();
-    } else {
-      Pipeline();
-    }
-    return std::move(p_);
   }
 
  private:
+  Lowerer(const Lowerer&) = default;  // Fork
+
+  // Capacity for the ops of every micro-batch (forward, recompute, backward, the ZeRO
+  // collectives and gathers of a group, up to 12 TP/CP collectives per layer, a send each
+  // way per virtual stage) and each stage's end, so that lowering allocates once: an
+  // estimate short by a few ops copied the whole program to grow it (544 lowerings of plan
+  // llama3-405b and 1,680 of plan llama2-70b; ZeRO-3's short by 30 %, the interleaved
+  // schedule's by its sends). Capacity never touched costs no memory.
+  void Reserve(int64_t micro_batches) {
+    const bool model_parallel = s_.parallel.tp > 1 || s_.parallel.cp > 1;
+    const size_t groups = group_params_.size();
+    const size_t per_mb =
+        (3 * std::max(layer_ops_.size(), dense_ops_.size()) + (model_parallel ? 15 : 3) + 12) *
+            groups +
+        2 * vstage_groups_.size();
+    const size_t ops =
+        per_mb * static_cast<size_t>(micro_batches) + 16 * s_.parallel.pp + 4 * groups;
+    p_.ops.reserve(ops);
+    p_.deps.reserve(ops);
+    p_.mem.reserve(5 * ops);  // about 4 per op with tensors freed one by one
+  }
+
   int32_t NumGroups() const { return static_cast<int32_t>(group_params_.size()); }
   // The LM head's matrix (the embedding's when tied), which autocast casts for its matmul.
   int64_t HeadParameters() const {
@@ -177,7 +249,7 @@ class Lowerer {
     return (s_.model.tied_embeddings ? c.embedding : c.lm_head) / s_.parallel.tp;
   }
   Bytes ComputeBytes(int64_t params) const { return Bytes::Count(kCompute * params); }
-  void SetMicroBatch(int32_t mb) { b_.SetMicroBatch(mb, mb == s_.micro_batches() - 1); }
+  void SetMicroBatch(int32_t mb) { b_.SetMicroBatch(mb, mb == m_ - 1); }
   void SetStage(int32_t stage) { b_.SetStage(stage); }
   int32_t Add(Op op, absl::Span<const int32_t> deps, absl::Span<const MemAction> mem) {
     return b_.Add(op, deps, mem);
@@ -198,7 +270,7 @@ class Lowerer {
             {MemWhen::kIssue, MemCategory::kGradients,
              LazyGradients() ? st.kept_gradients : st.gradients},
             {MemWhen::kIssue, MemCategory::kOptimizer, st.optimizer},
-            {MemWhen::kIssue, MemCategory::kCommBuffers, policy_.PersistentBuffers()},
+            {MemWhen::kIssue, MemCategory::kCommBuffers, policy_->PersistentBuffers()},
             {MemWhen::kIssue, MemCategory::kWorkspace, s_.cluster.gpu.blas_workspace},
             {MemWhen::kIssue, MemCategory::kReserved, s_.runtime.reserved}};
   }
@@ -233,7 +305,7 @@ class Lowerer {
     const BytesPerParam bpp =
         StateBytesPerParam(s_.parallel.framework, s_.training.optimizer, s_.training.precision);
     return OptimizerTrafficPerParam(
-        s_.training.optimizer, s_.training.optimizer_impl.value_or(policy_.DefaultOptimizerImpl()),
+        s_.training.optimizer, s_.training.optimizer_impl.value_or(policy_->DefaultOptimizerImpl()),
         bpp.optimizer_m.bytes_per_param, bpp.master_weights.bytes_per_param == 0);
   }
 
@@ -250,7 +322,7 @@ class Lowerer {
     const int64_t moment =
         StateBytesPerParam(s_.parallel.framework, s_.training.optimizer, s_.training.precision)
             .optimizer_v.bytes_per_param;
-    switch (s_.training.optimizer_impl.value_or(policy_.DefaultOptimizerImpl())) {
+    switch (s_.training.optimizer_impl.value_or(policy_->DefaultOptimizerImpl())) {
       case OptimizerImpl::kFused:
         return {};
       case OptimizerImpl::kForeach: {
@@ -419,8 +491,8 @@ class Lowerer {
         // Backward: the input again for the weight gradient (SP), the input gradient reduced.
         // Megatron-LM launches both asynchronously beside the input- and weight-gradient GEMMs
         // (LinearWithGradAccumulationAndAsyncCommunication, on by default since 2021).
-        return sp ? WithComms(x, deps, mem, {gather_in}, {reduce_out}, policy_.AsyncTpBackward())
-                  : WithComms(x, deps, mem, {}, {reduce_out}, policy_.AsyncTpBackward());
+        return sp ? WithComms(x, deps, mem, {gather_in}, {reduce_out}, policy_->AsyncTpBackward())
+                  : WithComms(x, deps, mem, {}, {reduce_out}, policy_->AsyncTpBackward());
       case ParallelRole::kRow:
         if (!backward) return WithComms(x, deps, mem, {}, {reduce_out});
         return sp ? WithComms(x, deps, mem, {gather_in}, {}) : WithComms(x, deps, mem, {}, {});
@@ -464,8 +536,8 @@ class Lowerer {
     MemList mem = buffers;
     // FSDP2 gathers into a communication buffer that TakeGather's copy splits into the
     // parameters.
-    const MemCategory into = policy_.CopiesAroundCollectives() ? MemCategory::kCommBuffers
-                                                               : MemCategory::kGatheredParams;
+    const MemCategory into = policy_->CopiesAroundCollectives() ? MemCategory::kCommBuffers
+                                                                : MemCategory::kGatheredParams;
     if (buffers.empty()) mem.push_back({MemWhen::kIssue, into, buffer});
     mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -shard});
     return Add(Collective("all_gather", CollectiveKind::kAllGather, buffer, shard_group_, g), deps,
@@ -645,7 +717,7 @@ class Lowerer {
   // buffer when it ends.
   std::vector<int32_t> TakeGather(int32_t g) {
     std::vector<int32_t> deps;
-    if (gather_pending_[g] && policy_.CopiesAroundCollectives()) {
+    if (gather_pending_[g] && policy_->CopiesAroundCollectives()) {
       const Bytes w = group_weights_[g];
       std::vector<int32_t> after = AnchorDeps();
       after.push_back(*gather_pending_[g]);
@@ -790,7 +862,7 @@ class Lowerer {
   // micro-batch's first backward op (BackwardStart).
   MemList TransientGradients(int32_t g) {
     MemList out = BackwardStart();
-    const Bytes grads = policy_.TransientGradients(Env(), g);
+    const Bytes grads = policy_->TransientGradients(Env(), g);
     if (grads != Bytes()) out.push_back({MemWhen::kStart, MemCategory::kGradients, grads});
     return out;
   }
@@ -803,7 +875,7 @@ class Lowerer {
 
   void LayerForward(int32_t g, std::vector<int32_t> first_deps, const GatherFrees& free_gather) {
     const LayerCheckpoint c = CheckpointOf(g);
-    const Bytes cast = policy_.CastCopies(group_params_[g]);
+    const Bytes cast = policy_->CastCopies(group_params_[g]);
     std::vector<Bytes> dropped;  // tensors not kept for backward: freed when the forward ends
     const std::vector<LayerOp>& ops = Ops(g);
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -884,7 +956,7 @@ class Lowerer {
   void RecomputeLayer(int32_t g, std::vector<int32_t>& deps, MemList& first) {
     const LayerCheckpoint c = CheckpointOf(g);
     first.push_back(
-        {MemWhen::kStart, MemCategory::kGatheredParams, policy_.CastCopies(group_params_[g])});
+        {MemWhen::kStart, MemCategory::kGatheredParams, policy_->CastCopies(group_params_[g])});
     bool emitted = false;
     for (const LayerOp& lo : Ops(g)) {
       MemList mem;
@@ -954,7 +1026,7 @@ class Lowerer {
       first = false;
     }
     AddMemToLast(
-        {MemWhen::kEnd, MemCategory::kGatheredParams, -policy_.CastCopies(group_params_[g])});
+        {MemWhen::kEnd, MemCategory::kGatheredParams, -policy_->CastCopies(group_params_[g])});
     for (Bytes b : free_at_end) AddMemToLast({MemWhen::kEnd, MemCategory::kGatheredParams, -b});
   }
 
@@ -1004,7 +1076,7 @@ class Lowerer {
     MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
-        {MemWhen::kStart, MemCategory::kGatheredParams, policy_.CastCopies(HeadParameters())}};
+        {MemWhen::kStart, MemCategory::kGatheredParams, policy_->CastCopies(HeadParameters())}};
     FreeGathers(free_gather, head_mem);
     std::vector<int32_t> head_deps;
     Hooks(g, "lm_head", /*backward=*/false, head_deps, head_mem);
@@ -1058,7 +1130,7 @@ class Lowerer {
     MemList head_mem = {
         {MemWhen::kStart, MemCategory::kActivations, hidden},
         {MemWhen::kEnd, MemCategory::kLogits, -loss_.head_grad},
-        {MemWhen::kEnd, MemCategory::kGatheredParams, -policy_.CastCopies(HeadParameters())},
+        {MemWhen::kEnd, MemCategory::kGatheredParams, -policy_->CastCopies(HeadParameters())},
         {MemWhen::kEnd, MemCategory::kActivations, -hidden},
         {MemWhen::kEnd, MemCategory::kActivations, -hidden}};
     head_mem.insert(head_mem.end(), head_grads.begin(), head_grads.end());
@@ -1110,13 +1182,13 @@ class Lowerer {
       if (g == first) deps.swap(entry);
       // The gathered parameters freed when the group's forward ends.
       GatherFrees free_gather;  // the coordinator frees per op instead (Hooks)
-      if (policy_.GathersParameters() && !coordinator_) {
+      if (policy_->GathersParameters() && !coordinator_) {
         LaunchGathers(g, g + pf, +1);
         for (int32_t d : TakeGather(g)) deps.push_back(d);
-        if (policy_.RegathersForBackward()) free_gather = {group_weights_[g]};
+        if (policy_->RegathersForBackward()) free_gather = {group_weights_[g]};
       }
       DpEnv env = Env();
-      policy_.BeforeForward(env, g, deps);
+      policy_->BeforeForward(env, g, deps);
       if (g == 0) {
         EmbeddingForward(deps, free_gather);
       } else if (g == NumGroups() - 1) {
@@ -1135,17 +1207,17 @@ class Lowerer {
       std::vector<int32_t> deps;
       if (g == last) deps.swap(entry);
       GatherFrees free_gather;
-      if (policy_.GathersParameters() && !coordinator_) {
-        if (policy_.RegathersForBackward()) {
+      if (policy_->GathersParameters() && !coordinator_) {
+        if (policy_->RegathersForBackward()) {
           LaunchGathers(g, g - pf, -1);
           for (int32_t d : TakeGather(g)) deps.push_back(d);
         }
         free_gather = {group_weights_[g]};
       }
       // The policy's reduction buffers come with the micro-batch's first backward op.
-      if (!backward_buffers_live_[b_.stage()] && policy_.BackwardBuffers() > Bytes()) {
+      if (!backward_buffers_live_[b_.stage()] && policy_->BackwardBuffers() > Bytes()) {
         backward_start_.push_back(
-            {MemWhen::kStart, MemCategory::kCommBuffers, policy_.BackwardBuffers()});
+            {MemWhen::kStart, MemCategory::kCommBuffers, policy_->BackwardBuffers()});
         backward_buffers_live_[b_.stage()] = true;
       }
       // Activation offload: this layer's tensors back before its backward, the next one's
@@ -1160,10 +1232,10 @@ class Lowerer {
         LayerBackward(g, deps, free_gather);
       }
       DpEnv env = Env();
-      policy_.AfterBackward(env, g);
+      policy_->AfterBackward(env, g);
       // Per micro-batch, the reduction buffers go when its last reduction ends.
-      if (g == 0 && backward_buffers_live_[b_.stage()] && !policy_.BackwardBuffersPerStep()) {
-        AddMemToLast({MemWhen::kEnd, MemCategory::kCommBuffers, -policy_.BackwardBuffers()});
+      if (g == 0 && backward_buffers_live_[b_.stage()] && !policy_->BackwardBuffersPerStep()) {
+        AddMemToLast({MemWhen::kEnd, MemCategory::kCommBuffers, -policy_->BackwardBuffers()});
         backward_buffers_live_[b_.stage()] = false;
       }
       if (coordinator_ && g == 0) {
@@ -1206,7 +1278,7 @@ class Lowerer {
   void Pipeline() {
     const int32_t p = static_cast<int32_t>(s_.parallel.pp);
     const int32_t vstages = static_cast<int32_t>(vstage_groups_.size());
-    const int32_t m = static_cast<int32_t>(s_.micro_batches());
+    const int32_t m = static_cast<int32_t>(m_);
     const auto order = PipelineOrder(s_.parallel.pp_schedule, p, s_.parallel.pp_chunks, m);
     // sent_*[virtual stage][micro-batch]: the send op that unit produced, once emitted.
     using Sent = std::vector<std::vector<std::optional<int32_t>>>;
@@ -1272,13 +1344,13 @@ class Lowerer {
   // its shard, and what the policy does after it (the parameter all-gather of ZeRO-1/2).
   // `blocking_send`: the stage's last send, which the step waits for (Pipeline).
   void FinishStage(std::optional<int32_t> blocking_send = std::nullopt) {
-    SetMicroBatch(static_cast<int32_t>(s_.micro_batches()) - 1);
+    SetMicroBatch(static_cast<int32_t>(m_) - 1);
     b_.SetPass(OpPass::kStep);
     DpEnv env = Env();
-    policy_.BeforeOptimizer(env);
+    policy_->BeforeOptimizer(env);
     const StageParams total{StageTrainable(s_)[b_.stage()], stage_experts_[b_.stage()]};
-    const int64_t local = policy_.OptimizerShard(total);
-    std::vector<int32_t> deps = policy_.TakeStepReductions(b_.stage());
+    const int64_t local = policy_->OptimizerShard(total);
+    std::vector<int32_t> deps = policy_->TakeStepReductions(b_.stage());
     if (b_.last_compute()) deps.push_back(*b_.last_compute());
     if (blocking_send) deps.push_back(*blocking_send);
     deps.insert(deps.end(), b_.waits().begin(), b_.waits().end());
@@ -1287,7 +1359,7 @@ class Lowerer {
     // Lazy gradients are freed, group by group, when the step ends (zero_grad(set_to_none)).
     MemList frees;
     if (backward_buffers_live_[b_.stage()]) {  // ZeRO-1's buckets: released before the step
-      frees.push_back({MemWhen::kStart, MemCategory::kCommBuffers, -policy_.BackwardBuffers()});
+      frees.push_back({MemWhen::kStart, MemCategory::kCommBuffers, -policy_->BackwardBuffers()});
       backward_buffers_live_[b_.stage()] = false;
     }
     if (LazyGradients()) {
@@ -1307,7 +1379,7 @@ class Lowerer {
       Op opt = Compute("optimizer", OpPass::kStep, OpClass::kMemoryBound,
                        Flops::Count(12.0 * static_cast<double>(local)),
                        Bytes::Count(StepTrafficPerParam() * local), std::nullopt);
-      const Bytes upcast = policy_.StepTransient(local);
+      const Bytes upcast = policy_->StepTransient(local);
       frees.push_back({MemWhen::kStart, MemCategory::kGradients, upcast});
       frees.push_back({MemWhen::kEnd, MemCategory::kGradients, -upcast});
       for (const Bytes t : OptimizerTemporaries(total, local)) {
@@ -1315,7 +1387,7 @@ class Lowerer {
         frees.push_back({MemWhen::kEnd, MemCategory::kOptimizer, -t});
       }
       const int32_t id = Add(opt, deps, frees);
-      policy_.AfterOptimizer(env, id, total);
+      policy_->AfterOptimizer(env, id, total);
       return;
     }
     // The update runs on the host CPU (ZeRO-Offload's DeepSpeedCPUAdam, torch.optim on CPU
@@ -1326,7 +1398,7 @@ class Lowerer {
     auto chain = [&](Op op, MemList mem) {
       last = Add(op, last ? std::vector<int32_t>{*last} : deps, mem);
     };
-    if (!policy_.GradientsToHost()) {
+    if (!policy_->GradientsToHost()) {
       chain(HostOp("grads_to_host", OpClass::kPcieCopy, Bytes::Count(4 * local), std::nullopt), {});
     }
     if (st.nvme > Bytes()) {
@@ -1344,11 +1416,12 @@ class Lowerer {
           HostOp("params_to_gpu", OpClass::kPcieCopy, Bytes::Count(kCompute * local), std::nullopt),
           {});
     }
-    policy_.AfterOptimizer(env, *last, total);
+    policy_->AfterOptimizer(env, *last, total);
   }
 
-  const Scenario& s_;
-  DataParallelPolicy& policy_;
+  const Scenario& s_;  // its global batch aside: m_ micro-batches
+  OwnedPolicy policy_;
+  int64_t m_;  // micro-batches of the step being lowered
   const ShardingPlan plan_;
   const Placement place_;
   const ActivationShape shape_;
@@ -1372,7 +1445,7 @@ class Lowerer {
   std::vector<int64_t> group_experts_, stage_experts_;  // routed experts' parameters per GPU
   std::vector<bool> finished_ = std::vector<bool>(static_cast<size_t>(s_.parallel.pp), false);
   std::vector<std::optional<int32_t>> gather_pending_;
-  const DataParallelPolicy::GatherRule gather_rule_ = policy_.Gathers();
+  const DataParallelPolicy::GatherRule gather_rule_ = policy_->Gathers();
   // DeepSpeed ZeRO-3's parameter coordinator, its parameters and where the lowering is in its
   // trace.
   std::optional<Zero3Coordinator> coordinator_;
@@ -1406,19 +1479,88 @@ class Lowerer {
 
 }  // namespace
 
-absl::StatusOr<OpProgram> Lower(const Scenario& s) {
-  if (const int64_t passes = s.micro_batches() * (s.model.layers + 2); passes > kMaxGroupPasses) {
-    // The program holds every micro-batch's ops (~40 per layer and micro-batch, some 6 KB).
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training.global_batch: ", s.micro_batches(), " micro-batches x ", s.model.layers + 2,
-        " layer groups = ", passes, " to lower one by one, above the limit of ", kMaxGroupPasses,
-        ": the step is replayed micro-batch by micro-batch when folding is off (--no-fold), a "
-        "trace or timeline is written, or its micro-batches do not repeat (GPipe's memory grows "
-        "with them); fewer micro-batches (raise training.micro_batch) or a folded run answer it"));
-  }
-  const std::unique_ptr<DataParallelPolicy> policy = MakeDataParallelPolicy(s);
+namespace {
+
+// InvalidArgument when a step of `micro_batches` is too long to lower one by one.
+absl::Status CheckLength(const Scenario& s, int64_t micro_batches) {
+  const int64_t passes = micro_batches * (s.model.layers + 2);
+  if (passes <= kMaxGroupPasses) return absl::OkStatus();
+  // The program holds every micro-batch's ops (~40 per layer and micro-batch, some 6 KB).
+  return absl::InvalidArgumentError(absl::StrCat(
+      "training.global_batch: ", micro_batches, " micro-batches x ", s.model.layers + 2,
+      " layer groups = ", passes, " to lower one by one, above the limit of ", kMaxGroupPasses,
+      ": the step is replayed micro-batch by micro-batch when folding is off (--no-fold), a "
+      "trace or timeline is written, or its micro-batches do not repeat (GPipe's memory grows "
+      "with them); fewer micro-batches (raise training.micro_batch) or a folded run answer it"));
+}
+
+// The scenario's policy, checked.
+absl::StatusOr<std::unique_ptr<DataParallelPolicy>> CheckedPolicy(const Scenario& s) {
+  std::unique_ptr<DataParallelPolicy> policy = MakeDataParallelPolicy(s);
   if (absl::Status st = policy->Check(); !st.ok()) return st;
-  return Lowerer(s, *policy).Run();
+  return policy;
+}
+
+}  // namespace
+
+absl::StatusOr<OpProgram> Lower(const Scenario& s) {
+  if (absl::Status st = CheckLength(s, s.micro_batches()); !st.ok()) return st;
+  auto policy = CheckedPolicy(s);
+  if (!policy.ok()) return policy.status();
+  return Lowerer(s, *std::move(policy), s.micro_batches()).Run();
+}
+
+// The lowering of the first `lowered` micro-batches, none of them the step's last, and of the
+// next one's forward when `forward` (one stage); none with a pipeline, whose schedule depends
+// on the step's length.
+struct StepLowering::State {
+  const Scenario& s;
+  std::unique_ptr<Lowerer> main;
+  int64_t lowered = 0;
+  bool forward = false;
+};
+
+StepLowering::StepLowering(std::unique_ptr<State> state) : state_(std::move(state)) {}
+StepLowering::StepLowering(StepLowering&&) noexcept = default;
+StepLowering& StepLowering::operator=(StepLowering&&) noexcept = default;
+StepLowering::~StepLowering() = default;
+
+absl::StatusOr<StepLowering> StepLowering::Start(const Scenario& s) {
+  auto state = std::unique_ptr<State>(new State{s, nullptr});
+  if (s.parallel.pp == 1) {
+    auto policy = CheckedPolicy(s);
+    if (!policy.ok()) return policy.status();
+    // Never the last: the step's length is each Lower's.
+    state->main =
+        std::make_unique<Lowerer>(s, *std::move(policy), std::numeric_limits<int64_t>::max());
+    state->main->Begin(/*micro_batches=*/4);  // room for a fold's first window; grows after
+  }
+  return StepLowering(std::move(state));
+}
+
+bool StepLowering::incremental() const { return state_->main != nullptr; }
+
+absl::StatusOr<OpProgram> StepLowering::Lower(int64_t micro_batches) {
+  State& st = *state_;
+  Scenario t = st.s;
+  t.training.global_batch = micro_batches * t.training.micro_batch * t.dp();
+  if (!st.main) return sim::Lower(t);
+  SIM_CHECK(micro_batches > st.lowered, "StepLowering lowers steps of increasing length");
+  if (absl::Status s = CheckLength(t, micro_batches); !s.ok()) return s;
+  // The shorter steps' micro-batches, and the last one's forward, are this step's too; its
+  // backward is its own.
+  while (st.lowered < micro_batches - 1) {
+    const auto mb = static_cast<int32_t>(st.lowered++);
+    if (!st.forward) st.main->LowerForward(mb);
+    st.main->LowerBackward(mb);
+    st.forward = false;
+  }
+  const auto last_mb = static_cast<int32_t>(micro_batches - 1);
+  if (!st.forward) st.main->LowerForward(last_mb);
+  st.forward = true;
+  std::unique_ptr<Lowerer> last = st.main->Fork(micro_batches);
+  last->LowerBackward(last_mb);
+  return last->Finish();
 }
 
 }  // namespace sim

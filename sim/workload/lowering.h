@@ -16,6 +16,8 @@
 // each decoder layer, and the final norm with the LM head (re-gathering the embedding matrix
 // when the head is tied to it).
 
+#include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,5 +33,31 @@ namespace sim {
 inline constexpr int64_t kMaxGroupPasses = 500'000;
 
 absl::StatusOr<OpProgram> Lower(const Scenario& s);
+
+// The programs of one scenario's step at several lengths, in increasing order: Lower(m) is
+// what sim::Lower gives for `s` with m micro-batches (its global batch m · micro_batch · dp),
+// and what the steps share is lowered once. One stage: the first micro-batches are lowered
+// once and the lowering is copied (program, builder, policy, ZeRO-3 coordinator) where a
+// step's last micro-batch parts from the longer steps' (a fold's window, sim/replay/fold.h);
+// with a pipeline, whose schedule depends on the step's length, each is lowered whole.
+// `s` must outlive it.
+class StepLowering {
+ public:
+  // The scenario's policy refuses it (as Lower).
+  static absl::StatusOr<StepLowering> Start(const Scenario& s);
+  StepLowering(StepLowering&&) noexcept;
+  StepLowering& operator=(StepLowering&&) noexcept;
+  ~StepLowering();
+
+  // The step of `micro_batches`, more than the last call's; InvalidArgument as Lower.
+  absl::StatusOr<OpProgram> Lower(int64_t micro_batches);
+  // Whether a longer step lowers only what it adds (one stage), not the whole step (pipeline).
+  bool incremental() const;
+
+ private:
+  struct State;
+  explicit StepLowering(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace sim

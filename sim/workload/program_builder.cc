@@ -5,11 +5,11 @@
 namespace sim {
 
 ProgramBuilder::ProgramBuilder(OpProgram& program, int32_t stages)
-    : program_(program), st_(static_cast<size_t>(stages)) {}
+    : program_(&program), st_(static_cast<size_t>(stages)) {}
 
 int32_t ProgramBuilder::Add(Op op, absl::Span<const int32_t> deps,
                             absl::Span<const MemAction> mem) {
-  OpProgram& p = program_;
+  OpProgram& p = *program_;
   op.micro_batch = mb_;
   op.stage = static_cast<int16_t>(stage_);
   op.deps_begin = static_cast<int32_t>(p.deps.size());
@@ -39,7 +39,7 @@ int32_t ProgramBuilder::Add(Op op, absl::Span<const int32_t> deps,
 }
 
 void ProgramBuilder::AddMemToLast(MemAction a) {
-  OpProgram& p = program_;
+  OpProgram& p = *program_;
   // End actions come last in an op's range, so appending keeps the range ordered.
   SIM_CHECK(!p.ops.empty() && p.ops.back().mem_end == static_cast<int32_t>(p.mem.size()) &&
                 a.when == MemWhen::kEnd,
@@ -57,8 +57,8 @@ Op ProgramBuilder::Collective(absl::string_view name, CollectiveKind kind, Bytes
   op.pass = pass_;
   op.stream = StreamKind::kComm;
   op.group = g;
-  op.collective = static_cast<int32_t>(program_.collectives.size());
-  program_.collectives.push_back({kind, tensor, group, 1});
+  op.collective = static_cast<int32_t>(program_->collectives.size());
+  program_->collectives.push_back({kind, tensor, group, 1});
   return op;
 }
 

@@ -24,6 +24,9 @@ using MemList = absl::InlinedVector<MemAction, 8>;
 class ProgramBuilder {
  public:
   ProgramBuilder(OpProgram& program, int32_t stages);
+  // Appends to `program` from now on (a copy of the builder and of its program: a lowering
+  // forked mid-step, lowering.cc StepLowering).
+  void Rebind(OpProgram& program) { program_ = &program; }
 
   // The stage (simulated GPU) and micro-batch new ops belong to.
   void SetStage(int32_t stage) { stage_ = stage; }
@@ -49,7 +52,7 @@ class ProgramBuilder {
   // (`Spec(op).buckets` may be set before the op is added).
   Op Collective(absl::string_view name, CollectiveKind kind, Bytes tensor, CommGroup group,
                 std::optional<int32_t> g);
-  CollectiveSpec& Spec(const Op& op) { return program_.collectives[*op.collective]; }
+  CollectiveSpec& Spec(const Op& op) { return program_->collectives[*op.collective]; }
 
   // The current stage's last compute op, as a dependency list (empty before the first).
   std::vector<int32_t> AnchorDeps() const;
@@ -69,7 +72,7 @@ class ProgramBuilder {
     std::vector<int32_t> wait;        // ... which the compute op after it waits for
   };
 
-  OpProgram& program_;
+  OpProgram* program_;
   std::vector<StageState> st_;
   int32_t stage_ = 0;
   int32_t mb_ = 0;

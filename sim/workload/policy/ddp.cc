@@ -22,6 +22,9 @@ namespace {
 class DdpPolicy : public DataParallelPolicy {
  public:
   using DataParallelPolicy::DataParallelPolicy;
+  std::unique_ptr<DataParallelPolicy> Clone() const override {
+    return std::make_unique<DdpPolicy>(*this);
+  }
 
   int64_t ReduceBytes() const override {
     return s_.parallel.reduce_dtype ? DataParallelPolicy::ReduceBytes() : 4;

@@ -31,6 +31,9 @@ namespace {
 class DeepSpeedPolicy : public DataParallelPolicy {
  public:
   using DataParallelPolicy::DataParallelPolicy;
+  std::unique_ptr<DataParallelPolicy> Clone() const override {
+    return std::make_unique<DeepSpeedPolicy>(*this);
+  }
 
   bool OverlapGradReduce() const override {
     return s_.parallel.overlap_grad_reduce.value_or(plan_.stage == 3);

@@ -30,6 +30,9 @@ ShardingPlan ShardingOf(const Scenario& s);
 class FsdpPolicy : public DataParallelPolicy {
  public:
   using DataParallelPolicy::DataParallelPolicy;
+  std::unique_ptr<DataParallelPolicy> Clone() const override {
+    return std::make_unique<FsdpPolicy>(*this);
+  }
 
   absl::Status Check() const override {
     if (s_.parallel.zero == 1 && !s_.parallel.sharding) {

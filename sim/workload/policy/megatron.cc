@@ -25,6 +25,9 @@ namespace {
 class MegatronPolicy : public DataParallelPolicy {
  public:
   using DataParallelPolicy::DataParallelPolicy;
+  std::unique_ptr<DataParallelPolicy> Clone() const override {
+    return std::make_unique<MegatronPolicy>(*this);
+  }
 
   // main_grad's dtype (sim/workload/static_ledger.h): fp32, or fp16 when training in fp16.
   int64_t ReduceBytes() const override {

@@ -57,6 +57,10 @@ class DataParallelPolicy {
   DataParallelPolicy(const Scenario& s, ShardingPlan plan);
   virtual ~DataParallelPolicy() = default;
 
+  // A copy with this one's state (the reductions it has left for the step's end): a lowering
+  // forked mid-step goes on with it (lowering.cc StepLowering).
+  virtual std::unique_ptr<DataParallelPolicy> Clone() const = 0;
+
   const ShardingPlan& sharding() const { return plan_; }
   // FailedPrecondition for a mode the framework does not have (checked before lowering).
   virtual absl::Status Check() const { return absl::OkStatus(); }

@@ -20,6 +20,9 @@ namespace {
 class TorchtunePolicy : public DataParallelPolicy {
  public:
   using DataParallelPolicy::DataParallelPolicy;
+  std::unique_ptr<DataParallelPolicy> Clone() const override {
+    return std::make_unique<TorchtunePolicy>(*this);
+  }
 
   absl::Status Check() const override {
     if (s_.parallel.zero != 0 && s_.parallel.zero != 3) {
