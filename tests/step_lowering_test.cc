@@ -53,6 +53,8 @@ std::vector<int64_t> FoldLengths(const Scenario& s, std::initializer_list<int64_
 void CheckLengths(const Scenario& s, const std::vector<int64_t>& lengths) {
   auto lowering = StepLowering::Start(s);
   REQUIRE(lowering.ok());
+  std::vector<OpProgram> programs;
+  std::vector<int32_t> shared;
   for (int64_t m : lengths) {
     INFO(m << " micro-batches");
     auto forked = lowering->Lower(m);
@@ -60,6 +62,17 @@ void CheckLengths(const Scenario& s, const std::vector<int64_t>& lengths) {
     REQUIRE(forked.ok());
     REQUIRE(whole.ok());
     CheckSame(*forked, *whole);
+    programs.push_back(*std::move(forked));
+    shared.push_back(lowering->shared());
+  }
+  // What a program is said to share with the longer ones (the replays' forks start comparing
+  // there, CommonPrefix's `known`) it does share, op for op.
+  for (size_t i = 0; i < programs.size(); ++i) {
+    CHECK((shared[i] > 0) == lowering->incremental());
+    for (size_t j = i + 1; j < programs.size(); ++j) {
+      INFO(lengths[i] << " and " << lengths[j] << " micro-batches");
+      CHECK(replay::CommonPrefix(programs[i], programs[j]) >= shared[i]);
+    }
   }
 }
 

@@ -169,24 +169,27 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
     // The first window's three programs share their first micro-batches: one replay, forked
     // (ReplayFamily).
     std::vector<OpProgram> programs;
+    std::vector<int32_t> shared;  // the ops each shares with the longer ones by construction
     for (int64_t i = 0; i < 3; ++i) {
       auto program = lowering->Lower(plan->k + i * plan->d);
       if (!program.ok()) return std::nullopt;  // the full lowering reports it
       programs.push_back(*std::move(program));
+      shared.push_back(lowering->shared());
       replayed += plan->k + i * plan->d;
     }
     runs = ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options,
-                        nullptr, &snapshot);
+                        nullptr, &snapshot, &shared);
   }
   int64_t w = 0;
   while (!Repeats(runs)) {
     const int64_t next = plan->k + (w + 3) * plan->d;
     const int64_t cost = lowering->incremental() ? next : replayed + next;
     if (w == kMaxSlides || cost >= s.micro_batches()) return std::nullopt;
+    const int32_t shared = lowering->shared();  // of runs.back()'s program with the next
     auto program = lowering->Lower(next);
     if (!program.ok()) return std::nullopt;  // the full lowering reports it
     ReplayResult r = ReplayAfter(*std::move(program), runs.back().program, compute, comm,
-                                 s.cluster.gpu.Usable(), options, snapshot);
+                                 s.cluster.gpu.Usable(), options, snapshot, shared);
     runs.erase(runs.begin());
     runs.push_back(std::move(r));
     replayed += next;

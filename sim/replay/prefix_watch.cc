@@ -57,10 +57,10 @@ int32_t StreamOf(const Op& op) { return op.stage * kNumStreams + static_cast<int
 
 }  // namespace
 
-int32_t CommonPrefix(const OpProgram& a, const OpProgram& b) {
+int32_t CommonPrefix(const OpProgram& a, const OpProgram& b, int32_t known) {
   if (a.stages != b.stages || !SamePersistent(a, b)) return 0;
   const size_t n = std::min(a.ops.size(), b.ops.size());
-  size_t i = 0;
+  size_t i = std::min(n, static_cast<size_t>(std::max(known, 0)));
   while (i < n && SameOp(a, a.ops[i], b, b.ops[i])) ++i;
   return static_cast<int32_t>(i);
 }

@@ -26,8 +26,10 @@
 namespace sim::replay {
 
 // How many leading ops `a` and `b` share: the same op, dependencies, memory actions and
-// collective, in programs with the same stages and persistent memory (0 otherwise).
-int32_t CommonPrefix(const OpProgram& a, const OpProgram& b);
+// collective, in programs with the same stages and persistent memory (0 otherwise). `known`:
+// leading ops the caller knows them to share (lowered once and copied into both,
+// StepLowering::shared), compared from there on.
+int32_t CommonPrefix(const OpProgram& a, const OpProgram& b, int32_t known = 0);
 
 class PrefixWatch {
  public:

@@ -635,7 +635,8 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options, int* forks,
-                                       std::shared_ptr<const ReplaySnapshot>* keep) {
+                                       std::shared_ptr<const ReplaySnapshot>* keep,
+                                       const std::vector<int32_t>* shared) {
   const size_t n = programs.size();
   std::vector<ReplayResult> results(n);
   auto alone = [&](size_t i) {
@@ -657,7 +658,7 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
   std::vector<std::optional<PrefixWatch>> watches(n);
   for (size_t i = 0; i < n; ++i) {
     if (i == longest) continue;
-    const int32_t prefix = CommonPrefix(programs[i], programs[longest]);
+    const int32_t prefix = CommonPrefix(programs[i], programs[longest], shared ? (*shared)[i] : 0);
     if (prefix > 0) watches[i] = PrefixWatch::Make(programs[longest], programs[i], prefix);
   }
   std::vector<size_t> order;
@@ -706,10 +707,10 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
                          const cost::ComputeCostModel& compute,
                          const cost::CollectiveCostModel& comm, Bytes capacity,
                          const ReplayOptions& options,
-                         std::shared_ptr<const ReplaySnapshot>& snapshot) {
+                         std::shared_ptr<const ReplaySnapshot>& snapshot, int32_t known) {
   const std::shared_ptr<const ReplaySnapshot> from = std::move(snapshot);
   snapshot.reset();
-  const int32_t shared = from && Forkable(options) ? CommonPrefix(program, previous) : 0;
+  const int32_t shared = from && Forkable(options) ? CommonPrefix(program, previous, known) : 0;
   if (shared == 0 || shared < from->executor.prefix) {
     return ReplayRaw(std::move(program), compute, comm, capacity, options);
   }

@@ -23,21 +23,24 @@ struct ReplaySnapshot;
 // shorter one that shares a prefix of ops with it forks from its state before they part
 // (sim/replay/prefix_watch.h); one that cannot fork is replayed alone. `forks` (optional)
 // counts the forks taken; `keep` (optional) receives the state of the last fork, where the
-// longest program parts from the next longest, for ReplayAfter.
+// longest program parts from the next longest, for ReplayAfter. `shared` (optional): per
+// program, the leading ops it is known to share with every longer one (CommonPrefix's `known`).
 std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options, int* forks = nullptr,
-                                       std::shared_ptr<const ReplaySnapshot>* keep = nullptr);
+                                       std::shared_ptr<const ReplaySnapshot>* keep = nullptr,
+                                       const std::vector<int32_t>* shared = nullptr);
 // ReplayRaw of `program`, which extends `previous` (one more micro-batch: a fold's window
 // sliding), going on from `snapshot` — a state of previous's replay, kept by ReplayFamily or
 // the last ReplayAfter — when program shares previous's ops that far (else replayed alone).
 // `snapshot` becomes this replay's state where it parts from `previous`, for the next one.
+// `known`: the leading ops `previous` is known to share with it (CommonPrefix's).
 ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
                          const cost::ComputeCostModel& compute,
                          const cost::CollectiveCostModel& comm, Bytes capacity,
                          const ReplayOptions& options,
-                         std::shared_ptr<const ReplaySnapshot>& snapshot);
+                         std::shared_ptr<const ReplaySnapshot>& snapshot, int32_t known = 0);
 // FLOPs for `micro_batches` micro-batches per step (one micro-batch's ops times the count),
 // averages over the stages, the report's time keys from the pacing stage. False when some
 // stage's micro-batches differ in FLOPs (then they were summed as the program holds them, which

@@ -202,6 +202,8 @@ class Lowerer {
     return f;
   }
 
+  int32_t ops() const { return static_cast<int32_t>(p_.ops.size()); }
+
   // The program's facts and persistent memory, its arrays sized for `micro_batches`.
   void Begin(int64_t micro_batches) {
     const int32_t p = static_cast<int32_t>(s_.parallel.pp);
@@ -1518,6 +1520,7 @@ struct StepLowering::State {
   std::unique_ptr<Lowerer> main;
   int64_t lowered = 0;
   bool forward = false;
+  int32_t shared = 0;  // of the last program
 };
 
 StepLowering::StepLowering(std::unique_ptr<State> state) : state_(std::move(state)) {}
@@ -1540,6 +1543,8 @@ absl::StatusOr<StepLowering> StepLowering::Start(const Scenario& s) {
 
 bool StepLowering::incremental() const { return state_->main != nullptr; }
 
+int32_t StepLowering::shared() const { return state_->shared; }
+
 absl::StatusOr<OpProgram> StepLowering::Lower(int64_t micro_batches) {
   State& st = *state_;
   Scenario t = st.s;
@@ -1559,6 +1564,7 @@ absl::StatusOr<OpProgram> StepLowering::Lower(int64_t micro_batches) {
   if (!st.forward) st.main->LowerForward(last_mb);
   st.forward = true;
   std::unique_ptr<Lowerer> last = st.main->Fork(micro_batches);
+  st.shared = last->ops();
   last->LowerBackward(last_mb);
   return last->Finish();
 }

@@ -53,6 +53,9 @@ class StepLowering {
   absl::StatusOr<OpProgram> Lower(int64_t micro_batches);
   // Whether a longer step lowers only what it adds (one stage), not the whole step (pipeline).
   bool incremental() const;
+  // The leading ops the last program Lower gave shares with every longer step's: those lowered
+  // once and copied into each (0 with a pipeline).
+  int32_t shared() const;
 
  private:
   struct State;
