@@ -1547,11 +1547,13 @@ int32_t StepLowering::shared() const { return state_->shared; }
 
 absl::StatusOr<OpProgram> StepLowering::Lower(int64_t micro_batches) {
   State& st = *state_;
-  Scenario t = st.s;
-  t.training.global_batch = micro_batches * t.training.micro_batch * t.dp();
-  if (!st.main) return sim::Lower(t);
+  if (!st.main) {
+    Scenario t = st.s;
+    t.training.global_batch = micro_batches * t.training.micro_batch * t.dp();
+    return sim::Lower(t);
+  }
   SIM_CHECK(micro_batches > st.lowered, "StepLowering lowers steps of increasing length");
-  if (absl::Status s = CheckLength(t, micro_batches); !s.ok()) return s;
+  if (absl::Status s = CheckLength(st.s, micro_batches); !s.ok()) return s;
   // The shorter steps' micro-batches, and the last one's forward, are this step's too; its
   // backward is its own.
   while (st.lowered < micro_batches - 1) {
