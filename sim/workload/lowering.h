@@ -37,8 +37,9 @@ absl::StatusOr<OpProgram> Lower(const Scenario& s);
 // The programs of one scenario's step at several lengths, in increasing order: Lower(m) is
 // what sim::Lower gives for `s` with m micro-batches (its global batch m · micro_batch · dp),
 // and what the steps share is lowered once. One stage: the first micro-batches are lowered
-// once and the lowering is copied (program, builder, policy, ZeRO-3 coordinator) where a
-// step's last micro-batch parts from the longer steps' (a fold's window, sim/replay/fold.h);
+// once and the lowering is copied (program, builder, policy, ZeRO-3 coordinator) after the
+// forward of each step's last micro-batch, whose backward (its reductions) parts from the
+// longer steps' (a fold's window, sim/replay/fold.h);
 // with a pipeline, whose schedule depends on the step's length, each is lowered whole.
 // `s` must outlive it.
 class StepLowering {
