@@ -129,8 +129,7 @@ TEST_CASE("a folded step of 131,072 micro-batches is the unfolded step's arithme
   // (M - M') periods, each what one more micro-batch adds (measured at a count both replay).
   const Scenario base = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
   auto at = [&](int64_t m) {
-    Scenario s = base;
-    s.training.global_batch = m * s.training.micro_batch * s.dp();
+    const Scenario s = base.WithMicroBatches(m);
     replay::ReplayOptions o;
     o.fold = m > 131072 / 2;
     auto r = replay::Simulate(s, o);

@@ -21,11 +21,6 @@
 namespace sim {
 namespace {
 
-Scenario WithMicroBatches(Scenario s, int64_t m) {
-  s.training.global_batch = m * s.training.micro_batch * s.dp();
-  return s;
-}
-
 // The report of a raw replay of the scenario at its own micro-batch count.
 std::string Report(const Scenario& s, replay::ReplayResult r) {
   replay::Finalize(r, s.micro_batches());
@@ -38,7 +33,7 @@ std::string Report(const Scenario& s, replay::ReplayResult r) {
 // (ReplayAfter) and alone; returns the forks and adoptions taken after checking every report
 // equal.
 int CheckFamily(const Scenario& s) {
-  const auto plan = replay::PlanFold(WithMicroBatches(s, 4096 * s.parallel.pp));
+  const auto plan = replay::PlanFold(s.WithMicroBatches(4096 * s.parallel.pp));
   if (!plan) return 0;  // GPipe
   const ReplayModels m(s);
   const cost::RooflineCostModel& compute = m.compute;
@@ -47,7 +42,7 @@ int CheckFamily(const Scenario& s) {
   std::vector<Scenario> scenarios;
   std::vector<OpProgram> programs;
   for (int64_t i = 0; i < 5; ++i) {
-    scenarios.push_back(WithMicroBatches(s, plan->k + i * plan->d));
+    scenarios.push_back(s.WithMicroBatches(plan->k + i * plan->d));
     auto p = Lower(scenarios.back());
     REQUIRE(p.ok());
     programs.push_back(*std::move(p));
@@ -122,13 +117,13 @@ TEST_CASE("forked replays of overflowing, settling and offloading steps", "[fold
 
 TEST_CASE("programs share the ops before the first that differs in anything replayed", "[fold]") {
   const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
-  auto lowered = Lower(WithMicroBatches(s, 3));
+  auto lowered = Lower(s.WithMicroBatches(3));
   REQUIRE(lowered.ok());
   const OpProgram& p = *lowered;
   const auto n = static_cast<int32_t>(p.ops.size());
   CHECK(replay::CommonPrefix(p, p) == n);
   // One micro-batch fewer: they part at its optimizer step, after two micro-batches' ops.
-  auto shorter = Lower(WithMicroBatches(s, 2));
+  auto shorter = Lower(s.WithMicroBatches(2));
   REQUIRE(shorter.ok());
   const int32_t two = replay::CommonPrefix(*shorter, p);
   CHECK(two < static_cast<int32_t>(shorter->ops.size()));

@@ -16,11 +16,6 @@
 namespace sim {
 namespace {
 
-Scenario WithMicroBatches(Scenario s, int64_t m) {
-  s.training.global_batch = m * s.training.micro_batch * s.dp();
-  return s;
-}
-
 // Everything the replay and the reports read of a program.
 void CheckSame(const OpProgram& a, const OpProgram& b) {
   REQUIRE(a.ops.size() == b.ops.size());
@@ -41,9 +36,7 @@ void CheckSame(const OpProgram& a, const OpProgram& b) {
 // K + i·d micro-batches for each i: the lengths a fold lowers (PlanFold's K and d, read at a
 // long batch; an interleaved schedule takes whole groups of pp; GPipe, never folded, 1F1B's).
 std::vector<int64_t> FoldLengths(const Scenario& s, std::initializer_list<int64_t> periods) {
-  Scenario probe = s;
-  probe.training.global_batch = 4096 * s.parallel.pp * s.training.micro_batch * s.dp();
-  const auto plan = replay::PlanFold(probe);
+  const auto plan = replay::PlanFold(s.WithMicroBatches(4096 * s.parallel.pp));
   const int64_t k = plan ? plan->k : s.parallel.pp, d = plan ? plan->d : 1;
   std::vector<int64_t> out;
   for (int64_t i : periods) out.push_back(k + i * d);
@@ -58,7 +51,7 @@ void CheckLengths(const Scenario& s, const std::vector<int64_t>& lengths) {
   for (int64_t m : lengths) {
     INFO(m << " micro-batches");
     auto forked = lowering->Lower(m);
-    auto whole = Lower(WithMicroBatches(s, m));
+    auto whole = Lower(s.WithMicroBatches(m));
     REQUIRE(forked.ok());
     REQUIRE(whole.ok());
     CheckSame(*forked, *whole);
@@ -119,7 +112,7 @@ TEST_CASE("StepLowering refuses what Lower refuses", "[lowering]") {
   auto r = lowering->Lower(too_long);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(r.status().message() == Lower(WithMicroBatches(s, too_long)).status().message());
+  CHECK(r.status().message() == Lower(s.WithMicroBatches(too_long)).status().message());
 }
 
 }  // namespace

@@ -19,9 +19,7 @@ struct StageCompute {
 
 absl::StatusOr<StageCompute> Measure(const Scenario& s, int64_t micro_batches,
                                      const cost::ComputeCostModel& compute) {
-  Scenario t = s;
-  t.training.global_batch = micro_batches * s.training.micro_batch * s.dp();
-  auto program = Lower(t);
+  auto program = Lower(s.WithMicroBatches(micro_batches));
   if (!program.ok()) return program.status();
   StageCompute c;
   const auto stages = static_cast<size_t>(program->stages);

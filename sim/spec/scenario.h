@@ -350,6 +350,12 @@ struct Scenario {
 
   int64_t dp() const { return cluster.gpus() / (parallel.tp * parallel.pp * parallel.cp); }
   int64_t micro_batches() const { return training.global_batch / (training.micro_batch * dp()); }
+  // The same scenario at `m` micro-batches per step: its global batch m · micro_batch · dp.
+  Scenario WithMicroBatches(int64_t m) const {
+    Scenario t = *this;
+    t.training.global_batch = m * training.micro_batch * dp();
+    return t;
+  }
   // GPUs holding the same experts (MoE with EP, see ParallelSpec::ep): tp·cp·dp / (etp·ep).
   int64_t expert_dp() const {
     return parallel.tp * parallel.cp * dp() / (parallel.expert_tp() * parallel.ep);

@@ -1547,11 +1547,7 @@ int32_t StepLowering::shared() const { return state_->shared; }
 
 absl::StatusOr<OpProgram> StepLowering::Lower(int64_t micro_batches) {
   State& st = *state_;
-  if (!st.main) {
-    Scenario t = st.s;
-    t.training.global_batch = micro_batches * t.training.micro_batch * t.dp();
-    return sim::Lower(t);
-  }
+  if (!st.main) return sim::Lower(st.s.WithMicroBatches(micro_batches));
   SIM_CHECK(micro_batches > st.lowered, "StepLowering lowers steps of increasing length");
   if (absl::Status s = CheckLength(st.s, micro_batches); !s.ok()) return s;
   // The shorter steps' micro-batches, and the last one's forward, are this step's too; its
