@@ -89,10 +89,12 @@ std::optional<PrefixWatch> PrefixWatch::Make(const OpProgram& running, const OpP
         }
         continue;
       }
-      std::vector<int32_t> preds(p->deps.begin() + op.deps_begin, p->deps.begin() + op.deps_end);
-      if (std::any_of(preds.begin(), preds.end(), [&](int32_t d) { return d >= prefix; })) {
+      const auto deps_begin = p->deps.begin() + op.deps_begin;
+      const auto deps_end = p->deps.begin() + op.deps_end;
+      if (std::any_of(deps_begin, deps_end, [&](int32_t d) { return d >= prefix; })) {
         continue;  // touched only after an op past the prefix
       }
+      std::vector<int32_t> preds(deps_begin, deps_end);
       std::sort(preds.begin(), preds.end());
       preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
       w.AddItem(std::move(preds));

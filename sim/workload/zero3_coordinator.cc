@@ -8,64 +8,68 @@ namespace sim {
 
 Zero3Coordinator::Zero3Coordinator(std::vector<int64_t> elements, std::vector<ModuleUse> trace,
                                    Zero3Limits limits)
-    : elements_(std::move(elements)),
-      trace_(std::move(trace)),
-      limits_(limits),
-      state_(elements_.size()) {
-  const int32_t uses = static_cast<int32_t>(trace_.size());
-  std::vector<std::pair<int32_t, int32_t>> last(elements_.size(), {-1, -1});  // (use, position)
-  next_use_.resize(trace_.size());
+    : state_(elements.size()) {
+  auto t = std::make_shared<Tables>();
+  t->elements = std::move(elements);
+  t->trace = std::move(trace);
+  t->limits = limits;
+  const int32_t uses = static_cast<int32_t>(t->trace.size());
+  std::vector<std::pair<int32_t, int32_t>> last(t->elements.size(), {-1, -1});  // (use, position)
+  t->next_use.resize(t->trace.size());
   for (int32_t u = 0; u < uses; ++u) {
-    const std::vector<int32_t>& params = trace_[u].params;
-    next_use_[u].assign(params.size(), -1);
+    const std::vector<int32_t>& params = t->trace[u].params;
+    t->next_use[u].assign(params.size(), -1);
     for (int32_t k = 0; k < static_cast<int32_t>(params.size()); ++k) {
       const int32_t p = params[k];
-      SIM_CHECK(p >= 0 && p < static_cast<int32_t>(elements_.size()), "an unknown parameter");
-      if (last[p].first >= 0) next_use_[last[p].first][last[p].second] = u;
+      SIM_CHECK(p >= 0 && p < static_cast<int32_t>(t->elements.size()), "an unknown parameter");
+      if (last[p].first >= 0) t->next_use[last[p].first][last[p].second] = u;
       last[p] = {u, k};
-      queue_.push_back({u, p});
+      t->queue.push_back({u, p});
     }
-    queue_end_.push_back(queue_.size());
+    t->queue_end.push_back(t->queue.size());
   }
-  // trace_before_[u]: the elements of uses [0, u).
-  trace_before_.assign(trace_.size() + 1, 0);
+  // trace_before[u]: the elements of uses [0, u).
+  t->trace_before.assign(t->trace.size() + 1, 0);
   for (int32_t u = 0; u < uses; ++u) {
     int64_t n = 0;
-    for (int32_t p : trace_[u].params) n += elements_[p];
-    trace_before_[u + 1] = trace_before_[u] + n;
+    for (int32_t p : t->trace[u].params) n += t->elements[p];
+    t->trace_before[u + 1] = t->trace_before[u] + n;
   }
+  tables_ = std::move(t);
 }
 
 void Zero3Coordinator::Gather(int32_t param, std::vector<int32_t>& out) {
   ParamState& st = state_[param];
   if (st.gathered || std::find(out.begin(), out.end(), param) != out.end()) return;
   st.gathered = true;
-  gathered_ += elements_[param];
+  gathered_ += tables_->elements[param];
   out.push_back(param);
 }
 
 void Zero3Coordinator::Fetch(int32_t i, Fetched& f) {
+  const Tables& t = *tables_;
   f.now.clear();
   f.ahead.clear();
-  for (int32_t p : trace_[i].params) Gather(p, f.now);
-  head_ = std::max(head_, queue_end_[i]);
-  if (limits_.prefetch_bucket <= 0) return;
-  const int64_t budget = std::min(limits_.prefetch_bucket, limits_.max_live - gathered_);
+  for (int32_t p : t.trace[i].params) Gather(p, f.now);
+  head_ = std::max(head_, t.queue_end[i]);
+  if (t.limits.prefetch_bucket <= 0) return;
+  const int64_t budget = std::min(t.limits.prefetch_bucket, t.limits.max_live - gathered_);
   int64_t prefetching = 0;
-  while (head_ < queue_.size() && prefetching < budget) {
-    const Entry e = queue_[head_++];
+  while (head_ < t.queue.size() && prefetching < budget) {
+    const Entry e = t.queue[head_++];
     ParamState& st = state_[e.param];
     st.wanted_until = std::max(st.wanted_until, e.use);
     if (!st.gathered) {
       Gather(e.param, f.ahead);
-      prefetching += elements_[e.param];
+      prefetching += t.elements[e.param];
     }
   }
 }
 
 void Zero3Coordinator::Release(int32_t i, std::vector<int32_t>& released) {
+  const Tables& t = *tables_;
   released.clear();
-  const std::vector<int32_t>& params = trace_[i].params;
+  const std::vector<int32_t>& params = t.trace[i].params;
   for (size_t k = 0; k < params.size(); ++k) {
     const int32_t p = params[k];
     ParamState& st = state_[p];
@@ -73,10 +77,10 @@ void Zero3Coordinator::Release(int32_t i, std::vector<int32_t>& released) {
     if (st.wanted_until > i) continue;
     // The reuse window: later modules are walked while fewer than max_reuse elements have been
     // traversed; the next use is reached when the uses before it hold fewer than that.
-    const int32_t j = next_use_[i][k];
-    if (j >= 0 && trace_before_[j] - trace_before_[i + 1] < limits_.max_reuse) continue;
+    const int32_t j = t.next_use[i][k];
+    if (j >= 0 && t.trace_before[j] - t.trace_before[i + 1] < t.limits.max_reuse) continue;
     st.gathered = false;
-    gathered_ -= elements_[p];
+    gathered_ -= t.elements[p];
     released.push_back(p);
   }
 }

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace sim {
@@ -67,7 +68,7 @@ class Zero3Coordinator {
   // A new micro-batch: the trace starts again (reset_step). Every parameter must be released.
   void Reset();
 
-  const std::vector<ModuleUse>& trace() const { return trace_; }
+  const std::vector<ModuleUse>& trace() const { return tables_->trace; }
   int64_t gathered_elements() const { return gathered_; }
   bool gathered(int32_t param) const { return state_[param].gathered; }
 
@@ -82,14 +83,19 @@ class Zero3Coordinator {
   };
   void Gather(int32_t param, std::vector<int32_t>& out);
 
-  std::vector<int64_t> elements_;
-  std::vector<ModuleUse> trace_;
-  Zero3Limits limits_;
-  std::vector<Entry> queue_;
-  std::vector<std::size_t> queue_end_;  // per use: the end of its entries in queue_
-  std::vector<int64_t> trace_before_;   // [u]: elements of the uses before u (size uses + 1)
-  // Per use and parameter (in the use's order): the parameter's next use, or -1.
-  std::vector<std::vector<int32_t>> next_use_;
+  // What the trace and limits fix, shared by copies (a copy is a lowering forked mid-step,
+  // sim/workload/lowering.h StepLowering; only the gathering state below is its own).
+  struct Tables {
+    std::vector<int64_t> elements;
+    std::vector<ModuleUse> trace;
+    Zero3Limits limits;
+    std::vector<Entry> queue;
+    std::vector<std::size_t> queue_end;  // per use: the end of its entries in queue
+    std::vector<int64_t> trace_before;   // [u]: elements of the uses before u (size uses + 1)
+    // Per use and parameter (in the use's order): the parameter's next use, or -1.
+    std::vector<std::vector<int32_t>> next_use;
+  };
+  std::shared_ptr<const Tables> tables_;
   std::vector<ParamState> state_;
   std::size_t head_ = 0;
   int64_t gathered_ = 0;
