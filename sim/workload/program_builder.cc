@@ -1,5 +1,7 @@
 #include "sim/workload/program_builder.h"
 
+#include <algorithm>
+
 #include "sim/base/check.h"
 
 namespace sim {
@@ -23,12 +25,30 @@ int32_t ProgramBuilder::Add(Op op, absl::Span<const int32_t> deps,
     st.overlapped.clear();
   }
   op.deps_end = static_cast<int32_t>(p.deps.size());
+  // The actions by MemWhen, each group in the order given, zero-byte ones dropped: one pass
+  // when they come in that order already (most ops), a stable pass per MemWhen otherwise.
   op.mem_begin = static_cast<int32_t>(p.mem.size());
-  for (MemWhen when : {MemWhen::kIssue, MemWhen::kStart, MemWhen::kEnd}) {
-    if (when == MemWhen::kStart) op.mem_start = static_cast<int32_t>(p.mem.size());
-    if (when == MemWhen::kEnd) op.mem_finish = static_cast<int32_t>(p.mem.size());
+  const bool ordered =
+      std::is_sorted(mem.begin(), mem.end(),
+                     [](const MemAction& a, const MemAction& b) { return a.when < b.when; });
+  if (ordered) {
+    op.mem_start = op.mem_finish = -1;
     for (const MemAction& a : mem) {
-      if (a.when == when && a.bytes != Bytes()) p.mem.push_back(a);
+      if (a.when >= MemWhen::kStart && op.mem_start < 0)
+        op.mem_start = static_cast<int32_t>(p.mem.size());
+      if (a.when == MemWhen::kEnd && op.mem_finish < 0)
+        op.mem_finish = static_cast<int32_t>(p.mem.size());
+      if (a.bytes != Bytes()) p.mem.push_back(a);
+    }
+    if (op.mem_start < 0) op.mem_start = static_cast<int32_t>(p.mem.size());
+    if (op.mem_finish < 0) op.mem_finish = static_cast<int32_t>(p.mem.size());
+  } else {
+    for (MemWhen when : {MemWhen::kIssue, MemWhen::kStart, MemWhen::kEnd}) {
+      if (when == MemWhen::kStart) op.mem_start = static_cast<int32_t>(p.mem.size());
+      if (when == MemWhen::kEnd) op.mem_finish = static_cast<int32_t>(p.mem.size());
+      for (const MemAction& a : mem) {
+        if (a.when == when && a.bytes != Bytes()) p.mem.push_back(a);
+      }
     }
   }
   op.mem_end = static_cast<int32_t>(p.mem.size());
