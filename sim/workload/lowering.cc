@@ -388,8 +388,10 @@ class Lowerer {
       Op op = Collective(c.name, c.kind, c.tensor, *c.group, x.group);
       op.pass = x.pass;
       op.stream = overlap ? StreamKind::kTpComm : StreamKind::kCompute;
-      std::vector<int32_t> d;
-      if (overlap) d = AnchorDeps();
+      absl::InlinedVector<int32_t, 8> d;
+      if (overlap) {
+        if (const auto anchor = b_.last_compute()) d.push_back(*anchor);
+      }
       if (first) {
         for (int32_t x : deps) d.push_back(x);
       }
@@ -1192,11 +1194,11 @@ class Lowerer {
       DpEnv env = Env();
       policy_->BeforeForward(env, g, deps);
       if (g == 0) {
-        EmbeddingForward(deps, free_gather);
+        EmbeddingForward(std::move(deps), free_gather);
       } else if (g == NumGroups() - 1) {
-        HeadForward(deps, free_gather);
+        HeadForward(std::move(deps), free_gather);
       } else {
-        LayerForward(g, deps, free_gather);
+        LayerForward(g, std::move(deps), free_gather);
       }
     }
   }
@@ -1227,11 +1229,11 @@ class Lowerer {
       if (const auto fetch = FetchActivations(g)) deps.push_back(*fetch);
       if (g - 1 >= first) FetchActivations(g - 1);
       if (g == NumGroups() - 1) {
-        HeadBackward(deps, free_gather);
+        HeadBackward(std::move(deps), free_gather);
       } else if (g == 0) {
-        EmbeddingBackward(deps, free_gather);
+        EmbeddingBackward(std::move(deps), free_gather);
       } else {
-        LayerBackward(g, deps, free_gather);
+        LayerBackward(g, std::move(deps), free_gather);
       }
       DpEnv env = Env();
       policy_->AfterBackward(env, g);
