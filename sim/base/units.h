@@ -76,8 +76,15 @@ class Duration {
  public:
   constexpr Duration() = default;
   static constexpr Duration Picoseconds(int64_t ps) { return Duration(ps); }
-  // The one place where floating time becomes integer time: round half away from zero.
-  static Duration FromSeconds(double s);
+  // The one place where floating time becomes integer time: round half away from zero. Inline:
+  // the replay converts every op's time through it.
+  static Duration FromSeconds(double s) {
+    const double ps = s * 1e12;
+    if (!(ps > -0x1p63 && ps < 0x1p63)) [[unlikely]] {
+      OutOfRange(s);  // non-finite, or beyond int64 picoseconds: an internal check fails
+    }
+    return Duration(ps >= 0 ? static_cast<int64_t>(ps + 0.5) : -static_cast<int64_t>(-ps + 0.5));
+  }
   static Duration Nanoseconds(double ns) { return FromSeconds(ns * 1e-9); }
   static Duration Microseconds(double us) { return FromSeconds(us * 1e-6); }
   static Duration Milliseconds(double ms) { return FromSeconds(ms * 1e-3); }
@@ -107,6 +114,7 @@ class Duration {
   constexpr auto operator<=>(const Duration&) const = default;
 
  private:
+  [[noreturn]] static void OutOfRange(double s);
   constexpr explicit Duration(int64_t ps) : ps_(ps) {}
   int64_t ps_ = 0;
 };
