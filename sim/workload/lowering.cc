@@ -388,7 +388,7 @@ class Lowerer {
       Op op = Collective(c.name, c.kind, c.tensor, *c.group, x.group);
       op.pass = x.pass;
       op.stream = overlap ? StreamKind::kTpComm : StreamKind::kCompute;
-      absl::InlinedVector<int32_t, 8> d;
+      absl::InlinedVector<int32_t, 8> d;  // AnchorDeps() and `deps`, without a heap vector
       if (overlap) {
         if (const auto anchor = b_.last_compute()) d.push_back(*anchor);
       }
