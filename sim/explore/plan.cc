@@ -150,6 +150,14 @@ constexpr double kConfirmMargin = 1.02;
 // layout.
 constexpr double kBoundMargin = 1.000001;
 
+// Stage C screens its layouts in waves of this many, in order of their lower bounds: each wave's
+// estimates join the fastest steps known before the next wave is measured against them, so a
+// layout whose bound cannot beat a step found in an earlier wave is not replayed. A fixed size,
+// not one per --jobs, so that the plan is the same whatever the thread count. plan llama2-70b
+// --gpu H100-SXM5-80GB: 1,091 replays in one wave, 761 in waves of 16, 772 of 32, 861 of 64
+// (the front and the fastest step of every size unchanged); 16 keeps 2 jobs busy.
+constexpr size_t kScreenWave = 16;
+
 // Largest divisor of n not above `cap`.
 int64_t PerNode(int64_t n, int64_t cap) {
   for (int64_t g = std::min(n, cap); g >= 1; --g) {
@@ -599,11 +607,17 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         }
       }
       second(first(lead));
-      // Stage C: the others, as long as their bounds leave them a chance.
-      const auto live = first(within_reach(rest,
-                                           "its busiest stage's compute with the pipeline's fill "
-                                           "and drain, or the average stage's compute"));
-      second(within_reach(live, "its busiest stage's compute, from a short replay"));
+      // Stage C: the others, as long as their bounds leave them a chance, a wave at a time
+      // (kScreenWave), lowest bounds first.
+      for (size_t w = 0; w < rest.size(); w += kScreenWave) {
+        const std::vector<size_t> wave(
+            rest.begin() + static_cast<ptrdiff_t>(w),
+            rest.begin() + static_cast<ptrdiff_t>(std::min(rest.size(), w + kScreenWave)));
+        const auto live = first(within_reach(wave,
+                                             "its busiest stage's compute with the pipeline's "
+                                             "fill and drain, or the average stage's compute"));
+        second(within_reach(live, "its busiest stage's compute, from a short replay"));
+      }
     }
     // Confirm by full replay every estimate within kConfirmMargin of the fastest fit on as many
     // GPUs (only the fastest of a size can be on the front: the same GPUs cost the same per
