@@ -6,6 +6,7 @@
 #include "sim/cost/collective_cost.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
+#include "sim/explore/plan_report.h"
 #include "sim/explore/runner.h"
 #include "sim/report/run_report.h"
 #include "sim/workload/params.h"
@@ -294,6 +295,32 @@ TEST_CASE("plan: Llama-3-405B on 256 H100 needs deep pipelines with uneven stage
   // Every layout the search considered ends as a fit or a rejection with its reason, once.
   CHECK(plan->considered ==
         static_cast<int64_t>(plan->fits.size()) + static_cast<int64_t>(plan->rejected.size()));
+}
+
+TEST_CASE("plan: the same on one thread as on three; screening waves prune far-off layouts",
+          "[explore]") {
+  // Stage C screens its layouts in fixed waves (kScreenWave), each measured against the steps
+  // the earlier ones found: what a wave keeps must not depend on how many threads ran it.
+  PlanRequest req;
+  req.model = "llama2-70b";
+  req.gpus = {"H100-SXM5-80GB"};
+  req.tokens = 2e12;
+  req.max_gpus = 64;
+  req.jobs = 1;
+  auto one = Plan(kRoot, req, nullptr);
+  req.jobs = 3;
+  auto three = Plan(kRoot, req, nullptr);
+  REQUIRE(one.ok());
+  REQUIRE(three.ok());
+  one->seconds = three->seconds = 0;  // the only field that may differ
+  CHECK(PlanJson(*one).dump() == PlanJson(*three).dump());
+  // Layouts far from the front end as `slower` rejections, without a replay or without their
+  // second short one; the front is replayed in full.
+  int64_t slower = 0;
+  for (const PlanRejection& r : one->rejected) slower += r.kind == RejectionKind::kSlower;
+  CHECK(slower > 0);
+  REQUIRE_FALSE(one->pareto.empty());
+  for (const PlanFit& f : one->pareto) CHECK_FALSE(f.estimated);
 }
 
 TEST_CASE("plan: a mixture of experts is searched with expert parallelism", "[explore][moe]") {
