@@ -297,7 +297,7 @@ TEST_CASE("plan: Llama-3-405B on 256 H100 needs deep pipelines with uneven stage
         static_cast<int64_t>(plan->fits.size()) + static_cast<int64_t>(plan->rejected.size()));
 }
 
-TEST_CASE("plan: the same on one thread as on three; screening waves prune far-off layouts",
+TEST_CASE("plan: the same on one thread as on three, and screening waves prune far-off layouts",
           "[explore]") {
   // Stage C screens its layouts in fixed waves (kScreenWave), each measured against the steps
   // the earlier ones found: what a wave keeps must not depend on how many threads ran it.
