@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <tuple>
 
 #include "absl/strings/ascii.h"
@@ -438,13 +439,26 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     };
     auto Fits = [](const ConfigResult& r) { return r.status.ok() && r.summary->fits; };
     // The replays of one batch, reported to `progress` as the plan's running count of replays.
-    auto Replay = [&](const std::vector<std::vector<config::Override>>& batch) {
+    // They run longest first (`work`: the micro-batches each replays, at most), so that a long
+    // replay does not start when the other workers are nearly done and keep them waiting; the
+    // results come back in the batch's order.
+    auto Replay = [&](const std::vector<std::vector<config::Override>>& batch,
+                      const std::vector<int64_t>& work) {
       const size_t base = static_cast<size_t>(out.replayed);
       const Progress counted = progress ? Progress([&progress, base](size_t done, size_t total) {
         progress(base + done, base + total);
       })
                                         : Progress();
-      return RunConfigs(*loader, batch, req.jobs, counted);
+      std::vector<size_t> order(batch.size());
+      std::iota(order.begin(), order.end(), size_t{0});
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t x, size_t y) { return work[x] > work[y]; });
+      std::vector<std::vector<config::Override>> longest_first;
+      for (size_t k : order) longest_first.push_back(batch[k]);
+      std::vector<ConfigResult> ran = RunConfigs(*loader, longest_first, req.jobs, counted);
+      std::vector<ConfigResult> results(batch.size());
+      for (size_t k = 0; k < order.size(); ++k) results[order[k]] = std::move(ran[k]);
+      return results;
     };
     std::vector<std::optional<PlanFit>> fits(candidates.size());
     auto family_of = [&](const Candidate& c) {
@@ -471,8 +485,12 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       for (size_t i : todo) (ScreenSizes(candidates[i]) ? screened : full_runs).push_back(i);
       {
         std::vector<std::vector<config::Override>> configs;
-        for (size_t i : full_runs) configs.push_back(candidates[i].overrides);
-        const auto a = Replay(configs);
+        std::vector<int64_t> work;
+        for (size_t i : full_runs) {
+          configs.push_back(candidates[i].overrides);
+          work.push_back(MicroBatches(candidates[i], candidates[i].global_batch));
+        }
+        const auto a = Replay(configs, work);
         out.replayed += static_cast<int64_t>(a.size());
         for (size_t k = 0; k < full_runs.size(); ++k) {
           const size_t i = full_runs[k];
@@ -541,10 +559,12 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       // The first screening run of `which`: those that fit, with their bounds tightened.
       auto first = [&](const std::vector<size_t>& which) {
         std::vector<std::vector<config::Override>> cfg;
+        std::vector<int64_t> work;
         for (size_t i : which) {
-          cfg.push_back(WithBatch(candidates[i], ScreenSizes(candidates[i])->first));
+          work.push_back(ScreenSizes(candidates[i])->first);
+          cfg.push_back(WithBatch(candidates[i], work.back()));
         }
-        auto a = Replay(cfg);
+        auto a = Replay(cfg, work);
         out.replayed += static_cast<int64_t>(a.size());
         std::vector<size_t> live;
         for (size_t k = 0; k < which.size(); ++k) {
@@ -573,9 +593,12 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       // The second screening run, and the estimate.
       auto second = [&](const std::vector<size_t>& which) {
         std::vector<std::vector<config::Override>> cfg;
-        for (size_t i : which)
-          cfg.push_back(WithBatch(candidates[i], ScreenSizes(candidates[i])->second));
-        const auto b = Replay(cfg);
+        std::vector<int64_t> work;
+        for (size_t i : which) {
+          work.push_back(ScreenSizes(candidates[i])->second);
+          cfg.push_back(WithBatch(candidates[i], work.back()));
+        }
+        const auto b = Replay(cfg, work);
         out.replayed += static_cast<int64_t>(b.size());
         for (size_t k = 0; k < which.size(); ++k) {
           const size_t i = which[k];
@@ -644,8 +667,12 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       if (!dominated) confirm.push_back(i);
     }
     std::vector<std::vector<config::Override>> confirm_configs;
-    for (size_t i : confirm) confirm_configs.push_back(candidates[i].overrides);
-    const auto confirmed = Replay(confirm_configs);
+    std::vector<int64_t> confirm_work;
+    for (size_t i : confirm) {
+      confirm_configs.push_back(candidates[i].overrides);
+      confirm_work.push_back(MicroBatches(candidates[i], candidates[i].global_batch));
+    }
+    const auto confirmed = Replay(confirm_configs, confirm_work);
     out.replayed += static_cast<int64_t>(confirmed.size());
     out.confirmed += static_cast<int64_t>(confirmed.size());
     for (size_t k = 0; k < confirm.size(); ++k) {
