@@ -3,7 +3,9 @@
 // close to it where the step is the busiest stage's compute with the pipeline's fill and drain.
 #include "sim/replay/step_bound.h"
 
+#include <array>
 #include <catch2/catch.hpp>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "sim/config/catalog.h"
@@ -39,6 +41,69 @@ TEST_CASE("a step's lower bound stays under its replay across the golden layouts
     ++checked;
   }
   CHECK(checked >= 14);
+}
+
+// Per stage, the compute-stream compute (the optimizer's aside) of a lowering of `m`
+// micro-batches: of those before `split`, the forward of micro-batch 0, the backward of
+// micro-batch split - 1; in picoseconds.
+std::vector<std::array<int64_t, 3>> FirstMicroBatches(const Scenario& s, int64_t m, int64_t split) {
+  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
+  auto program = Lower(s.WithMicroBatches(m));
+  REQUIRE(program.ok());
+  std::vector<std::array<int64_t, 3>> out(static_cast<size_t>(program->stages), {0, 0, 0});
+  for (const Op& op : program->ops) {
+    if (op.kind != OpKind::kCompute || op.stream != StreamKind::kCompute ||
+        op.pass == OpPass::kStep || op.micro_batch >= split) {
+      continue;
+    }
+    const int64_t ps = compute.Time(op).picoseconds();
+    out[op.stage][0] += ps;
+    if (op.pass == OpPass::kForward && op.micro_batch == 0) out[op.stage][1] += ps;
+    if (op.pass == OpPass::kBackward && op.micro_batch == split - 1) out[op.stage][2] += ps;
+  }
+  return out;
+}
+
+TEST_CASE("a lowering's first d micro-batches compute what a lowering of d does", "[plan]") {
+  // The bound's premise (step_bound.h): it reads T_j(d), F_s and B_s off one lowering of 2d
+  // micro-batches instead of lowering d as well. Each golden layout, d = pp for the interleaved
+  // schedule and 1 otherwise; and Llama-2-70B over 8 stages as the plan lays it out, 1F1B with
+  // uneven ends (7 + 6 x 11 + 7 layers) and interleaved with 2 chunks, under each recompute
+  // policy.
+  std::vector<std::pair<std::string, Scenario>> cases;
+  for (const GoldenCase& g : GoldenCases()) cases.push_back({g.line, g.scenario});
+  for (const char* recompute : {"none", "selective", "full"}) {
+    for (const bool interleaved : {false, true}) {
+      std::vector<config::Override> o = {{"parallel.framework", "megatron"},
+                                         {"parallel.zero", "1"},
+                                         {"parallel.tp", "4"},
+                                         {"parallel.pp", "8"},
+                                         {"parallel.sequence_parallel", "true"},
+                                         {"training.recompute", recompute}};
+      if (interleaved) {
+        o.push_back({"parallel.pp_schedule", "interleaved"});
+        o.push_back({"parallel.pp_chunks", "2"});
+      } else {
+        o.push_back({"parallel.first_stage_layers", "7"});
+        o.push_back({"parallel.last_stage_layers", "7"});
+      }
+      cases.push_back({absl::StrCat(interleaved ? "interleaved " : "1f1b ", recompute),
+                       Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", o)});
+    }
+  }
+  for (const auto& [name, s] : cases) {
+    const int64_t d = s.parallel.pp_schedule == PipelineSchedule::kInterleaved ? s.parallel.pp : 1;
+    INFO(name << ", d = " << d);
+    const auto alone = FirstMicroBatches(s, d, d);
+    const auto within = FirstMicroBatches(s, 2 * d, d);
+    REQUIRE(alone.size() == within.size());
+    for (size_t j = 0; j < alone.size(); ++j) {
+      INFO("stage " << j);
+      CHECK(alone[j][0] > 0);
+      CHECK(alone[j] == within[j]);
+    }
+  }
 }
 
 TEST_CASE("the bound holds a 1F1B pipeline's fill and drain", "[plan]") {

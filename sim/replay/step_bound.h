@@ -18,10 +18,12 @@
 // Collectives, sends, the optimizer's step and the pipeline's bubble beyond the fill and drain
 // are left out: each adds, none subtracts.
 //
-// T_j comes from two short lowerings, of d and 2d micro-batches (d = pp for the interleaved
-// schedule, 1 otherwise): T_j(M) = T_j(d) + (M - d) / d x (T_j(2d) - T_j(d)), exact when the
-// micro-batches between the first and the last lower to the same ops, as folding relies on
-// (sim/replay/fold.h). tests/step_bound_test.cc holds the bound under the replayed step.
+// T_j comes from one short lowering of 2d micro-batches (d = pp for the interleaved schedule, 1
+// otherwise), read as the steps of d and 2d: T_j(M) = T_j(d) + (M - d) / d x (T_j(2d) - T_j(d)),
+// exact when the micro-batches between the first and the last lower to the same ops, as folding
+// relies on (sim/replay/fold.h); T_j(d), F_s and B_s are the lowering's first d micro-batches,
+// which a lowering of d gives alike. tests/step_bound_test.cc holds the bound under the
+// replayed step, and the first d micro-batches of a lowering of 2d to a lowering of d.
 
 #include <optional>
 
@@ -36,9 +38,9 @@ absl::StatusOr<Duration> StepLowerBound(const Scenario& s);
 // A weaker bound for any schedule, as cheap as StepLowerBound's 1F1B one: the busiest stage
 // computes at least the average stage's compute, sum_j T_j / pp. The sum is the whole model's
 // compute over the step, whichever stage runs which layer, so it is measured on the layout read
-// as 1F1B (lowerings of 1 and 2 micro-batches, where the interleaved schedule's own would take
-// pp and 2 pp). tests/step_bound_test.cc holds the interleaved lowering's sum equal to that
-// reading's.
+// as 1F1B (a lowering of 2 micro-batches, read as steps of 1 and 2, where the interleaved
+// schedule's own would take pp and 2 pp). tests/step_bound_test.cc holds the interleaved lowering's
+// sum equal to that reading's.
 absl::StatusOr<Duration> AverageStageComputeBound(const Scenario& s);
 
 // The layout read as 1F1B over the same stages: the first and last stages' layers as given
