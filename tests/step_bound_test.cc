@@ -106,6 +106,69 @@ TEST_CASE("a lowering's first d micro-batches compute what a lowering of d does"
   }
 }
 
+TEST_CASE("a layout's compute profile is the same on every cluster size", "[plan]") {
+  // stepsim plan measures a layout's profile once for all its cluster sizes (step_bound.h):
+  // more data-parallel ranks change what a GPU communicates, not what it computes. ZeRO-3
+  // without a pipeline, Megatron 1F1B with uneven ends and CP, interleaved (read as 1F1B), and
+  // Mixtral with expert parallelism, each on 4 nodes and on 16.
+  const std::vector<std::vector<config::Override>> layouts = {
+      {{"parallel.zero", "3"}, {"training.recompute", "selective"}},
+      {{"parallel.framework", "megatron"},
+       {"parallel.zero", "1"},
+       {"parallel.tp", "2"},
+       {"parallel.cp", "2"},
+       {"parallel.pp", "2"},
+       {"parallel.sequence_parallel", "true"},
+       {"training.recompute", "full"}},
+      {{"parallel.framework", "megatron"},
+       {"parallel.zero", "1"},
+       {"parallel.tp", "4"},
+       {"parallel.pp", "8"},
+       {"parallel.sequence_parallel", "true"},
+       {"parallel.first_stage_layers", "7"},
+       {"parallel.last_stage_layers", "7"},
+       {"training.recompute", "selective"}},
+      {{"parallel.framework", "megatron"},
+       {"parallel.zero", "1"},
+       {"parallel.tp", "4"},
+       {"parallel.pp", "4"},
+       {"parallel.sequence_parallel", "true"},
+       {"parallel.pp_schedule", "interleaved"},
+       {"parallel.pp_chunks", "2"},
+       {"training.recompute", "selective"}},
+      {{"model", "mixtral-8x7b"},
+       {"parallel.framework", "megatron"},
+       {"parallel.zero", "1"},
+       {"parallel.tp", "2"},
+       {"parallel.ep", "4"},
+       {"parallel.sequence_parallel", "true"},
+       {"training.recompute", "selective"}},
+  };
+  for (const auto& layout : layouts) {
+    std::vector<std::optional<replay::ComputeProfile>> profiles;
+    for (const int64_t nodes : {4, 16}) {
+      std::vector<config::Override> o = layout;
+      o.push_back({"cluster.nodes", absl::StrCat(nodes)});
+      o.push_back({"training.global_batch", absl::StrCat(64 * nodes)});
+      const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", o);
+      auto p = s.parallel.pp_schedule == PipelineSchedule::kInterleaved
+                   ? replay::AverageComputeProfile(s)
+                   : replay::StepComputeProfile(s);
+      REQUIRE(p.ok());
+      profiles.push_back(*p);
+    }
+    INFO(layout.back().value << " " << layout.size() << " overrides");
+    const replay::ComputeProfile &a = *profiles[0], &b = *profiles[1];
+    CHECK(a.d == b.d);
+    CHECK(a.crosses == b.crosses);
+    CHECK(a.first_part == b.first_part);
+    CHECK(a.total == b.total);
+    CHECK(a.first_forward == b.first_forward);
+    CHECK(a.part_last_backward == b.part_last_backward);
+    CHECK(a.total[0] > a.first_part[0]);
+  }
+}
+
 TEST_CASE("the bound holds a 1F1B pipeline's fill and drain", "[plan]") {
   // Llama-2-70B on 32 H100 as the plan lays it out: Megatron, TP 2 with SP, 1F1B over PP 8,
   // selective recompute, 512 micro-batches; and the same with the interleaved schedule, whose

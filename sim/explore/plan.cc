@@ -514,18 +514,43 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       };
       std::map<size_t, Bounds> bounds;
       {
-        std::vector<double> lower(screened.size(), 0.0);
         // The interleaved schedule's own bound (the busiest stage's compute alone) would take
         // lowerings of pp and 2 pp micro-batches, as long as the first screening run: it gets
-        // the average stage's compute instead, from two lowerings of its layout read as 1F1B.
-        ParallelFor(screened.size(), req.jobs, [&](size_t k) {
-          const Candidate& c = candidates[screened[k]];
-          auto b = c.config.pp_chunks > 1 ? replay::AverageStageComputeBound(*c.scenario)
-                                          : replay::StepLowerBound(*c.scenario);
-          if (b.ok()) lower[k] = b->seconds();
+        // the average stage's compute instead, from a lowering of its layout read as 1F1B.
+        // A layout's compute profile is the same on every cluster size (step_bound.h): it is
+        // measured once, for the first candidate of the layout, and read at each one's
+        // micro-batches.
+        std::map<std::string, size_t> layout_of;  // by the overrides but the size's
+        std::vector<size_t> layout(screened.size()), first_of_layout;
+        for (size_t k = 0; k < screened.size(); ++k) {
+          std::string key;
+          for (const config::Override& o : candidates[screened[k]].overrides) {
+            if (o.key != "cluster.nodes" && o.key != "training.global_batch") {
+              absl::StrAppend(&key, o.key, "=", o.value, "\n");
+            }
+          }
+          const auto [it, fresh] = layout_of.emplace(std::move(key), first_of_layout.size());
+          if (fresh) first_of_layout.push_back(screened[k]);
+          layout[k] = it->second;
+        }
+        std::vector<std::optional<replay::ComputeProfile>> profiles(first_of_layout.size());
+        ParallelFor(first_of_layout.size(), req.jobs, [&](size_t l) {
+          const Candidate& c = candidates[first_of_layout[l]];
+          auto p = c.config.pp_chunks > 1 ? replay::AverageComputeProfile(*c.scenario)
+                                          : replay::StepComputeProfile(*c.scenario);
+          if (p.ok()) profiles[l] = *std::move(p);
         });
         for (size_t k = 0; k < screened.size(); ++k) {
-          bounds[screened[k]] = {lower[k], std::numeric_limits<double>::infinity()};
+          const Candidate& c = candidates[screened[k]];
+          const std::optional<replay::ComputeProfile>& p = profiles[layout[k]];
+          double lower = 0.0;
+          if (p) {
+            const int64_t m = c.scenario->micro_batches();
+            lower = (c.config.pp_chunks > 1 ? replay::AverageStageComputeBound(*p, m)
+                                            : replay::StepLowerBound(*p, m))
+                        .seconds();
+          }
+          bounds[screened[k]] = {lower, std::numeric_limits<double>::infinity()};
         }
       }
       auto best_known = [&](int64_t gpus) {

@@ -11,21 +11,18 @@ namespace sim::replay {
 
 namespace {
 
-// One short lowering's compute-stream compute, per stage: over the whole program and over its
-// first `split` micro-batches, the forward of its first micro-batch, and the backward of
-// micro-batch split - 1. A micro-batch lowers to the same compute ops whatever
-// the step's length (tests/step_bound_test.cc holds the first `split` micro-batches of a longer
-// lowering to a lowering of `split`, stage by stage), so one lowering of 2d micro-batches gives
+// One lowering of `2 d` micro-batches, read per stage (ComputeProfile). A micro-batch lowers to
+// the same compute ops whatever the step's length (tests/step_bound_test.cc holds the first d
+// micro-batches of a lowering of 2d to a lowering of d, stage by stage), so one lowering gives
 // what lowerings of d and 2d gave: a third less to lower for every bound of the plan.
-struct StageCompute {
-  std::vector<Duration> total, first_part, first_forward, part_last_backward;
-};
-
-absl::StatusOr<StageCompute> Measure(const Scenario& s, int64_t micro_batches, int64_t split,
-                                     const cost::ComputeCostModel& compute) {
-  auto program = Lower(s.WithMicroBatches(micro_batches));
+absl::StatusOr<ComputeProfile> Measure(const Scenario& s, int64_t d, bool crosses) {
+  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
+  auto program = Lower(s.WithMicroBatches(2 * d));
   if (!program.ok()) return program.status();
-  StageCompute c;
+  ComputeProfile c;
+  c.d = d;
+  c.crosses = crosses;
   const auto stages = static_cast<size_t>(program->stages);
   for (auto* v : {&c.total, &c.first_part, &c.first_forward, &c.part_last_backward}) {
     v->assign(stages, Duration::Zero());
@@ -35,12 +32,12 @@ absl::StatusOr<StageCompute> Measure(const Scenario& s, int64_t micro_batches, i
         op.pass == OpPass::kStep) {
       continue;
     }
-    const Duration d = compute.Time(op);
-    c.total[op.stage] += d;
-    if (op.micro_batch < split) c.first_part[op.stage] += d;
-    if (op.pass == OpPass::kForward && op.micro_batch == 0) c.first_forward[op.stage] += d;
-    if (op.pass == OpPass::kBackward && op.micro_batch == split - 1) {
-      c.part_last_backward[op.stage] += d;
+    const Duration t = compute.Time(op);
+    c.total[op.stage] += t;
+    if (op.micro_batch < d) c.first_part[op.stage] += t;
+    if (op.pass == OpPass::kForward && op.micro_batch == 0) c.first_forward[op.stage] += t;
+    if (op.pass == OpPass::kBackward && op.micro_batch == d - 1) {
+      c.part_last_backward[op.stage] += t;
     }
   }
   return c;
@@ -48,33 +45,33 @@ absl::StatusOr<StageCompute> Measure(const Scenario& s, int64_t micro_batches, i
 
 }  // namespace
 
-absl::StatusOr<Duration> StepLowerBound(const Scenario& s) {
-  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
-                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
+absl::StatusOr<ComputeProfile> StepComputeProfile(const Scenario& s) {
   const bool interleaved = s.parallel.pp_schedule == PipelineSchedule::kInterleaved;
-  const int64_t d = interleaved ? s.parallel.pp : 1;
-  const int64_t m = s.micro_batches();
-  if (m == d) {
-    auto one = Measure(s, d, d, compute);
-    if (!one.ok()) return one.status();
-    return *std::max_element(one->total.begin(), one->total.end());
-  }
-  // T_j(d) is the first d micro-batches of the lowering of 2d, T_j(2d) all of it.
-  auto c = Measure(s, 2 * d, d, compute);
-  if (!c.ok()) return c.status();
   // The fill and drain cross the stages micro-batch by micro-batch in 1F1B only.
-  const bool crosses = s.parallel.pp > 1 && s.parallel.pp_schedule == PipelineSchedule::k1F1B;
+  return Measure(s, interleaved ? s.parallel.pp : 1,
+                 s.parallel.pp > 1 && s.parallel.pp_schedule == PipelineSchedule::k1F1B);
+}
+
+Duration StepLowerBound(const ComputeProfile& c, int64_t micro_batches) {
+  const int64_t d = c.d, m = micro_batches;
+  if (m == d) return *std::max_element(c.first_part.begin(), c.first_part.end());
   Duration bound, fill, drain;
-  for (size_t j = 0; j < c->total.size(); ++j) {
-    const Duration per_period = c->total[j] - c->first_part[j];
+  for (size_t j = 0; j < c.total.size(); ++j) {
+    const Duration per_period = c.total[j] - c.first_part[j];  // T_j(2d) - T_j(d)
     const Duration stage =
-        c->first_part[j] + Duration::FromSeconds(per_period.seconds() * static_cast<double>(m - d) /
-                                                 static_cast<double>(d));
-    bound = std::max(bound, (crosses ? fill + drain : Duration::Zero()) + stage);
-    fill += c->first_forward[j];
-    drain += c->part_last_backward[j];
+        c.first_part[j] + Duration::FromSeconds(per_period.seconds() * static_cast<double>(m - d) /
+                                                static_cast<double>(d));
+    bound = std::max(bound, (c.crosses ? fill + drain : Duration::Zero()) + stage);
+    fill += c.first_forward[j];
+    drain += c.part_last_backward[j];
   }
   return bound;
+}
+
+absl::StatusOr<Duration> StepLowerBound(const Scenario& s) {
+  auto c = StepComputeProfile(s);
+  if (!c.ok()) return c.status();
+  return StepLowerBound(*c, s.micro_batches());
 }
 
 std::optional<Scenario> OneFOneBReading(const Scenario& s) {
@@ -94,22 +91,27 @@ std::optional<Scenario> OneFOneBReading(const Scenario& s) {
   return t;
 }
 
-absl::StatusOr<Duration> AverageStageComputeBound(const Scenario& s) {
-  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
-                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
+absl::StatusOr<ComputeProfile> AverageComputeProfile(const Scenario& s) {
   const std::optional<Scenario> t = OneFOneBReading(s);
   if (!t) return absl::InvalidArgumentError("no 1F1B split of the layers to measure compute on");
-  const int64_t m = s.micro_batches();
-  // The first micro-batch of a lowering of 2, and all of it (of 1 when the step has one).
-  auto c = Measure(*t, m > 1 ? 2 : 1, 1, compute);
-  if (!c.ok()) return c.status();
+  return Measure(*t, 1, /*crosses=*/false);
+}
+
+Duration AverageStageComputeBound(const ComputeProfile& c, int64_t micro_batches) {
+  const int64_t m = micro_batches;
   Duration total1, total2;
-  for (const Duration d : c->first_part) total1 += d;
-  for (const Duration d : c->total) total2 += d;
+  for (const Duration t : c.first_part) total1 += t;
+  for (const Duration t : c.total) total2 += t;
   const double step =
       m > 1 ? total1.seconds() + (total2 - total1).seconds() * static_cast<double>(m - 1)
             : total1.seconds();
-  return Duration::FromSeconds(step / static_cast<double>(c->total.size()));
+  return Duration::FromSeconds(step / static_cast<double>(c.total.size()));
+}
+
+absl::StatusOr<Duration> AverageStageComputeBound(const Scenario& s) {
+  auto c = AverageComputeProfile(s);
+  if (!c.ok()) return c.status();
+  return AverageStageComputeBound(*c, s.micro_batches());
 }
 
 }  // namespace sim::replay

@@ -26,6 +26,7 @@
 // replayed step, and the first d micro-batches of a lowering of 2d to a lowering of d.
 
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
@@ -35,6 +36,22 @@ namespace sim::replay {
 
 absl::StatusOr<Duration> StepLowerBound(const Scenario& s);
 
+// What the bounds read off a scenario's lowering of 2d micro-batches, per stage: the compute-
+// stream compute (the optimizer's aside) of its first d micro-batches (T_j(d)) and of all 2d
+// (T_j(2d)), the forward of micro-batch 0 (F_j) and the backward of micro-batch d - 1 (B_j).
+// It does not depend on the step's micro-batch count, nor on the data-parallel size (which
+// changes what a GPU communicates, not what it computes: tests/step_bound_test.cc holds the
+// profiles of the plan's layouts equal across cluster sizes), so `stepsim plan` measures it
+// once per layout for all its cluster sizes.
+struct ComputeProfile {
+  int64_t d = 1;
+  bool crosses = false;  // a 1F1B pipeline: the fill and drain count
+  std::vector<Duration> first_part, total, first_forward, part_last_backward;
+};
+absl::StatusOr<ComputeProfile> StepComputeProfile(const Scenario& s);
+// StepLowerBound at `micro_batches` micro-batches per step, from the scenario's profile.
+Duration StepLowerBound(const ComputeProfile& profile, int64_t micro_batches);
+
 // A weaker bound for any schedule, as cheap as StepLowerBound's 1F1B one: the busiest stage
 // computes at least the average stage's compute, sum_j T_j / pp. The sum is the whole model's
 // compute over the step, whichever stage runs which layer, so it is measured on the layout read
@@ -42,6 +59,10 @@ absl::StatusOr<Duration> StepLowerBound(const Scenario& s);
 // schedule's own would take pp and 2 pp). tests/step_bound_test.cc holds the interleaved lowering's
 // sum equal to that reading's.
 absl::StatusOr<Duration> AverageStageComputeBound(const Scenario& s);
+// The same in two halves: the profile of the layout read as 1F1B (d = 1), and the bound at
+// `micro_batches` micro-batches per step.
+absl::StatusOr<ComputeProfile> AverageComputeProfile(const Scenario& s);
+Duration AverageStageComputeBound(const ComputeProfile& profile, int64_t micro_batches);
 
 // The layout read as 1F1B over the same stages: the first and last stages' layers as given
 // where 1F1B accepts them, else split evenly, else equal ends around an even middle; none when
