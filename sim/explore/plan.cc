@@ -133,14 +133,6 @@ std::optional<std::pair<int64_t, int64_t>> ScreenSizes(const Candidate& c) {
   return std::pair<int64_t, int64_t>{m1, m2};
 }
 
-// The candidate's overrides at `micro_batches` micro-batches per step.
-std::vector<config::Override> WithBatch(const Candidate& c, int64_t micro_batches) {
-  std::vector<config::Override> o = c.overrides;
-  o.push_back(
-      {"training.global_batch", absl::StrCat(micro_batches * c.config.micro_batch * Replicas(c))});
-  return o;
-}
-
 // An estimate is replayed in full when it is within this factor of the fastest fit on as many
 // GPUs and no fit beats it by the factor in both days and cost. The extrapolation agrees with
 // the full replay to the microsecond (tests/explore_test.cc); the margin keeps ties honest.
@@ -442,8 +434,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     // They run longest first (`work`: the micro-batches each replays, at most), so that a long
     // replay does not start when the other workers are nearly done and keep them waiting; the
     // results come back in the batch's order.
-    auto Replay = [&](const std::vector<std::vector<config::Override>>& batch,
-                      const std::vector<int64_t>& work) {
+    auto Replay = [&](const std::vector<Scenario>& batch, const std::vector<int64_t>& work) {
       const size_t base = static_cast<size_t>(out.replayed);
       const Progress counted = progress ? Progress([&progress, base](size_t done, size_t total) {
         progress(base + done, base + total);
@@ -453,9 +444,9 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       std::iota(order.begin(), order.end(), size_t{0});
       std::stable_sort(order.begin(), order.end(),
                        [&](size_t x, size_t y) { return work[x] > work[y]; });
-      std::vector<std::vector<config::Override>> longest_first;
+      std::vector<Scenario> longest_first;
       for (size_t k : order) longest_first.push_back(batch[k]);
-      std::vector<ConfigResult> ran = RunConfigs(*loader, longest_first, req.jobs, counted);
+      std::vector<ConfigResult> ran = RunScenarios(longest_first, req.jobs, counted);
       std::vector<ConfigResult> results(batch.size());
       for (size_t k = 0; k < order.size(); ++k) results[order[k]] = std::move(ran[k]);
       return results;
@@ -484,10 +475,10 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       std::vector<size_t> full_runs, screened;
       for (size_t i : todo) (ScreenSizes(candidates[i]) ? screened : full_runs).push_back(i);
       {
-        std::vector<std::vector<config::Override>> configs;
+        std::vector<Scenario> configs;
         std::vector<int64_t> work;
         for (size_t i : full_runs) {
-          configs.push_back(candidates[i].overrides);
+          configs.push_back(*candidates[i].scenario);
           work.push_back(MicroBatches(candidates[i], candidates[i].global_batch));
         }
         const auto a = Replay(configs, work);
@@ -583,11 +574,11 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       std::map<size_t, ConfigResult> first_run;
       // The first screening run of `which`: those that fit, with their bounds tightened.
       auto first = [&](const std::vector<size_t>& which) {
-        std::vector<std::vector<config::Override>> cfg;
+        std::vector<Scenario> cfg;
         std::vector<int64_t> work;
         for (size_t i : which) {
           work.push_back(ScreenSizes(candidates[i])->first);
-          cfg.push_back(WithBatch(candidates[i], work.back()));
+          cfg.push_back(candidates[i].scenario->WithMicroBatches(work.back()));
         }
         auto a = Replay(cfg, work);
         out.replayed += static_cast<int64_t>(a.size());
@@ -617,11 +608,11 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       };
       // The second screening run, and the estimate.
       auto second = [&](const std::vector<size_t>& which) {
-        std::vector<std::vector<config::Override>> cfg;
+        std::vector<Scenario> cfg;
         std::vector<int64_t> work;
         for (size_t i : which) {
           work.push_back(ScreenSizes(candidates[i])->second);
-          cfg.push_back(WithBatch(candidates[i], work.back()));
+          cfg.push_back(candidates[i].scenario->WithMicroBatches(work.back()));
         }
         const auto b = Replay(cfg, work);
         out.replayed += static_cast<int64_t>(b.size());
@@ -691,10 +682,10 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       }
       if (!dominated) confirm.push_back(i);
     }
-    std::vector<std::vector<config::Override>> confirm_configs;
+    std::vector<Scenario> confirm_configs;
     std::vector<int64_t> confirm_work;
     for (size_t i : confirm) {
-      confirm_configs.push_back(candidates[i].overrides);
+      confirm_configs.push_back(*candidates[i].scenario);
       confirm_work.push_back(MicroBatches(candidates[i], candidates[i].global_batch));
     }
     const auto confirmed = Replay(confirm_configs, confirm_work);

@@ -26,6 +26,10 @@ using Progress = std::function<void(size_t done, size_t total)>;
 std::vector<ConfigResult> RunConfigs(const config::ScenarioLoader& loader,
                                      const std::vector<std::vector<config::Override>>& configs,
                                      int jobs, const Progress& progress);
+// The same for scenarios already loaded (the plan's layouts, and their short screening steps:
+// Scenario::WithMicroBatches), with nothing to parse again; each result's `overrides` is empty.
+std::vector<ConfigResult> RunScenarios(const std::vector<Scenario>& scenarios, int jobs,
+                                       const Progress& progress);
 
 // Threads to use when the user did not say: every core.
 int DefaultJobs();
