@@ -451,6 +451,16 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       for (size_t k = 0; k < order.size(); ++k) results[order[k]] = std::move(ran[k]);
       return results;
     };
+    // The candidates `which` replayed at their whole step.
+    auto ReplayInFull = [&](const std::vector<size_t>& which) {
+      std::vector<Scenario> scenarios;
+      std::vector<int64_t> work;
+      for (size_t i : which) {
+        scenarios.push_back(*candidates[i].scenario);
+        work.push_back(MicroBatches(candidates[i], candidates[i].global_batch));
+      }
+      return Replay(scenarios, work);
+    };
     std::vector<std::optional<PlanFit>> fits(candidates.size());
     auto family_of = [&](const Candidate& c) {
       PlanConfig k = c.config;
@@ -475,13 +485,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       std::vector<size_t> full_runs, screened;
       for (size_t i : todo) (ScreenSizes(candidates[i]) ? screened : full_runs).push_back(i);
       {
-        std::vector<Scenario> configs;
-        std::vector<int64_t> work;
-        for (size_t i : full_runs) {
-          configs.push_back(*candidates[i].scenario);
-          work.push_back(MicroBatches(candidates[i], candidates[i].global_batch));
-        }
-        const auto a = Replay(configs, work);
+        const auto a = ReplayInFull(full_runs);
         out.replayed += static_cast<int64_t>(a.size());
         for (size_t k = 0; k < full_runs.size(); ++k) {
           const size_t i = full_runs[k];
@@ -682,13 +686,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       }
       if (!dominated) confirm.push_back(i);
     }
-    std::vector<Scenario> confirm_configs;
-    std::vector<int64_t> confirm_work;
-    for (size_t i : confirm) {
-      confirm_configs.push_back(*candidates[i].scenario);
-      confirm_work.push_back(MicroBatches(candidates[i], candidates[i].global_batch));
-    }
-    const auto confirmed = Replay(confirm_configs, confirm_work);
+    const auto confirmed = ReplayInFull(confirm);
     out.replayed += static_cast<int64_t>(confirmed.size());
     out.confirmed += static_cast<int64_t>(confirmed.size());
     for (size_t k = 0; k < confirm.size(); ++k) {
