@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -207,11 +210,22 @@ std::string ConfigLabel(const PlanConfig& c) {
 }
 
 void SortRejected(std::vector<PlanRejection>& rejected) {
-  auto key = [](const PlanRejection& r) {
-    return std::make_tuple(r.gpu, r.gpus, ConfigJson(r.config).dump());
-  };
-  std::stable_sort(rejected.begin(), rejected.end(),
-                   [&](const PlanRejection& a, const PlanRejection& b) { return key(a) < key(b); });
+  // Each key built once, not twice per comparison: a plan rejects thousands of layouts, and
+  // building their JSON inside the comparisons took 2.5 % of `plan llama2-70b --gpu
+  // H100-SXM5-80GB --max-gpus 256`'s instructions, on one thread (callgrind).
+  using Key = std::tuple<std::string, int64_t, std::string>;
+  std::vector<std::pair<Key, size_t>> keyed;
+  keyed.reserve(rejected.size());
+  for (size_t i = 0; i < rejected.size(); ++i) {
+    const PlanRejection& r = rejected[i];
+    keyed.emplace_back(Key{r.gpu, r.gpus, ConfigJson(r.config).dump()}, i);
+  }
+  // Ties keep their order (the index breaks them), as a stable sort by the key would.
+  std::sort(keyed.begin(), keyed.end());
+  std::vector<PlanRejection> sorted;
+  sorted.reserve(rejected.size());
+  for (const auto& [key, i] : keyed) sorted.push_back(std::move(rejected[i]));
+  rejected = std::move(sorted);
 }
 
 Json PlanJson(const PlanResult& p) {
