@@ -37,11 +37,15 @@ struct HalvedBesideComm final : cost::ComputeCostModel {
 
 // Every collective takes 5 s on a ring.
 struct FixedComm final : cost::CollectiveCostModel {
-  cost::PricedCollective Price(CollectiveKind, Bytes, CommGroup, int32_t) const override {
-    cost::PricedCollective p;
-    p.time = Duration::FromSeconds(5);
-    p.busiest_link = "link";
-    p.busiest_load = 1;
+  const cost::PricedCollective& Price(CollectiveKind, Bytes, CommGroup,
+                                      int32_t) const override {
+    static const cost::PricedCollective p = [] {
+      cost::PricedCollective q;
+      q.time = Duration::FromSeconds(5);
+      q.busiest_link = "link";
+      q.busiest_load = 1;
+      return q;
+    }();
     return p;
   }
 };

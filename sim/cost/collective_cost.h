@@ -33,9 +33,11 @@ class CollectiveCostModel {
  public:
   virtual ~CollectiveCostModel() = default;
   // One collective of `kind` over `group` moving a full tensor of `tensor` bytes, launched as
-  // `buckets` separate collectives of equal size.
-  virtual PricedCollective Price(CollectiveKind kind, Bytes tensor, CommGroup group,
-                                 int32_t buckets) const = 0;
+  // `buckets` separate collectives of equal size. The price is the model's to keep: valid until
+  // the next call (a replay reads it thousands of times, and copying its link names would cost
+  // more than the lookup).
+  virtual const PricedCollective& Price(CollectiveKind kind, Bytes tensor, CommGroup group,
+                                        int32_t buckets) const = 0;
   Duration Cost(CollectiveKind kind, Bytes tensor, CommGroup group, int32_t buckets) const {
     return Price(kind, tensor, group, buckets).time;
   }

@@ -598,8 +598,9 @@ Duration GraphCostModel::Latency(CollectiveKind kind, CollectiveAlgorithm a, Ncc
   return Duration::FromSeconds(us * 1e-6) + extra;
 }
 
-PricedCollective GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGroup group,
-                                       int32_t buckets, CollectiveAlgorithm algorithm) const {
+const PricedCollective& GraphCostModel::Price(CollectiveKind kind, Bytes tensor, CommGroup group,
+                                              int32_t buckets,
+                                              CollectiveAlgorithm algorithm) const {
   const PriceKey key{static_cast<int>(kind),
                      tensor.count(),
                      group.size,

@@ -167,7 +167,7 @@ class ReplayListener {
         d = (*known)[hot_.size()];
       } else if (op.kind == OpKind::kCollective) {
         const CollectiveSpec& c = p_.CollectiveOf(op);
-        const cost::PricedCollective priced = comm.Price(c.kind, c.tensor, c.group, c.buckets);
+        const cost::PricedCollective& priced = comm.Price(c.kind, c.tensor, c.group, c.buckets);
         d = priced.time;
         auto& st = r_.collectives[static_cast<int>(c.kind)];
         st.count++;
