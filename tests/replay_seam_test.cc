@@ -37,8 +37,7 @@ struct HalvedBesideComm final : cost::ComputeCostModel {
 
 // Every collective takes 5 s on a ring.
 struct FixedComm final : cost::CollectiveCostModel {
-  const cost::PricedCollective& Price(CollectiveKind, Bytes, CommGroup,
-                                      int32_t) const override {
+  const cost::PricedCollective& Price(CollectiveKind, Bytes, CommGroup, int32_t) const override {
     static const cost::PricedCollective p = [] {
       cost::PricedCollective q;
       q.time = Duration::FromSeconds(5);

@@ -12,8 +12,10 @@
 // where peak is the dense rate of the op's dtype (fp8 GEMMs when training in fp8, else the
 // 16-bit rate) and eff_class is the GPU's GEMM or attention efficiency. Pure function.
 
+#include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "sim/base/units.h"
 #include "sim/spec/hardware.h"
@@ -77,6 +79,9 @@ class RooflineCostModel final : public ComputeCostModel {
         host_(std::move(host)),
         gpus_per_node_(gpus_per_node),
         flash_(flash) {}
+  // Remembers recent prices by the op fields they read (OpCostKey), in a direct-mapped table: a
+  // step runs the same few dozen kernels once per layer and micro-batch, and a hit costs a
+  // tenth of pricing anew. Not thread-safe: one model per thread.
   Duration Time(const Op& op) const override;
   double OverlapSlowdown() const override { return gpu_.calibration.overlap_slowdown; }
   Duration Dispatch(const Op& op) const override {
@@ -84,11 +89,31 @@ class RooflineCostModel final : public ComputeCostModel {
   }
 
  private:
+  // Every field of an op that ComputeDuration and HostDuration read, floating-point ones by
+  // their bits (so that equal keys are the same inputs, and give the same price).
+  struct OpCostKey {
+    uint64_t flops = 0;
+    int64_t bytes_moved = 0, serial_bytes = 0;
+    uint32_t inv_k = 0, waves = 0;
+    int16_t kernels = 0;
+    uint8_t kind = 0, pass = 0, op_class = 0;
+    bool keep_16bit = false;
+    bool operator==(const OpCostKey&) const = default;
+  };
+  struct Remembered {
+    OpCostKey key;
+    Duration time;
+    bool set = false;
+  };
+  static constexpr size_t kRemembered = 256;  // a power of two
+  Duration Price(const Op& op) const;
+
   GpuSpec gpu_;
   Precision precision_;
   std::optional<HostSpec> host_;
   int64_t gpus_per_node_;
   FlashImpl flash_;
+  mutable std::vector<Remembered> remembered_;  // kRemembered slots once the first op is priced
 };
 
 // The dense peak MFU/HFU are measured against: the 16-bit rate (bf16, or fp16 where the GPU

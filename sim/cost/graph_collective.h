@@ -68,8 +68,8 @@ class GraphCostModel final : public CollectiveCostModel {
   GraphCostModel(cluster::Topology topology, const ClusterSpec& cluster,
                  CollectiveAlgorithm algorithm);
   // Valid as long as the model (prices are kept, each where it was first put).
-  const PricedCollective& Price(CollectiveKind kind, Bytes tensor, CommGroup group,
-                                int32_t buckets, CollectiveAlgorithm algorithm) const;
+  const PricedCollective& Price(CollectiveKind kind, Bytes tensor, CommGroup group, int32_t buckets,
+                                CollectiveAlgorithm algorithm) const;
   const PricedCollective& Price(CollectiveKind kind, Bytes tensor, CommGroup group,
                                 int32_t buckets) const override {
     return Price(kind, tensor, group, buckets, algorithm_);

@@ -1,0 +1,106 @@
+// RooflineCostModel remembers recent prices by the op fields they read (sim/cost/compute_cost.h):
+// whatever it remembers, each price must be what the pure functions give for that op.
+#include "sim/cost/compute_cost.h"
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <vector>
+
+#include "sim/config/loaders.h"
+#include "sim/workload/lowering.h"
+
+namespace sim {
+namespace {
+
+Scenario Load(const std::string& precision) {
+  auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                {{"model", "llama2-7b"},
+                                 {"cluster.nodes", "1"},
+                                 {"training.global_batch", "16"},
+                                 {"training.precision", precision},
+                                 {"training.flash_impl", "fa3"}});
+  REQUIRE(s.ok());
+  return *s;
+}
+
+Duration Pure(const Scenario& s, const Op& op) {
+  switch (op.op_class) {
+    case OpClass::kPcieCopy:
+    case OpClass::kHostCompute:
+    case OpClass::kNvmeIo:
+      return cost::HostDuration(op, *s.cluster.node.host, s.cluster.node.gpus_per_node);
+    default:
+      return cost::ComputeDuration(op, s.cluster.gpu, s.training.precision, s.training.flash_impl);
+  }
+}
+
+cost::RooflineCostModel Model(const Scenario& s) {
+  return cost::RooflineCostModel(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+                                 s.cluster.node.gpus_per_node, s.training.flash_impl);
+}
+
+TEST_CASE("remembered prices are the pure function's, op by op of a step", "[cost]") {
+  for (const char* precision : {"bf16", "fp8"}) {
+    const Scenario s = Load(precision);
+    auto p = Lower(s);
+    REQUIRE(p.ok());
+    const cost::RooflineCostModel model = Model(s);
+    int64_t compute_ops = 0;
+    for (int pass = 0; pass < 2; ++pass) {  // the second pass reads what the first remembered
+      for (const Op& op : p->ops) {
+        if (op.kind == OpKind::kCollective) continue;
+        ++compute_ops;
+        REQUIRE(model.Time(op) == Pure(s, op));
+      }
+    }
+    CHECK(compute_ops > 1000);
+  }
+}
+
+TEST_CASE("ops that differ in one priced field are priced apart", "[cost]") {
+  const Scenario s = Load("fp8");
+  auto p = Lower(s);
+  REQUIRE(p.ok());
+  Op base;
+  for (const Op& op : p->ops) {
+    if (op.name == "qkv" && op.pass == OpPass::kBackward) base = op;
+  }
+  REQUIRE(base.flops > Flops());
+  REQUIRE(base.serial_bytes > Bytes());
+  base.kernels = 2;  // so that KernelsOf, which reads the kind and pass, moves the price
+  // Each a field ComputeDuration or HostDuration reads, moved enough to move the price.
+  const std::vector<std::function<void(Op&)>> changes = {
+      [](Op& o) { o.flops = o.flops * 2.0; },
+      [](Op& o) { o.bytes_moved = o.bytes_moved * 1000; },
+      [](Op& o) { o.serial_bytes = o.serial_bytes * 2; },
+      [](Op& o) { o.inv_k = o.inv_k * 4; },
+      [](Op& o) { o.waves = o.waves + 1; },
+      [](Op& o) { o.kernels = static_cast<int16_t>(o.kernels + 3); },
+      [](Op& o) { o.pass = OpPass::kForward; },
+      [](Op& o) { o.op_class = OpClass::kAttention; },
+      [](Op& o) { o.keep_16bit = !o.keep_16bit; },
+      [](Op& o) { o.kind = OpKind::kCollective; },  // KernelsOf reads it
+      [](Op& o) {
+        o.op_class = OpClass::kPcieCopy;
+        o.bytes_moved = Bytes::GiB(1);
+      },
+  };
+  const cost::RooflineCostModel model = Model(s);
+  const Duration price = Pure(s, base);
+  for (size_t i = 0; i < changes.size(); ++i) {
+    Op changed = base;
+    changes[i](changed);
+    INFO("change " << i);
+    const Duration other = Pure(s, changed);
+    CHECK(other != price);
+    // Alternately, so that each call could read the other's remembered price.
+    for (int k = 0; k < 3; ++k) {
+      CHECK(model.Time(base) == price);
+      CHECK(model.Time(changed) == other);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sim
