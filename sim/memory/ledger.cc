@@ -4,8 +4,11 @@
 
 namespace sim::memory {
 
-void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time,
-                         std::optional<int32_t> op, int32_t stream) {
+void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time, int32_t op_index,
+                         int32_t stream) {
+  const auto op = [op_index] {
+    return op_index == kNoOp ? std::nullopt : std::optional<int32_t>(op_index);
+  };
   if (delta == Bytes()) return;
   Bytes& slot = current_[static_cast<int>(category)];
   slot += delta;
@@ -30,16 +33,16 @@ void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time,
   }
   const Bytes reserved = allocator_.reserved() + outside_;
   if (reserved > reserved_peak_) reserved_peak_ = reserved;
-  if (record_) changes_.push_back({time, op, category, delta, allocated_, reserved});
+  if (record_) changes_.push_back({time, op(), category, delta, allocated_, reserved});
   // Strictly greater: the first moment a peak is reached is the one reported.
   if (allocated_ > peak_) {
     peak_ = allocated_;
     peak_breakdown_ = current_;
     peak_time_ = time;
-    peak_op_ = op;
+    peak_op_ = op();
   }
   if (!first_overflow_ && reserved > capacity_) {
-    first_overflow_ = Overflow{op, time, reserved - capacity_};
+    first_overflow_ = Overflow{op(), time, reserved - capacity_};
   }
 }
 

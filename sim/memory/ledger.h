@@ -48,9 +48,12 @@ class MemoryLedger {
   MemoryLedger(Bytes capacity, bool record_changes, AllocatorOptions allocator = {})
       : capacity_(capacity), record_(record_changes), allocator_(capacity, allocator) {}
 
-  // `stream`: the stream of the op that allocates (blocks are reused within their stream).
-  void Apply(MemCategory category, Bytes delta, Duration time, std::optional<int32_t> op,
-             int32_t stream = 0);
+  // `op`: the op that allocates or frees, kNoOp for the persistent state. `stream`: the stream
+  // of that op (blocks are reused within their stream). The op is a plain index, not an
+  // optional: building an optional per call stalled the replay (a 64-bit load of a 32-bit and
+  // an 8-bit store just made, on every memory action; perf).
+  static constexpr int32_t kNoOp = -1;
+  void Apply(MemCategory category, Bytes delta, Duration time, int32_t op, int32_t stream = 0);
   // Marks the current contents as the persistent level Transient() is measured against.
   void MarkPersistent() { persistent_ = allocated_; }
 

@@ -214,8 +214,12 @@ class ReplayListener {
     if (SharesSms(op.stream)) {
       if (comm_running_[gpu]++ == 0) Restretch(gpu, now, /*beside_comm=*/true, rescheduler);
     } else if (compute_stream && !collective) {
+      // Field by field: an aggregate built aside and copied in stalled on store forwarding.
       RunningCompute& c = running_[gpu];
-      c = {task, d, now, comm_running_[gpu] > 0};
+      c.task = task;
+      c.left = d;
+      c.since = now;
+      c.beside_comm = comm_running_[gpu] > 0;
       d = c.beside_comm ? Stretch(d) : d;
     }
     if (collective && d > Duration::Zero()) {
@@ -559,7 +563,7 @@ std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostMod
   for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
     r.ledgers.emplace_back(capacity, options.record_memory, options.allocator);
     for (const MemAction& a : r.program.persistent[gpu % stages]) {
-      r.ledgers.back().Apply(a.category, a.bytes, Duration::Zero(), std::nullopt);
+      r.ledgers.back().Apply(a.category, a.bytes, Duration::Zero(), memory::MemoryLedger::kNoOp);
     }
     r.ledgers.back().MarkPersistent();
   }
