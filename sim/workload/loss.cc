@@ -61,15 +61,15 @@ LossTensors LossTensorsOf(LossKernel kernel, int64_t chunks, int64_t tokens, int
     case LossKernel::kChunked: {
       const int64_t n = std::max<int64_t>(chunks, 1);
       const Bytes chunk32 = l32 / n;
-      for (int64_t i = 0; i < n; ++i) t.forward.push_back({MemWhen::kStart, kL, chunk32});
-      t.forward.push_back({MemWhen::kStart, kL, chunk32});  // one chunk's fp32 copy at a time
-      t.forward.push_back({MemWhen::kEnd, kL, -chunk32});
-      t.forward.push_back({MemWhen::kEnd, kL, -l16});
+      for (int64_t i = 0; i < n; ++i) t.forward.emplace_back(MemWhen::kStart, kL, chunk32);
+      t.forward.emplace_back(MemWhen::kStart, kL, chunk32);  // one chunk's fp32 copy at a time
+      t.forward.emplace_back(MemWhen::kEnd, kL, -chunk32);
+      t.forward.emplace_back(MemWhen::kEnd, kL, -l16);
       t.backward = {{MemWhen::kStart, kL, chunk32}, {MemWhen::kStart, kL, chunk32}};
-      for (int64_t i = 0; i < n; ++i) t.backward.push_back({MemWhen::kEnd, kL, -chunk32});
-      t.backward.push_back({MemWhen::kEnd, kL, -chunk32});
-      t.backward.push_back({MemWhen::kEnd, kL, -chunk32});
-      t.backward.push_back({MemWhen::kEnd, kL, l16});
+      for (int64_t i = 0; i < n; ++i) t.backward.emplace_back(MemWhen::kEnd, kL, -chunk32);
+      t.backward.emplace_back(MemWhen::kEnd, kL, -chunk32);
+      t.backward.emplace_back(MemWhen::kEnd, kL, -chunk32);
+      t.backward.emplace_back(MemWhen::kEnd, kL, l16);
       break;
     }
   }

@@ -72,7 +72,7 @@ int64_t HostOptimizerTrafficPerParam(OptimizerKind o) {
 using GatherFrees = absl::InlinedVector<Bytes, 4>;
 
 void FreeGathers(const GatherFrees& parts, MemList& mem) {
-  for (Bytes b : parts) mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -b});
+  for (Bytes b : parts) mem.emplace_back(MemWhen::kEnd, MemCategory::kGatheredParams, -b);
 }
 
 // The lowerer's policy, copied with it (Lowerer::Fork).
@@ -253,7 +253,7 @@ class Lowerer {
   Bytes ComputeBytes(int64_t params) const { return Bytes::Count(kCompute * params); }
   void SetMicroBatch(int32_t mb) { b_.SetMicroBatch(mb, mb == m_ - 1); }
   void SetStage(int32_t stage) { b_.SetStage(stage); }
-  int32_t Add(Op op, absl::Span<const int32_t> deps, absl::Span<const MemAction> mem) {
+  int32_t Add(const Op& op, absl::Span<const int32_t> deps, absl::Span<const MemAction> mem) {
     return b_.Add(op, deps, mem);
   }
   void AddMemToLast(MemAction a) { b_.AddMemToLast(a); }
@@ -378,7 +378,7 @@ class Lowerer {
   // waits for them); with it, or when `async`, they run on the TP stream beside `x` (chunked
   // GEMM+collective pipelining, Wang et al. 2022, ASPLOS '23: the pair costs about the longer
   // of the two), and the compute op after `x` waits for them.
-  int32_t WithComms(Op x, absl::Span<const int32_t> deps, MemList mem,
+  int32_t WithComms(const Op& x, absl::Span<const int32_t> deps, MemList mem,
                     std::initializer_list<ModelParallelComm> pre,
                     std::initializer_list<ModelParallelComm> post, bool async = false) {
     const bool overlap = s_.parallel.tp_comm_overlap || async;
@@ -402,7 +402,7 @@ class Lowerer {
           Add(op, d,
               {{overlap ? MemWhen::kIssue : MemWhen::kStart, MemCategory::kCommBuffers, buffer}});
       if (overlap) b_.AddOverlapped(id);
-      if (c.buffer) mem.push_back({MemWhen::kEnd, MemCategory::kCommBuffers, -buffer});
+      if (c.buffer) mem.emplace_back(MemWhen::kEnd, MemCategory::kCommBuffers, -buffer);
     };
     for (const auto& c : pre) emit(c);
     if (overlap) {
@@ -423,8 +423,8 @@ class Lowerer {
   // (gather_from_sequence_parallel_region). Back from them (before the un-permutation; in
   // backward before the permutation): the reduce-scatter over ETP, then the all-to-all, whose
   // receive buffer the consuming op frees. The busiest rank's volumes scale by its load.
-  int32_t WithExpertAllToAll(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
-                             bool backward) {
+  int32_t WithExpertAllToAll(const LayerOp& lo, const Op& x, absl::Span<const int32_t> deps,
+                             MemList mem, bool backward) {
     const int64_t k = s_.model.moe->top_k, local = tokens_ / rep_;
     const Bytes sent = Bytes::Count(
         kCompute * s_.model.hidden *
@@ -457,15 +457,17 @@ class Lowerer {
     }
     if (ep_group_.size > 1) {
       Add(a2a(), before, {{MemWhen::kStart, MemCategory::kCommBuffers, sent}});
-      mem.push_back({MemWhen::kEnd, MemCategory::kCommBuffers, -sent});
+      mem.emplace_back(MemWhen::kEnd, MemCategory::kCommBuffers, -sent);
       return Add(x, {}, mem);
     }
     return Add(x, before, mem);
   }
 
   // The collectives of a decoder-layer op (see ParallelRole), forward or backward.
-  int32_t LayerOpWithComms(const LayerOp& lo, Op x, absl::Span<const int32_t> deps, MemList mem,
-                           bool backward) {
+  // `x` by reference all the way to the program: an op passed by value is copied with wide
+  // loads right after its fields were stored one by one, and stalled (perf).
+  int32_t LayerOpWithComms(const LayerOp& lo, const Op& x, absl::Span<const int32_t> deps,
+                           MemList mem, bool backward) {
     // Without TP and CP no op has collectives of its own (the common, hot case).
     if (lo.role == ParallelRole::kNone || (tp_group_.size <= 1 && cp_group_.size <= 1 &&
                                            ep_group_.size <= 1 && etp_group_.size <= 1)) {
@@ -542,8 +544,8 @@ class Lowerer {
     // parameters.
     const MemCategory into = policy_->CopiesAroundCollectives() ? MemCategory::kCommBuffers
                                                                 : MemCategory::kGatheredParams;
-    if (buffers.empty()) mem.push_back({MemWhen::kIssue, into, buffer});
-    mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -shard});
+    if (buffers.empty()) mem.emplace_back(MemWhen::kIssue, into, buffer);
+    mem.emplace_back(MemWhen::kEnd, MemCategory::kGatheredParams, -shard);
     return Add(Collective("all_gather", CollectiveKind::kAllGather, buffer, shard_group_, g), deps,
                mem);
   }
@@ -698,7 +700,7 @@ class Lowerer {
     for (int32_t u = first; u < use_; ++u) {
       coordinator_->Release(u, released_);
       for (int32_t p : released_) {
-        mem.push_back({MemWhen::kEnd, MemCategory::kGatheredParams, -zero3_.bytes[p]});
+        mem.emplace_back(MemWhen::kEnd, MemCategory::kGatheredParams, -zero3_.bytes[p]);
       }
     }
   }
@@ -708,7 +710,7 @@ class Lowerer {
     MemList buffers;
     Bytes total;
     for (int32_t p : params) {
-      buffers.push_back({MemWhen::kIssue, MemCategory::kGatheredParams, zero3_.bytes[p]});
+      buffers.emplace_back(MemWhen::kIssue, MemCategory::kGatheredParams, zero3_.bytes[p]);
       total += zero3_.bytes[p];
     }
     const int32_t id = EmitGather(zero3_.group[params.front()], total, buffers);
@@ -816,8 +818,8 @@ class Lowerer {
   // QLoRA's 16-bit copy of an op's projection while it runs.
   static void Dequantized(const LayerOp& lo, MemList& mem) {
     if (lo.dequantized == Bytes()) return;
-    mem.push_back({MemWhen::kStart, MemCategory::kWorkspace, lo.dequantized});
-    mem.push_back({MemWhen::kEnd, MemCategory::kWorkspace, -lo.dequantized});
+    mem.emplace_back(MemWhen::kStart, MemCategory::kWorkspace, lo.dequantized);
+    mem.emplace_back(MemWhen::kEnd, MemCategory::kWorkspace, -lo.dequantized);
   }
 
   // How decoder layer g (1..L) is checkpointed: the recompute policy, restricted to every K-th
@@ -867,7 +869,7 @@ class Lowerer {
   MemList TransientGradients(int32_t g) {
     MemList out = BackwardStart();
     const Bytes grads = policy_->TransientGradients(Env(), g);
-    if (grads != Bytes()) out.push_back({MemWhen::kStart, MemCategory::kGradients, grads});
+    if (grads != Bytes()) out.emplace_back(MemWhen::kStart, MemCategory::kGradients, grads);
     return out;
   }
   // What the micro-batch's first backward op allocates besides its own tensors (consumed).
@@ -888,7 +890,7 @@ class Lowerer {
       MemList mem = {{MemWhen::kStart, MemCategory::kGatheredParams, i == 0 ? cast : Bytes()}};
       for (const SavedTensor& t : lo.saves) {
         if (!Allocated(t, c.policy)) continue;
-        mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
+        mem.emplace_back(MemWhen::kStart, MemCategory::kActivations, t.bytes);
         if (!Kept(g, c, lo, t)) dropped.push_back(t.bytes);
       }
       Dequantized(lo, mem);
@@ -910,7 +912,7 @@ class Lowerer {
       MemList frees;
       Bytes total;
       for (Bytes b : kept) {
-        frees.push_back({MemWhen::kEnd, MemCategory::kActivations, -b});
+        frees.emplace_back(MemWhen::kEnd, MemCategory::kActivations, -b);
         total += b;
       }
       if (total > Bytes()) {
@@ -939,7 +941,7 @@ class Lowerer {
     MemList mem;
     Bytes total;
     for (Bytes b : KeptTensors(g)) {
-      mem.push_back({MemWhen::kStart, MemCategory::kActivations, b});
+      mem.emplace_back(MemWhen::kStart, MemCategory::kActivations, b);
       total += b;
     }
     if (total == Bytes()) return std::nullopt;
@@ -966,7 +968,7 @@ class Lowerer {
       MemList mem;
       for (const SavedTensor& t : lo.saves) {
         if (Allocated(t, c.policy) && !Kept(g, c, lo, t)) {
-          mem.push_back({MemWhen::kStart, MemCategory::kActivations, t.bytes});
+          mem.emplace_back(MemWhen::kStart, MemCategory::kActivations, t.bytes);
         }
       }
       if (!Reruns(c, lo)) {
@@ -1012,11 +1014,11 @@ class Lowerer {
       for (const SavedTensor& t : it->saves) {
         if (!t.sac_only) input_grad += t.bytes;
         if (Allocated(t, c.policy))
-          frees.push_back({MemWhen::kEnd, MemCategory::kActivations, -t.bytes});
+          frees.emplace_back(MemWhen::kEnd, MemCategory::kActivations, -t.bytes);
       }
       MemList mem = {{MemWhen::kStart, MemCategory::kActivations, input_grad}};
       mem.insert(mem.end(), frees.begin(), frees.end());
-      mem.push_back({MemWhen::kEnd, MemCategory::kActivations, -input_grad});
+      mem.emplace_back(MemWhen::kEnd, MemCategory::kActivations, -input_grad);
       Dequantized(*it, mem);
       std::vector<int32_t> deps;
       if (first) {
@@ -1363,14 +1365,14 @@ class Lowerer {
     // Lazy gradients are freed, group by group, when the step ends (zero_grad(set_to_none)).
     MemList frees;
     if (backward_buffers_live_[b_.stage()]) {  // ZeRO-1's buckets: released before the step
-      frees.push_back({MemWhen::kStart, MemCategory::kCommBuffers, -policy_->BackwardBuffers()});
+      frees.emplace_back(MemWhen::kStart, MemCategory::kCommBuffers, -policy_->BackwardBuffers());
       backward_buffers_live_[b_.stage()] = false;
     }
     if (LazyGradients()) {
       for (size_t vs = b_.stage(); vs < vstage_groups_.size(); vs += s_.parallel.pp) {
         for (int32_t g = vstage_groups_[vs].first; g <= vstage_groups_[vs].second; ++g) {
           if (grads_allocated_[g])
-            frees.push_back({MemWhen::kEnd, MemCategory::kGradients, -GroupGradientBytes(g)});
+            frees.emplace_back(MemWhen::kEnd, MemCategory::kGradients, -GroupGradientBytes(g));
         }
       }
     }
@@ -1384,11 +1386,11 @@ class Lowerer {
                        Flops::Count(12.0 * static_cast<double>(local)),
                        Bytes::Count(StepTrafficPerParam() * local), std::nullopt);
       const Bytes upcast = policy_->StepTransient(local);
-      frees.push_back({MemWhen::kStart, MemCategory::kGradients, upcast});
-      frees.push_back({MemWhen::kEnd, MemCategory::kGradients, -upcast});
+      frees.emplace_back(MemWhen::kStart, MemCategory::kGradients, upcast);
+      frees.emplace_back(MemWhen::kEnd, MemCategory::kGradients, -upcast);
       for (const Bytes t : OptimizerTemporaries(total, local)) {
-        frees.push_back({MemWhen::kStart, MemCategory::kOptimizer, t});
-        frees.push_back({MemWhen::kEnd, MemCategory::kOptimizer, -t});
+        frees.emplace_back(MemWhen::kStart, MemCategory::kOptimizer, t);
+        frees.emplace_back(MemWhen::kEnd, MemCategory::kOptimizer, -t);
       }
       const int32_t id = Add(opt, deps, frees);
       policy_->AfterOptimizer(env, id, total);

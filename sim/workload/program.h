@@ -76,8 +76,13 @@ struct CommGroup {
 enum class MemWhen : uint8_t { kIssue, kStart, kEnd };
 
 struct MemAction {
-  MemWhen when;
-  MemCategory category;
+  MemAction() = default;
+  // A constructor, so that containers build actions in place (emplace_back): an action built
+  // aside and copied in stalled the lowering on every copy (its two one-byte fields stored
+  // apart, then read back with its size as one 16-byte load; perf).
+  constexpr MemAction(MemWhen w, MemCategory c, Bytes b) : when(w), category(c), bytes(b) {}
+  MemWhen when = MemWhen::kIssue;
+  MemCategory category = MemCategory::kWeights;
   Bytes bytes;  // > 0 allocate, < 0 free
 };
 

@@ -9,7 +9,7 @@ namespace sim {
 ProgramBuilder::ProgramBuilder(OpProgram& program, int32_t stages)
     : program_(&program), st_(static_cast<size_t>(stages)) {}
 
-int32_t ProgramBuilder::Add(Op op, absl::Span<const int32_t> deps,
+int32_t ProgramBuilder::Add(const Op& op, absl::Span<const int32_t> deps,
                             absl::Span<const MemAction> mem) {
   OpProgram& p = *program_;
   const auto id = static_cast<int32_t>(p.ops.size());

@@ -44,7 +44,7 @@ class ProgramBuilder {
   // Appends `op` after `deps`, with its memory actions (zero-byte actions dropped, ordered by
   // MemWhen); returns its index. A compute-stream compute op also waits for the overlapped
   // TP/CP collectives of the compute op before it.
-  int32_t Add(Op op, absl::Span<const int32_t> deps, absl::Span<const MemAction> mem);
+  int32_t Add(const Op& op, absl::Span<const int32_t> deps, absl::Span<const MemAction> mem);
   // Appends an end-of-op action to the newest op (frees decided after it was emitted).
   void AddMemToLast(MemAction a);
 
