@@ -1,9 +1,12 @@
 #include "sim/explore/sweep.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sim/base/parallel.h"
 #include "sim/report/run_report.h"
 #include "sim/spec/enum_names.h"
 
@@ -145,27 +148,31 @@ absl::StatusOr<std::vector<CompareStage>> ExpertParallelStages(
 
 Json SweepJson(const std::string& scenario, const std::vector<std::string>& keys,
                const Slice& slice, size_t total, const std::vector<ConfigResult>& results,
-               size_t labels_from) {
+               size_t labels_from, int jobs) {
   Json j;
   j["schema_version"] = 1;
   j["scenario"] = scenario;
   j["vary"] = keys;
   j["shard"] = {{"begin", slice.begin}, {"end", slice.end}, {"total", total}};
-  j["results"] = Json::array();
-  for (const ConfigResult& r : results) {
-    Json item;
+  // Each result's item on the workers, then put in order: built on one thread after the
+  // replays, the items were the sweep's longest serial part.
+  std::vector<Json> items(results.size());
+  ParallelFor(results.size(), jobs, [&](size_t k) {
+    const ConfigResult& r = results[k];
+    Json& item = items[k];
     Json vary;
     for (size_t i = labels_from; i < r.overrides.size(); ++i) {
       vary[r.overrides[i].key] = r.overrides[i].value;
     }
-    item["vary"] = vary;
+    item["vary"] = std::move(vary);
     if (r.status.ok()) {
       item["report"] = report::RunJson(*r.summary);
     } else {
       item["error"] = std::string(r.status.message());
     }
-    j["results"].push_back(item);
-  }
+  });
+  j["results"] = Json::array();
+  for (Json& item : items) j["results"].push_back(std::move(item));
   return j;
 }
 

@@ -41,9 +41,11 @@ absl::StatusOr<std::vector<CompareStage>> ExpertParallelStages(
 
 // {schema_version, scenario, vary, shard {begin, end, total}, results: [{vary, report | error}]}.
 // Each result's overrides after the first `labels_from` (the common --set ones) are its vary.
+// The results' reports are built on `jobs` threads (the same JSON on any number).
 nlohmann::ordered_json SweepJson(const std::string& scenario, const std::vector<std::string>& keys,
                                  const Slice& slice, size_t total,
-                                 const std::vector<ConfigResult>& results, size_t labels_from);
+                                 const std::vector<ConfigResult>& results, size_t labels_from,
+                                 int jobs = 1);
 
 // {schema_version, scenario, stages: [{zero, mode, report | error}]}.
 nlohmann::ordered_json CompareJson(const std::string& scenario,

@@ -18,6 +18,7 @@ absl::StatusOr<SweepOutcome> RunSweep(const config::ScenarioLoader& loader,
   out.total = product.size();
   out.slice = request.shard ? SliceOf(*request.shard, out.total) : Slice{0, out.total};
   out.labels_from = request.sets.size();
+  out.jobs = request.jobs;
   std::vector<std::vector<config::Override>> configs;
   for (size_t i = out.slice.begin; i < out.slice.end; ++i) {
     std::vector<config::Override> c = request.sets;
@@ -31,7 +32,7 @@ absl::StatusOr<SweepOutcome> RunSweep(const config::ScenarioLoader& loader,
 
 nlohmann::ordered_json SweepJson(const std::string& scenario, const SweepOutcome& outcome) {
   return SweepJson(scenario, outcome.keys, outcome.slice, outcome.total, outcome.results,
-                   outcome.labels_from);
+                   outcome.labels_from, outcome.jobs);
 }
 
 absl::StatusOr<CompareOutcome> RunCompare(const config::ScenarioLoader& loader,

@@ -30,6 +30,7 @@ struct SweepOutcome {
   size_t total = 0;               // configurations in the whole product
   size_t labels_from = 0;         // each result's overrides from here on are its vary
   std::vector<ConfigResult> results;
+  int jobs = 1;  // the request's, for SweepJson
 };
 
 // InvalidArgument without a vary; when every configuration fails, the first one's Status (the
