@@ -8,6 +8,7 @@
 #include "sim/explore/plan.h"
 #include "sim/explore/plan_report.h"
 #include "sim/explore/runner.h"
+#include "sim/explore/sweep.h"
 #include "sim/report/run_report.h"
 #include "sim/workload/params.h"
 
@@ -69,6 +70,14 @@ TEST_CASE("parallel runs give identical results in product order", "[explore]") 
   for (size_t i = 0; i < one.size(); ++i) {
     CHECK(one[i].overrides[0].value == configs[i][0].value);
     CHECK(report::RunJson(*one[i].summary).dump() == report::RunJson(*two[i].summary).dump());
+  }
+  // The sweep's JSON, its items built on the workers, is the same on any number of them.
+  const Slice all{0, configs.size()};
+  const std::string serial =
+      SweepJson("s", {"training.seq_len"}, all, configs.size(), one, 0, 1).dump();
+  CHECK(absl::StrContains(serial, "\"training.seq_len\":\"8192\""));
+  for (int jobs : {2, 3, 8}) {
+    CHECK(SweepJson("s", {"training.seq_len"}, all, configs.size(), two, 0, jobs).dump() == serial);
   }
 }
 
