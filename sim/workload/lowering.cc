@@ -493,18 +493,22 @@ class Lowerer {
         break;
       case ParallelRole::kColumn:
         if (!backward)
-          return sp ? WithComms(x, deps, mem, {gather_in}, {}) : WithComms(x, deps, mem, {}, {});
+          return sp ? WithComms(x, deps, std::move(mem), {gather_in}, {})
+                    : WithComms(x, deps, std::move(mem), {}, {});
         // Backward: the input again for the weight gradient (SP), the input gradient reduced.
         // Megatron-LM launches both asynchronously beside the input- and weight-gradient GEMMs
         // (LinearWithGradAccumulationAndAsyncCommunication, on by default since 2021).
-        return sp ? WithComms(x, deps, mem, {gather_in}, {reduce_out}, policy_->AsyncTpBackward())
-                  : WithComms(x, deps, mem, {}, {reduce_out}, policy_->AsyncTpBackward());
+        return sp ? WithComms(x, deps, std::move(mem), {gather_in}, {reduce_out},
+                              policy_->AsyncTpBackward())
+                  : WithComms(x, deps, std::move(mem), {}, {reduce_out},
+                              policy_->AsyncTpBackward());
       case ParallelRole::kRow:
-        if (!backward) return WithComms(x, deps, mem, {}, {reduce_out});
-        return sp ? WithComms(x, deps, mem, {gather_in}, {}) : WithComms(x, deps, mem, {}, {});
+        if (!backward) return WithComms(x, deps, std::move(mem), {}, {reduce_out});
+        return sp ? WithComms(x, deps, std::move(mem), {gather_in}, {})
+                  : WithComms(x, deps, std::move(mem), {}, {});
       case ParallelRole::kCpKv:
-        return backward ? WithComms(x, deps, mem, {gather_kv}, {reduce_dkv})
-                        : WithComms(x, deps, mem, {gather_kv}, {});
+        return backward ? WithComms(x, deps, std::move(mem), {gather_kv}, {reduce_dkv})
+                        : WithComms(x, deps, std::move(mem), {gather_kv}, {});
       case ParallelRole::kEpDispatch:
       case ParallelRole::kEpCombine:
         break;  // above
@@ -1010,14 +1014,15 @@ class Lowerer {
       // The op's input gradient (autograd's tensors' size) exists while it runs; every tensor
       // it holds is freed, one by one, when it ends.
       Bytes input_grad;
-      MemList frees;
       for (const SavedTensor& t : it->saves) {
         if (!t.sac_only) input_grad += t.bytes;
-        if (Allocated(t, c.policy))
-          frees.emplace_back(MemWhen::kEnd, MemCategory::kActivations, -t.bytes);
       }
-      MemList mem = {{MemWhen::kStart, MemCategory::kActivations, input_grad}};
-      mem.insert(mem.end(), frees.begin(), frees.end());
+      MemList mem;
+      mem.emplace_back(MemWhen::kStart, MemCategory::kActivations, input_grad);
+      for (const SavedTensor& t : it->saves) {
+        if (Allocated(t, c.policy))
+          mem.emplace_back(MemWhen::kEnd, MemCategory::kActivations, -t.bytes);
+      }
       mem.emplace_back(MemWhen::kEnd, MemCategory::kActivations, -input_grad);
       Dequantized(*it, mem);
       std::vector<int32_t> deps;
