@@ -61,6 +61,9 @@ class ComputeCostModel {
   virtual double OverlapSlowdown() const = 0;
   // Host time to issue the op's kernels (0 = issued at once).
   virtual Duration Dispatch(const Op&) const { return Duration::Zero(); }
+  // False only when Dispatch is zero for every op: the replay then skips asking op by op (no
+  // shipped GPU has a calibrated dispatch_overhead).
+  virtual bool Dispatches() const { return true; }
 };
 
 // The kernels an op launches: Op::kernels for a forward or recompute op (one unless an eager
@@ -87,6 +90,7 @@ class RooflineCostModel final : public ComputeCostModel {
   Duration Dispatch(const Op& op) const override {
     return gpu_.calibration.dispatch_overhead * KernelsOf(op);
   }
+  bool Dispatches() const override { return gpu_.calibration.dispatch_overhead > Duration::Zero(); }
 
  private:
   // Every field of an op that ComputeDuration and HostDuration read, floating-point ones by

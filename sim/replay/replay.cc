@@ -21,58 +21,6 @@ using cost::LinkClass;
 
 namespace {
 
-// Task t of the executor is op (t % ops) of DP replica (t / ops); the op runs on simulated GPU
-// replica·stages + op.stage, whose streams are gpu·kNumStreams + StreamKind.
-engine::TaskGraph BuildGraph(const OpProgram& p, int32_t replicas) {
-  const int32_t n = static_cast<int32_t>(p.ops.size());
-  engine::TaskGraph g;
-  g.num_streams = replicas * p.stages * kNumStreams;
-  const int64_t tasks = static_cast<int64_t>(n) * replicas;
-  g.stream.resize(tasks);
-  g.pred_count.resize(tasks);
-  g.succ_begin.assign(tasks + 1, 0);
-  // Successor counts per op, shared by every replica.
-  std::vector<int32_t> succ_count(n, 0);
-  for (const Op& op : p.ops) {
-    for (int32_t i = op.deps_begin; i < op.deps_end; ++i) succ_count[p.deps[i]]++;
-  }
-  for (int32_t r = 0; r < replicas; ++r) {
-    for (int32_t o = 0; o < n; ++o) {
-      const int64_t t = static_cast<int64_t>(r) * n + o;
-      const Op& op = p.ops[o];
-      g.stream[t] = (r * p.stages + op.stage) * kNumStreams + static_cast<int32_t>(op.stream);
-      g.pred_count[t] = op.deps_end - op.deps_begin;
-      g.succ_begin[t + 1] = g.succ_begin[t] + succ_count[o];
-    }
-  }
-  g.succ.resize(g.succ_begin.back());
-  std::vector<int32_t> fill(g.succ_begin.begin(), g.succ_begin.end() - 1);
-  for (int32_t r = 0; r < replicas; ++r) {
-    const int32_t base = r * n;
-    for (int32_t o = 0; o < n; ++o) {
-      const Op& op = p.ops[o];
-      for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
-        g.succ[fill[base + p.deps[i]]++] = base + o;
-      }
-    }
-  }
-  if (replicas > 1) {
-    // Each data-parallel collective starts on all replicas together.
-    g.join.assign(tasks, std::nullopt);
-    g.join_begin.push_back(0);
-    for (int32_t o = 0; o < n; ++o) {
-      if (p.ops[o].stream != StreamKind::kComm) continue;
-      const int32_t j = static_cast<int32_t>(g.join_begin.size()) - 1;
-      for (int32_t r = 0; r < replicas; ++r) {
-        g.join[static_cast<int64_t>(r) * n + o] = j;
-        g.join_members.push_back(r * n + o);
-      }
-      g.join_begin.push_back(static_cast<int32_t>(g.join_members.size()));
-    }
-  }
-  return g;
-}
-
 // Each stage's host issues its ops one after another in program order (the order lowering
 // emitted them, which is the order the training loop launches them), each taking
 // compute.Dispatch(op): an op may not start before the host has issued it. The host never waits
@@ -80,6 +28,7 @@ engine::TaskGraph BuildGraph(const OpProgram& p, int32_t replicas) {
 // shorter than their launch. No release times at all when dispatch is free.
 void SetReleaseTimes(const OpProgram& p, const cost::ComputeCostModel& compute, int32_t replicas,
                      engine::TaskGraph& g) {
+  if (!compute.Dispatches()) return;
   const int32_t n = static_cast<int32_t>(p.ops.size());
   std::vector<Duration> host(static_cast<size_t>(p.stages), Duration::Zero());
   std::vector<Duration> release(n);
@@ -132,11 +81,38 @@ struct Interval {
   Duration start, end;
 };
 
+// What a program's collectives add to its result, op by op in program order (the slowest of a
+// kind is the first to reach its time).
+struct CollectiveTotals {
+  std::array<ReplayResult::CollectiveStats, kNumCollectiveKinds> stats{};
+  // Bytes each stage's GPU sends per collective kind, summed over the stages (Finalize
+  // averages).
+  std::array<Bytes, kNumCollectiveKinds> sent{};
+
+  void Add(const CollectiveSpec& c, const cost::PricedCollective& priced) {
+    const int kind = static_cast<int>(c.kind);
+    sent[kind] += BytesSentPerGpu(c.kind, c.tensor, c.group.size);
+    auto& st = stats[kind];
+    st.count++;
+    st.time += priced.time;
+    st.by_algorithm[static_cast<int>(priced.algorithm)]++;
+    st.by_protocol[static_cast<int>(priced.protocol)]++;
+    if (priced.time > st.slowest) {
+      st.slowest = priced.time;
+      st.busiest_link = priced.busiest_link;
+      st.busiest_load = priced.busiest_load;
+    }
+  }
+};
+
 // What a replay has done by a boundary, over its first `prefix` ops (ReplayListener::Save,
 // Restore): the listener's running state, and the result's time accounts and ledgers.
 struct ListenerState {
   int32_t prefix = 0;
-  std::vector<Duration> prices;  // the prefix ops' times alone (HotOp::base)
+  std::vector<HotOp> hot;  // the prefix ops as the loop reads them, priced
+  // What the prefix's collectives add to the result (ReplayResult::collectives,
+  // comm_bytes_sent), in program order.
+  CollectiveTotals totals;
   std::vector<int32_t> comm_running;
   std::vector<RunningCompute> running;
   std::vector<Duration> compute_free, last_end, finish, start;
@@ -150,35 +126,33 @@ struct ListenerState {
 
 class ReplayListener {
  public:
-  // `known`: the times alone of the program's first ops, when another replay of the same ops
-  // priced them (a fork: ListenerState::prices); the rest are priced here.
+  // `known`: the state of a replay of a program whose first `known->prefix` ops are these
+  // program's (a fork, or a fold's next short replay: CommonPrefix), whose ops were priced
+  // there and are taken as they are; the rest are priced here.
   ReplayListener(const cost::ComputeCostModel& compute, const cost::CollectiveCostModel& comm,
                  const ReplayOptions& options, ReplayResult& result,
-                 const std::vector<Duration>* known = nullptr)
+                 const ListenerState* known = nullptr)
       : options_(options),
+        comm_(comm),
         r_(result),
         p_(result.program),
         slowdown_(compute.OverlapSlowdown()),
         sharing_(result.simulated_ranks) {
-    hot_.reserve(p_.ops.size());
-    for (const Op& op : p_.ops) {
+    const size_t n = p_.ops.size();
+    hot_.reserve(n);
+    CollectiveTotals totals;
+    if (known && SameRanges(*known)) {
+      hot_.assign(known->hot.begin(), known->hot.end());
+      totals = known->totals;
+    }
+    for (size_t o = hot_.size(); o < n; ++o) {
+      const Op& op = p_.ops[o];
       Duration d;
-      if (known && hot_.size() < known->size() && op.kind != OpKind::kCollective) {
-        d = (*known)[hot_.size()];
-      } else if (op.kind == OpKind::kCollective) {
+      if (op.kind == OpKind::kCollective) {
         const CollectiveSpec& c = p_.CollectiveOf(op);
         const cost::PricedCollective& priced = comm.Price(c.kind, c.tensor, c.group, c.buckets);
         d = priced.time;
-        auto& st = r_.collectives[static_cast<int>(c.kind)];
-        st.count++;
-        st.time += d;
-        st.by_algorithm[static_cast<int>(priced.algorithm)]++;
-        st.by_protocol[static_cast<int>(priced.protocol)]++;
-        if (d > st.slowest) {
-          st.slowest = d;
-          st.busiest_link = priced.busiest_link;
-          st.busiest_load = priced.busiest_load;
-        }
+        totals.Add(c, priced);
       } else {
         d = compute.Time(op);
       }
@@ -188,6 +162,8 @@ class ReplayListener {
                                ? LinkClass::kFabric
                                : LinkClass::kNvlink});
     }
+    r_.collectives = std::move(totals.stats);
+    r_.comm_bytes_sent = totals.sent;
     const int32_t gpus = r_.simulated_ranks;
     comm_running_.assign(gpus, 0);
     running_.assign(gpus, RunningCompute{});
@@ -276,13 +252,33 @@ class ReplayListener {
   // Forked replays (prefix_watch.h): the watches told of every start and finish.
   void Watch(PrefixWatch* w) { watches_.push_back(w); }
 
+  // Whether `known`'s prefix ops index this program's dependency and memory arrays as they
+  // index their own: CommonPrefix found the same ops with as many dependencies and actions
+  // each, and an op's ranges follow the one before it (ProgramBuilder::Add), so equal ends of
+  // the prefix mean equal ranges throughout.
+  bool SameRanges(const ListenerState& known) const {
+    const size_t k = known.hot.size();
+    if (k == 0 || k > p_.ops.size() || static_cast<int32_t>(k) != known.prefix) return false;
+    const HotOp &a = known.hot.front(), &b = known.hot.back();
+    const Op &x = p_.ops.front(), &y = p_.ops[k - 1];
+    return a.mem_begin == x.mem_begin && a.deps_begin == x.deps_begin && b.mem_end == y.mem_end &&
+           b.deps_end == y.deps_end;
+  }
+
+  const std::vector<HotOp>& hot() const { return hot_; }
+
   // What this replay has done by now, over its first `prefix` ops (their finish and start
-  // times; the rest of the state is whole).
+  // times, and what their collectives add to the result; the rest of the state is whole).
   ListenerState Save(int32_t prefix) const {
-    std::vector<Duration> prices(static_cast<size_t>(prefix));
-    for (int32_t o = 0; o < prefix; ++o) prices[o] = hot_[o].base;
+    CollectiveTotals totals;
+    for (int32_t o = 0; o < prefix; ++o) {
+      if (hot_[o].kind != OpKind::kCollective) continue;
+      const CollectiveSpec& c = p_.CollectiveOf(p_.ops[o]);
+      totals.Add(c, comm_.Price(c.kind, c.tensor, c.group, c.buckets));
+    }
     return ListenerState{prefix,
-                         std::move(prices),
+                         {hot_.begin(), hot_.begin() + prefix},
+                         std::move(totals),
                          comm_running_,
                          running_,
                          compute_free_,
@@ -420,6 +416,7 @@ class ReplayListener {
   }
 
   const ReplayOptions& options_;
+  const cost::CollectiveCostModel& comm_;
   ReplayResult& r_;
   const OpProgram& p_;
   std::vector<HotOp> hot_;               // per op
@@ -436,13 +433,58 @@ class ReplayListener {
   std::vector<PrefixWatch*> watches_;
 };
 
-// Bytes each stage's GPU sends per collective kind, summed over the stages (Finalize averages).
-void CountBytes(ReplayResult& r) {
-  for (const Op& op : r.program.ops) {
-    if (op.kind != OpKind::kCollective) continue;
-    const CollectiveSpec& c = r.program.CollectiveOf(op);
-    r.comm_bytes_sent[static_cast<int>(c.kind)] += BytesSentPerGpu(c.kind, c.tensor, c.group.size);
+// Task t of the executor is op (t % ops) of DP replica (t / ops); the op runs on simulated GPU
+// replica·stages + op.stage, whose streams are gpu·kNumStreams + StreamKind. Read from the
+// listener's packed ops (`hot`, one per op of `p`), not the program's, which are three times
+// larger.
+engine::TaskGraph BuildGraph(const OpProgram& p, const std::vector<HotOp>& hot, int32_t replicas) {
+  const int32_t n = static_cast<int32_t>(hot.size());
+  engine::TaskGraph g;
+  g.num_streams = replicas * p.stages * kNumStreams;
+  const int64_t tasks = static_cast<int64_t>(n) * replicas;
+  g.stream.resize(tasks);
+  g.pred_count.resize(tasks);
+  g.succ_begin.assign(tasks + 1, 0);
+  // Successor counts per op, shared by every replica.
+  std::vector<int32_t> succ_count(n, 0);
+  for (const HotOp& op : hot) {
+    for (int32_t i = op.deps_begin; i < op.deps_end; ++i) succ_count[p.deps[i]]++;
   }
+  for (int32_t r = 0; r < replicas; ++r) {
+    for (int32_t o = 0; o < n; ++o) {
+      const int64_t t = static_cast<int64_t>(r) * n + o;
+      const HotOp& op = hot[o];
+      g.stream[t] = (r * p.stages + op.stage) * kNumStreams + static_cast<int32_t>(op.stream);
+      g.pred_count[t] = op.deps_end - op.deps_begin;
+      g.succ_begin[t + 1] = g.succ_begin[t] + succ_count[o];
+    }
+  }
+  g.succ.resize(g.succ_begin.back());
+  std::vector<int32_t> fill(g.succ_begin.begin(), g.succ_begin.end() - 1);
+  for (int32_t r = 0; r < replicas; ++r) {
+    const int32_t base = r * n;
+    for (int32_t o = 0; o < n; ++o) {
+      const HotOp& op = hot[o];
+      for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
+        g.succ[fill[base + p.deps[i]]++] = base + o;
+      }
+    }
+  }
+  if (replicas > 1) {
+    // Each data-parallel collective starts on all replicas together.
+    g.join.assign(tasks, std::nullopt);
+    g.join_begin.push_back(0);
+    for (int32_t o = 0; o < n; ++o) {
+      if (hot[o].stream != StreamKind::kComm) continue;
+      const int32_t j = static_cast<int32_t>(g.join_begin.size()) - 1;
+      for (int32_t r = 0; r < replicas; ++r) {
+        g.join[static_cast<int64_t>(r) * n + o] = j;
+        g.join_members.push_back(r * n + o);
+      }
+      g.join_begin.push_back(static_cast<int32_t>(g.join_members.size()));
+    }
+  }
+  return g;
 }
 
 // FLOPs per GPU per step, averaged over the pipeline stages (every stage is a GPU). A stage's
@@ -552,7 +594,7 @@ struct ReplayRun {
 std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostModel& compute,
                                    const cost::CollectiveCostModel& comm, Bytes capacity,
                                    const ReplayOptions& options,
-                                   const std::vector<Duration>* known_prices = nullptr) {
+                                   const ListenerState* known = nullptr) {
   auto run = std::make_unique<ReplayRun>();
   ReplayResult& r = run->r;
   r.program = std::move(program);
@@ -567,10 +609,9 @@ std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostMod
     }
     r.ledgers.back().MarkPersistent();
   }
-  run->graph = BuildGraph(r.program, replicas);
+  run->listener.emplace(compute, comm, options, r, known);
+  run->graph = BuildGraph(r.program, run->listener->hot(), replicas);
   SetReleaseTimes(r.program, compute, replicas, run->graph);
-  run->listener.emplace(compute, comm, options, r, known_prices);
-  CountBytes(r);
   run->executor.emplace(run->graph, *run->listener);
   return run;
 }
@@ -619,7 +660,7 @@ std::optional<ReplayResult> ReplayFrom(OpProgram& program, const engine::Executo
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options) {
-  auto run = Prepare(std::move(program), compute, comm, capacity, options, &listener.prices);
+  auto run = Prepare(std::move(program), compute, comm, capacity, options, &listener);
   run->listener->Restore(listener);
   if (!run->executor->Adopt(exec)) {
     program = std::move(run->r.program);
@@ -721,7 +762,7 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
   // The next state to keep: where this program parts from `previous`, which the next longer
   // program shares.
   std::optional<PrefixWatch> watch = PrefixWatch::Make(program, previous, shared);
-  auto run = Prepare(std::move(program), compute, comm, capacity, options, &from->listener.prices);
+  auto run = Prepare(std::move(program), compute, comm, capacity, options, &from->listener);
   run->listener->Restore(from->listener);
   if (!run->executor->Adopt(from->executor)) {
     return ReplayRaw(std::move(run->r.program), compute, comm, capacity, options);
