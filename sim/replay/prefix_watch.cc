@@ -72,6 +72,7 @@ std::optional<PrefixWatch> PrefixWatch::Make(const OpProgram& running, const OpP
   // The last prefix op of each stream.
   std::vector<int32_t> last(static_cast<size_t>(running.stages) * kNumStreams, -1);
   for (int32_t t = 0; t < prefix; ++t) last[StreamOf(running.ops[t])] = t;
+  std::vector<int32_t> preds;  // one item's, reused
   for (const OpProgram* p : {&running, &other}) {
     std::vector<uint8_t> stream_seen(last.size(), 0);
     for (int32_t t = prefix; t < static_cast<int32_t>(p->ops.size()); ++t) {
@@ -85,7 +86,7 @@ std::optional<PrefixWatch> PrefixWatch::Make(const OpProgram& running, const OpP
         if (op.mem_begin != op.mem_start) return std::nullopt;
         if (first_on_stream) {
           if (last[s] < 0) return std::nullopt;
-          w.AddItem({last[s]});
+          w.AddItem({&last[s], 1});
         }
         continue;
       }
@@ -94,17 +95,17 @@ std::optional<PrefixWatch> PrefixWatch::Make(const OpProgram& running, const OpP
       if (std::any_of(deps_begin, deps_end, [&](int32_t d) { return d >= prefix; })) {
         continue;  // touched only after an op past the prefix
       }
-      std::vector<int32_t> preds(deps_begin, deps_end);
+      preds.assign(deps_begin, deps_end);
       std::sort(preds.begin(), preds.end());
       preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
-      w.AddItem(std::move(preds));
+      w.AddItem(preds);
     }
   }
   w.Index();
   return w;
 }
 
-void PrefixWatch::AddItem(std::vector<int32_t> preds) {
+void PrefixWatch::AddItem(absl::Span<const int32_t> preds) {
   preds_.insert(preds_.end(), preds.begin(), preds.end());
   preds_begin_.push_back(static_cast<int32_t>(preds_.size()));
   unstarted_.push_back(static_cast<int32_t>(preds.size()));

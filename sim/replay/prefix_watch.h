@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "sim/base/units.h"
 #include "sim/workload/program.h"
 
@@ -83,7 +84,7 @@ class PrefixWatch {
 
  private:
   // Items: each a set of prefix ops whose all finishing touches an op past the prefix.
-  void AddItem(std::vector<int32_t> preds);
+  void AddItem(absl::Span<const int32_t> preds);
   void Index();
 
   int32_t prefix_ = 0;

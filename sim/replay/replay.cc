@@ -144,6 +144,7 @@ class ReplayListener {
     if (known && SameRanges(*known)) {
       hot_.assign(known->hot.begin(), known->hot.end());
       totals = known->totals;
+      saved_ = {known->prefix, known->totals};
     }
     for (size_t o = hot_.size(); o < n; ++o) {
       const Op& op = p_.ops[o];
@@ -270,15 +271,17 @@ class ReplayListener {
   // What this replay has done by now, over its first `prefix` ops (their finish and start
   // times, and what their collectives add to the result; the rest of the state is whole).
   ListenerState Save(int32_t prefix) const {
-    CollectiveTotals totals;
-    for (int32_t o = 0; o < prefix; ++o) {
+    // On from the last Save (forks come in order of their prefixes), or the known prefix.
+    if (prefix < saved_.upto) saved_ = {};
+    for (int32_t o = saved_.upto; o < prefix; ++o) {
       if (hot_[o].kind != OpKind::kCollective) continue;
       const CollectiveSpec& c = p_.CollectiveOf(p_.ops[o]);
-      totals.Add(c, comm_.Price(c.kind, c.tensor, c.group, c.buckets));
+      saved_.totals.Add(c, comm_.Price(c.kind, c.tensor, c.group, c.buckets));
     }
+    saved_.upto = prefix;
     return ListenerState{prefix,
                          {hot_.begin(), hot_.begin() + prefix},
-                         std::move(totals),
+                         saved_.totals,
                          comm_running_,
                          running_,
                          compute_free_,
@@ -431,6 +434,11 @@ class ReplayListener {
   std::vector<Bytes> host_;  // per simulated GPU: offloaded activations held on the host
   cost::LinkSharing sharing_;
   std::vector<PrefixWatch*> watches_;
+  // What the collectives of the first `upto` ops add to the result, as of the last Save.
+  struct {
+    int32_t upto = 0;
+    CollectiveTotals totals;
+  } mutable saved_;
 };
 
 // Task t of the executor is op (t % ops) of DP replica (t / ops); the op runs on simulated GPU
