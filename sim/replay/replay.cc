@@ -497,9 +497,9 @@ engine::TaskGraph BuildGraph(const OpProgram& p, const std::vector<HotOp>& hot, 
 
 // FLOPs per GPU per step, averaged over the pipeline stages (every stage is a GPU). A stage's
 // micro-batches run the same ops, so its FLOPs are one micro-batch's (summed op by op in program
-// order) times `micro_batches`: the same double whether the program holds every micro-batch or
-// a folded few (sim/replay/fold.h). A stage whose micro-batches differ is summed micro-batch by
-// micro-batch; returns whether none did.
+// order) times `micro_batches` (kAsLowered: as many as the program holds): the same double
+// whether the program holds every micro-batch or a folded few (sim/replay/fold.h). A stage whose
+// micro-batches differ is summed micro-batch by micro-batch; returns whether none did.
 bool CountFlops(ReplayResult& r, int64_t micro_batches) {
   struct Work {
     Flops model, hardware, recompute;
@@ -510,7 +510,9 @@ bool CountFlops(ReplayResult& r, int64_t micro_batches) {
   };
   const int32_t stages = r.program.stages;
   std::vector<std::vector<Work>> by(stages);  // [stage][micro-batch]
+  int32_t last = 0;                           // the highest micro-batch index (MicroBatchesOf)
   for (const Op& op : r.program.ops) {
+    last = std::max(last, op.micro_batch);
     if (op.kind == OpKind::kCollective || op.pass == OpPass::kStep) continue;
     std::vector<Work>& w = by[op.stage];
     if (static_cast<int32_t>(w.size()) <= op.micro_batch) w.resize(op.micro_batch + 1);
@@ -534,6 +536,7 @@ bool CountFlops(ReplayResult& r, int64_t micro_batches) {
         break;  // neither model nor hardware FLOPs by convention
     }
   }
+  if (micro_batches == kAsLowered) micro_batches = last + 1;
   r.model_flops = r.hardware_flops = r.recompute_flops = Flops();
   bool uniform = true;
   for (const std::vector<Work>& w : by) {
@@ -811,9 +814,8 @@ int64_t MicroBatchesOf(const OpProgram& p) {
 ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
                     const cost::CollectiveCostModel& comm, Bytes capacity,
                     const ReplayOptions& options) {
-  const int64_t micro_batches = MicroBatchesOf(program);
   ReplayResult r = ReplayRaw(std::move(program), compute, comm, capacity, options);
-  Finalize(r, micro_batches);
+  Finalize(r, kAsLowered);
   return r;
 }
 
