@@ -88,7 +88,8 @@ struct ExecutorSnapshot {
   ExecutionStats stats;
 };
 
-// OnStart returns the task's duration (>= 0).
+// OnStart returns the task's duration (>= 0). A listener may also have Prefetch(task), told
+// which task a stream starts next when it starts one (to fetch what OnStart will read).
 template <class L>
 concept ExecutorListener = requires(L& l, int32_t task, Duration now, Rescheduler& r) {
   { l.OnIssue(task, now) } -> std::same_as<void>;
@@ -315,12 +316,21 @@ class Executor final : private Rescheduler {
   }
 
   void Start(int32_t t, Duration now) {
-    busy_[g_.stream[t]] = 1;
+    const int32_t s = g_.stream[t];
+    busy_[s] = 1;
     started_[t] = 1;
     const Duration d = l_.OnStart(t, now, *this);
     SIM_CHECK(d >= Duration::Zero(), "negative task duration");
     finish_at_[t] = now + d;
     q_.Schedule(now + d, t);
+    // The stream's next task starts after this one: fetch what its start reads now, while
+    // other events run. In a long program those reads missed the cache (a quarter of Start's
+    // cycles on the GPT-3 175B pipeline; perf).
+    if (const int32_t h = head_[s] + 1; h < queue_begin_[s + 1]) {
+      const int32_t next = queue_[h];
+      __builtin_prefetch(&finish_at_[next]);
+      if constexpr (requires { l_.Prefetch(next); }) l_.Prefetch(next);
+    }
   }
 
   void Reschedule(int32_t t, Duration finish) override {

@@ -179,6 +179,12 @@ class ReplayListener {
 
   void OnIssue(int32_t task, Duration now) { ApplyMemory(task, MemWhen::kIssue, now); }
 
+  // The executor starts `task` next on its stream (Executor::Start).
+  void Prefetch(int32_t task) const {
+    __builtin_prefetch(&hot_[Split(task).second]);
+    __builtin_prefetch(&start_[task]);
+  }
+
   Duration OnStart(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
     for (PrefixWatch* w : watches_) w->Started(task);
     const auto [replica, o] = Split(task);
