@@ -257,7 +257,7 @@ class Lowerer {
     return b_.Add(op, deps, mem);
   }
   void AddMemToLast(MemAction a) { b_.AddMemToLast(a); }
-  std::vector<int32_t> AnchorDeps() const { return b_.AnchorDeps(); }
+  ProgramBuilder::DepList AnchorDeps() const { return b_.AnchorDeps(); }
   Op Collective(absl::string_view name, CollectiveKind kind, Bytes tensor, CommGroup group,
                 std::optional<int32_t> g) {
     return b_.Collective(name, kind, tensor, group, g);
@@ -530,7 +530,7 @@ class Lowerer {
   // so far; the buffer is allocated at launch.
   // `buffers`: the tensors it fills, allocated at launch (one of `buffer` bytes when none).
   int32_t EmitGather(int32_t g, Bytes buffer, const MemList& buffers = {}) {
-    std::vector<int32_t> deps = AnchorDeps();
+    ProgramBuilder::DepList deps = AnchorDeps();
     Bytes shard;
     if (s_.parallel.offload.params != OffloadTarget::kNone) {
       // The shard comes in from the host first (ZeRO-Infinity, FSDP CPUOffload) and is freed
@@ -729,7 +729,7 @@ class Lowerer {
     std::vector<int32_t> deps;
     if (gather_pending_[g] && policy_->CopiesAroundCollectives()) {
       const Bytes w = group_weights_[g];
-      std::vector<int32_t> after = AnchorDeps();
+      ProgramBuilder::DepList after = AnchorDeps();
       after.push_back(*gather_pending_[g]);
       deps.push_back(
           Add(Compute("param_copy_out", b_.pass(), OpClass::kMemoryBound, Flops(), w + w, g), after,
@@ -883,6 +883,14 @@ class Lowerer {
     return out;
   }
 
+  // The dependency list of the layer op being lowered, empty: one vector reused op after op
+  // (LayerForward, RecomputeLayer, LayerBackward; none calls another while it holds the list),
+  // where a vector per op was the lowering's most frequent heap allocation.
+  std::vector<int32_t>& OpDeps() {
+    op_deps_.clear();
+    return op_deps_;
+  }
+
   void LayerForward(int32_t g, std::vector<int32_t> first_deps, const GatherFrees& free_gather) {
     const LayerCheckpoint c = CheckpointOf(g);
     const Bytes cast = policy_->CastCopies(group_params_[g]);
@@ -898,8 +906,8 @@ class Lowerer {
         if (!Kept(g, c, lo, t)) dropped.push_back(t.bytes);
       }
       Dequantized(lo, mem);
-      std::vector<int32_t> deps;
-      if (i == 0) deps.swap(first_deps);
+      std::vector<int32_t>& deps = OpDeps();
+      if (i == 0) deps.assign(first_deps.begin(), first_deps.end());
       Hooks(g, lo.name, /*backward=*/false, deps, mem);
       LayerOpWithComms(lo, FromLayerOp(lo, OpPass::kForward, g), deps, std::move(mem),
                        /*backward=*/false);
@@ -983,11 +991,12 @@ class Lowerer {
         continue;
       }
       const double share = c.policy == Recompute::kOp ? lo.sac_recompute : 1.0;
-      std::vector<int32_t> op_deps;
+      std::vector<int32_t>& op_deps = OpDeps();
       if (!emitted) {
         mem.insert(mem.end(), first.begin(), first.end());
         first.clear();
-        op_deps.swap(deps);
+        op_deps.assign(deps.begin(), deps.end());
+        deps.clear();
       }
       Dequantized(lo, mem);
       Op x = FromLayerOp(lo, OpPass::kRecompute, g);
@@ -1025,11 +1034,11 @@ class Lowerer {
       }
       mem.emplace_back(MemWhen::kEnd, MemCategory::kActivations, -input_grad);
       Dequantized(*it, mem);
-      std::vector<int32_t> deps;
+      std::vector<int32_t>& deps = OpDeps();
       if (first) {
         mem.insert(mem.end(), grads.begin(), grads.end());
         grads.clear();
-        deps.swap(first_deps);
+        deps.assign(first_deps.begin(), first_deps.end());
       }
       Hooks(g, it->name, /*backward=*/true, deps, mem);
       LayerOpWithComms(*it, FromLayerOp(*it, OpPass::kBackward, g), deps, std::move(mem),
@@ -1275,7 +1284,7 @@ class Lowerer {
   // or their gradient (backward) of the unit's tokens. Every TP rank sends its 1/t share
   // (Megatron-LM's scatter-gather across the TP group, or the SP shard). Returns the op.
   int32_t Send(int32_t g) {
-    std::vector<int32_t> deps = AnchorDeps();
+    ProgramBuilder::DepList deps = AnchorDeps();
     deps.insert(deps.end(), b_.waits().begin(), b_.waits().end());
     deps.insert(deps.end(), b_.overlapped().begin(), b_.overlapped().end());
     Op op = Collective("send_recv", CollectiveKind::kSendRecv, act_bytes_ / s_.parallel.tp,
@@ -1474,6 +1483,7 @@ class Lowerer {
   size_t next_hook_op_ = 0;
   Zero3Coordinator::Fetched zero3_fetched_;  // scratch
   std::vector<int32_t> released_;            // scratch
+  std::vector<int32_t> op_deps_;             // scratch: OpDeps
   // Reduction buffers (DataParallelPolicy::BackwardBuffers) allocated, per stage, and the
   // actions the next backward op carries.
   std::vector<bool> backward_buffers_live_ =

@@ -85,8 +85,8 @@ Op ProgramBuilder::Collective(absl::string_view name, CollectiveKind kind, Bytes
   return op;
 }
 
-std::vector<int32_t> ProgramBuilder::AnchorDeps() const {
-  std::vector<int32_t> deps;
+ProgramBuilder::DepList ProgramBuilder::AnchorDeps() const {
+  DepList deps;
   if (const auto& last = st_[stage_].last_compute) deps.push_back(*last);
   return deps;
 }

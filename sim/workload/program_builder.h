@@ -54,8 +54,11 @@ class ProgramBuilder {
                 std::optional<int32_t> g);
   CollectiveSpec& Spec(const Op& op) { return program_->collectives[*op.collective]; }
 
-  // The current stage's last compute op, as a dependency list (empty before the first).
-  std::vector<int32_t> AnchorDeps() const;
+  // The current stage's last compute op, as a dependency list (empty before the first); inline
+  // room for the few ops callers add, so that no list is a heap allocation (a ZeRO-3 step makes
+  // one per gather).
+  using DepList = absl::InlinedVector<int32_t, 6>;
+  DepList AnchorDeps() const;
   std::optional<int32_t> last_compute() const { return st_[stage_].last_compute; }
 
   // TP/CP collectives launched beside the next compute op.

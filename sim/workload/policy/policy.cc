@@ -95,7 +95,7 @@ void DataParallelPolicy::StepReduce(DpEnv& env, const std::vector<int32_t>& grou
   }
   for (const Part& part : Parts(env, params, experts, env.grad_group)) {
     if (part.group.size <= 1) {  // nothing to reduce with one replica
-      const std::vector<int32_t> anchor = env.b.AnchorDeps();
+      const ProgramBuilder::DepList anchor = env.b.AnchorDeps();
       if (GradientsToHost() && !anchor.empty()) {
         step_reductions_[env.b.stage()].push_back(
             CopyGradientsToHost(env, anchor[0], part.params, g));
@@ -130,7 +130,7 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
   }
   // Stages 2 and 3: reduce-scatter the layer's gradients in every micro-batch (an MoE layer's
   // experts over their own group); its full gradients are freed when the reduce-scatter ends.
-  const std::vector<int32_t> deps = env.b.AnchorDeps();
+  const ProgramBuilder::DepList deps = env.b.AnchorDeps();
   // Copied into the bucket as the backward produced them: gone when the backward ends.
   if (GradientsIntoBucket()) {
     env.b.AddMemToLast(
