@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sim/config/loaders.h"
+#include "sim/replay/replay.h"
 #include "sim/workload/lowering.h"
 
 namespace sim {
@@ -100,6 +101,39 @@ TEST_CASE("ops that differ in one priced field are priced apart", "[cost]") {
       CHECK(model.Time(changed) == other);
     }
   }
+}
+
+// The replay skips asking every op for its host dispatch time when the model says none takes any
+// (ComputeCostModel::Dispatches): that must hold exactly when no op does, and a GPU with a
+// dispatch overhead must still be host-paced.
+TEST_CASE("the roofline skips host dispatch only where no op takes any", "[cost]") {
+  Scenario s = Load("bf16");
+  auto p = Lower(s);
+  REQUIRE(p.ok());
+  REQUIRE(s.cluster.gpu.calibration.dispatch_overhead == Duration::Zero());
+  int64_t dispatched = 0;
+  {
+    const cost::RooflineCostModel model = Model(s);
+    CHECK_FALSE(model.Dispatches());
+    for (const Op& op : p->ops) dispatched += model.Dispatch(op) > Duration::Zero();
+    CHECK(dispatched == 0);
+  }
+  const auto free = replay::Simulate(s, {});
+  REQUIRE(free.ok());
+
+  s.cluster.gpu.calibration.dispatch_overhead = Duration::Milliseconds(1);
+  const cost::RooflineCostModel model = Model(s);
+  CHECK(model.Dispatches());
+  Duration host;  // the one stage's host issues every op in turn
+  for (const Op& op : p->ops) host += model.Dispatch(op);
+  for (const Op& op : p->ops) dispatched += model.Dispatch(op) > Duration::Zero();
+  CHECK(dispatched == static_cast<int64_t>(p->ops.size()));  // every op launches a kernel
+  replay::ReplayOptions unfolded;
+  unfolded.fold = false;
+  const auto paced = replay::Simulate(s, unfolded);
+  REQUIRE(paced.ok());
+  CHECK(host > free->step);  // so that pacing shows
+  CHECK(paced->step >= host);
 }
 
 }  // namespace
