@@ -125,8 +125,11 @@ TEST_CASE("the roofline skips host dispatch only where no op takes any", "[cost]
   const cost::RooflineCostModel model = Model(s);
   CHECK(model.Dispatches());
   Duration host;  // the one stage's host issues every op in turn
-  for (const Op& op : p->ops) host += model.Dispatch(op);
-  for (const Op& op : p->ops) dispatched += model.Dispatch(op) > Duration::Zero();
+  dispatched = 0;
+  for (const Op& op : p->ops) {
+    host += model.Dispatch(op);
+    dispatched += model.Dispatch(op) > Duration::Zero();
+  }
   CHECK(dispatched == static_cast<int64_t>(p->ops.size()));  // every op launches a kernel
   replay::ReplayOptions unfolded;
   unfolded.fold = false;

@@ -516,7 +516,7 @@ bool CountFlops(ReplayResult& r, int64_t micro_batches) {
   };
   const int32_t stages = r.program.stages;
   std::vector<std::vector<Work>> by(stages);  // [stage][micro-batch]
-  int32_t last = 0;                           // the highest micro-batch index (MicroBatchesOf)
+  int32_t last = 0;                           // the highest micro-batch index of any op
   for (const Op& op : r.program.ops) {
     last = std::max(last, op.micro_batch);
     if (op.kind == OpKind::kCollective || op.pass == OpPass::kStep) continue;
@@ -809,12 +809,6 @@ bool Finalize(ReplayResult& r, int64_t micro_batches) {
   }
   PickTimeStage(r);
   return uniform;
-}
-
-int64_t MicroBatchesOf(const OpProgram& p) {
-  int32_t last = 0;
-  for (const Op& op : p.ops) last = std::max(last, op.micro_batch);
-  return last + 1;
 }
 
 ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,

@@ -45,10 +45,9 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
 // averages over the stages, the report's time keys from the pacing stage. False when some
 // stage's micro-batches differ in FLOPs (then they were summed as the program holds them, which
 // a folded program cannot stand for).
-// kAsLowered: as many as the program holds (MicroBatchesOf), found in the same pass over its ops.
+// kAsLowered: as many as the program holds (its highest micro-batch index + 1), found in the
+// same pass over its ops.
 bool Finalize(ReplayResult& r, int64_t micro_batches);
 inline constexpr int64_t kAsLowered = 0;
-// Micro-batches the program holds (its highest op index + 1).
-int64_t MicroBatchesOf(const OpProgram& p);
 
 }  // namespace sim::replay
