@@ -169,25 +169,27 @@ TEST_CASE("the ledger frees a communication buffer only when its collective ends
   CHECK(ledger.unmatched_frees() == 0);
 }
 
-TEST_CASE("a pool's free index answers as one ordered set, small or large", "[allocator]") {
-  // sim/memory/free_index.h keeps a sorted vector up to 128 keys and a B-tree above (back below
-  // 32): grown past 128, shrunk below 32 and grown again, every best fit and every erase must
-  // be what a std::set of the same keys gives.
+TEST_CASE("a pool's free index answers as one ordered set", "[allocator]") {
+  // sim/memory/free_index.h keeps each size's blocks in a vector of its own, the least last; a
+  // size left without blocks keeps its place until empty sizes are half the index, then they
+  // are dropped. Through ties on one size, sizes emptied and refilled, and many sizes emptied
+  // at once (the compaction), every best fit and every erase must be what a std::set of the
+  // same keys gives.
   using sim::memory::FreeBlockKey;
   sim::memory::FreeIndex index;
   std::set<FreeBlockKey> ref;
   std::mt19937_64 rng(7);
   int32_t next_block = 0;
+  int64_t distinct_sizes = 16;
   auto insert = [&] {
-    // Few distinct sizes, so that ties are broken by segment and offset.
-    const FreeBlockKey k{static_cast<int64_t>(rng() % 16 + 1) * 512,
+    const FreeBlockKey k{static_cast<int64_t>(rng() % distinct_sizes + 1) * 512,
                          static_cast<int32_t>(rng() % 8), next_block++,
                          static_cast<int64_t>(rng() % 4096) * 512};
     if (!ref.insert(k).second) return;
     index.Insert(k);
   };
   auto take = [&] {
-    const int64_t size = static_cast<int64_t>(rng() % 18 + 1) * 512;
+    const int64_t size = static_cast<int64_t>(rng() % (distinct_sizes + 2) + 1) * 512;
     const auto it = ref.lower_bound(FreeBlockKey{size, 0, 0, 0});
     const std::optional<int32_t> want =
         it == ref.end() ? std::nullopt : std::optional<int32_t>(it->block);
@@ -203,14 +205,16 @@ TEST_CASE("a pool's free index answers as one ordered set, small or large", "[al
     CHECK(index.Erase(k) == k.block);
     CHECK_FALSE(index.Erase(k).has_value());  // gone
   };
-  size_t most = 0, least_after_most = 1000;
-  for (int phase = 0; phase < 3; ++phase) {
-    for (int i = 0; i < 300; ++i) insert();  // grows past 128: the B-tree
-    most = std::max(most, index.size());
-    while (ref.size() > 10) (rng() % 2 ? take() : erase());  // below 32: the vector again
-    least_after_most = std::min(least_after_most, index.size());
+  // Few sizes (ties broken by segment and offset), then hundreds of sizes emptied down to a
+  // handful, then few again over the sizes left behind.
+  for (const int64_t sizes : {16, 400, 4}) {
+    distinct_sizes = sizes;
+    for (int i = 0; i < 600; ++i) insert();
+    while (ref.size() > 10) (rng() % 2 ? take() : erase());
+    for (int i = 0; i < 2000; ++i) (rng() % 3 == 0 ? take() : rng() % 3 == 0 ? erase() : insert());
     REQUIRE(index.size() == ref.size());
   }
-  CHECK(most > 128);
-  CHECK(least_after_most < 32);
+  while (!ref.empty()) erase();
+  CHECK(index.size() == 0);
+  CHECK_FALSE(index.TakeAtLeast(512).has_value());
 }
