@@ -170,22 +170,31 @@ TEST_CASE("the ledger frees a communication buffer only when its collective ends
 }
 
 TEST_CASE("a pool's free index answers as one ordered set", "[allocator]") {
-  // sim/memory/free_index.h keeps each size's blocks in a vector of its own, the least last; a
-  // size left without blocks keeps its place until empty sizes are half the index, then they
-  // are dropped. Through ties on one size, sizes emptied and refilled, and many sizes emptied
-  // at once (the compaction), every best fit and every erase must be what a std::set of the
-  // same keys gives.
+  // sim/memory/free_index.h keeps each size's blocks in a vector of its own, the least last,
+  // where an erased block's place stays behind, stale, until it reaches the back or the stale
+  // places outnumber the live ones; a size left without blocks keeps its place until empty
+  // sizes are half the index. Through ties on one size, sizes emptied and refilled, many sizes
+  // emptied at once, and block indices reused (as the allocator reuses merged-away blocks'),
+  // every best fit and every erase must be what a std::set of the same keys gives.
   using sim::memory::FreeBlockKey;
   sim::memory::FreeIndex index;
   std::set<FreeBlockKey> ref;
   std::mt19937_64 rng(7);
   int32_t next_block = 0;
+  std::vector<int32_t> spare;  // indices of blocks out of the index, reused as the allocator does
   int64_t distinct_sizes = 16;
   auto insert = [&] {
+    int32_t block = next_block;
+    if (!spare.empty() && rng() % 2) block = spare.back();
     const FreeBlockKey k{static_cast<int64_t>(rng() % distinct_sizes + 1) * 512,
-                         static_cast<int32_t>(rng() % 8), next_block++,
+                         static_cast<int32_t>(rng() % 8), block,
                          static_cast<int64_t>(rng() % 4096) * 512};
     if (!ref.insert(k).second) return;
+    if (block == next_block) {
+      ++next_block;
+    } else {
+      spare.pop_back();
+    }
     index.Insert(k);
   };
   auto take = [&] {
@@ -193,7 +202,10 @@ TEST_CASE("a pool's free index answers as one ordered set", "[allocator]") {
     const auto it = ref.lower_bound(FreeBlockKey{size, 0, 0, 0});
     const std::optional<int32_t> want =
         it == ref.end() ? std::nullopt : std::optional<int32_t>(it->block);
-    if (it != ref.end()) ref.erase(it);
+    if (it != ref.end()) {
+      ref.erase(it);
+      spare.push_back(*want);
+    }
     CHECK(index.TakeAtLeast(size) == want);
   };
   auto erase = [&] {
@@ -204,6 +216,7 @@ TEST_CASE("a pool's free index answers as one ordered set", "[allocator]") {
     ref.erase(it);
     CHECK(index.Erase(k) == k.block);
     CHECK_FALSE(index.Erase(k).has_value());  // gone
+    spare.push_back(k.block);
   };
   // Few sizes (ties broken by segment and offset), then hundreds of sizes emptied down to a
   // handful, then few again over the sizes left behind.

@@ -9,11 +9,12 @@
 // first releases the cached ones: 200 to 850 blocks of only 6 to 10 distinct sizes in the
 // 144-configuration sweep grid (counted at every insert, README "Benchmarks"), since a step
 // frees the same few tensor shapes over and over. A flat sorted vector moved a whole pool per
-// insert and erase there, and a B-tree walked nodes; per size, the moves are a tenth as long,
-// and most are none: a block freed is most often the least of its size, the one the next
-// request of that size takes, and each size keeps its least block last. The sweep grid took
-// 437-455 ms with the vector and tree, 385-388 ms with this (tools/bench/replay_bench,
-// BM_SweepCheckGrid/1, alternating runs on 2 cores).
+// insert and erase there, and a B-tree walked nodes. Per size, most moves are none: a block
+// freed is most often the least of its size, the one the next request of that size takes
+// (1.66 of 1.83 million inserts over the grid), and each size keeps its least block last; an
+// erase only marks its place stale (Removed). The sweep grid took 440-464 ms with the vector
+// and tree, 376-377 ms with this (tools/bench/replay_bench, BM_SweepCheckGrid/1, median of 3,
+// three rounds alternating with the old binary on the 2-core development machine).
 
 #include <algorithm>
 #include <cstdint>
@@ -37,28 +38,33 @@ struct FreeBlockKey {
 
 class FreeIndex {
  public:
+  // `k.block` is not in the index (the allocator inserts a block only while it is out).
   void Insert(const FreeBlockKey& k) {
-    const auto at = std::lower_bound(sizes_.begin(), sizes_.end(), k.size);
-    const size_t c = static_cast<size_t>(at - sizes_.begin());
-    if (at == sizes_.end() || *at != k.size) {
+    if (static_cast<size_t>(k.block) >= blocks_.size()) blocks_.resize(k.block + 1);
+    BlockState& b = blocks_[k.block];
+    ++b.stamp;  // odd: in the index
+    b.size = k.size;
+    b.segment = k.segment;
+    b.offset = k.offset;
+    size_t c = FirstSizeAtLeast(k.size);
+    if (c == sizes_.size() || sizes_[c] != k.size) {
       // A new size: first drop the empty ones when they are half the index (a step that
       // splits blocks leaves many remainders' sizes behind).
       if (empty_ > sizes_.size() / 2 + 4) {
         Compact();
-        Insert(k);
-        return;
+        c = FirstSizeAtLeast(k.size);
       }
-      sizes_.insert(at, k.size);
-      blocks_.emplace(blocks_.begin() + static_cast<std::ptrdiff_t>(c));
-    } else if (blocks_[c].empty()) {
-      --empty_;
+      sizes_.insert(sizes_.begin() + static_cast<std::ptrdiff_t>(c), k.size);
+      classes_.emplace(classes_.begin() + static_cast<std::ptrdiff_t>(c));
+      ++empty_;
     }
-    std::vector<Place>& in = blocks_[c];
-    const Place p{k.segment, k.block, k.offset};
-    if (in.empty() || Later(in.back(), p)) {
-      in.push_back(p);  // the least of its size: most frees (Later)
+    SizeClass& in = classes_[c];
+    if (in.live++ == 0) --empty_;
+    const Place p{k.offset, k.segment, k.block, b.stamp};
+    if (in.places.empty() || Later(in.places.back(), p)) {
+      in.places.push_back(p);  // the least of its size: most frees (Later)
     } else {
-      in.insert(std::upper_bound(in.begin(), in.end(), p, Later), p);
+      in.places.insert(std::upper_bound(in.places.begin(), in.places.end(), p, Later), p);
     }
     ++size_;
   }
@@ -66,68 +72,115 @@ class FreeIndex {
   // Removes and returns the block of the least key of at least `size` bytes (best fit), or
   // none when no free block is that large.
   std::optional<int32_t> TakeAtLeast(int64_t size) {
-    size_t c =
-        static_cast<size_t>(std::lower_bound(sizes_.begin(), sizes_.end(), size) - sizes_.begin());
-    while (c < blocks_.size() && blocks_[c].empty()) ++c;
-    if (c == blocks_.size()) return std::nullopt;
-    return Remove(c, blocks_[c].end() - 1);
+    size_t c = FirstSizeAtLeast(size);
+    while (c < classes_.size() && classes_[c].live == 0) ++c;
+    if (c == classes_.size()) return std::nullopt;
+    std::vector<Place>& places = classes_[c].places;
+    while (!Valid(places.back())) places.pop_back();  // a live one is left: live > 0
+    const int32_t block = places.back().block;
+    places.pop_back();
+    Removed(c, block);
+    return block;
   }
 
-  // Removes the key that orders as `k`; returns its block, or none when there is none.
+  // Removes the key that orders as `k`; returns its block, or none when there is none. The
+  // block's place stays behind, marked stale, until a take or a sweep passes it.
   std::optional<int32_t> Erase(const FreeBlockKey& k) {
-    const auto at = std::lower_bound(sizes_.begin(), sizes_.end(), k.size);
-    if (at == sizes_.end() || *at != k.size) return std::nullopt;
-    const size_t c = static_cast<size_t>(at - sizes_.begin());
-    std::vector<Place>& in = blocks_[c];
-    const Place p{k.segment, k.block, k.offset};
-    const auto it = std::lower_bound(in.begin(), in.end(), p, Later);
-    if (it == in.end() || Later(p, *it)) return std::nullopt;
-    return Remove(c, it);
+    if (k.block < 0 || static_cast<size_t>(k.block) >= blocks_.size()) return std::nullopt;
+    const BlockState& b = blocks_[k.block];
+    if (b.stamp % 2 == 0 || b.size != k.size || b.segment != k.segment || b.offset != k.offset) {
+      return std::nullopt;
+    }
+    const size_t c = FirstSizeAtLeast(k.size);
+    Removed(c, k.block);
+    return k.block;
   }
 
   size_t size() const { return size_; }
 
  private:
-  // A free block of one size: where it is, and its index in the allocator.
+  // A free block of one size, where it is; `stamp` tells a block's place from the stale
+  // places of its earlier stays in the index (of this size or another, under the same index:
+  // the allocator reuses the indices of merged-away blocks).
   struct Place {
-    int32_t segment = 0;
-    int32_t block = 0;  // carried, not compared
     int64_t offset = 0;
+    int32_t segment = 0;
+    int32_t block = 0;
+    uint32_t stamp = 0;
   };
-  // The order of a size's blocks, the least (the best fit) last: a freed block is most often
+  // The order of a size's places, the least (the best fit) last: a freed block is most often
   // the least of its size (the one a request of that size just took), so that both ends of
   // the churn are at the back of the vector.
   static bool Later(const Place& a, const Place& b) {
     return a.segment != b.segment ? a.segment > b.segment : a.offset > b.offset;
   }
+  struct SizeClass {
+    std::vector<Place> places;  // by (segment, offset) descending, stale ones among them
+    int64_t live = 0;           // places not stale
+  };
+  // A block's key while it is in the index, and how often it entered or left (odd: in).
+  struct BlockState {
+    int64_t size = 0, offset = 0;
+    int32_t segment = 0;
+    uint32_t stamp = 0;
+  };
 
-  // Removes the block at `it` of size class `c`. A size left without blocks keeps its place
-  // (it is most often freed again soon) until empty sizes are half the index (Compact).
-  int32_t Remove(size_t c, std::vector<Place>::iterator it) {
-    const int32_t block = it->block;
-    std::vector<Place>& in = blocks_[c];
-    in.erase(it);
+  bool Valid(const Place& p) const { return blocks_[p.block].stamp == p.stamp; }
+
+  // Block `block` of size class `c` leaves the index. Its place, when not taken already,
+  // goes stale. A stale place is dropped when it reaches the back, or when a size holds more
+  // stale places than live ones: erasing them one by one moved 59 places on average per erase
+  // over the 144-configuration sweep grid (53 million in all; the freed block's neighbours,
+  // merged, lie in newer segments than the least).
+  void Removed(size_t c, int32_t block) {
+    ++blocks_[block].stamp;  // even: out
     --size_;
-    if (in.empty()) ++empty_;
-    return block;
+    SizeClass& in = classes_[c];
+    if (--in.live == 0) {
+      in.places.clear();
+      ++empty_;
+      return;
+    }
+    while (!Valid(in.places.back())) in.places.pop_back();
+    if (in.places.size() > 2 * static_cast<size_t>(in.live) + 16) {
+      in.places.erase(std::remove_if(in.places.begin(), in.places.end(),
+                                     [&](const Place& p) { return !Valid(p); }),
+                      in.places.end());
+    }
   }
 
+  // The index of the least size at least `size` (sizes_.size() when none): a binary search
+  // without branches on the data, which a pool's few sizes would make unpredictable.
+  size_t FirstSizeAtLeast(int64_t size) const {
+    const int64_t* base = sizes_.data();
+    size_t n = sizes_.size();
+    if (n == 0) return 0;
+    while (n > 1) {
+      const size_t half = n / 2;
+      base = base[half - 1] < size ? base + half : base;
+      n -= half;
+    }
+    return static_cast<size_t>(base - sizes_.data()) + (*base < size ? 1 : 0);
+  }
+
+  // Drops the sizes without a live block.
   void Compact() {
     size_t kept = 0;
     for (size_t c = 0; c < sizes_.size(); ++c) {
-      if (blocks_[c].empty()) continue;
+      if (classes_[c].live == 0) continue;
       sizes_[kept] = sizes_[c];
-      std::swap(blocks_[kept], blocks_[c]);
+      std::swap(classes_[kept], classes_[c]);
       ++kept;
     }
     sizes_.resize(kept);
-    blocks_.resize(kept);
+    classes_.resize(kept);
     empty_ = 0;
   }
 
-  std::vector<int64_t> sizes_;              // the distinct sizes of the free blocks, ascending
-  std::vector<std::vector<Place>> blocks_;  // of each size, by (segment, offset) descending
-  size_t empty_ = 0;                        // sizes without a block
+  std::vector<int64_t> sizes_;      // the sizes that have (or had) free blocks, ascending
+  std::vector<SizeClass> classes_;  // of each size
+  std::vector<BlockState> blocks_;  // by block index
+  size_t empty_ = 0;                // sizes without a live block
   size_t size_ = 0;
 };
 
