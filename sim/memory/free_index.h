@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/base/check.h"
+
 namespace sim::memory {
 
 struct FreeBlockKey {
@@ -40,8 +42,10 @@ class FreeIndex {
  public:
   // `k.block` is not in the index (the allocator inserts a block only while it is out).
   void Insert(const FreeBlockKey& k) {
+    SIM_CHECK(k.block >= 0, "a free block without an index");
     if (static_cast<size_t>(k.block) >= blocks_.size()) blocks_.resize(k.block + 1);
     BlockState& b = blocks_[k.block];
+    SIM_CHECK(b.stamp % 2 == 0, "a block inserted twice into its pool's free index");
     ++b.stamp;  // odd: in the index
     b.size = k.size;
     b.segment = k.segment;
@@ -118,7 +122,8 @@ class FreeIndex {
     std::vector<Place> places;  // by (segment, offset) descending, stale ones among them
     int64_t live = 0;           // places not stale
   };
-  // A block's key while it is in the index, and how often it entered or left (odd: in).
+  // A block's key while it is in the index, and how often it entered or left (odd: in; 32
+  // bits wrap only after 2^31 stays of one block index, far beyond any replay).
   struct BlockState {
     int64_t size = 0, offset = 0;
     int32_t segment = 0;
