@@ -58,6 +58,32 @@ TEST_CASE("every bad input file fails with its exact located message", "[config]
   }
 }
 
+// A loader parses its file once and builds each Load from a copy of the tree, which has no
+// line and column (ScenarioLoader::Load); a failed build is redone from a fresh parse. So the
+// same loader locates its errors on every call, after loads that succeeded too.
+TEST_CASE("a loader locates its errors on every load", "[config]") {
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  const std::string file = STEPSIM_SOURCE_DIR "/tests/bad/scenario-batch.yaml";
+  auto loader = config::ScenarioLoader::Open(root, file);
+  REQUIRE(loader.ok());
+  const std::string want = file +
+                           ":11:17: training.global_batch: global_batch 1000 is not a multiple of "
+                           "micro_batch x dp = 1 x 32 = 32";
+  for (int i = 0; i < 2; ++i) {
+    std::vector<config::ConfigProblem> problems;
+    auto bad = loader->Load({}, &problems);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.status().message() == want);
+    REQUIRE(problems.size() == 1);
+    CHECK(problems[0].line == 11);
+    CHECK(problems[0].column == 17);
+    // The same file with the batch mended loads, and the next failure is located all the same.
+    auto good = loader->Load({{"training.global_batch", "1024"}});
+    REQUIRE(good.ok());
+    CHECK(good->training.global_batch == 1024);
+  }
+}
+
 TEST_CASE("overrides are validated like file keys", "[config]") {
   const config::DataRoot root{STEPSIM_SOURCE_DIR};
   const std::string file = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";

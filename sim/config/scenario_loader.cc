@@ -2,6 +2,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -921,6 +922,30 @@ absl::StatusOr<Catalogs> LoadCatalogs(const DataRoot& root) {
   return c;
 }
 
+// A scenario's text parsed once. A sweep loads one scenario per configuration: yaml-cpp's
+// scanner took 1.2 million instructions per parse of scenarios/default.yaml (3.6 % of the
+// 144-configuration sweep grid; callgrind), a clone of the parsed tree a small part of that.
+// A clone loses the nodes' marks (yaml-cpp's NodeEvents emits none), which only error
+// messages read (YamlErrors): Load builds from a clone and, when anything fails, builds again
+// from a fresh parse, so that every message cites its line and column as before.
+struct ParsedText {
+  // None when the text does not parse (Load parses it again and reports why).
+  static std::shared_ptr<const ParsedText> Of(absl::StatusOr<YAML::Node> doc) {
+    if (!doc.ok()) return nullptr;
+    auto p = std::make_shared<ParsedText>();
+    p->root = *std::move(doc);
+    return p;
+  }
+  // A deep copy of the tree, without marks. Serialized: yaml-cpp nodes are not safe to read
+  // from several threads at once.
+  YAML::Node Clone() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return YAML::Clone(root);
+  }
+  YAML::Node root;
+  mutable std::mutex mu;
+};
+
 struct ScenarioLoader::Impl {
   DataRoot data;
   std::string path;
@@ -929,6 +954,8 @@ struct ScenarioLoader::Impl {
   Catalogs catalogs;
   // Shared by the copies of a loader; mutable as the cache it is (Load is const).
   std::shared_ptr<ModelCache> models = std::make_shared<ModelCache>();
+  // `text` parsed once, when it parses (Load clones it instead of parsing it per call).
+  std::shared_ptr<const ParsedText> parsed = nullptr;
 };
 
 absl::StatusOr<ModelSpec> ModelCache::Load(const DataRoot& root, const std::string& name) {
@@ -949,10 +976,12 @@ absl::StatusOr<ScenarioLoader> ScenarioLoader::Open(const DataRoot& data, const 
   if (!text.ok()) return text.status();
   // Refuse an empty file, several documents or a top that is not a mapping now, before any
   // override is applied to it.
-  if (auto doc = ParseYamlMapping(*text, path); !doc.ok()) return doc.status();
+  auto doc = ParseYamlMapping(*text, path);
+  if (!doc.ok()) return doc.status();
   auto catalogs = LoadCatalogs(data);
   if (!catalogs.ok()) return catalogs.status();
   auto impl = std::make_shared<Impl>(Impl{data, path, *std::move(text), {}, *std::move(catalogs)});
+  impl->parsed = ParsedText::Of(std::move(doc));
   return ScenarioLoader(std::move(impl));
 }
 
@@ -961,6 +990,7 @@ absl::StatusOr<ScenarioLoader> ScenarioLoader::FromText(const DataRoot& data, st
   auto catalogs = LoadCatalogs(data);
   if (!catalogs.ok()) return catalogs.status();
   auto impl = std::make_shared<Impl>(Impl{data, origin, std::move(text), {}, *std::move(catalogs)});
+  impl->parsed = ParsedText::Of(ParseYamlMapping(impl->text, origin));
   return ScenarioLoader(std::move(impl));
 }
 
@@ -971,21 +1001,33 @@ absl::StatusOr<ScenarioLoader> ScenarioLoader::FromOverrides(const DataRoot& dat
   if (!catalogs.ok()) return catalogs.status();
   auto impl =
       std::make_shared<Impl>(Impl{data, origin, "{}", std::move(base), *std::move(catalogs)});
+  impl->parsed = ParsedText::Of(ParseYamlMapping(impl->text, origin));
   return ScenarioLoader(std::move(impl));
 }
 
 absl::StatusOr<Scenario> ScenarioLoader::Load(const std::vector<Override>& overrides,
                                               std::vector<ConfigProblem>* problems) const {
-  auto doc = ParseYamlMapping(impl_->text, impl_->path);
-  if (!doc.ok()) return doc.status();
-  YAML::Node root = *doc;
-  for (const auto* list : {&impl_->base, &overrides}) {
-    for (const Override& o : *list) {
-      if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
+  // From the clone first; on any failure, again from a fresh parse, whose marks the messages
+  // cite (ParsedText).
+  auto build = [&](YAML::Node root, std::vector<ConfigProblem>* found) -> absl::StatusOr<Scenario> {
+    for (const auto* list : {&impl_->base, &overrides}) {
+      for (const Override& o : *list) {
+        if (absl::Status st = ApplyOverride(root, o); !st.ok()) return st;
+      }
     }
+    return BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false, found,
+                         impl_->models.get());
+  };
+  absl::StatusOr<Scenario> s = absl::UnknownError("not built");
+  if (impl_->parsed) {
+    std::vector<ConfigProblem> ignored;  // unlocated: the fresh parse below reports them
+    s = build(impl_->parsed->Clone(), &ignored);
   }
-  auto s = BuildScenario(impl_->data, impl_->path, root, impl_->catalogs, /*embedded=*/false,
-                         problems, impl_->models.get());
+  if (!s.ok()) {
+    auto doc = ParseYamlMapping(impl_->text, impl_->path);
+    if (!doc.ok()) return doc.status();
+    s = build(*std::move(doc), problems);
+  }
   if (s.ok()) {
     for (const Override& o : overrides) {
       if (o.key != "name") s->overrides.push_back(absl::StrCat(o.key, "=", o.value));
