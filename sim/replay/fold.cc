@@ -177,8 +177,9 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
       shared.push_back(lowering->shared());
       replayed += plan->k + i * plan->d;
     }
+    // The ops of the longest that the next, a slide's, shares: where its replay will go on from.
     runs = ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options,
-                        nullptr, &snapshot, &shared);
+                        nullptr, &snapshot, &shared, lowering->shared());
   }
   int64_t w = 0;
   while (!Repeats(runs)) {
@@ -188,8 +189,9 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
     const int32_t shared = lowering->shared();  // of runs.back()'s program with the next
     auto program = lowering->Lower(next);
     if (!program.ok()) return std::nullopt;  // the full lowering reports it
-    ReplayResult r = ReplayAfter(*std::move(program), runs.back().program, compute, comm,
-                                 s.cluster.gpu.Usable(), options, snapshot, shared);
+    ReplayResult r =
+        ReplayAfter(*std::move(program), runs.back().program, compute, comm, s.cluster.gpu.Usable(),
+                    options, snapshot, shared, lowering->shared());
     runs.erase(runs.begin());
     runs.push_back(std::move(r));
     replayed += next;

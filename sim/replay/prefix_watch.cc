@@ -67,40 +67,91 @@ int32_t CommonPrefix(const OpProgram& a, const OpProgram& b, int32_t known) {
 
 std::optional<PrefixWatch> PrefixWatch::Make(const OpProgram& running, const OpProgram& other,
                                              int32_t prefix) {
+  return MakeWith(running, prefix, [&](auto&& visit) {
+    for (const OpProgram* p : {&running, &other}) {
+      for (int32_t t = prefix; t < static_cast<int32_t>(p->ops.size()); ++t) {
+        const Op& op = p->ops[t];
+        if (!visit(op, absl::MakeConstSpan(p->deps).subspan(op.deps_begin,
+                                                            op.deps_end - op.deps_begin))) {
+          return false;
+        }
+      }
+      visit.NextProgram();
+    }
+    return true;
+  });
+}
+
+std::optional<PrefixWatch> PrefixWatch::MakeForNext(const OpProgram& running, int32_t prefix,
+                                                    int32_t period) {
+  if (period <= 0 || prefix - period < 0) return std::nullopt;
+  std::vector<int32_t> deps;  // one op's, shifted
+  return MakeWith(running, prefix, [&](auto&& visit) {
+    for (int32_t t = prefix; t < static_cast<int32_t>(running.ops.size()); ++t) {
+      const Op& op = running.ops[t];
+      if (!visit(op, absl::MakeConstSpan(running.deps)
+                         .subspan(op.deps_begin, op.deps_end - op.deps_begin))) {
+        return false;
+      }
+    }
+    visit.NextProgram();
+    // The next program's ops past the prefix, as a period of this one's moved one period on:
+    // a dependency within the last two periods moves with them, an earlier one stays.
+    for (int32_t t = prefix - period; t < static_cast<int32_t>(running.ops.size()); ++t) {
+      const Op& op = running.ops[t];
+      deps.clear();
+      for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
+        const int32_t d = running.deps[i];
+        deps.push_back(d >= prefix - 2 * period ? d + period : d);
+      }
+      if (!visit(op, absl::MakeConstSpan(deps))) return false;
+    }
+    visit.NextProgram();
+    return true;
+  });
+}
+
+template <class ForEachPastPrefix>
+std::optional<PrefixWatch> PrefixWatch::MakeWith(const OpProgram& running, int32_t prefix,
+                                                 ForEachPastPrefix&& for_each) {
   PrefixWatch w;
   w.prefix_ = prefix;
   // The last prefix op of each stream.
   std::vector<int32_t> last(static_cast<size_t>(running.stages) * kNumStreams, -1);
   for (int32_t t = 0; t < prefix; ++t) last[StreamOf(running.ops[t])] = t;
-  std::vector<int32_t> preds;  // one item's, reused
-  for (const OpProgram* p : {&running, &other}) {
-    std::vector<uint8_t> stream_seen(last.size(), 0);
-    for (int32_t t = prefix; t < static_cast<int32_t>(p->ops.size()); ++t) {
-      const Op& op = p->ops[t];
+  // Each program's ops past the prefix in turn: an item for each that only prefix ops precede.
+  struct Visit {
+    PrefixWatch& w;
+    const std::vector<int32_t>& last;
+    int32_t prefix;
+    std::vector<uint8_t> stream_seen;
+    std::vector<int32_t> preds;  // one item's, reused
+    void NextProgram() { stream_seen.assign(last.size(), 0); }
+    bool operator()(const Op& op, absl::Span<const int32_t> deps) {
       const int32_t s = StreamOf(op);
       const bool first_on_stream = !stream_seen[s];
       stream_seen[s] = 1;
-      if (op.deps_begin == op.deps_end) {
+      if (deps.empty()) {
         // Issued at time zero: harmless while it allocates nothing then and waits behind
         // prefix ops of its stream; it starts when the last of them finishes.
-        if (op.mem_begin != op.mem_start) return std::nullopt;
+        if (op.mem_begin != op.mem_start) return false;
         if (first_on_stream) {
-          if (last[s] < 0) return std::nullopt;
+          if (last[s] < 0) return false;
           w.AddItem({&last[s], 1});
         }
-        continue;
+        return true;
       }
-      const auto deps_begin = p->deps.begin() + op.deps_begin;
-      const auto deps_end = p->deps.begin() + op.deps_end;
-      if (std::any_of(deps_begin, deps_end, [&](int32_t d) { return d >= prefix; })) {
-        continue;  // touched only after an op past the prefix
+      if (std::any_of(deps.begin(), deps.end(), [&](int32_t d) { return d >= prefix; })) {
+        return true;  // touched only after an op past the prefix
       }
-      preds.assign(deps_begin, deps_end);
+      preds.assign(deps.begin(), deps.end());
       std::sort(preds.begin(), preds.end());
       preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
       w.AddItem(preds);
+      return true;
     }
-  }
+  } visit{w, last, prefix, std::vector<uint8_t>(last.size(), 0), {}};
+  if (!for_each(visit)) return std::nullopt;
   w.Index();
   return w;
 }

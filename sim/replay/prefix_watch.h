@@ -39,6 +39,12 @@ class PrefixWatch {
   // simulated replica: task t is op t, on stream stage · kNumStreams + kind.
   static std::optional<PrefixWatch> Make(const OpProgram& running, const OpProgram& other,
                                          int32_t prefix);
+  // The watch of `running`'s replay for a program not lowered yet, guessed to share `prefix`
+  // ops with it and to go on as running's last `period` ops before the prefix and after it do,
+  // moved a period on (a fold's next window: one micro-batch more). A guess, which the next
+  // program's executor checks when it adopts the state (Executor::Adopt).
+  static std::optional<PrefixWatch> MakeForNext(const OpProgram& running, int32_t prefix,
+                                                int32_t period);
 
   int32_t prefix() const { return prefix_; }
 
@@ -83,6 +89,12 @@ class PrefixWatch {
   }
 
  private:
+  // A watch over `prefix`: for_each(visit) calls visit(op, its deps) for every op past the
+  // prefix of each program the fork concerns, visit.NextProgram() after each program, and
+  // returns false when visit does (no fork can be taken).
+  template <class ForEachPastPrefix>
+  static std::optional<PrefixWatch> MakeWith(const OpProgram& running, int32_t prefix,
+                                             ForEachPastPrefix&& for_each);
   // Items: each a set of prefix ops whose all finishing touches an op past the prefix.
   void AddItem(absl::Span<const int32_t> preds);
   void Index();

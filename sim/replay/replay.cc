@@ -666,9 +666,33 @@ ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
 struct ReplaySnapshot {
   engine::ExecutorSnapshot executor;
   ListenerState listener;
+  // The same replay's state at a shorter prefix, tried when a program does not share this
+  // one's prefix or its executor refuses this state (ReplayAfter).
+  std::shared_ptr<const ReplaySnapshot> earlier;
 };
 
 namespace {
+
+// Whether an op of `program` from `prefix` on has no predecessor and allocates when issued: the
+// executor issues such an op at time zero, and a state adopted at `prefix` has not (see
+// PrefixWatch::Make, which refuses such a fork).
+bool IssuesMemoryPast(const OpProgram& program, int32_t prefix) {
+  for (size_t t = static_cast<size_t>(prefix); t < program.ops.size(); ++t) {
+    const Op& op = program.ops[t];
+    if (op.deps_begin == op.deps_end && op.mem_begin != op.mem_start) return true;
+  }
+  return false;
+}
+
+// Where the next program of a fold's window will part from `longer`, guessed from where
+// `shorter` (a period less) parts from it: a period later. Only a guess (lowering knows less,
+// StepLowering::shared: the last micro-batch's backward is lowered apart though it matches a
+// steady one's but for the step's end); a program that does not share that prefix, or whose
+// executor refuses the state, goes on from an earlier one (ReplayAfter).
+int32_t NextPrefix(int32_t parts_at, size_t shorter, size_t longer) {
+  if (parts_at <= 0 || longer <= shorter) return 0;
+  return static_cast<int32_t>(std::min<size_t>(parts_at + (longer - shorter), longer));
+}
 
 // A replay of `program` on from `snapshot` (its executor's and listener's state); none, with
 // the program handed back, when the executor refuses the state.
@@ -698,7 +722,7 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options, int* forks,
                                        std::shared_ptr<const ReplaySnapshot>* keep,
-                                       const std::vector<int32_t>* shared) {
+                                       const std::vector<int32_t>* shared, int32_t next_shared) {
   const size_t n = programs.size();
   std::vector<ReplayResult> results(n);
   auto alone = [&](size_t i) {
@@ -729,8 +753,25 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
   }
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return watches[a]->prefix() < watches[b]->prefix(); });
+  // The state where the next longer program (not lowered yet) will part from the longest, when
+  // that is past every fork: a slide's replay goes on from there instead of from the last
+  // fork's state, a micro-batch later. Both where and when are guessed, a period on from the
+  // last fork (NextPrefix, PrefixWatch::MakeForNext); the next program's executor checks the
+  // state when it adopts it (ReplayAfter), and the last fork's is kept behind it.
+  std::optional<PrefixWatch> next;
+  const int32_t last_fork = order.empty() ? 0 : watches[order.back()]->prefix();
+  if (keep && !order.empty()) {
+    next_shared = std::max(next_shared, NextPrefix(last_fork, programs[order.back()].ops.size(),
+                                                   programs[longest].ops.size()));
+  }
+  if (keep && next_shared > last_fork && !order.empty()) {
+    next = PrefixWatch::MakeForNext(
+        programs[longest], next_shared,
+        static_cast<int32_t>(programs[longest].ops.size() - programs[order.back()].ops.size()));
+  }
   auto main = Prepare(std::move(programs[longest]), compute, comm, capacity, options);
   for (size_t i : order) main->listener->Watch(&*watches[i]);
+  if (next) main->listener->Watch(&*next);
   main->executor->Begin();
   bool done = false;
   for (size_t i : order) {
@@ -754,7 +795,16 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
     // prefix this far (ReplayAfter: a fold's window sliding).
     if (keep && i == order.back()) {
       *keep = std::make_shared<const ReplaySnapshot>(
-          ReplaySnapshot{*std::move(exec), std::move(listener)});
+          ReplaySnapshot{*std::move(exec), std::move(listener), nullptr});
+    }
+  }
+  if (next && !done) {
+    done = main->executor->Advance([&](Duration t) { return next->Due(t, *main->executor); });
+    if (!done) {
+      if (auto exec = main->executor->TakeSnapshot(next->prefix())) {
+        *keep = std::make_shared<const ReplaySnapshot>(ReplaySnapshot{
+            *std::move(exec), main->listener->Save(next->prefix()), std::move(*keep)});
+      }
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -769,36 +819,58 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
                          const cost::ComputeCostModel& compute,
                          const cost::CollectiveCostModel& comm, Bytes capacity,
                          const ReplayOptions& options,
-                         std::shared_ptr<const ReplaySnapshot>& snapshot, int32_t known) {
+                         std::shared_ptr<const ReplaySnapshot>& snapshot, int32_t known,
+                         int32_t next_shared, int32_t* resumed_at) {
+  if (resumed_at) *resumed_at = 0;
   const std::shared_ptr<const ReplaySnapshot> from = std::move(snapshot);
   snapshot.reset();
   const int32_t shared = from && Forkable(options) ? CommonPrefix(program, previous, known) : 0;
-  if (shared == 0 || shared < from->executor.prefix) {
-    return ReplayRaw(std::move(program), compute, comm, capacity, options);
-  }
-  // The next state to keep: where this program parts from `previous`, which the next longer
-  // program shares.
-  std::optional<PrefixWatch> watch = PrefixWatch::Make(program, previous, shared);
-  auto run = Prepare(std::move(program), compute, comm, capacity, options, &from->listener);
-  run->listener->Restore(from->listener);
-  if (!run->executor->Adopt(from->executor)) {
-    return ReplayRaw(std::move(run->r.program), compute, comm, capacity, options);
-  }
-  if (watch) {
-    watch->CatchUp(*run->executor);
-    run->listener->Watch(&*watch);
-    const bool done =
-        run->executor->Advance([&](Duration next) { return watch->Due(next, *run->executor); });
-    if (!done) {
-      if (auto exec = run->executor->TakeSnapshot(watch->prefix())) {
-        snapshot = std::make_shared<const ReplaySnapshot>(
-            ReplaySnapshot{*std::move(exec), run->listener->Save(watch->prefix())});
+  // The states to keep, in prefix order: where this program parts from `previous` (which the
+  // next program shares), and where the next one will part from this one when that is later
+  // (guessed a period on, as in ReplayFamily).
+  next_shared = std::max(next_shared, NextPrefix(shared, previous.ops.size(), program.ops.size()));
+  std::vector<PrefixWatch> watches;
+  if (shared > 0) {
+    if (auto w = PrefixWatch::Make(program, previous, shared)) watches.push_back(*std::move(w));
+    if (next_shared > shared && program.ops.size() > previous.ops.size()) {
+      const auto period = static_cast<int32_t>(program.ops.size() - previous.ops.size());
+      if (auto w = PrefixWatch::MakeForNext(program, next_shared, period)) {
+        watches.push_back(*std::move(w));
       }
+    }
+  }
+  // The latest state kept that this program shares and its executor takes.
+  std::unique_ptr<ReplayRun> run;
+  for (const ReplaySnapshot* s = from.get(); s != nullptr; s = s->earlier.get()) {
+    if (shared < s->executor.prefix || IssuesMemoryPast(program, s->executor.prefix)) continue;
+    run = Prepare(std::move(program), compute, comm, capacity, options, &s->listener);
+    run->listener->Restore(s->listener);
+    if (run->executor->Adopt(s->executor)) {
+      if (resumed_at) *resumed_at = s->executor.prefix;
+      break;
+    }
+    program = std::move(run->r.program);  // an executor that refused is unusable
+    run.reset();
+  }
+  if (!run) return ReplayRaw(std::move(program), compute, comm, capacity, options);
+  for (PrefixWatch& w : watches) {
+    w.CatchUp(*run->executor);
+    run->listener->Watch(&w);
+  }
+  for (PrefixWatch& w : watches) {
+    const bool done =
+        run->executor->Advance([&](Duration next) { return w.Due(next, *run->executor); });
+    if (done) break;
+    if (auto exec = run->executor->TakeSnapshot(w.prefix())) {
+      snapshot = std::make_shared<const ReplaySnapshot>(
+          ReplaySnapshot{*std::move(exec), run->listener->Save(w.prefix()), std::move(snapshot)});
     }
   }
   run->executor->Advance(kToTheEnd);
   return Complete(*run);
 }
+
+int32_t SnapshotPrefix(const ReplaySnapshot& snapshot) { return snapshot.executor.prefix; }
 
 bool Finalize(ReplayResult& r, int64_t micro_batches) {
   const bool uniform = CountFlops(r, micro_batches);

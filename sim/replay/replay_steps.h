@@ -25,22 +25,35 @@ struct ReplaySnapshot;
 // counts the forks taken; `keep` (optional) receives the state of the last fork, where the
 // longest program parts from the next longest, for ReplayAfter. `shared` (optional): per
 // program, the leading ops it is known to share with every longer one (CommonPrefix's `known`).
+// `next_shared`: the leading ops of the longest that a longer program, not given, is known to
+// share; when that is past the last fork, `keep` receives the state there instead, the last
+// fork's kept behind it (ReplayAfter tries both).
 std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options, int* forks = nullptr,
                                        std::shared_ptr<const ReplaySnapshot>* keep = nullptr,
-                                       const std::vector<int32_t>* shared = nullptr);
+                                       const std::vector<int32_t>* shared = nullptr,
+                                       int32_t next_shared = 0);
 // ReplayRaw of `program`, which extends `previous` (one more micro-batch: a fold's window
 // sliding), going on from `snapshot` — a state of previous's replay, kept by ReplayFamily or
 // the last ReplayAfter — when program shares previous's ops that far (else replayed alone).
-// `snapshot` becomes this replay's state where it parts from `previous`, for the next one.
-// `known`: the leading ops `previous` is known to share with it (CommonPrefix's).
+// `snapshot` becomes this replay's state where it parts from `previous`, for the next one —
+// or, when `next_shared` (the leading ops of `program` that the next one is known to share) is
+// later, the state there, with the other kept behind it: a slide then replays one micro-batch
+// more than the last, not two. `known`: the leading ops `previous` is known to share with it
+// (CommonPrefix's). The latest state kept that `program` shares and that its executor adopts is
+// the one gone on from (each ReplaySnapshot::earlier in turn); `resumed_at` (optional) receives
+// its prefix, 0 when the program was replayed alone.
 ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
                          const cost::ComputeCostModel& compute,
                          const cost::CollectiveCostModel& comm, Bytes capacity,
                          const ReplayOptions& options,
-                         std::shared_ptr<const ReplaySnapshot>& snapshot, int32_t known = 0);
+                         std::shared_ptr<const ReplaySnapshot>& snapshot, int32_t known = 0,
+                         int32_t next_shared = 0, int32_t* resumed_at = nullptr);
+// The ops of the program a kept state covers (the leading ops a program must share to go on
+// from it).
+int32_t SnapshotPrefix(const ReplaySnapshot& snapshot);
 // FLOPs for `micro_batches` micro-batches per step (one micro-batch's ops times the count),
 // averages over the stages, the report's time keys from the pacing stage. False when some
 // stage's micro-batches differ in FLOPs (then they were summed as the program holds them, which
