@@ -825,45 +825,45 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
   const std::shared_ptr<const ReplaySnapshot> from = std::move(snapshot);
   snapshot.reset();
   const int32_t shared = from && Forkable(options) ? CommonPrefix(program, previous, known) : 0;
-  // The states to keep, in prefix order: where this program parts from `previous` (which the
-  // next program shares), and where the next one will part from this one when that is later
-  // (guessed a period on, as in ReplayFamily).
+  // The state to keep: where the next program will part from this one, guessed a period on
+  // (as in ReplayFamily), with the state gone on from kept behind it; else where this program
+  // parts from `previous`, which the next program shares.
   next_shared = std::max(next_shared, NextPrefix(shared, previous.ops.size(), program.ops.size()));
-  std::vector<PrefixWatch> watches;
-  if (shared > 0) {
-    if (auto w = PrefixWatch::Make(program, previous, shared)) watches.push_back(*std::move(w));
-    if (next_shared > shared && program.ops.size() > previous.ops.size()) {
-      const auto period = static_cast<int32_t>(program.ops.size() - previous.ops.size());
-      if (auto w = PrefixWatch::MakeForNext(program, next_shared, period)) {
-        watches.push_back(*std::move(w));
-      }
-    }
+  std::optional<PrefixWatch> watch;
+  bool guessed = false;
+  if (shared > 0 && next_shared > shared && program.ops.size() > previous.ops.size()) {
+    const auto period = static_cast<int32_t>(program.ops.size() - previous.ops.size());
+    watch = PrefixWatch::MakeForNext(program, next_shared, period);
+    guessed = watch.has_value();
   }
+  if (shared > 0 && !watch) watch = PrefixWatch::Make(program, previous, shared);
   // The latest state kept that this program shares and its executor takes.
   std::unique_ptr<ReplayRun> run;
-  for (const ReplaySnapshot* s = from.get(); s != nullptr; s = s->earlier.get()) {
+  std::shared_ptr<const ReplaySnapshot> resumed;
+  for (std::shared_ptr<const ReplaySnapshot> s = from; s != nullptr; s = s->earlier) {
     if (shared < s->executor.prefix || IssuesMemoryPast(program, s->executor.prefix)) continue;
     run = Prepare(std::move(program), compute, comm, capacity, options, &s->listener);
     run->listener->Restore(s->listener);
     if (run->executor->Adopt(s->executor)) {
       if (resumed_at) *resumed_at = s->executor.prefix;
+      resumed = std::move(s);
       break;
     }
     program = std::move(run->r.program);  // an executor that refused is unusable
     run.reset();
   }
   if (!run) return ReplayRaw(std::move(program), compute, comm, capacity, options);
-  for (PrefixWatch& w : watches) {
-    w.CatchUp(*run->executor);
-    run->listener->Watch(&w);
-  }
-  for (PrefixWatch& w : watches) {
+  if (watch) {
+    watch->CatchUp(*run->executor);
+    run->listener->Watch(&*watch);
     const bool done =
-        run->executor->Advance([&](Duration next) { return w.Due(next, *run->executor); });
-    if (done) break;
-    if (auto exec = run->executor->TakeSnapshot(w.prefix())) {
-      snapshot = std::make_shared<const ReplaySnapshot>(
-          ReplaySnapshot{*std::move(exec), run->listener->Save(w.prefix()), std::move(snapshot)});
+        run->executor->Advance([&](Duration next) { return watch->Due(next, *run->executor); });
+    if (!done) {
+      if (auto exec = run->executor->TakeSnapshot(watch->prefix())) {
+        snapshot = std::make_shared<const ReplaySnapshot>(
+            ReplaySnapshot{*std::move(exec), run->listener->Save(watch->prefix()),
+                           guessed ? std::move(resumed) : nullptr});
+      }
     }
   }
   run->executor->Advance(kToTheEnd);

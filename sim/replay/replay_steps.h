@@ -38,13 +38,14 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
 // ReplayRaw of `program`, which extends `previous` (one more micro-batch: a fold's window
 // sliding), going on from `snapshot` — a state of previous's replay, kept by ReplayFamily or
 // the last ReplayAfter — when program shares previous's ops that far (else replayed alone).
-// `snapshot` becomes this replay's state where it parts from `previous`, for the next one —
-// or, when `next_shared` (the leading ops of `program` that the next one is known to share) is
-// later, the state there, with the other kept behind it: a slide then replays one micro-batch
-// more than the last, not two. `known`: the leading ops `previous` is known to share with it
-// (CommonPrefix's). The latest state kept that `program` shares and that its executor adopts is
-// the one gone on from (each ReplaySnapshot::earlier in turn); `resumed_at` (optional) receives
-// its prefix, 0 when the program was replayed alone.
+// `snapshot` becomes this replay's state where the next program will part from it — guessed a
+// period on from where it parts from `previous`, at least `next_shared` (the leading ops of
+// `program` the next one is known to share) — with the state gone on from kept behind it, so
+// that a slide replays one period more than the last, not two; else (no guess can be watched)
+// its state where it parts from `previous`. `known`: the leading ops `previous` is known to
+// share with it (CommonPrefix's). The latest state kept that `program` shares and that its
+// executor adopts is the one gone on from (each ReplaySnapshot::earlier in turn); `resumed_at`
+// (optional) receives its prefix, 0 when the program was replayed alone.
 ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
                          const cost::ComputeCostModel& compute,
                          const cost::CollectiveCostModel& comm, Bytes capacity,
