@@ -203,6 +203,10 @@ class Lowerer {
   }
 
   int32_t ops() const { return static_cast<int32_t>(p_.ops.size()); }
+  // Whether the last micro-batch's backward is lowered as any other (DataParallelPolicy::
+  // LastBackwardLikeAny), and marking the one lowered last as the step's last.
+  bool LastBackwardLikeAny() const { return policy_->LastBackwardLikeAny(); }
+  void MarkLastBackward() { policy_->MarkLastBackward(b_.stage()); }
 
   // The program's facts and persistent memory, its arrays sized for `micro_batches`.
   void Begin(int64_t micro_batches) {
@@ -1569,6 +1573,19 @@ absl::StatusOr<OpProgram> StepLowering::Lower(int64_t micro_batches) {
   if (!st.main) return sim::Lower(st.s.WithMicroBatches(micro_batches));
   SIM_CHECK(micro_batches > st.lowered, "StepLowering lowers steps of increasing length");
   if (absl::Status s = CheckLength(st.s, micro_batches); !s.ok()) return s;
+  if (st.main->LastBackwardLikeAny()) {
+    // Every micro-batch, the last's backward included, is this step's and every longer one's:
+    // lowered once, the last marked as such in a copy that ends the step.
+    while (st.lowered < micro_batches) {
+      const auto mb = static_cast<int32_t>(st.lowered++);
+      st.main->LowerForward(mb);
+      st.main->LowerBackward(mb);
+    }
+    std::unique_ptr<Lowerer> last = st.main->Fork(micro_batches);
+    st.shared = last->ops();
+    last->MarkLastBackward();
+    return last->Finish();
+  }
   // The shorter steps' micro-batches, and the last one's forward, are this step's too; its
   // backward is its own.
   while (st.lowered < micro_batches - 1) {

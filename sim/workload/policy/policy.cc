@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/base/check.h"
+
 namespace sim {
 
 namespace {
@@ -30,6 +32,8 @@ DataParallelPolicy::DataParallelPolicy(const Scenario& s, ShardingPlan plan)
     : s_(s),
       plan_(plan),
       step_reductions_(static_cast<size_t>(s.parallel.pp)),
+      backward_reductions_(static_cast<size_t>(s.parallel.pp)),
+      backward_reductions_mb_(static_cast<size_t>(s.parallel.pp), -1),
       deferred_(static_cast<size_t>(s.parallel.pp)) {}
 
 int64_t DataParallelPolicy::ReduceBytes() const {
@@ -171,7 +175,7 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
     const int64_t local = (part.params + part.shard_degree - 1) / part.shard_degree;
     if (!plan_.hybrid) {
       const int32_t done = CopyGradientsToHost(env, id, local, g);
-      if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
+      LayerReduced(env, done);
       continue;
     }
     // Hybrid (dense models only): the shard is all-reduced across the node replicas, one group
@@ -184,8 +188,24 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
                                    g),
                   {id}, {});
     const int32_t done = CopyGradientsToHost(env, ar, local, g);
-    if (env.b.last_micro_batch()) step_reductions_[env.b.stage()].push_back(done);
+    LayerReduced(env, done);
   }
+}
+
+void DataParallelPolicy::LayerReduced(const DpEnv& env, int32_t done) {
+  const int32_t stage = env.b.stage();
+  if (backward_reductions_mb_[stage] != env.b.micro_batch()) {
+    backward_reductions_[stage].clear();
+    backward_reductions_mb_[stage] = env.b.micro_batch();
+  }
+  backward_reductions_[stage].push_back(done);
+  if (env.b.last_micro_batch()) step_reductions_[stage].push_back(done);
+}
+
+void DataParallelPolicy::MarkLastBackward(int32_t stage) {
+  SIM_CHECK(LastBackwardLikeAny(), "only a stage-2/3 backward is marked last after it");
+  const std::vector<int32_t>& r = backward_reductions_[stage];
+  step_reductions_[stage].insert(step_reductions_[stage].end(), r.begin(), r.end());
 }
 
 void DataParallelPolicy::BeforeOptimizer(DpEnv& env) {
