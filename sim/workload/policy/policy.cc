@@ -124,12 +124,11 @@ void DataParallelPolicy::StepReduce(DpEnv& env, const std::vector<int32_t>& grou
 
 void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
   if (plan_.stage <= 1) {
-    if (!env.b.last_micro_batch()) return;  // accumulate locally; reduce once per step
-    if (OverlapGradReduce()) {
+    if (!OverlapGradReduce()) {
+      LeaveForStep(env, g);  // reduced at the step's end, after the last micro-batch's
+    } else if (env.b.last_micro_batch()) {
       StepReduce(env, {g}, g);
-    } else {
-      deferred_[env.b.stage()].push_back(g);
-    }
+    }  // else accumulated locally, reduced once per step
     return;
   }
   // Stages 2 and 3: reduce-scatter the layer's gradients in every micro-batch (an MoE layer's
@@ -175,7 +174,7 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
     const int64_t local = (part.params + part.shard_degree - 1) / part.shard_degree;
     if (!plan_.hybrid) {
       const int32_t done = CopyGradientsToHost(env, id, local, g);
-      LayerReduced(env, done);
+      LeaveForStep(env, done);
       continue;
     }
     // Hybrid (dense models only): the shard is all-reduced across the node replicas, one group
@@ -188,24 +187,26 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
                                    g),
                   {id}, {});
     const int32_t done = CopyGradientsToHost(env, ar, local, g);
-    LayerReduced(env, done);
+    LeaveForStep(env, done);
   }
 }
 
-void DataParallelPolicy::LayerReduced(const DpEnv& env, int32_t done) {
+void DataParallelPolicy::LeaveForStep(const DpEnv& env, int32_t id) {
   const int32_t stage = env.b.stage();
   if (backward_reductions_mb_[stage] != env.b.micro_batch()) {
     backward_reductions_[stage].clear();
     backward_reductions_mb_[stage] = env.b.micro_batch();
   }
-  backward_reductions_[stage].push_back(done);
-  if (env.b.last_micro_batch()) step_reductions_[stage].push_back(done);
+  backward_reductions_[stage].push_back(id);
+  if (env.b.last_micro_batch())
+    (plan_.stage >= 2 ? step_reductions_ : deferred_)[stage].push_back(id);
 }
 
 void DataParallelPolicy::MarkLastBackward(int32_t stage) {
-  SIM_CHECK(LastBackwardLikeAny(), "only a stage-2/3 backward is marked last after it");
+  SIM_CHECK(LastBackwardLikeAny(), "this policy's last backward differs from the others");
   const std::vector<int32_t>& r = backward_reductions_[stage];
-  step_reductions_[stage].insert(step_reductions_[stage].end(), r.begin(), r.end());
+  std::vector<int32_t>& to = (plan_.stage >= 2 ? step_reductions_ : deferred_)[stage];
+  to.insert(to.end(), r.begin(), r.end());
 }
 
 void DataParallelPolicy::BeforeOptimizer(DpEnv& env) {

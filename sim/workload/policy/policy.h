@@ -146,11 +146,14 @@ class DataParallelPolicy {
   std::vector<int32_t> TakeStepReductions(int32_t stage);
   // Whether a micro-batch's backward emits the same ops whether or not it is the step's last:
   // at stages 2 and 3 every micro-batch reduce-scatters its gradients, and the last one only
-  // has the optimizer wait for its reductions. Then a step's last backward may be lowered as
-  // any other and marked last after it (MarkLastBackward; StepLowering).
-  bool LastBackwardLikeAny() const { return plan_.stage >= 2; }
-  // The stage's backward lowered last becomes the step's last: the optimizer waits for its
-  // reductions, as if it had been lowered as the last (LastBackwardLikeAny only).
+  // has the optimizer wait for its reductions; at stages 0 and 1 without overlap the last one
+  // only leaves its groups' reductions for the step's end (BeforeOptimizer). Then a step's
+  // last backward may be lowered as any other and marked last after it (MarkLastBackward;
+  // StepLowering). Not with overlap at stages 0 and 1: the last backward reduces as it goes.
+  bool LastBackwardLikeAny() const { return plan_.stage >= 2 || !OverlapGradReduce(); }
+  // The stage's backward lowered last becomes the step's last, as if it had been lowered as the
+  // last: the optimizer waits for its reductions, or its groups are reduced at the step's end
+  // (LastBackwardLikeAny only).
   void MarkLastBackward(int32_t stage);
   // After the stage's optimizer (op `optimizer`, over the stage's parameters `p`).
   virtual void AfterOptimizer(DpEnv& env, int32_t optimizer, StageParams p);
@@ -171,9 +174,9 @@ class DataParallelPolicy {
   // With GradientsToHost(): the copy of `local` reduced gradients (this GPU's shard) after op
   // `after`, which the optimizer then waits for instead; `after` otherwise.
   int32_t CopyGradientsToHost(DpEnv& env, int32_t after, int64_t local, std::optional<int32_t> g);
-  // A stage-2/3 backward's reduction `done`: the optimizer waits for it in the step's last
-  // micro-batch (and after MarkLastBackward).
-  void LayerReduced(const DpEnv& env, int32_t done);
+  // A backward's reduction `done` (stages 2 and 3) or group left to reduce at the step's end
+  // (0 and 1, no overlap): taken in the step's last micro-batch, or by MarkLastBackward.
+  void LeaveForStep(const DpEnv& env, int32_t id);
   // The parts a collective over `params` parameters (`experts` of them routed experts) splits
   // into: the dense ones over `dense`, the experts over env.expert_group; empty parts left out.
   struct Part {
@@ -186,7 +189,9 @@ class DataParallelPolicy {
   const Scenario& s_;
   const ShardingPlan plan_;
   std::vector<std::vector<int32_t>> step_reductions_;  // per stage
-  // Per stage: the reductions of the backward lowered last (stages 2 and 3), and its micro-batch.
+  // Per stage: what the backward lowered last leaves for the step if it is the last — its
+  // reductions (stages 2 and 3) or its groups to reduce at the end (0 and 1, no overlap) — and
+  // its micro-batch.
   std::vector<std::vector<int32_t>> backward_reductions_;
   std::vector<int32_t> backward_reductions_mb_;
   std::vector<std::vector<int32_t>> deferred_;  // per stage: groups reduced at the end
