@@ -685,10 +685,12 @@ bool IssuesMemoryPast(const OpProgram& program, int32_t prefix) {
 }
 
 // Where the next program of a fold's window will part from `longer`, guessed from where
-// `shorter` (a period less) parts from it: a period later. Only a guess (lowering knows less,
-// StepLowering::shared: the last micro-batch's backward is lowered apart though it matches a
-// steady one's but for the step's end); a program that does not share that prefix, or whose
-// executor refuses the state, goes on from an earlier one (ReplayAfter).
+// `shorter` (a period less) parts from it: a period later. The lowering's own count
+// (StepLowering::shared) is that exactly where the last backward is lowered as any other, and
+// less where it is not (it stops before the last micro-batch's backward, which matches a
+// steady one's but for its reductions) or with a pipeline (0). Only a guess: a program that
+// does not share that prefix, or whose executor refuses the state, goes on from an earlier
+// one (ReplayAfter).
 int32_t NextPrefix(int32_t parts_at, size_t shorter, size_t longer) {
   if (parts_at <= 0 || longer <= shorter) return 0;
   return static_cast<int32_t>(std::min<size_t>(parts_at + (longer - shorter), longer));
@@ -759,15 +761,15 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
   // last fork (NextPrefix, PrefixWatch::MakeForNext); the next program's executor checks the
   // state when it adopts it (ReplayAfter), and the last fork's is kept behind it.
   std::optional<PrefixWatch> next;
-  const int32_t last_fork = order.empty() ? 0 : watches[order.back()]->prefix();
   if (keep && !order.empty()) {
-    next_shared = std::max(next_shared, NextPrefix(last_fork, programs[order.back()].ops.size(),
-                                                   programs[longest].ops.size()));
-  }
-  if (keep && next_shared > last_fork && !order.empty()) {
-    next = PrefixWatch::MakeForNext(
-        programs[longest], next_shared,
-        static_cast<int32_t>(programs[longest].ops.size() - programs[order.back()].ops.size()));
+    const int32_t last_fork = watches[order.back()]->prefix();
+    const size_t shorter = programs[order.back()].ops.size();
+    const size_t longer = programs[longest].ops.size();
+    next_shared = std::max(next_shared, NextPrefix(last_fork, shorter, longer));
+    if (next_shared > last_fork) {
+      next = PrefixWatch::MakeForNext(programs[longest], next_shared,
+                                      static_cast<int32_t>(longer - shorter));
+    }
   }
   auto main = Prepare(std::move(programs[longest]), compute, comm, capacity, options);
   for (size_t i : order) main->listener->Watch(&*watches[i]);

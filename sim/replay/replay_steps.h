@@ -25,9 +25,10 @@ struct ReplaySnapshot;
 // counts the forks taken; `keep` (optional) receives the state of the last fork, where the
 // longest program parts from the next longest, for ReplayAfter. `shared` (optional): per
 // program, the leading ops it is known to share with every longer one (CommonPrefix's `known`).
-// `next_shared`: the leading ops of the longest that a longer program, not given, is known to
-// share; when that is past the last fork, `keep` receives the state there instead, the last
-// fork's kept behind it (ReplayAfter tries both).
+// `next_shared`: the leading ops of the longest that the next longer program, not given, is
+// known to share; `keep` receives instead the state where that program will part from the
+// longest — guessed a period on from the last fork, at least `next_shared` — when that is past
+// the last fork, with the last fork's kept behind it (ReplayAfter tries both).
 std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
