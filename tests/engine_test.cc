@@ -208,5 +208,50 @@ TEST_CASE("a state in which a task past the shared prefix was touched is not ado
   }
 }
 
+TEST_CASE("a graph over the shared tasks' tail adopts a state from its base", "[engine]") {
+  // Mine's tasks 1 and 2 as a graph of their own (task t is mine's 1 + t): task 1's wait for
+  // task 0 is left out, as a predecessor before the base.
+  TaskGraph tail = Graph(2, {0, 0}, {{}, {0}});
+  tail.preds_before = {1, 0};
+  const std::vector<int32_t> done_before = {1, 0};  // task 0, on stream 0
+  Recorder alone{{Ps(10), Ps(10), Ps(3)}, {}};
+  const ExecutionStats whole = Executor<Recorder>(Mine(), alone).Run();
+  // A graph that shares tasks 0 and 1 with mine and runs task 2 on the other stream, paused
+  // before task 1 ends at 20 ps: task 0 has finished, task 1 runs.
+  const TaskGraph running_graph = Graph(2, {0, 0, 1}, {{}, {0}, {1}});
+  Recorder r{{Ps(10), Ps(10), Ps(5)}, {}};
+  Executor<Recorder> running(running_graph, r);
+  running.Begin();
+  REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(20); }));
+  const std::optional<ExecutorSnapshot> snap = running.TakeSnapshot(2);
+  REQUIRE(snap.has_value());
+  Recorder forked{{Ps(10), Ps(3)}, {}};
+  Executor<Recorder> fork(tail, forked);
+  REQUIRE(fork.Adopt(*snap, /*base=*/1, &done_before));
+  REQUIRE(fork.Advance([](Duration) { return false; }));
+  CHECK(forked.log ==
+        std::vector<std::string>{"finish 0 @20", "issue 1 @20", "start 1 @20", "finish 1 @23"});
+  CHECK(fork.stats().makespan == whole.makespan);
+  CHECK(fork.stats().events == whole.events);
+  // A base the state has not reached (task 1 still runs) is refused.
+  const TaskGraph one = Graph(2, {0}, {{}});
+  Executor<Recorder> early(one, forked);
+  CHECK_FALSE(early.Adopt(*snap, /*base=*/2, &done_before));
+  // Other's tail from task 1: its task 2 waits only for task 0, which has ended, so it has been
+  // touched, and the state is refused as it is by the whole graph.
+  TaskGraph other_tail = Graph(2, {0, 1, 0}, {{}, {}, {}});
+  other_tail.preds_before = {1, 1, 0};
+  const TaskGraph mine_graph = Mine();
+  Recorder m{{Ps(10), Ps(10), Ps(3)}, {}};
+  Executor<Recorder> mine(mine_graph, m);
+  mine.Begin();
+  REQUIRE_FALSE(mine.Advance([](Duration next) { return next == Ps(20); }));
+  const std::optional<ExecutorSnapshot> at = mine.TakeSnapshot(2);
+  REQUIRE(at.has_value());
+  Recorder o{{Ps(10), Ps(7), Ps(4)}, {}};
+  Executor<Recorder> fork_other(other_tail, o);
+  CHECK_FALSE(fork_other.Adopt(*at, /*base=*/1, &done_before));
+}
+
 }  // namespace
 }  // namespace sim::engine

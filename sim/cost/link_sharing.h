@@ -39,6 +39,16 @@ class LinkSharing {
     return alone * k;
   }
 
+  // The running collectives' tasks renumbered by `-by` (a replay that goes on over a program's
+  // tail, numbering its tasks from a later op: sim/replay/replay.cc ReplayFrom).
+  void ShiftTasks(int32_t by) {
+    for (auto& groups : gpus_) {
+      for (Group& g : groups) {
+        for (Flow& f : g.flows) f.task -= by;
+      }
+    }
+  }
+
   // The collective `task` ends now: the others of its class speed up.
   template <class Reschedule>
   void Finish(int32_t gpu, LinkClass c, int32_t task, Duration now, Reschedule&& reschedule) {

@@ -39,13 +39,20 @@ class EventQueue {
   // of the queue needs when the payloads above a count name something else (executor.h's
   // stream wake-ups, numbered after the tasks).
   void RenumberAbove(int64_t from, int64_t to) {
+    Renumber([&](int64_t p) { return p >= from ? p + (to - from) : p; });
+  }
+
+  // Gives every event the payload `to(payload)`, keeping its time and place in the order, and
+  // drops those it gives a negative one.
+  template <class To>
+  void Renumber(To&& to) {
     std::vector<Event> events;
     events.reserve(heap_.size());
     while (!heap_.empty()) {
       Event e = heap_.top();
       heap_.pop();
-      if (e.payload >= from) e.payload += to - from;
-      events.push_back(e);
+      e.payload = to(e.payload);
+      if (e.payload >= 0) events.push_back(e);
     }
     for (const Event& e : events) heap_.push(e);
   }

@@ -53,6 +53,9 @@ struct TaskGraph {
   std::vector<int32_t> join_members;
   // Optional: per task, the earliest time it may start.
   std::vector<Duration> release;
+  // Optional, for a graph over the tail of a longer one (Executor::Adopt with a base): per task,
+  // whether it had predecessors before the graph's first task, left out of pred_count and succ.
+  std::vector<uint8_t> preds_before;
 
   int32_t num_tasks() const { return static_cast<int32_t>(stream.size()); }
 };
@@ -215,17 +218,27 @@ class Executor final : private Rescheduler {
   // differs after them. The run from here is the one this graph would have had from the start
   // when none of its own tasks from the prefix on would have been touched by then either.
   // Returns false, leaving this executor unusable, when that does not hold. Not for join groups.
-  bool Adopt(const ExecutorSnapshot& snap) {
-    const int32_t n = g_.num_tasks(), prefix = snap.prefix;
-    if (!g_.join.empty() || static_cast<int32_t>(snap.done.size()) != g_.num_streams ||
-        prefix > n) {
+  //
+  // With a `base`, this graph is the other's from task `base` on (its task t is the other's
+  // base + t): every task before it has finished in the snapshot, `done_before[s]` of them on
+  // stream s, and the graph leaves them out (TaskGraph::preds_before). A replay of a program's
+  // tail then sets up and copies only the tasks it runs.
+  bool Adopt(const ExecutorSnapshot& snap, int32_t base = 0,
+             const std::vector<int32_t>* done_before = nullptr) {
+    const int32_t n = g_.num_tasks(), prefix = snap.prefix - base;
+    if (!g_.join.empty() || static_cast<int32_t>(snap.done.size()) != g_.num_streams || base < 0 ||
+        prefix < 0 || prefix > n || (base > 0 && done_before == nullptr)) {
       return false;
     }
-    std::copy(snap.remaining.begin(), snap.remaining.end(), remaining_.begin());
-    std::copy(snap.issued.begin(), snap.issued.end(), issued_.begin());
-    std::copy(snap.started.begin(), snap.started.end(), started_.begin());
-    std::copy(snap.finished.begin(), snap.finished.end(), finished_.begin());
-    std::copy(snap.finish_at.begin(), snap.finish_at.end(), finish_at_.begin());
+    if (std::find(snap.finished.begin(), snap.finished.begin() + base, 0) !=
+        snap.finished.begin() + base) {
+      return false;
+    }
+    std::copy(snap.remaining.begin() + base, snap.remaining.end(), remaining_.begin());
+    std::copy(snap.issued.begin() + base, snap.issued.end(), issued_.begin());
+    std::copy(snap.started.begin() + base, snap.started.end(), started_.begin());
+    std::copy(snap.finished.begin() + base, snap.finished.end(), finished_.begin());
+    std::copy(snap.finish_at.begin() + base, snap.finish_at.end(), finish_at_.begin());
     // This graph's later tasks: what their finished predecessors leave, issued at time zero
     // when they have none.
     for (int32_t t = 0; t < prefix; ++t) {
@@ -235,12 +248,15 @@ class Executor final : private Rescheduler {
       }
     }
     for (int32_t t = prefix; t < n; ++t) {
-      if (remaining_[t] == 0 && g_.pred_count[t] > 0) return false;  // ready: touched
-      issued_[t] = g_.pred_count[t] == 0;
+      const bool preds =
+          g_.pred_count[t] > 0 || (!g_.preds_before.empty() && g_.preds_before[t] != 0);
+      if (remaining_[t] == 0 && preds) return false;  // ready: touched
+      issued_[t] = !preds;
     }
     for (int32_t s = 0; s < g_.num_streams; ++s) {
-      if (snap.done[s] > queue_begin_[s + 1] - queue_begin_[s]) return false;
-      head_[s] = queue_begin_[s] + snap.done[s];
+      const int32_t done = snap.done[s] - (base > 0 ? (*done_before)[s] : 0);
+      if (done < 0 || done > queue_begin_[s + 1] - queue_begin_[s]) return false;
+      head_[s] = queue_begin_[s] + done;
       busy_[s] = snap.busy[s];
       wake_at_[s] = snap.wake_at[s];
       if (head_[s] == queue_begin_[s + 1]) continue;
@@ -251,7 +267,12 @@ class Executor final : private Rescheduler {
       if (next >= prefix && (busy_[s] || wake_at_[s] || issued_[next])) return false;
     }
     q_ = snap.queue;
-    q_.RenumberAbove(snap.tasks, n);  // stream wake-ups follow the task count
+    // Stream wake-ups follow the task count. The events left of tasks before the base are
+    // stale (they have finished: Advance would skip them) and dropped.
+    q_.Renumber([&](int64_t p) -> int64_t {
+      if (p >= snap.tasks) return p - snap.tasks + n;
+      return p - base;
+    });
     stats_ = snap.stats;
     return true;
   }

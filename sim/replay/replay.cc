@@ -27,7 +27,7 @@ namespace {
 // for the GPU here (PyTorch launches asynchronously), so this only shows when kernels are
 // shorter than their launch. No release times at all when dispatch is free.
 void SetReleaseTimes(const OpProgram& p, const cost::ComputeCostModel& compute, int32_t replicas,
-                     engine::TaskGraph& g) {
+                     engine::TaskGraph& g, int32_t first = 0) {
   if (!compute.Dispatches()) return;
   const int32_t n = static_cast<int32_t>(p.ops.size());
   std::vector<Duration> host(static_cast<size_t>(p.stages), Duration::Zero());
@@ -40,9 +40,11 @@ void SetReleaseTimes(const OpProgram& p, const cost::ComputeCostModel& compute, 
     any = any || clock > Duration::Zero();
   }
   if (!any) return;
-  g.release.resize(static_cast<size_t>(n) * replicas);
+  const int32_t tasks = n - first;
+  g.release.resize(static_cast<size_t>(tasks) * replicas);
   for (int32_t r = 0; r < replicas; ++r) {
-    std::copy(release.begin(), release.end(), g.release.begin() + static_cast<int64_t>(r) * n);
+    std::copy(release.begin() + first, release.end(),
+              g.release.begin() + static_cast<int64_t>(r) * tasks);
   }
 }
 
@@ -128,10 +130,14 @@ class ReplayListener {
  public:
   // `known`: the state of a replay of a program whose first `known->prefix` ops are these
   // program's (a fork, or a fold's next short replay: CommonPrefix), whose ops were priced
-  // there and are taken as they are; the rest are priced here.
+  // there and are taken as they are; the rest are priced here. `base` (with `known`, one
+  // simulated replica): the replay goes on from `known` over the ops from `base` on only, every
+  // op before it having finished there; its tasks are numbered from that op (task t is op
+  // base + t), and only those ops are set up. base() says what was taken: 0 when `known`'s ops
+  // do not index this program's arrays as its own (SameRanges).
   ReplayListener(const cost::ComputeCostModel& compute, const cost::CollectiveCostModel& comm,
                  const ReplayOptions& options, ReplayResult& result,
-                 const ListenerState* known = nullptr)
+                 const ListenerState* known = nullptr, int32_t base = 0)
       : options_(options),
         comm_(comm),
         r_(result),
@@ -139,14 +145,21 @@ class ReplayListener {
         slowdown_(compute.OverlapSlowdown()),
         sharing_(result.simulated_ranks) {
     const size_t n = p_.ops.size();
-    hot_.reserve(n);
     CollectiveTotals totals;
     if (known && SameRanges(*known)) {
-      hot_.assign(known->hot.begin(), known->hot.end());
+      SIM_CHECK(
+          base >= 0 && (base == 0 || (base <= known->prefix && r_.simulated_ranks == p_.stages)),
+          "a replay of a program's tail goes on from a state of its prefix, one replica");
+      base_ = base;
+      early_ = known;
+      hot_.reserve(n - base_);
+      hot_.assign(known->hot.begin() + base_, known->hot.end());
       totals = known->totals;
       saved_ = {known->prefix, known->totals};
+    } else {
+      hot_.reserve(n);
     }
-    for (size_t o = hot_.size(); o < n; ++o) {
+    for (size_t o = base_ + hot_.size(); o < n; ++o) {
       const Op& op = p_.ops[o];
       Duration d;
       if (op.kind == OpKind::kCollective) {
@@ -241,12 +254,12 @@ class ReplayListener {
       last_end_[op.stage] = std::max(last_end_[op.stage], now);
       if (op.stream == StreamKind::kPcie) pcie_.push_back({op.stage, start_[task], now});
     }
-    if (options_.record_ops) r_.timings.push_back({o, gpu, start_[task], now});
+    if (options_.record_ops) r_.timings.push_back({base_ + o, gpu, start_[task], now});
     ApplyMemory(task, MemWhen::kEnd, now);
     // Activation offload's host copies: held from the end of the copy out to the end of the
     // copy back.
     if (op.stream == StreamKind::kPcie && op.pass != OpPass::kStep) {
-      const Op& copy = p_.ops[o];
+      const Op& copy = p_.ops[base_ + o];
       if (copy.name == "activations_to_host") {
         host_[gpu] += copy.bytes_moved;
         r_.host_activation_peak[gpu] = std::max(r_.host_activation_peak[gpu], host_[gpu]);
@@ -257,7 +270,10 @@ class ReplayListener {
   }
 
   // Forked replays (prefix_watch.h): the watches told of every start and finish.
-  void Watch(PrefixWatch* w) { watches_.push_back(w); }
+  void Watch(PrefixWatch* w) {
+    SIM_CHECK(base_ == 0, "a replay of a program's tail is watched by none");
+    watches_.push_back(w);
+  }
 
   // Whether `known`'s prefix ops index this program's dependency and memory arrays as they
   // index their own: CommonPrefix found the same ops with as many dependencies and actions
@@ -272,11 +288,13 @@ class ReplayListener {
            b.deps_end == y.deps_end;
   }
 
-  const std::vector<HotOp>& hot() const { return hot_; }
+  const std::vector<HotOp>& hot() const { return hot_; }  // from op base() on
+  int32_t base() const { return base_; }
 
   // What this replay has done by now, over its first `prefix` ops (their finish and start
   // times, and what their collectives add to the result; the rest of the state is whole).
   ListenerState Save(int32_t prefix) const {
+    SIM_CHECK(base_ == 0, "a replay of a program's tail keeps no state");
     // On from the last Save (forks come in order of their prefixes), or the known prefix.
     if (prefix < saved_.upto) saved_ = {};
     for (int32_t o = saved_.upto; o < prefix; ++o) {
@@ -308,11 +326,19 @@ class ReplayListener {
     running_ = st.running;
     compute_free_ = st.compute_free;
     last_end_ = st.last_end;
-    std::copy(st.finish.begin(), st.finish.end(), finish_.begin());
-    std::copy(st.start.begin(), st.start.end(), start_.begin());
+    std::copy(st.finish.begin() + base_, st.finish.end(), finish_.begin());
+    std::copy(st.start.begin() + base_, st.start.end(), start_.begin());
     pcie_ = st.pcie;
     host_ = st.host;
     sharing_ = st.sharing;
+    if (base_ > 0) {
+      // Tasks numbered from the base: what runs was started after every op before it ended.
+      for (RunningCompute& c : running_) {
+        SIM_CHECK(c.task < 0 || c.task >= base_, "a kernel before the base still runs");
+        if (c.task >= 0) c.task -= base_;
+      }
+      sharing_.ShiftTasks(base_);
+    }
     r_.stages = st.stages;
     r_.host_activation_peak = st.host_activation_peak;
     r_.ledgers = st.ledgers;
@@ -334,9 +360,10 @@ class ReplayListener {
   }
 
  private:
-  int32_t Ops() const { return static_cast<int32_t>(p_.ops.size()); }
-  // Task -> (DP replica, op). Without explicit replicas (the usual case) every task is replica
-  // 0's, and the division (several per task, in the event loop) is skipped.
+  // The ops replayed: the program's from the base on.
+  int32_t Ops() const { return static_cast<int32_t>(p_.ops.size()) - base_; }
+  // Task -> (DP replica, op from the base). Without explicit replicas (the usual case) every
+  // task is replica 0's, and the division (several per task, in the event loop) is skipped.
   std::pair<int32_t, int32_t> Split(int32_t task) const {
     const int32_t n = Ops();
     if (task < n) return {0, task};
@@ -373,9 +400,12 @@ class ReplayListener {
     StreamKind from = StreamKind::kCompute;
     for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
       const int32_t dep = p_.deps[i];
-      if (finish_[dep] >= latest) {
-        latest = finish_[dep];
-        from = hot_[dep].stream;
+      // An op before the base ended before the state this replay went on from.
+      const bool early = dep < base_;
+      const Duration end = early ? early_->finish[dep] : finish_[dep - base_];
+      if (end >= latest) {
+        latest = end;
+        from = early ? early_->hot[dep].stream : hot_[dep - base_].stream;
       }
     }
     if (from == StreamKind::kP2p) r_.stages[op.stage].bubble += gap;
@@ -393,7 +423,8 @@ class ReplayListener {
                                                   : op.mem_end;
     memory::MemoryLedger& ledger = r_.ledgers[replica * p_.stages + op.stage];
     for (int32_t i = begin; i < end; ++i) {
-      ledger.Apply(p_.mem[i].category, p_.mem[i].bytes, now, o, static_cast<int32_t>(op.stream));
+      ledger.Apply(p_.mem[i].category, p_.mem[i].bytes, now, base_ + o,
+                   static_cast<int32_t>(op.stream));
     }
   }
 
@@ -428,15 +459,17 @@ class ReplayListener {
   const cost::CollectiveCostModel& comm_;
   ReplayResult& r_;
   const OpProgram& p_;
-  std::vector<HotOp> hot_;               // per op
-  double slowdown_;                      // GpuCalibration::overlap_slowdown
-  std::vector<int32_t> comm_running_;    // per simulated GPU: collectives and sends running
-  std::vector<RunningCompute> running_;  // per simulated GPU
-  std::vector<Duration> compute_free_;   // per stage (replica 0): when the compute stream idled
-  std::vector<Duration> last_end_;       // per stage (replica 0): its latest op end
-  std::vector<Duration> finish_;         // per task
-  std::vector<Duration> start_;          // per task
-  std::vector<Interval> pcie_;           // replica 0's offload copies
+  int32_t base_ = 0;                      // the first op replayed (the constructor's `base`)
+  const ListenerState* early_ = nullptr;  // with a base: the ops before it, as they ended
+  std::vector<HotOp> hot_;                // per op from the base
+  double slowdown_;                       // GpuCalibration::overlap_slowdown
+  std::vector<int32_t> comm_running_;     // per simulated GPU: collectives and sends running
+  std::vector<RunningCompute> running_;   // per simulated GPU
+  std::vector<Duration> compute_free_;    // per stage (replica 0): when the compute stream idled
+  std::vector<Duration> last_end_;        // per stage (replica 0): its latest op end
+  std::vector<Duration> finish_;          // per task
+  std::vector<Duration> start_;           // per task
+  std::vector<Interval> pcie_;            // replica 0's offload copies
   std::vector<Bytes> host_;  // per simulated GPU: offloaded activations held on the host
   cost::LinkSharing sharing_;
   std::vector<PrefixWatch*> watches_;
@@ -447,11 +480,19 @@ class ReplayListener {
   } mutable saved_;
 };
 
+// The stream of replica 0 that runs `op` (BuildGraph).
+int32_t StreamOf(const HotOp& op) {
+  return op.stage * kNumStreams + static_cast<int32_t>(op.stream);
+}
+
 // Task t of the executor is op (t % ops) of DP replica (t / ops); the op runs on simulated GPU
 // replica·stages + op.stage, whose streams are gpu·kNumStreams + StreamKind. Read from the
-// listener's packed ops (`hot`, one per op of `p`), not the program's, which are three times
-// larger.
-engine::TaskGraph BuildGraph(const OpProgram& p, const std::vector<HotOp>& hot, int32_t replicas) {
+// listener's packed ops (`hot`, one per op of `p` from op `first` on), not the program's, which
+// are three times larger. With a `first` op (one replica), task t is op first + t, and the
+// dependencies on earlier ops are left out (TaskGraph::preds_before).
+engine::TaskGraph BuildGraph(const OpProgram& p, const std::vector<HotOp>& hot, int32_t replicas,
+                             int32_t first = 0) {
+  SIM_CHECK(first == 0 || replicas == 1, "a graph over a program's tail is one replica's");
   const int32_t n = static_cast<int32_t>(hot.size());
   engine::TaskGraph g;
   g.num_streams = replicas * p.stages * kNumStreams;
@@ -459,17 +500,27 @@ engine::TaskGraph BuildGraph(const OpProgram& p, const std::vector<HotOp>& hot, 
   g.stream.resize(tasks);
   g.pred_count.resize(tasks);
   g.succ_begin.assign(tasks + 1, 0);
+  if (first > 0) g.preds_before.assign(tasks, 0);
   // Successor counts per op, shared by every replica.
   std::vector<int32_t> succ_count(n, 0);
-  for (const HotOp& op : hot) {
-    for (int32_t i = op.deps_begin; i < op.deps_end; ++i) succ_count[p.deps[i]]++;
+  for (int32_t o = 0; o < n; ++o) {
+    const HotOp& op = hot[o];
+    for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
+      const int32_t d = p.deps[i] - first;
+      if (d >= 0) {
+        succ_count[d]++;
+        g.pred_count[o]++;
+      } else {
+        g.preds_before[o] = 1;
+      }
+    }
   }
   for (int32_t r = 0; r < replicas; ++r) {
     for (int32_t o = 0; o < n; ++o) {
       const int64_t t = static_cast<int64_t>(r) * n + o;
       const HotOp& op = hot[o];
-      g.stream[t] = (r * p.stages + op.stage) * kNumStreams + static_cast<int32_t>(op.stream);
-      g.pred_count[t] = op.deps_end - op.deps_begin;
+      g.stream[t] = r * p.stages * kNumStreams + StreamOf(op);
+      g.pred_count[t] = g.pred_count[o];
       g.succ_begin[t + 1] = g.succ_begin[t] + succ_count[o];
     }
   }
@@ -480,7 +531,8 @@ engine::TaskGraph BuildGraph(const OpProgram& p, const std::vector<HotOp>& hot, 
     for (int32_t o = 0; o < n; ++o) {
       const HotOp& op = hot[o];
       for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
-        g.succ[fill[base + p.deps[i]]++] = base + o;
+        const int32_t d = p.deps[i] - first;
+        if (d >= 0) g.succ[fill[base + d]++] = base + o;
       }
     }
   }
@@ -608,10 +660,11 @@ struct ReplayRun {
   std::optional<engine::Executor<ReplayListener>> executor;
 };
 
+// `known`, `base`: ReplayListener's.
 std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostModel& compute,
                                    const cost::CollectiveCostModel& comm, Bytes capacity,
                                    const ReplayOptions& options,
-                                   const ListenerState* known = nullptr) {
+                                   const ListenerState* known = nullptr, int32_t base = 0) {
   auto run = std::make_unique<ReplayRun>();
   ReplayResult& r = run->r;
   r.program = std::move(program);
@@ -626,9 +679,10 @@ std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostMod
     }
     r.ledgers.back().MarkPersistent();
   }
-  run->listener.emplace(compute, comm, options, r, known);
-  run->graph = BuildGraph(r.program, run->listener->hot(), replicas);
-  SetReleaseTimes(r.program, compute, replicas, run->graph);
+  run->listener.emplace(compute, comm, options, r, known, base);
+  base = run->listener->base();
+  run->graph = BuildGraph(r.program, run->listener->hot(), replicas, base);
+  SetReleaseTimes(r.program, compute, replicas, run->graph, base);
   run->executor.emplace(run->graph, *run->listener);
   return run;
 }
@@ -697,15 +751,24 @@ int32_t NextPrefix(int32_t parts_at, size_t shorter, size_t longer) {
 }
 
 // A replay of `program` on from `snapshot` (its executor's and listener's state); none, with
-// the program handed back, when the executor refuses the state.
+// the program handed back, when the executor refuses the state. It sets up only the ops from
+// the first one the state has not finished (a fork's tail, a few dozen of thousands: the
+// replay of a fold's first window forks twice), the state of the ops before it read from
+// `listener` (which must outlive the replay's run).
 std::optional<ReplayResult> ReplayFrom(OpProgram& program, const engine::ExecutorSnapshot& exec,
                                        const ListenerState& listener,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options) {
-  auto run = Prepare(std::move(program), compute, comm, capacity, options, &listener);
+  int32_t base = 0;
+  while (base < exec.prefix && exec.finished[base]) ++base;
+  auto run = Prepare(std::move(program), compute, comm, capacity, options, &listener, base);
+  base = run->listener->base();
+  // Each stream's ops before the base, all finished (Executor::Adopt).
+  std::vector<int32_t> done_before(static_cast<size_t>(run->graph.num_streams), 0);
+  for (int32_t o = 0; o < base; ++o) ++done_before[StreamOf(listener.hot[o])];
   run->listener->Restore(listener);
-  if (!run->executor->Adopt(exec)) {
+  if (!run->executor->Adopt(exec, base, &done_before)) {
     program = std::move(run->r.program);
     return std::nullopt;
   }
