@@ -3,8 +3,12 @@
 // from the last one's kept state, give each program's report exactly as its own replay does —
 // on the shipped scenarios and the golden runs' grid of layouts — and the forks are really
 // taken (a fork refused falls back to a replay alone, which would hide nothing but the speed).
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -172,6 +176,107 @@ TEST_CASE("programs share the ops before the first that differs in anything repl
     q.persistent[0].back().bytes = q.persistent[0].back().bytes + Bytes::Count(1);
     CHECK(replay::CommonPrefix(p, q) == 0);
   }
+}
+
+// A watch's items by their definition (sim/replay/prefix_watch.h), visiting every op past the
+// prefix of each program given: op t of a program is past(t)'s (stream, dependencies, whether
+// it allocates when issued). None when one without dependencies allocates at issue, or is the
+// first past the prefix on a stream the prefix has no op on.
+struct PastOp {
+  int32_t stream;
+  std::vector<int32_t> deps;
+  bool issues;
+};
+using ItemSet = std::set<std::vector<int32_t>>;
+
+std::vector<PastOp> PastOps(const OpProgram& p, int32_t from,
+                            const std::function<int32_t(int32_t)>& moved) {
+  std::vector<PastOp> ops;
+  for (int32_t t = from; t < static_cast<int32_t>(p.ops.size()); ++t) {
+    const Op& op = p.ops[t];
+    PastOp o{
+        op.stage * kNumStreams + static_cast<int32_t>(op.stream), {}, op.mem_begin != op.mem_start};
+    for (int32_t i = op.deps_begin; i < op.deps_end; ++i) o.deps.push_back(moved(p.deps[i]));
+    ops.push_back(o);
+  }
+  return ops;
+}
+
+std::optional<ItemSet> ReferenceItems(const OpProgram& running, int32_t prefix,
+                                      const std::vector<std::vector<PastOp>>& programs) {
+  std::vector<int32_t> last(static_cast<size_t>(running.stages) * kNumStreams, -1);
+  for (int32_t t = 0; t < prefix; ++t) {
+    last[running.ops[t].stage * kNumStreams + static_cast<int32_t>(running.ops[t].stream)] = t;
+  }
+  ItemSet items;
+  for (const std::vector<PastOp>& ops : programs) {
+    std::vector<bool> seen(last.size(), false);
+    for (const PastOp& op : ops) {
+      const bool first = !seen[op.stream];
+      seen[op.stream] = true;
+      if (op.deps.empty()) {
+        if (op.issues) return std::nullopt;
+        if (first) {
+          if (last[op.stream] < 0) return std::nullopt;
+          items.insert({last[op.stream]});
+        }
+      } else if (*std::max_element(op.deps.begin(), op.deps.end()) < prefix) {
+        std::vector<int32_t> d = op.deps;
+        std::sort(d.begin(), d.end());
+        d.erase(std::unique(d.begin(), d.end()), d.end());
+        items.insert(d);
+      }
+    }
+  }
+  return items;
+}
+
+std::optional<ItemSet> ItemsOf(const std::optional<replay::PrefixWatch>& w) {
+  if (!w) return std::nullopt;
+  const std::vector<std::vector<int32_t>> items = w->Items();
+  return ItemSet(items.begin(), items.end());
+}
+
+TEST_CASE("a watch finds the ops past its prefix that the prefix alone can touch", "[fold]") {
+  std::vector<Scenario> cases;
+  for (const GoldenCase& g : GoldenCases()) cases.push_back(g.scenario);
+  for (const char* zero : {"0", "3"}) {
+    cases.push_back(Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                         {{"parallel.zero", zero}, {"training.recompute", "selective"}}));
+  }
+  const auto same = [](int32_t d) { return d; };
+  int watches = 0;
+  for (const Scenario& s : cases) {
+    const auto plan = replay::PlanFold(s.WithMicroBatches(4096 * s.parallel.pp));
+    if (!plan) continue;  // GPipe
+    std::vector<OpProgram> p;
+    for (int64_t i = 0; i < 3; ++i) {
+      auto lowered = Lower(s.WithMicroBatches(plan->k + i * plan->d));
+      REQUIRE(lowered.ok());
+      p.push_back(*std::move(lowered));
+    }
+    const replay::PrefixIndex index(p[2]);
+    for (int i : {0, 1}) {
+      const int32_t prefix = replay::CommonPrefix(p[i], p[2]);
+      if (prefix == 0) continue;
+      INFO(s.name << " fork of " << i);
+      CHECK(
+          ItemsOf(replay::PrefixWatch::Make(index, p[2], p[i], prefix)) ==
+          ReferenceItems(p[2], prefix, {PastOps(p[2], prefix, same), PastOps(p[i], prefix, same)}));
+      ++watches;
+    }
+    // The next window's program, guessed a period on.
+    const auto period = static_cast<int32_t>(p[2].ops.size() - p[1].ops.size());
+    const int32_t prefix = replay::CommonPrefix(p[1], p[2]) + period;
+    if (period <= 0 || prefix > static_cast<int32_t>(p[2].ops.size())) continue;
+    INFO(s.name << " next");
+    const auto moved = [&](int32_t d) { return d >= prefix - 2 * period ? d + period : d; };
+    CHECK(ItemsOf(replay::PrefixWatch::MakeForNext(index, p[2], prefix, period)) ==
+          ReferenceItems(p[2], prefix,
+                         {PastOps(p[2], prefix, same), PastOps(p[2], prefix - period, moved)}));
+    ++watches;
+  }
+  CHECK(watches >= 3 * 13);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "sim/replay/prefix_watch.h"
 
 #include <algorithm>
+#include <limits>
+
+#include "sim/base/check.h"
 
 namespace sim::replay {
 
@@ -65,95 +68,183 @@ int32_t CommonPrefix(const OpProgram& a, const OpProgram& b, int32_t known) {
   return static_cast<int32_t>(i);
 }
 
-std::optional<PrefixWatch> PrefixWatch::Make(const OpProgram& running, const OpProgram& other,
-                                             int32_t prefix) {
-  return MakeWith(running, prefix, [&](auto&& visit) {
-    for (const OpProgram* p : {&running, &other}) {
-      for (int32_t t = prefix; t < static_cast<int32_t>(p->ops.size()); ++t) {
-        const Op& op = p->ops[t];
-        if (!visit(op, absl::MakeConstSpan(p->deps).subspan(op.deps_begin,
-                                                            op.deps_end - op.deps_begin))) {
-          return false;
-        }
-      }
-      visit.NextProgram();
+PrefixIndex::PrefixIndex(const OpProgram& p)
+    : first_(static_cast<size_t>(p.stages) * kNumStreams, -1),
+      last_(static_cast<size_t>(p.stages) * kNumStreams, -1) {
+  SIM_CHECK(first_.size() <= std::numeric_limits<uint16_t>::max(), "too many streams");
+  const auto n = static_cast<int32_t>(p.ops.size());
+  least_latest_.resize(static_cast<size_t>(n) + 1);
+  stream_.resize(n);
+  // One pass from the back, over the arrays' data (the op records are large: read each once).
+  const Op* ops = p.ops.data();
+  const int32_t* deps = p.deps.data();
+  int32_t* least = least_latest_.data();
+  uint16_t* stream = stream_.data();
+  int32_t* first = first_.data();
+  int32_t* last = last_.data();
+  int32_t running_least = std::numeric_limits<int32_t>::max();
+  least[n] = running_least;
+  for (int32_t t = n - 1; t >= 0; --t) {
+    const Op& op = ops[t];
+    const int32_t s = StreamOf(op);
+    stream[t] = static_cast<uint16_t>(s);
+    first[s] = t;
+    if (last[s] < 0) last[s] = t;
+    if (op.deps_begin != op.deps_end) {
+      int32_t latest = deps[op.deps_begin];
+      for (int32_t i = op.deps_begin + 1; i < op.deps_end; ++i) latest = std::max(latest, deps[i]);
+      running_least = std::min(running_least, latest);
+    } else if (op.mem_begin != op.mem_start && last_issuing_ < 0) {
+      last_issuing_ = t;
     }
-    return true;
-  });
+    least[t] = running_least;
+  }
 }
 
-std::optional<PrefixWatch> PrefixWatch::MakeForNext(const OpProgram& running, int32_t prefix,
-                                                    int32_t period) {
-  if (period <= 0 || prefix - period < 0) return std::nullopt;
-  std::vector<int32_t> deps;  // one op's, shifted
-  return MakeWith(running, prefix, [&](auto&& visit) {
-    for (int32_t t = prefix; t < static_cast<int32_t>(running.ops.size()); ++t) {
-      const Op& op = running.ops[t];
-      if (!visit(op, absl::MakeConstSpan(running.deps)
-                         .subspan(op.deps_begin, op.deps_end - op.deps_begin))) {
-        return false;
-      }
+template <class F>
+void PrefixIndex::FirstOfStreams(int32_t from, F&& f) const {
+  // The streams still to find: those with an op from `from` on.
+  std::vector<uint8_t> wanted(last_.size(), 0);
+  size_t left = 0;
+  for (size_t s = 0; s < last_.size(); ++s) {
+    if (last_[s] >= from) wanted[s] = 1, ++left;
+  }
+  for (int32_t t = from; left > 0 && t < static_cast<int32_t>(stream_.size()); ++t) {
+    if (wanted[stream_[t]]) {
+      wanted[stream_[t]] = 0;
+      --left;
+      f(stream_[t], t);
     }
-    visit.NextProgram();
-    // The next program's ops past the prefix, as a period of this one's moved one period on:
-    // a dependency within the last two periods moves with them, an earlier one stays.
-    for (int32_t t = prefix - period; t < static_cast<int32_t>(running.ops.size()); ++t) {
-      const Op& op = running.ops[t];
-      deps.clear();
-      for (int32_t i = op.deps_begin; i < op.deps_end; ++i) {
-        const int32_t d = running.deps[i];
-        deps.push_back(d >= prefix - 2 * period ? d + period : d);
-      }
-      if (!visit(op, absl::MakeConstSpan(deps))) return false;
-    }
-    visit.NextProgram();
-    return true;
-  });
+  }
 }
 
-template <class ForEachPastPrefix>
-std::optional<PrefixWatch> PrefixWatch::MakeWith(const OpProgram& running, int32_t prefix,
-                                                 ForEachPastPrefix&& for_each) {
+template <class F>
+void PrefixIndex::LastOfStreams(int32_t to, F&& f) const {
+  std::vector<uint8_t> wanted(first_.size(), 0);
+  size_t left = 0;
+  for (size_t s = 0; s < first_.size(); ++s) {
+    if (first_[s] >= 0 && first_[s] < to) wanted[s] = 1, ++left;
+  }
+  for (int32_t t = to - 1; left > 0 && t >= 0; --t) {
+    if (wanted[stream_[t]]) {
+      wanted[stream_[t]] = 0;
+      --left;
+      f(stream_[t], t);
+    }
+  }
+}
+
+std::optional<PrefixWatch> PrefixWatch::Make(const PrefixIndex& index, const OpProgram& running,
+                                             const OpProgram& other, int32_t prefix) {
   PrefixWatch w;
   w.prefix_ = prefix;
-  // The last prefix op of each stream.
-  std::vector<int32_t> last(static_cast<size_t>(running.stages) * kNumStreams, -1);
-  for (int32_t t = 0; t < prefix; ++t) last[StreamOf(running.ops[t])] = t;
-  // Each program's ops past the prefix in turn: an item for each that only prefix ops precede.
-  struct Visit {
-    PrefixWatch& w;
-    const std::vector<int32_t>& last;
-    int32_t prefix;
-    std::vector<uint8_t> stream_seen;
-    std::vector<int32_t> preds;  // one item's, reused
-    void NextProgram() { stream_seen.assign(last.size(), 0); }
-    bool operator()(const Op& op, absl::Span<const int32_t> deps) {
-      const int32_t s = StreamOf(op);
-      const bool first_on_stream = !stream_seen[s];
-      stream_seen[s] = 1;
-      if (deps.empty()) {
-        // Issued at time zero: harmless while it allocates nothing then and waits behind
-        // prefix ops of its stream; it starts when the last of them finishes.
-        if (op.mem_begin != op.mem_start) return false;
-        if (first_on_stream) {
-          if (last[s] < 0) return false;
-          w.AddItem({&last[s], 1});
-        }
-        return true;
-      }
-      if (std::any_of(deps.begin(), deps.end(), [&](int32_t d) { return d >= prefix; })) {
-        return true;  // touched only after an op past the prefix
-      }
-      preds.assign(deps.begin(), deps.end());
-      std::sort(preds.begin(), preds.end());
-      preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
-      w.AddItem(preds);
-      return true;
-    }
-  } visit{w, last, prefix, std::vector<uint8_t>(last.size(), 0), {}};
-  if (!for_each(visit)) return std::nullopt;
+  const std::vector<int32_t> last = w.LastOfStreams(index);
+  if (!w.AddRunning(index, running, last, prefix, [](int32_t d) { return d; }) ||
+      !w.AddOther(other, last)) {
+    return std::nullopt;
+  }
   w.Index();
   return w;
+}
+
+std::optional<PrefixWatch> PrefixWatch::MakeForNext(const PrefixIndex& index,
+                                                    const OpProgram& running, int32_t prefix,
+                                                    int32_t period) {
+  if (period <= 0 || prefix - period < 0) return std::nullopt;
+  PrefixWatch w;
+  w.prefix_ = prefix;
+  const std::vector<int32_t> last = w.LastOfStreams(index);
+  // The next program's ops past the prefix, as a period of this one's moved one period on:
+  // a dependency within the last two periods moves with them, an earlier one stays.
+  const auto moved = [&](int32_t d) { return d >= prefix - 2 * period ? d + period : d; };
+  if (!w.AddRunning(index, running, last, prefix, [](int32_t d) { return d; }) ||
+      !w.AddRunning(index, running, last, prefix - period, moved)) {
+    return std::nullopt;
+  }
+  w.Index();
+  return w;
+}
+
+std::vector<int32_t> PrefixWatch::LastOfStreams(const PrefixIndex& index) const {
+  std::vector<int32_t> last(index.first_.size(), -1);
+  index.LastOfStreams(prefix_, [&](int32_t s, int32_t t) { last[s] = t; });
+  return last;
+}
+
+template <class Shifted>
+bool PrefixWatch::AddRunning(const PrefixIndex& index, const OpProgram& running,
+                             const std::vector<int32_t>& last, int32_t from, Shifted&& shifted) {
+  // An op without dependencies is issued at time zero: harmless while it allocates nothing
+  // then and waits behind prefix ops of its stream.
+  if (index.last_issuing_ >= from) return false;
+  // Each stream's first op from `from` on, when it has no dependencies, starts when the
+  // stream's last prefix op finishes.
+  bool no_prefix_op = false;
+  index.FirstOfStreams(from, [&](int32_t s, int32_t t) {
+    const Op& op = running.ops[t];
+    if (op.deps_begin != op.deps_end) return;
+    if (last[s] < 0) {
+      no_prefix_op = true;
+      return;
+    }
+    AddItem({&last[s], 1});
+  });
+  if (no_prefix_op) return false;
+  // The ops that depend on the prefix alone: up to the last whose latest dependency is in it.
+  std::vector<int32_t> preds;
+  const auto n = static_cast<int32_t>(running.ops.size());
+  for (int32_t t = from; t < n && index.least_latest_[t] < from; ++t) {
+    const Op& op = running.ops[t];
+    if (op.deps_begin == op.deps_end) continue;
+    const auto deps =
+        absl::MakeConstSpan(running.deps).subspan(op.deps_begin, op.deps_end - op.deps_begin);
+    if (std::any_of(deps.begin(), deps.end(), [&](int32_t d) { return d >= from; })) continue;
+    preds.clear();
+    for (int32_t d : deps) preds.push_back(shifted(d));
+    std::sort(preds.begin(), preds.end());
+    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+    AddItem(preds);
+  }
+  return true;
+}
+
+bool PrefixWatch::AddOther(const OpProgram& other, const std::vector<int32_t>& last) {
+  std::vector<uint8_t> stream_seen(last.size(), 0);
+  std::vector<int32_t> preds;
+  for (int32_t t = prefix_; t < static_cast<int32_t>(other.ops.size()); ++t) {
+    const Op& op = other.ops[t];
+    const auto deps =
+        absl::MakeConstSpan(other.deps).subspan(op.deps_begin, op.deps_end - op.deps_begin);
+    const int32_t s = StreamOf(op);
+    const bool first_on_stream = !stream_seen[s];
+    stream_seen[s] = 1;
+    if (deps.empty()) {
+      // Issued at time zero: harmless while it allocates nothing then and waits behind prefix
+      // ops of its stream; it starts when the last of them finishes.
+      if (op.mem_begin != op.mem_start) return false;
+      if (first_on_stream) {
+        if (last[s] < 0) return false;
+        AddItem({&last[s], 1});
+      }
+      continue;
+    }
+    if (std::any_of(deps.begin(), deps.end(), [&](int32_t d) { return d >= prefix_; })) {
+      continue;  // touched only after an op past the prefix
+    }
+    preds.assign(deps.begin(), deps.end());
+    std::sort(preds.begin(), preds.end());
+    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+    AddItem(preds);
+  }
+  return true;
+}
+
+std::vector<std::vector<int32_t>> PrefixWatch::Items() const {
+  std::vector<std::vector<int32_t>> items;
+  for (size_t i = 0; i + 1 < preds_begin_.size(); ++i) {
+    items.emplace_back(preds_.begin() + preds_begin_[i], preds_.begin() + preds_begin_[i + 1]);
+  }
+  return items;
 }
 
 void PrefixWatch::AddItem(absl::Span<const int32_t> preds) {

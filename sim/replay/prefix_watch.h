@@ -32,21 +32,49 @@ namespace sim::replay {
 // StepLowering::shared), compared from there on.
 int32_t CommonPrefix(const OpProgram& a, const OpProgram& b, int32_t known = 0);
 
+// What a watch over any prefix of one program reads of it (PrefixWatch::Make, MakeForNext),
+// gathered once: each op's stream, and per op the least, over it and every later op with
+// dependencies, of their latest one. A watch then visits only the ops past its prefix up to
+// the last one that depends on the prefix alone — a few, where a longer program's later
+// micro-batches hold thousands (the running replay of a fold's first window is watched three
+// times).
+class PrefixIndex {
+ public:
+  explicit PrefixIndex(const OpProgram& p);
+
+ private:
+  friend class PrefixWatch;
+  // f(stream, op) for each stream with an op from `from` on, with the first such op.
+  template <class F>
+  void FirstOfStreams(int32_t from, F&& f) const;
+  // f(stream, op) for each stream with an op before `to`, with the last such op.
+  template <class F>
+  void LastOfStreams(int32_t to, F&& f) const;
+
+  std::vector<uint16_t> stream_;       // per op
+  std::vector<int32_t> first_, last_;  // per stream: its first and last op (-1: none)
+  std::vector<int32_t> least_latest_;  // per op, and one past the last
+  int32_t last_issuing_ = -1;  // the last op without dependencies that allocates when issued
+};
+
 class PrefixWatch {
  public:
-  // The watch of `running`'s replay for a fork of `other` at `prefix` (CommonPrefix); none when
-  // one of them touches an op past the prefix at time zero (so no fork can be taken). One
-  // simulated replica: task t is op t, on stream stage · kNumStreams + kind.
-  static std::optional<PrefixWatch> Make(const OpProgram& running, const OpProgram& other,
-                                         int32_t prefix);
+  // The watch of `running`'s replay (`index` of it) for a fork of `other` at `prefix`
+  // (CommonPrefix); none when one of them touches an op past the prefix at time zero (so no fork
+  // can be taken). One simulated replica: task t is op t, on stream stage · kNumStreams + kind.
+  static std::optional<PrefixWatch> Make(const PrefixIndex& index, const OpProgram& running,
+                                         const OpProgram& other, int32_t prefix);
   // The watch of `running`'s replay for a program not lowered yet, guessed to share `prefix`
   // ops with it and to go on as running's last `period` ops before the prefix and after it do,
   // moved a period on (a fold's next window: one micro-batch more). A guess, which the next
   // program's executor checks when it adopts the state (Executor::Adopt).
-  static std::optional<PrefixWatch> MakeForNext(const OpProgram& running, int32_t prefix,
-                                                int32_t period);
+  static std::optional<PrefixWatch> MakeForNext(const PrefixIndex& index, const OpProgram& running,
+                                                int32_t prefix, int32_t period);
 
   int32_t prefix() const { return prefix_; }
+  // Each set of prefix ops whose all finishing touches an op past the prefix, in the order
+  // found (tests).
+  std::vector<std::vector<int32_t>> Items() const;
 
   // The running replay started / finished task t.
   void Started(int32_t t) {
@@ -89,12 +117,17 @@ class PrefixWatch {
   }
 
  private:
-  // A watch over `prefix`: for_each(visit) calls visit(op, its deps) for every op past the
-  // prefix of each program the fork concerns, visit.NextProgram() after each program, and
-  // returns false when visit does (no fork can be taken).
-  template <class ForEachPastPrefix>
-  static std::optional<PrefixWatch> MakeWith(const OpProgram& running, int32_t prefix,
-                                             ForEachPastPrefix&& for_each);
+  // The last prefix op of each stream (-1: none).
+  std::vector<int32_t> LastOfStreams(const PrefixIndex& index) const;
+  // The items of `running`'s ops from `from` on, found through `index`, as a program whose op
+  // t + (prefix - from) is running's op t and depends on shifted(d) for each of its
+  // dependencies d, which is below the prefix exactly when d is below `from`. False when one
+  // touches an op past the prefix at time zero (no fork can be taken).
+  template <class Shifted>
+  bool AddRunning(const PrefixIndex& index, const OpProgram& running,
+                  const std::vector<int32_t>& last, int32_t from, Shifted&& shifted);
+  // The items of `other`'s ops past the prefix, visited one by one (a fork's short tail).
+  bool AddOther(const OpProgram& other, const std::vector<int32_t>& last);
   // Items: each a set of prefix ops whose all finishing touches an op past the prefix.
   void AddItem(absl::Span<const int32_t> preds);
   void Index();

@@ -807,10 +807,11 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                            }) -
                           programs.begin());
   std::vector<std::optional<PrefixWatch>> watches(n);
+  const PrefixIndex index(programs[longest]);
   for (size_t i = 0; i < n; ++i) {
     if (i == longest) continue;
     const int32_t prefix = CommonPrefix(programs[i], programs[longest], shared ? (*shared)[i] : 0);
-    if (prefix > 0) watches[i] = PrefixWatch::Make(programs[longest], programs[i], prefix);
+    if (prefix > 0) watches[i] = PrefixWatch::Make(index, programs[longest], programs[i], prefix);
   }
   std::vector<size_t> order;
   for (size_t i = 0; i < n; ++i) {
@@ -830,7 +831,7 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
     const size_t longer = programs[longest].ops.size();
     next_shared = std::max(next_shared, NextPrefix(last_fork, shorter, longer));
     if (next_shared > last_fork) {
-      next = PrefixWatch::MakeForNext(programs[longest], next_shared,
+      next = PrefixWatch::MakeForNext(index, programs[longest], next_shared,
                                       static_cast<int32_t>(longer - shorter));
     }
   }
@@ -896,12 +897,14 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
   next_shared = std::max(next_shared, NextPrefix(shared, previous.ops.size(), program.ops.size()));
   std::optional<PrefixWatch> watch;
   bool guessed = false;
+  std::optional<PrefixIndex> index;
+  if (shared > 0) index.emplace(program);
   if (shared > 0 && next_shared > shared && program.ops.size() > previous.ops.size()) {
     const auto period = static_cast<int32_t>(program.ops.size() - previous.ops.size());
-    watch = PrefixWatch::MakeForNext(program, next_shared, period);
+    watch = PrefixWatch::MakeForNext(*index, program, next_shared, period);
     guessed = watch.has_value();
   }
-  if (shared > 0 && !watch) watch = PrefixWatch::Make(program, previous, shared);
+  if (shared > 0 && !watch) watch = PrefixWatch::Make(*index, program, previous, shared);
   // The latest state kept that this program shares and its executor takes.
   std::unique_ptr<ReplayRun> run;
   std::shared_ptr<const ReplaySnapshot> resumed;
