@@ -253,5 +253,54 @@ TEST_CASE("a graph over the shared tasks' tail adopts a state from its base", "[
   CHECK_FALSE(fork_other.Adopt(*at, /*base=*/1, &done_before));
 }
 
+TEST_CASE("a tail graph's snapshot numbered as the whole graph's is adopted by the whole",
+          "[engine]") {
+  // Mine's tail from task 1 on, gone on from a state at 10 ps (task 0 done, task 1 running),
+  // snapshot again before its next event: numbered from task 0, it is mine's own state, and a
+  // graph of all of mine's tasks adopts it and ends as mine does alone.
+  const TaskGraph mine = Mine();
+  TaskGraph tail = Graph(2, {0, 0}, {{}, {0}});
+  tail.preds_before = {1, 0};
+  const std::vector<int32_t> done_before = {1, 0};
+  const TaskGraph running_graph = Graph(2, {0, 0, 1}, {{}, {0}, {1}});
+  Recorder r{{Ps(10), Ps(10), Ps(5)}, {}};
+  Executor<Recorder> running(running_graph, r);
+  running.Begin();
+  REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(20); }));
+  const std::optional<ExecutorSnapshot> at_10 = running.TakeSnapshot(2);
+  REQUIRE(at_10.has_value());
+  Recorder t{{Ps(10), Ps(3)}, {}};
+  Executor<Recorder> fork(tail, t);
+  REQUIRE(fork.Adopt(*at_10, 1, &done_before));
+  REQUIRE_FALSE(fork.Advance([](Duration) { return true; }));
+  std::optional<ExecutorSnapshot> snap = fork.TakeSnapshot(1);
+  REQUIRE(snap.has_value());
+  const ExecutorSnapshot whole = NumberedFrom(*snap, 1, done_before, {Ps(10)});
+  CHECK(whole.prefix == 2);
+  CHECK(whole.tasks == 3);
+  CHECK(whole.finished == std::vector<uint8_t>{1, 0});
+  CHECK(whole.finish_at == std::vector<Duration>{Ps(10), Ps(20)});
+  CHECK(whole.done == std::vector<int32_t>{1, 0});
+  Recorder again{{Ps(10), Ps(10), Ps(3)}, {}};
+  Executor<Recorder> resumed(mine, again);
+  REQUIRE(resumed.Adopt(whole));
+  REQUIRE(resumed.Advance([](Duration) { return false; }));
+  CHECK(again.log ==
+        std::vector<std::string>{"finish 1 @20", "issue 2 @20", "start 2 @20", "finish 2 @23"});
+  CHECK(resumed.stats().makespan == Ps(23));
+}
+
+TEST_CASE("a queue renumbered keeps its order and drops what it numbers below zero", "[engine]") {
+  EventQueue q;
+  q.Schedule(Ps(5), 1);
+  q.Schedule(Ps(3), 2);
+  q.Schedule(Ps(5), 3);
+  q.Schedule(Ps(1), 4);
+  q.Renumber([](int64_t p) { return p == 2 ? -1 : p * 10; });
+  std::vector<int64_t> order;
+  while (!q.empty()) order.push_back(q.Pop().payload);
+  CHECK(order == std::vector<int64_t>{40, 10, 30});
+}
+
 }  // namespace
 }  // namespace sim::engine

@@ -9,8 +9,8 @@
 //
 // No globals: each simulation owns its queue, so scenarios can run in parallel threads.
 
+#include <algorithm>
 #include <cstdint>
-#include <queue>
 #include <vector>
 
 #include "sim/base/units.h"
@@ -25,12 +25,16 @@ struct Event {
 
 class EventQueue {
  public:
-  void Schedule(Duration time, int64_t payload) { heap_.push(Event{time, next_seq_++, payload}); }
+  void Schedule(Duration time, int64_t payload) {
+    heap_.push_back(Event{time, next_seq_++, payload});
+    std::push_heap(heap_.begin(), heap_.end(), Later());
+  }
   bool empty() const { return heap_.empty(); }
-  const Event& top() const { return heap_.top(); }
+  const Event& top() const { return heap_.front(); }
   Event Pop() {
-    Event e = heap_.top();
-    heap_.pop();
+    std::pop_heap(heap_.begin(), heap_.end(), Later());
+    const Event e = heap_.back();
+    heap_.pop_back();
     return e;
   }
   uint64_t scheduled() const { return next_seq_; }
@@ -43,28 +47,31 @@ class EventQueue {
   }
 
   // Gives every event the payload `to(payload)`, keeping its time and place in the order, and
-  // drops those it gives a negative one.
+  // drops those it gives a negative one. The order is by (time, sequence number) alone, so the
+  // heap stands as it is unless an event is dropped.
   template <class To>
   void Renumber(To&& to) {
-    std::vector<Event> events;
-    events.reserve(heap_.size());
-    while (!heap_.empty()) {
-      Event e = heap_.top();
-      heap_.pop();
+    bool dropped = false;
+    for (Event& e : heap_) {
       e.payload = to(e.payload);
-      if (e.payload >= 0) events.push_back(e);
+      dropped = dropped || e.payload < 0;
     }
-    for (const Event& e : events) heap_.push(e);
+    if (!dropped) return;
+    heap_.erase(
+        std::remove_if(heap_.begin(), heap_.end(), [](const Event& e) { return e.payload < 0; }),
+        heap_.end());
+    std::make_heap(heap_.begin(), heap_.end(), Later());
   }
 
  private:
+  // A max-heap's order with the earliest first: by time, then by the order scheduled.
   struct Later {
     bool operator()(const Event& a, const Event& b) const {
       if (a.time != b.time) return a.time > b.time;
       return a.seq > b.seq;
     }
   };
-  std::priority_queue<Event, std::vector<Event>, Later> heap_;
+  std::vector<Event> heap_;  // a binary heap (std::push_heap) under Later
   uint64_t next_seq_ = 0;
 };
 

@@ -91,6 +91,30 @@ struct ExecutorSnapshot {
   ExecutionStats stats;
 };
 
+// `tail`, a snapshot of a graph over another's tasks from `base` on (Executor::Adopt with a
+// base), numbered as the other's: every task before the base finished, task t at
+// finish_before[t], done_before[s] of them on stream s.
+inline ExecutorSnapshot NumberedFrom(ExecutorSnapshot tail, int32_t base,
+                                     const std::vector<int32_t>& done_before,
+                                     const std::vector<Duration>& finish_before) {
+  if (base == 0) return tail;
+  auto widen = [&](auto& v, auto before) {
+    v.insert(v.begin(), static_cast<size_t>(base), before);
+  };
+  widen(tail.remaining, 0);
+  widen(tail.issued, uint8_t{1});
+  widen(tail.started, uint8_t{1});
+  widen(tail.finished, uint8_t{1});
+  tail.finish_at.insert(tail.finish_at.begin(), finish_before.begin(),
+                        finish_before.begin() + base);
+  for (size_t s = 0; s < tail.done.size(); ++s) tail.done[s] += done_before[s];
+  // Tasks and the stream wake-ups numbered after them both move by the base.
+  tail.queue.Renumber([&](int64_t p) { return p + base; });
+  tail.prefix += base;
+  tail.tasks += base;
+  return tail;
+}
+
 // OnStart returns the task's duration (>= 0). A listener may also have Prefetch(task), told
 // which task a stream starts next when it starts one (to fetch what OnStart will read).
 template <class L>

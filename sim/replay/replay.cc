@@ -199,7 +199,7 @@ class ReplayListener {
   }
 
   Duration OnStart(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
-    for (PrefixWatch* w : watches_) w->Started(task);
+    for (PrefixWatch* w : watches_) w->Started(base_ + task);
     const auto [replica, o] = Split(task);
     const HotOp& op = hot_[o];
     const int32_t gpu = replica * p_.stages + op.stage;
@@ -232,7 +232,7 @@ class ReplayListener {
   }
 
   void OnFinish(int32_t task, Duration now, engine::Rescheduler& rescheduler) {
-    for (PrefixWatch* w : watches_) w->Finished(task);
+    for (PrefixWatch* w : watches_) w->Finished(base_ + task);
     const auto [replica, o] = Split(task);
     const HotOp& op = hot_[o];
     const int32_t gpu = replica * p_.stages + op.stage;
@@ -270,10 +270,7 @@ class ReplayListener {
   }
 
   // Forked replays (prefix_watch.h): the watches told of every start and finish.
-  void Watch(PrefixWatch* w) {
-    SIM_CHECK(base_ == 0, "a replay of a program's tail is watched by none");
-    watches_.push_back(w);
-  }
+  void Watch(PrefixWatch* w) { watches_.push_back(w); }
 
   // Whether `known`'s prefix ops index this program's dependency and memory arrays as they
   // index their own: CommonPrefix found the same ops with as many dependencies and actions
@@ -293,31 +290,57 @@ class ReplayListener {
 
   // What this replay has done by now, over its first `prefix` ops (their finish and start
   // times, and what their collectives add to the result; the rest of the state is whole).
+  // Numbered from op 0 whatever the base: the ops before it as the state this replay went on
+  // from has them.
   ListenerState Save(int32_t prefix) const {
-    SIM_CHECK(base_ == 0, "a replay of a program's tail keeps no state");
+    SIM_CHECK(prefix >= base_, "a state is saved past the base");
     // On from the last Save (forks come in order of their prefixes), or the known prefix.
     if (prefix < saved_.upto) saved_ = {};
-    for (int32_t o = saved_.upto; o < prefix; ++o) {
-      if (hot_[o].kind != OpKind::kCollective) continue;
+    auto add = [&](int32_t o) {
       const CollectiveSpec& c = p_.CollectiveOf(p_.ops[o]);
       saved_.totals.Add(c, comm_.Price(c.kind, c.tensor, c.group, c.buckets));
+    };
+    for (int32_t o = saved_.upto; o < std::min(prefix, base_); ++o) {
+      if (early_->hot[o].kind == OpKind::kCollective) add(o);
+    }
+    for (int32_t o = std::max(saved_.upto, base_); o < prefix; ++o) {
+      if (hot_[o - base_].kind == OpKind::kCollective) add(o);
     }
     saved_.upto = prefix;
-    return ListenerState{prefix,
-                         {hot_.begin(), hot_.begin() + prefix},
-                         saved_.totals,
-                         comm_running_,
-                         running_,
-                         compute_free_,
-                         last_end_,
-                         {finish_.begin(), finish_.begin() + prefix},
-                         {start_.begin(), start_.begin() + prefix},
-                         pcie_,
-                         host_,
-                         sharing_,
-                         r_.stages,
-                         r_.host_activation_peak,
-                         r_.ledgers};
+    const int32_t own = prefix - base_;  // this replay's ops in the prefix
+    // Before the base, as the state gone on from has them; from it, this replay's.
+    auto joined = [&](const auto& before, const auto& mine) {
+      std::remove_cvref_t<decltype(mine)> v;
+      v.reserve(prefix);
+      v.assign(before.begin(), before.begin() + base_);
+      v.insert(v.end(), mine.begin(), mine.begin() + own);
+      return v;
+    };
+    ListenerState st{
+        prefix,
+        base_ > 0 ? joined(early_->hot, hot_) : decltype(hot_)(hot_.begin(), hot_.begin() + own),
+        saved_.totals,
+        comm_running_,
+        running_,
+        compute_free_,
+        last_end_,
+        base_ > 0 ? joined(early_->finish, finish_)
+                  : decltype(finish_)(finish_.begin(), finish_.begin() + own),
+        base_ > 0 ? joined(early_->start, start_)
+                  : decltype(start_)(start_.begin(), start_.begin() + own),
+        pcie_,
+        host_,
+        sharing_,
+        r_.stages,
+        r_.host_activation_peak,
+        r_.ledgers};
+    if (base_ > 0) {
+      for (RunningCompute& c : st.running) {
+        if (c.task >= 0) c.task += base_;
+      }
+      st.sharing.ShiftTasks(-base_);
+    }
+    return st;
   }
   // Takes over a saved state, for a program that shares its first `st.prefix` ops with the one
   // it was saved from (the executor's state goes with it: Executor::Adopt).
@@ -750,31 +773,57 @@ int32_t NextPrefix(int32_t parts_at, size_t shorter, size_t longer) {
   return static_cast<int32_t>(std::min<size_t>(parts_at + (longer - shorter), longer));
 }
 
-// A replay of `program` on from `snapshot` (its executor's and listener's state); none, with
-// the program handed back, when the executor refuses the state. It sets up only the ops from
-// the first one the state has not finished (a fork's tail, a few dozen of thousands: the
-// replay of a fold's first window forks twice), the state of the ops before it read from
-// `listener` (which must outlive the replay's run).
+// A run of `program` gone on from a state (`exec`, `listener`, which must outlive the run),
+// set up over the ops from the first the state has not finished only (a fork's tail: a few
+// dozen of thousands; the replay of a fold's first window forks twice, and each slide goes on
+// from a state); none, with the program handed back, when the executor refuses the state.
+// `base`, `done_before`: the op the run's tasks start from, and each stream's ops before it.
+std::unique_ptr<ReplayRun> GoOnFrom(OpProgram& program, const engine::ExecutorSnapshot& exec,
+                                    const ListenerState& listener,
+                                    const cost::ComputeCostModel& compute,
+                                    const cost::CollectiveCostModel& comm, Bytes capacity,
+                                    const ReplayOptions& options, int32_t& base,
+                                    std::vector<int32_t>& done_before) {
+  base = 0;
+  while (base < exec.prefix && exec.finished[base]) ++base;
+  auto run = Prepare(std::move(program), compute, comm, capacity, options, &listener, base);
+  base = run->listener->base();
+  done_before.assign(static_cast<size_t>(run->graph.num_streams), 0);
+  for (int32_t o = 0; o < base; ++o) ++done_before[StreamOf(listener.hot[o])];
+  run->listener->Restore(listener);
+  if (!run->executor->Adopt(exec, base, &done_before)) {
+    program = std::move(run->r.program);  // an executor that refused is unusable
+    return nullptr;
+  }
+  return run;
+}
+
+// A replay of `program` on from a state (GoOnFrom); none, with the program handed back, when
+// the executor refuses the state.
 std::optional<ReplayResult> ReplayFrom(OpProgram& program, const engine::ExecutorSnapshot& exec,
                                        const ListenerState& listener,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options) {
   int32_t base = 0;
-  while (base < exec.prefix && exec.finished[base]) ++base;
-  auto run = Prepare(std::move(program), compute, comm, capacity, options, &listener, base);
-  base = run->listener->base();
-  // Each stream's ops before the base, all finished (Executor::Adopt).
-  std::vector<int32_t> done_before(static_cast<size_t>(run->graph.num_streams), 0);
-  for (int32_t o = 0; o < base; ++o) ++done_before[StreamOf(listener.hot[o])];
-  run->listener->Restore(listener);
-  if (!run->executor->Adopt(exec, base, &done_before)) {
-    program = std::move(run->r.program);
-    return std::nullopt;
-  }
+  std::vector<int32_t> done_before;
+  auto run = GoOnFrom(program, exec, listener, compute, comm, capacity, options, base, done_before);
+  if (!run) return std::nullopt;
   run->executor->Advance(kToTheEnd);
   return Complete(*run);
 }
+
+// A run over a program's ops from `base` on, as a watch numbers them (from op 0): the ops
+// before the base have started and finished (their finish times are never asked).
+struct ProgramView {
+  const engine::Executor<ReplayListener>& e;
+  int32_t base;
+  bool started(int32_t t) const { return t < base || e.started(t - base); }
+  bool finished(int32_t t) const { return t < base || e.finished(t - base); }
+  Duration finish_at(int32_t t) const {
+    return t < base ? Duration::Zero() : e.finish_at(t - base);
+  }
+};
 
 bool Forkable(const ReplayOptions& options) {
   return options.replicas == 1 && !options.record_ops && !options.record_memory;
@@ -905,32 +954,35 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
     guessed = watch.has_value();
   }
   if (shared > 0 && !watch) watch = PrefixWatch::Make(*index, program, previous, shared);
-  // The latest state kept that this program shares and its executor takes.
+  // The latest state kept that this program shares and its executor takes, gone on from over
+  // the ops from the first it has not finished (ReplayFrom; the state, held in `resumed`,
+  // outlives the run).
   std::unique_ptr<ReplayRun> run;
   std::shared_ptr<const ReplaySnapshot> resumed;
+  int32_t base = 0;
+  std::vector<int32_t> done_before;
   for (std::shared_ptr<const ReplaySnapshot> s = from; s != nullptr; s = s->earlier) {
     if (shared < s->executor.prefix || IssuesMemoryPast(program, s->executor.prefix)) continue;
-    run = Prepare(std::move(program), compute, comm, capacity, options, &s->listener);
-    run->listener->Restore(s->listener);
-    if (run->executor->Adopt(s->executor)) {
+    run = GoOnFrom(program, s->executor, s->listener, compute, comm, capacity, options, base,
+                   done_before);
+    if (run) {
       if (resumed_at) *resumed_at = s->executor.prefix;
       resumed = std::move(s);
       break;
     }
-    program = std::move(run->r.program);  // an executor that refused is unusable
-    run.reset();
   }
   if (!run) return ReplayRaw(std::move(program), compute, comm, capacity, options);
-  if (watch) {
-    watch->CatchUp(*run->executor);
+  if (watch && watch->prefix() >= base) {
+    // The watch numbers ops from 0: the ops before the base have started and finished.
+    const ProgramView view{*run->executor, base};
+    watch->CatchUp(view);
     run->listener->Watch(&*watch);
-    const bool done =
-        run->executor->Advance([&](Duration next) { return watch->Due(next, *run->executor); });
+    const bool done = run->executor->Advance([&](Duration next) { return watch->Due(next, view); });
     if (!done) {
-      if (auto exec = run->executor->TakeSnapshot(watch->prefix())) {
-        snapshot = std::make_shared<const ReplaySnapshot>(
-            ReplaySnapshot{*std::move(exec), run->listener->Save(watch->prefix()),
-                           guessed ? std::move(resumed) : nullptr});
+      if (auto exec = run->executor->TakeSnapshot(watch->prefix() - base)) {
+        snapshot = std::make_shared<const ReplaySnapshot>(ReplaySnapshot{
+            engine::NumberedFrom(*std::move(exec), base, done_before, resumed->listener.finish),
+            run->listener->Save(watch->prefix()), guessed ? std::move(resumed) : nullptr});
       }
     }
   }
