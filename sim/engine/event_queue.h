@@ -39,13 +39,6 @@ class EventQueue {
   }
   uint64_t scheduled() const { return next_seq_; }
 
-  // Moves every payload at or above `from` by (to - from), keeping times and order: what a copy
-  // of the queue needs when the payloads above a count name something else (executor.h's
-  // stream wake-ups, numbered after the tasks).
-  void RenumberAbove(int64_t from, int64_t to) {
-    Renumber([&](int64_t p) { return p >= from ? p + (to - from) : p; });
-  }
-
   // Gives every event the payload `to(payload)`, keeping its time and place in the order, and
   // drops those it gives a negative one. The order is by (time, sequence number) alone, so the
   // heap stands as it is unless an event is dropped.
