@@ -208,16 +208,18 @@ TEST_CASE("a state in which a task past the shared prefix was touched is not ado
   }
 }
 
-TEST_CASE("a graph over the shared tasks' tail adopts a state from its base", "[engine]") {
-  // Mine's tasks 1 and 2 as a graph of their own (task t is mine's 1 + t): task 1's wait for
-  // task 0 is left out, as a predecessor before the base.
+// Mine's tasks 1 and 2 as a graph of their own (task t is mine's 1 + t): task 1's wait for
+// task 0 is left out, as a predecessor before the base (task 0, on stream 0).
+TaskGraph MineFrom1() {
   TaskGraph tail = Graph(2, {0, 0}, {{}, {0}});
   tail.preds_before = {1, 0};
-  const std::vector<int32_t> done_before = {1, 0};  // task 0, on stream 0
-  Recorder alone{{Ps(10), Ps(10), Ps(3)}, {}};
-  const ExecutionStats whole = Executor<Recorder>(Mine(), alone).Run();
-  // A graph that shares tasks 0 and 1 with mine and runs task 2 on the other stream, paused
-  // before task 1 ends at 20 ps: task 0 has finished, task 1 runs.
+  return tail;
+}
+const std::vector<int32_t> kDoneBefore1 = {1, 0};
+
+// A graph that shares tasks 0 and 1 with mine and runs task 2 on the other stream, paused
+// before task 1 ends at 20 ps (task 0 has finished, task 1 runs): its state over tasks 0 and 1.
+ExecutorSnapshot SharedAt10() {
   const TaskGraph running_graph = Graph(2, {0, 0, 1}, {{}, {0}, {1}});
   Recorder r{{Ps(10), Ps(10), Ps(5)}, {}};
   Executor<Recorder> running(running_graph, r);
@@ -225,9 +227,17 @@ TEST_CASE("a graph over the shared tasks' tail adopts a state from its base", "[
   REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(20); }));
   const std::optional<ExecutorSnapshot> snap = running.TakeSnapshot(2);
   REQUIRE(snap.has_value());
+  return *snap;
+}
+
+TEST_CASE("a graph over the shared tasks' tail adopts a state from its base", "[engine]") {
+  Recorder alone{{Ps(10), Ps(10), Ps(3)}, {}};
+  const ExecutionStats whole = Executor<Recorder>(Mine(), alone).Run();
+  const ExecutorSnapshot snap = SharedAt10();
+  const TaskGraph tail = MineFrom1();
   Recorder forked{{Ps(10), Ps(3)}, {}};
   Executor<Recorder> fork(tail, forked);
-  REQUIRE(fork.Adopt(*snap, /*base=*/1, &done_before));
+  REQUIRE(fork.Adopt(snap, /*base=*/1, &kDoneBefore1));
   REQUIRE(fork.Advance([](Duration) { return false; }));
   CHECK(forked.log ==
         std::vector<std::string>{"finish 0 @20", "issue 1 @20", "start 1 @20", "finish 1 @23"});
@@ -236,7 +246,7 @@ TEST_CASE("a graph over the shared tasks' tail adopts a state from its base", "[
   // A base the state has not reached (task 1 still runs) is refused.
   const TaskGraph one = Graph(2, {0}, {{}});
   Executor<Recorder> early(one, forked);
-  CHECK_FALSE(early.Adopt(*snap, /*base=*/2, &done_before));
+  CHECK_FALSE(early.Adopt(snap, /*base=*/2, &kDoneBefore1));
   // Other's tail from task 1: its task 2 waits only for task 0, which has ended, so it has been
   // touched, and the state is refused as it is by the whole graph.
   TaskGraph other_tail = Graph(2, {0, 1, 0}, {{}, {}, {}});
@@ -250,32 +260,22 @@ TEST_CASE("a graph over the shared tasks' tail adopts a state from its base", "[
   REQUIRE(at.has_value());
   Recorder o{{Ps(10), Ps(7), Ps(4)}, {}};
   Executor<Recorder> fork_other(other_tail, o);
-  CHECK_FALSE(fork_other.Adopt(*at, /*base=*/1, &done_before));
+  CHECK_FALSE(fork_other.Adopt(*at, /*base=*/1, &kDoneBefore1));
 }
 
 TEST_CASE("a tail graph's snapshot numbered as the whole graph's is adopted by the whole",
           "[engine]") {
-  // Mine's tail from task 1 on, gone on from a state at 10 ps (task 0 done, task 1 running),
-  // snapshot again before its next event: numbered from task 0, it is mine's own state, and a
-  // graph of all of mine's tasks adopts it and ends as mine does alone.
-  const TaskGraph mine = Mine();
-  TaskGraph tail = Graph(2, {0, 0}, {{}, {0}});
-  tail.preds_before = {1, 0};
-  const std::vector<int32_t> done_before = {1, 0};
-  const TaskGraph running_graph = Graph(2, {0, 0, 1}, {{}, {0}, {1}});
-  Recorder r{{Ps(10), Ps(10), Ps(5)}, {}};
-  Executor<Recorder> running(running_graph, r);
-  running.Begin();
-  REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(20); }));
-  const std::optional<ExecutorSnapshot> at_10 = running.TakeSnapshot(2);
-  REQUIRE(at_10.has_value());
+  // Mine's tail gone on from the shared state at 10 ps and snapshot again before its next
+  // event: numbered from task 0, it is mine's own state, and a graph of all of mine's tasks
+  // adopts it and ends as mine does alone.
+  const TaskGraph mine = Mine(), tail = MineFrom1();
   Recorder t{{Ps(10), Ps(3)}, {}};
   Executor<Recorder> fork(tail, t);
-  REQUIRE(fork.Adopt(*at_10, 1, &done_before));
+  REQUIRE(fork.Adopt(SharedAt10(), 1, &kDoneBefore1));
   REQUIRE_FALSE(fork.Advance([](Duration) { return true; }));
   std::optional<ExecutorSnapshot> snap = fork.TakeSnapshot(1);
   REQUIRE(snap.has_value());
-  const ExecutorSnapshot whole = NumberedFrom(*snap, 1, done_before, {Ps(10)});
+  const ExecutorSnapshot whole = NumberedFrom(*snap, 1, kDoneBefore1, {Ps(10)});
   CHECK(whole.prefix == 2);
   CHECK(whole.tasks == 3);
   CHECK(whole.finished == std::vector<uint8_t>{1, 0});
