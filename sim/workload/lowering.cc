@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <memory>
@@ -770,7 +771,28 @@ class Lowerer {
     return static_cast<float>(0.5 / static_cast<double>(cols) + 0.5 / static_cast<double>(rows));
   }
 
+  // The op of layer op `lo` (one of layer_ops_ or dense_ops_) in `pass`, for group g: made once
+  // per layer op and pass (MakeLayerOps: every layer's are the same but for their group).
   Op FromLayerOp(const LayerOp& lo, OpPass pass, int32_t g) const {
+    const std::less<const LayerOp*> before;
+    const bool dense = !dense_ops_.empty() && !before(&lo, dense_ops_.data()) &&
+                       before(&lo, dense_ops_.data() + dense_ops_.size());
+    const std::vector<LayerOp>& from = dense ? dense_ops_ : layer_ops_;
+    const auto i = static_cast<size_t>(&lo - from.data());
+    SIM_CHECK(i < from.size(), "a layer op of neither of the lowering's layers");
+    Op op = (dense ? dense_made_ : layer_made_)[static_cast<size_t>(pass)][i];
+    op.group = g;
+    return op;
+  }
+  std::array<std::vector<Op>, 3> MakeLayerOps(const std::vector<LayerOp>& ops) const {
+    std::array<std::vector<Op>, 3> made;
+    for (OpPass pass : {OpPass::kForward, OpPass::kRecompute, OpPass::kBackward}) {
+      for (const LayerOp& lo : ops)
+        made[static_cast<size_t>(pass)].push_back(MakeLayerOp(lo, pass));
+    }
+    return made;
+  }
+  Op MakeLayerOp(const LayerOp& lo, OpPass pass) const {
     // Backward: a GEMM's input and weight gradients are two GEMMs of the forward's size (one,
     // the input gradient, when its weights are frozen); other kernels read and write about
     // twice the forward traffic; flash attention's backward does kFlashBackwardFactor times its
@@ -780,8 +802,9 @@ class Lowerer {
                                 s_.training.attention == AttentionKernel::kFlash;
     const double k = flash_backward ? kFlashBackwardFactor : backward ? 2.0 : 1.0;
     const double kf = backward && lo.frozen ? 1.0 : k;
-    Op op = Compute(lo.name, pass, lo.op_class,
-                    lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1), lo.bytes_moved * kf, g);
+    Op op =
+        Compute(lo.name, pass, lo.op_class, lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1),
+                lo.bytes_moved * kf, std::nullopt);
     op.keep_16bit = lo.keep_16bit;
     op.kernels = lo.kernels;
     if (lo.gemm_inner > 0) {
@@ -1451,6 +1474,9 @@ class Lowerer {
   const ActivationShape shape_;
   const std::vector<LayerOp> layer_ops_;  // a decoder layer's (an MoE model's MoE layer)
   const std::vector<LayerOp> dense_ops_;  // an MoE model's dense layers (MoeSpec layers)
+  // FromLayerOp's ops of each, by pass (forward, recompute, backward), without a group.
+  const std::array<std::vector<Op>, 3> layer_made_ = MakeLayerOps(layer_ops_);
+  const std::array<std::vector<Op>, 3> dense_made_ = MakeLayerOps(dense_ops_);
   // The ops of group g's layer (g = 1..L).
   const std::vector<LayerOp>& Ops(int32_t g) const {
     return dense_ops_.empty() || s_.model.IsMoeLayer(g - 1) ? layer_ops_ : dense_ops_;
