@@ -56,7 +56,7 @@ bool SamePersistent(const OpProgram& a, const OpProgram& b) {
   return true;
 }
 
-int32_t StreamOf(const Op& op) { return op.stage * kNumStreams + static_cast<int32_t>(op.stream); }
+int32_t StreamOf(const Op& op) { return StreamIndex(op.stage, op.stream); }
 
 }  // namespace
 

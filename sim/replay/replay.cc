@@ -504,9 +504,7 @@ class ReplayListener {
 };
 
 // The stream of replica 0 that runs `op` (BuildGraph).
-int32_t StreamOf(const HotOp& op) {
-  return op.stage * kNumStreams + static_cast<int32_t>(op.stream);
-}
+int32_t StreamOf(const HotOp& op) { return StreamIndex(op.stage, op.stream); }
 
 // Task t of the executor is op (t % ops) of DP replica (t / ops); the op runs on simulated GPU
 // replica·stages + op.stage, whose streams are gpu·kNumStreams + StreamKind. Read from the

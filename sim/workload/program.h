@@ -42,6 +42,10 @@ enum class StreamKind : uint8_t {
   kHost = 5
 };
 inline constexpr int kNumStreams = 6;
+// The replay's index of a stage's stream (one simulated replica): stage · kNumStreams + kind.
+inline int32_t StreamIndex(int32_t stage, StreamKind kind) {
+  return stage * kNumStreams + static_cast<int32_t>(kind);
+}
 // Streams whose kernels share the GPU's SMs and HBM with compute (NCCL's kernels).
 inline bool SharesSms(StreamKind s) {
   return s == StreamKind::kComm || s == StreamKind::kTpComm || s == StreamKind::kP2p;
