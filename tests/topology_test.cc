@@ -210,6 +210,32 @@ TEST_CASE("explicit fabrics: shortest-path routes, the inter-rack cable as bottl
   CHECK(p.busiest_link == "switch0->switch1");
 }
 
+TEST_CASE("explicit fabrics: of parallel cables, a route takes the one declared first",
+          "[topology]") {
+  // The cluster graph keeps each vertex's links in the order they were made (a compressed
+  // sparse row graph built by a stable sort, sim/cluster/topology.cc): the breadth-first
+  // search reaches tor-b over the first tor-a -- tor-b cable, whichever it is.
+  for (const double first_gbps : {100.0, 400.0}) {
+    INFO(first_gbps << " Gb/s declared first");
+    auto file = config::LoadClusterTopology(
+        kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
+    REQUIRE(file.ok());
+    FabricSpec& f = *file->cluster.fabric;
+    REQUIRE(f.links.back().a == "tor-a");
+    FabricLink second = f.links.back();
+    f.links.back().bandwidth = Bandwidth::Gbps(first_gbps);
+    second.bandwidth = Bandwidth::Gbps(first_gbps == 100 ? 400 : 100);
+    f.links.push_back(second);
+    auto t = cluster::Topology::Build(file->cluster);
+    REQUIRE(t.ok());
+    std::vector<int32_t> r;
+    t->Route(0, 16, r);  // node 0 -> node 2, across the racks
+    REQUIRE(r.size() == 5);
+    CHECK(t->LinkName(r[2]) == "switch0->switch1");
+    CHECK(t->link(r[2]).bandwidth.bytes_per_s() == Bandwidth::Gbps(first_gbps).bytes_per_s());
+  }
+}
+
 TEST_CASE("a GPU the fabric does not reach is an error", "[topology]") {
   auto file =
       config::LoadClusterTopology(kRoot, STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
