@@ -77,18 +77,6 @@ TEST_CASE("folded and unfolded reports are byte-identical on the shipped scenari
   }
 }
 
-TEST_CASE("GPT-3 175B's interleaved pipeline folds at its shipped batch", "[fold]") {
-  // 64 micro-batches on 8 stages of 3 chunks: K = 16, d = 8, tried from 2K + 3d = 56
-  // (PlanFold); the window 16, 24, 32 repeats, and the report is the full replay's (above).
-  const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/gpt3-175b-korthikanti.yaml");
-  REQUIRE(s.micro_batches() == 64);
-  const auto plan = replay::PlanFold(s);
-  REQUIRE(plan.has_value());
-  CHECK(plan->k == 16);
-  CHECK(plan->d == 8);
-  CHECK(Folded(s));
-}
-
 TEST_CASE("folded and unfolded reports are byte-identical across the golden layouts", "[fold]") {
   int checked = 0;
   for (const GoldenCase& g : GoldenCases()) {

@@ -117,32 +117,20 @@ std::optional<FoldPlan> PlanFold(const Scenario& s) {
   // that runs in the steady state. Where the first micro-batch still allocates what later ones
   // reuse (lazy gradients, the first gathers, the caching allocator's segments) the window
   // slides (FoldedReplay). Interleaved: past its warm-up of (pp - 1)·2 + (v - 1)·pp units of
-  // 1/v micro-batch each (Megatron-LM schedules.py), rounded up to whole groups of pp. The
-  // check of the increments makes K a matter of cost, not of correctness: a K too small only
-  // means a slide or no fold. One group more let the golden interleaved layouts repeat at the
-  // first window, but it cost GPT-3 175B's (pp 8, v 3: K = 16, not 24) its fold: the two-stage
-  // golden layouts now slide once instead (tests/fold_test.cc).
-  const bool interleaved = s.parallel.pp_schedule == PipelineSchedule::kInterleaved && pp > 1;
-  if (interleaved) {
+  // 1/v micro-batch each (Megatron-LM schedules.py), rounded up to whole groups of pp, and one
+  // group more for the pipeline to settle (without it the golden interleaved layouts do not
+  // repeat). The check of the increments makes K a matter of cost, not of correctness: a K
+  // too small only means a slide or no fold.
+  if (s.parallel.pp_schedule == PipelineSchedule::kInterleaved && pp > 1) {
     const int64_t v = s.parallel.pp_chunks;
     const int64_t warmup = ((pp - 1) * 2 + (v - 1) * pp + v - 1) / v;
-    f.k = (warmup + f.d - 1) / f.d * f.d;
+    f.k = ((warmup + f.d - 1) / f.d + 1) * f.d;
   } else {
     f.k = pp;
   }
   const int64_t m = s.micro_batches();
-  // Folded only when the short replays cost less than the step's. Most often: when the three
-  // hold fewer micro-batches than the step. An interleaved pipeline's three programs are
-  // lowered whole but replayed as one, forked where they part (ReplayFamily), and each fork
-  // runs its program's cool-down; measured on GPT-3 175B (scenarios/gpt3-175b-korthikanti.yaml,
-  // K = 16, d = 8, callgrind), the window cost 577 million instructions where the full
-  // replay of its 64 micro-batches cost 661 million, 10.3 million per micro-batch: as much
-  // as 56 = 2K + 3d micro-batches, from where it is folded. 1F1B pipelines keep the three
-  // replays' sum: measured the same way on Llama-2-70B as TP 4 x PP 8 and TP 8 x PP 4, their
-  // windows break even at about 22 and 12.5 micro-batches against its 27 and 15, too narrow a
-  // range for a second rule.
-  const int64_t worth = interleaved ? 2 * f.k + 3 * f.d : 3 * (f.k + f.d);
-  if (worth >= m || (m - f.k) % f.d != 0) return std::nullopt;
+  // Folded only when the three short replays hold fewer micro-batches than the step.
+  if (3 * (f.k + f.d) >= m || (m - f.k) % f.d != 0) return std::nullopt;
   return f;
 }
 
@@ -162,8 +150,7 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   // sequences, micro-batch 2, 16 micro-batches: 267 -> 123 million instructions, folded after
   // three slides instead of replayed in full; callgrind). A pipeline's programs are lowered
   // whole: it slides while every short replay so far and the next together hold fewer micro-
-  // batches than the step — the condition PlanFold sets on a 1F1B pipeline's first window
-  // (an interleaved one's is tried from 2K + 3d, PlanFold). What slides is a
+  // batches than the step — the condition PlanFold sets on the first window. What slides is a
   // replay still settling: an allocator whose cached segments reach their final layout a few
   // micro-batches late (the first stage of a 1F1B pipeline, which holds pp micro-batches'
   // activations, grows its reserved peak for two more); a pipeline whose sends slow the compute

@@ -117,8 +117,7 @@ void BM_ReplayLlama3_405B_16k(benchmark::State& state) {
 BENCHMARK(BM_ReplayLlama3_405B_16k)->Unit(benchmark::kMillisecond);
 
 // Issue 14's target: scenarios/gpt3-175b-korthikanti.yaml, GPT-3 175B as TP8 PP8 interleaved
-// (3 chunks) on 64 A100 (DP 1), 64 micro-batches of one sequence: folded, its window the
-// short replays of 16, 24 and 32 micro-batches (sim/replay/fold.cc PlanFold).
+// (3 chunks) on 64 A100 (DP 1), 64 micro-batches of one sequence: too few to fold.
 void BM_ReplayGpt3_175B(benchmark::State& state) {
   ReplayLoop(state, ShippedScenario("gpt3-175b-korthikanti.yaml"));
 }
