@@ -154,6 +154,18 @@ TEST_CASE("a running task can be rescheduled later and earlier", "[engine]") {
 TaskGraph Mine() { return Graph(2, {0, 0, 0}, {{}, {0}, {1}}); }
 TaskGraph Other() { return Graph(2, {0, 0, 1, 0}, {{}, {0}, {0}, {}}); }
 
+// `graph` run with `durations`, paused at the boundary before the event at 20 ps: its state
+// over tasks 0 and 1 (task 0 ended at 10 ps; task 1 runs).
+ExecutorSnapshot StateBefore20(const TaskGraph& graph, std::vector<Duration> durations) {
+  Recorder r{std::move(durations), {}};
+  Executor<Recorder> running(graph, r);
+  running.Begin();
+  REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(20); }));
+  const std::optional<ExecutorSnapshot> snap = running.TakeSnapshot(2);
+  REQUIRE(snap.has_value());
+  return *snap;
+}
+
 TEST_CASE("a graph adopts another's state before they part and runs as it would alone",
           "[engine]") {
   const TaskGraph mine = Mine(), other = Other();
@@ -197,14 +209,9 @@ TEST_CASE("a state in which a task past the shared prefix was touched is not ado
     // Mine as the running graph, paused before task 1 ends at 20 ps: mine's own task 2 is
     // untouched, so the copy is taken, but other's task 2 became ready when task 0 ended at
     // 10 ps, and other refuses it.
-    Recorder m{{Ps(10), Ps(10), Ps(3)}, {}};
-    Executor<Recorder> running(mine, m);
-    running.Begin();
-    REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(20); }));
-    const std::optional<ExecutorSnapshot> snap = running.TakeSnapshot(2);
-    REQUIRE(snap.has_value());
+    const ExecutorSnapshot snap = StateBefore20(mine, {Ps(10), Ps(10), Ps(3)});
     Executor<Recorder> fork(other, r);
-    CHECK_FALSE(fork.Adopt(*snap));
+    CHECK_FALSE(fork.Adopt(snap));
   }
 }
 
@@ -220,14 +227,7 @@ const std::vector<int32_t> kDoneBefore1 = {1, 0};
 // A graph that shares tasks 0 and 1 with mine and runs task 2 on the other stream, paused
 // before task 1 ends at 20 ps (task 0 has finished, task 1 runs): its state over tasks 0 and 1.
 ExecutorSnapshot SharedAt10() {
-  const TaskGraph running_graph = Graph(2, {0, 0, 1}, {{}, {0}, {1}});
-  Recorder r{{Ps(10), Ps(10), Ps(5)}, {}};
-  Executor<Recorder> running(running_graph, r);
-  running.Begin();
-  REQUIRE_FALSE(running.Advance([](Duration next) { return next == Ps(20); }));
-  const std::optional<ExecutorSnapshot> snap = running.TakeSnapshot(2);
-  REQUIRE(snap.has_value());
-  return *snap;
+  return StateBefore20(Graph(2, {0, 0, 1}, {{}, {0}, {1}}), {Ps(10), Ps(10), Ps(5)});
 }
 
 TEST_CASE("a graph over the shared tasks' tail adopts a state from its base", "[engine]") {
