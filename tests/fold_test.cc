@@ -94,24 +94,90 @@ TEST_CASE("folded and unfolded reports are byte-identical across the golden layo
   CHECK(checked >= 14);
 }
 
-TEST_CASE("a window whose first replay is still settling slides one period and folds", "[fold]") {
+// How the scenario's fold went (FoldedReplay's trace).
+replay::FoldTrace Trace(const Scenario& s) {
+  const ReplayModels m(s);
+  replay::FoldTrace t;
+  auto r = replay::FoldedReplay(s, m.compute, *m.comm, m.options, &t);
+  REQUIRE(r.ok());
+  REQUIRE(r->has_value());
+  return t;
+}
+
+TEST_CASE("the default scenario folds on its state after two short replays", "[fold]") {
+  // Llama-2-70B, ZeRO-3, full recompute, 4,096-token sequences, 32 micro-batches: the caching
+  // allocator has reserved what the step needs within the first micro-batch, so the replay of
+  // two is, where the second micro-batch starts its backward, in its state of the first a
+  // period on — the fold's cheapest path (sim/replay/state_period.h).
+  const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
+  const replay::FoldTrace t = Trace(s);
+  CHECK(t.by_state);
+  CHECK(t.replays == 2);
+  CHECK(t.last == 2);
+}
+
+TEST_CASE("a window whose first replays are still settling slides and folds", "[fold]") {
   // Llama-2-70B on 32 H100, ZeRO-1, selective recompute, 1,024-token sequences: the replay of
   // K = 2 micro-batches reserves 25 MB less at its peak than those of 3 and 4 (the caching
-  // allocator's segments settle a micro-batch late), so K, K + 1, K + 2 do not repeat; the
-  // window 3, 4, 5 does, and the folded report is the full replay's.
+  // allocator's segments settle late), so neither the first states nor the first three replays
+  // repeat; the window slides until they do, and the folded report is the full replay's.
   const Scenario s = Load(
       STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
       {{"training.seq_len", "1024"}, {"parallel.zero", "1"}, {"training.recompute", "selective"}});
   REQUIRE(s.micro_batches() == 32);
-  CHECK(Folded(s));
+  const replay::FoldTrace t = Trace(s);
+  CHECK(t.replays > 2);
   CHECK(Report(s, true) == Report(s, false));
+}
+
+TEST_CASE("an allocator past its capacity that never settles folds on three replays", "[fold]") {
+  // ZeRO-0 with full recompute at 1,024 tokens: the weights, gradients and fp32 optimizer
+  // states of 70 B parameters (1,286 GiB) are far past the 80 GB from the start, so every new
+  // segment first releases the cached ones, and the allocator's segments are laid out anew
+  // each micro-batch: no state of the window is the one before it a period on, but the three
+  // replays' results repeat (the reserved peak, past capacity, no longer moves), and the fold
+  // rests on them, to the full replay's report.
+  const Scenario s =
+      Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+           {{"training.seq_len", "1024"}, {"parallel.zero", "0"}, {"training.recompute", "full"}});
+  const replay::FoldTrace t = Trace(s);
+  CHECK_FALSE(t.by_state);
+  CHECK(t.replays >= 3);
+  CHECK(Report(s, true) == Report(s, false));
+}
+
+TEST_CASE("folded and unfolded reports are byte-identical across the sweep check's grid",
+          "[fold]") {
+  // The contract's sweep grid (../shared/checks/sweep-throughput), at three of its six
+  // sequence lengths: each ZeRO stage, recompute and micro-batch size, which between them fold
+  // by state at the first pair, by state after slides, and on three replays.
+  int by_state = 0, by_results = 0;
+  for (const char* seq : {"1024", "4096", "16384"}) {
+    for (const char* zero : {"0", "1", "2", "3"}) {
+      for (const char* recompute : {"none", "selective", "full"}) {
+        for (const char* micro_batch : {"1", "2"}) {
+          const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                  {{"training.seq_len", seq},
+                                   {"parallel.zero", zero},
+                                   {"training.recompute", recompute},
+                                   {"training.micro_batch", micro_batch}});
+          INFO(seq << " tokens, ZeRO-" << zero << ", " << recompute << ", micro-batch "
+                   << micro_batch);
+          (Trace(s).by_state ? by_state : by_results)++;
+          CHECK(Report(s, true) == Report(s, false));
+        }
+      }
+    }
+  }
+  CHECK(by_state > 0);
+  CHECK(by_results > 0);
 }
 
 TEST_CASE("without a pipeline, the window slides while its next replay is shorter than the step",
           "[fold]") {
   // ZeRO-3 at micro-batch 2 and 1,024-token sequences (16 micro-batches): the caching
-  // allocator's reserved peak grows up to the replay of four micro-batches, so the windows
-  // 1-2-3, 2-3-4 and 3-4-5 do not repeat, and the one that does, 4-5-6, comes after
+  // allocator's reserved peak grows up to the replay of four micro-batches, so the states and
+  // windows before the replay of six micro-batches do not repeat, which comes after
   // 1 + 2 + ... + 6 = 21 micro-batches of short replays, more than the step's 16. Each slide
   // lowers and replays only its last period, so it still folds, to the full replay's report.
   const Scenario s =
@@ -120,7 +186,7 @@ TEST_CASE("without a pipeline, the window slides while its next replay is shorte
                                                           {"training.micro_batch", "2"},
                                                           {"training.recompute", "none"}});
   REQUIRE(s.micro_batches() == 16);
-  CHECK(Folded(s));
+  CHECK(Trace(s).last == 6);
   CHECK(Report(s, true) == Report(s, false));
 }
 

@@ -49,6 +49,27 @@ class LinkSharing {
     }
   }
 
+  // Whether `o` shares its links among the same running collectives as this, each with the
+  // same work left, its tasks numbered `tasks` later and its clock `time` later: the same
+  // future, moved (a fold's state one period on: sim/replay/state_period.h).
+  bool SameShifted(const LinkSharing& o, int32_t tasks, Duration time) const {
+    if (gpus_.size() != o.gpus_.size()) return false;
+    for (size_t gpu = 0; gpu < gpus_.size(); ++gpu) {
+      for (size_t c = 0; c < gpus_[gpu].size(); ++c) {
+        const Group &g = gpus_[gpu][c], &h = o.gpus_[gpu][c];
+        if (g.flows.size() != h.flows.size()) return false;
+        if (!g.flows.empty() && g.last + time != h.last) return false;
+        for (size_t i = 0; i < g.flows.size(); ++i) {
+          if (g.flows[i].task + tasks != h.flows[i].task ||
+              g.flows[i].remaining != h.flows[i].remaining) {
+            return false;
+          }
+        }
+      }
+    }
+    return true;
+  }
+
   // The collective `task` ends now: the others of its class speed up.
   template <class Reschedule>
   void Finish(int32_t gpu, LinkClass c, int32_t task, Duration now, Reschedule&& reschedule) {

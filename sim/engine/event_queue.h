@@ -38,6 +38,12 @@ class EventQueue {
     return e;
   }
   uint64_t scheduled() const { return next_seq_; }
+  // The events in the order Pop would return them (a copy): to compare two queues.
+  std::vector<Event> InOrder() const {
+    std::vector<Event> v = heap_;
+    std::sort(v.begin(), v.end(), [](const Event& a, const Event& b) { return Later()(b, a); });
+    return v;
+  }
 
   // Gives every event the payload `to(payload)`, keeping its time and place in the order, and
   // drops those it gives a negative one. The order is by (time, sequence number) alone, so the

@@ -1,5 +1,7 @@
 #include "sim/memory/caching_allocator.h"
 
+#include <algorithm>
+
 #include "sim/base/check.h"
 
 namespace sim::memory {
@@ -202,6 +204,47 @@ void CachingAllocator::EraseFree(int32_t id) {
   FreeSet& pool = Pool(seg.small, seg.stream);
   const std::optional<int32_t> erased = pool.Erase(FreeKey{b.size, b.segment, id, b.offset});
   SIM_CHECK(erased == id, "a free block missing from its pool");
+}
+
+std::vector<int32_t> CachingAllocator::LiveSegments() const {
+  std::vector<int32_t> live;
+  for (size_t id = 0; id < segments_.size(); ++id) {
+    if (!segments_[id].released) live.push_back(static_cast<int32_t>(id));
+  }
+  return live;
+}
+
+bool CachingAllocator::SameFuture(const CachingAllocator& o) const {
+  if (capacity_ != o.capacity_ || options_.expandable_segments != o.options_.expandable_segments ||
+      allocated_ != o.allocated_ || reserved_ != o.reserved_ ||
+      live_segments_ != o.live_segments_ || overflowed_ != o.overflowed_ ||
+      expandable_of_stream_.size() != o.expandable_of_stream_.size()) {
+    return false;
+  }
+  // Segment ids only order the free blocks of equal size (FreeBlockKey), so the live segments
+  // are compared in id order, whatever ids they have (an allocator that overflows releases its
+  // cached segments and reserves new ones, with new ids, every micro-batch).
+  const std::vector<int32_t> mine = LiveSegments(), theirs = o.LiveSegments();
+  if (mine.size() != theirs.size()) return false;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const Segment &a = segments_[mine[i]], &b = o.segments_[theirs[i]];
+    // `listed` only says whether the empty list names it; a release frees the `empty` ones.
+    if (a.stream != b.stream || a.small != b.small || a.expandable != b.expandable ||
+        a.empty != b.empty || a.size != b.size) {
+      return false;
+    }
+    int32_t x = a.first, y = b.first;
+    for (; x >= 0 && y >= 0; x = blocks_[x].next, y = o.blocks_[y].next) {
+      const Block &p = blocks_[x], &q = o.blocks_[y];
+      if (p.offset != q.offset || p.size != q.size || p.free != q.free) return false;
+    }
+    if (x >= 0 || y >= 0) return false;
+  }
+  for (auto a = expandable_of_stream_.begin(), b = o.expandable_of_stream_.begin();
+       a != expandable_of_stream_.end(); ++a, ++b) {
+    if (a->first != b->first || Rank(mine, a->second) != Rank(theirs, b->second)) return false;
+  }
+  return true;
 }
 
 }  // namespace sim::memory

@@ -26,8 +26,10 @@
 // Not modelled: max_split_size_mb and garbage_collection_threshold (off by default), the
 // oversize-block rules that only apply with them, and empty_cache().
 
+#include <algorithm>
 #include <cstdint>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -74,6 +76,20 @@ class CachingAllocator {
   int64_t segments() const { return live_segments_; }
   bool overflowed() const { return overflowed_; }
 
+  // Whether `o` answers every later sequence of calls as this does (a fold's state one period
+  // on: sim/replay/state_period.h): the same capacity and counts, and the same live segments in
+  // the same order, each with the same blocks by address, free or not. Block indices, segment
+  // ids and the free sets' layout may differ: none decides where a request lands but the
+  // segments' order. The peaks so far are history, not compared.
+  bool SameFuture(const CachingAllocator& o) const;
+  // The ids of the segments not released, in order.
+  std::vector<int32_t> LiveSegments() const;
+  // Where a live block lies, as SameFuture compares: its segment's place among the live ones
+  // (`live`: LiveSegments()) and its offset.
+  std::pair<int32_t, int64_t> Place(BlockHandle h, const std::vector<int32_t>& live) const {
+    return {Rank(live, blocks_[h.block].segment), blocks_[h.block].offset};
+  }
+
  private:
   // A block of a segment: blocks of a segment tile it in address order, linked both ways as
   // PyTorch's Block prev/next are, so that a free finds its neighbours without a search.
@@ -116,6 +132,10 @@ class CachingAllocator {
   // Merges block `absorbed` into its lower neighbour `keep` (both free, out of the free sets).
   void Unlink(int32_t keep, int32_t absorbed);
   void EraseFree(int32_t block);
+  // A segment's place among the live ones (`live`: LiveSegments()).
+  static int32_t Rank(const std::vector<int32_t>& live, int32_t id) {
+    return static_cast<int32_t>(std::lower_bound(live.begin(), live.end(), id) - live.begin());
+  }
 
   int64_t capacity_;
   AllocatorOptions options_;

@@ -75,6 +75,11 @@ class MemoryLedger {
   // the peak).
   const Breakdown& category_peaks() const { return category_peaks_; }
   const std::vector<MemoryChange>& changes() const { return changes_; }
+  // Whether `o` answers every later change as this does (a fold's state one period on:
+  // sim/replay/state_period.h): the same totals by category, the same live blocks by category
+  // and size in the same order, the same allocator. Peaks, moments and the first overflow are
+  // history, not compared.
+  bool SameFuture(const MemoryLedger& o) const;
   // Micro-batch folding (sim/replay/fold.h) moves a peak or overflow that happens after the
   // folded micro-batches (the optimizer's, at the end of the step) by the time they add.
   void ShiftLateMoments(Duration peak, Duration overflow) {

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/replay/prefix_watch.h"
 #include "sim/replay/replay_steps.h"
+#include "sim/replay/state_period.h"
 #include "sim/workload/lowering.h"
 
 namespace sim::replay {
@@ -102,6 +104,107 @@ bool Repeats(std::vector<ReplayResult>& runs) {
   return Invariant(runs[1]) == invariant && Invariant(runs[2]) == invariant;
 }
 
+// `last` with n more periods: each additive quantity (in ForEachAdditive's order) grows n
+// times by its `increment`, and each GPU's peak and first overflow moments by n times `late`
+// (per GPU, as Moments orders them).
+absl::StatusOr<std::optional<ReplayResult>> Extend(const Scenario& s, ReplayResult last,
+                                                   const std::vector<int64_t>& increment, int64_t n,
+                                                   const std::vector<int64_t>& late) {
+  ReplayResult r = std::move(last);
+  size_t i = 0;
+  bool overflow = false;
+  ForEachAdditive(r, [&](int64_t x) {
+    int64_t more = 0, v = 0;
+    overflow = overflow || __builtin_mul_overflow(n, increment[i], &more) ||
+               __builtin_add_overflow(x, more, &v);
+    ++i;
+    return v;
+  });
+  for (size_t g = 0; g < r.ledgers.size() && !overflow; ++g) {
+    int64_t peak = 0, first = 0;
+    overflow = __builtin_mul_overflow(n, late[2 * g], &peak) ||
+               __builtin_mul_overflow(n, late[2 * g + 1], &first);
+    r.ledgers[g].ShiftLateMoments(Duration::Picoseconds(peak), Duration::Picoseconds(first));
+  }
+  if (overflow) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "training.global_batch: a step of ", s.micro_batches(),
+        " micro-batches is beyond what stepsim counts (2^63 picoseconds, about 106 days, or "
+        "2^63 bytes sent); fewer micro-batches answer it"));
+  }
+  if (!Finalize(r, s.micro_batches())) return std::nullopt;  // FLOPs differ by micro-batch
+  return std::optional<ReplayResult>(std::move(r));
+}
+
+// What a replay has added by a state, as a result's additive quantities (ForEachAdditive):
+// its clock, events and ops, each stage's times with what closing the step there would book,
+// and what its ops' collectives add.
+ReplayResult SoFar(const ReplaySnapshot& state) {
+  const ListenerState& l = state.listener;
+  ReplayResult r;
+  r.step = state.executor.stats.makespan;
+  r.events = state.executor.stats.events;
+  r.ops = l.prefix;
+  r.stages = l.stages;
+  for (size_t stage = 0; stage < r.stages.size(); ++stage) {
+    CloseStage(r.stages[stage], r.step, l.last_end[stage]);
+  }
+  r.collectives = l.totals.stats;
+  r.comm_bytes_sent = l.totals.sent;
+  return r;
+}
+
+// Whether an op's label names its micro-batch (OpLabel): then a moment that moves a period
+// per period moves to another label too, which the folded program cannot name.
+bool LabelMoves(const OpProgram& p, std::optional<int32_t> op) {
+  return op && (p.ops[*op].kind == OpKind::kCollective || p.ops[*op].pass != OpPass::kStep);
+}
+
+// Whether the replay `after` repeats itself from its state `snapshot->earlier` on
+// (sim/replay/state_period.h): `snapshot` is its state where the next program would part from
+// it, `snapshot->earlier` the one where `before` (a period shorter) parts from it. When the
+// later state is the earlier one a period on and the programs go on from them alike, every
+// further period adds what the replay added between the two states (`increment`, in
+// ForEachAdditive's order) and the step of n more periods is `after` extended (Extend). Each
+// GPU's peak and first overflow: reached by the later state, they stay (the periods after it
+// only repeat what led to it, and `after` passed the earlier state as every longer replay
+// does); reached after it, they move a period per period (`late`) — unless their op's label
+// names its micro-batch, which refuses.
+bool StateFold(const OpProgram& before, const ReplayResult& after,
+               const std::shared_ptr<const ReplaySnapshot>& snapshot,
+               std::vector<int64_t>& increment, std::vector<int64_t>& late) {
+  if (!snapshot || !snapshot->earlier) return false;
+  const ReplaySnapshot &f1 = *snapshot->earlier, &f2 = *snapshot;
+  const OpProgram& p = after.program;
+  if (p.ops.size() <= before.ops.size()) return false;
+  const auto ops = static_cast<int32_t>(p.ops.size() - before.ops.size());
+  // What runs on from f1: the ops from the first not finished there.
+  const engine::ExecutorSnapshot& e1 = f1.executor;
+  int32_t from = 0;
+  while (from < e1.prefix && e1.finished[from]) ++from;
+  if (!ProgramRepeats(before, p, from, ops)) return false;
+  const std::optional<Duration> dt = StateRepeats(p, f1, f2, ops);
+  if (!dt) return false;
+  late.clear();
+  const std::vector<memory::MemoryLedger>& at = f2.listener.ledgers;
+  for (size_t g = 0; g < after.ledgers.size(); ++g) {
+    const memory::MemoryLedger& l = after.ledgers[g];
+    const bool peak_late = l.peak() != at[g].peak();
+    const bool overflow_late = l.first_overflow() && !at[g].first_overflow();
+    if ((peak_late && LabelMoves(p, l.peak_op())) ||
+        (overflow_late && LabelMoves(p, l.first_overflow()->op))) {
+      return false;
+    }
+    late.push_back(peak_late ? dt->picoseconds() : 0);
+    late.push_back(overflow_late ? dt->picoseconds() : 0);
+  }
+  ReplayResult a = SoFar(f1), b = SoFar(f2);
+  const std::vector<int64_t> x = Additive(a), y = Additive(b);
+  increment.resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) increment[i] = y[i] - x[i];
+  return true;
+}
+
 }  // namespace
 
 std::optional<FoldPlan> PlanFold(const Scenario& s) {
@@ -137,94 +240,111 @@ std::optional<FoldPlan> PlanFold(const Scenario& s) {
 absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
                                                          const cost::ComputeCostModel& compute,
                                                          const cost::CollectiveCostModel& comm,
-                                                         const ReplayOptions& options) {
+                                                         const ReplayOptions& options,
+                                                         FoldTrace* trace) {
+  FoldTrace local;
+  FoldTrace& t = trace ? *trace : local;
+  t = {};
   if (options.record_ops || options.record_memory) return std::nullopt;  // traces expand
   const auto plan = PlanFold(s);
   if (!plan) return std::nullopt;
-  // The window of three replays K + w·d, K + (w + 1)·d, K + (w + 2)·d. When they do not
-  // repeat, the window slides one period (one more short replay instead of the full one), at
-  // most kMaxSlides times, while a fold that fails costs less than the full replay it falls
-  // back to. Without a pipeline a slide lowers one more period (StepLowering), replays it from
-  // the last state (ReplayAfter) and prepares its program: it slides while the next short
-  // replay holds fewer micro-batches than the step (Llama-2-70B, ZeRO-3, 1,024-token
-  // sequences, micro-batch 2, 16 micro-batches: 267 -> 123 million instructions, folded after
-  // three slides instead of replayed in full; callgrind). A pipeline's programs are lowered
-  // whole: it slides while every short replay so far and the next together hold fewer micro-
-  // batches than the step — the condition PlanFold sets on the first window. What slides is a
-  // replay still settling: an allocator whose cached segments reach their final layout a few
-  // micro-batches late (the first stage of a 1F1B pipeline, which holds pp micro-batches'
-  // activations, grows its reserved peak for two more); a pipeline whose sends slow the compute
-  // beside them (SPEC §3.5), converging to its period over several. Only three replays that repeat
-  // are folded, so sliding changes what is tried, never what is accepted.
+  // The short replays K, K + d, K + 2d, ... In order of cost:
+  //   - By state (StateFold, sim/replay/state_period.h): the replay of K + d micro-batches is
+  //     watched where K's program parts from it and where K + 2d's would; when the second state
+  //     is the first a period on, K + d's replay and what it added between the two give the
+  //     step, and K's is never replayed past their common state. The default scenario (ZeRO-3,
+  //     32 micro-batches) folds so; 75 of the 144 sweep-grid configurations (README
+  //     "Benchmarks") do at this first pair, 33 more a pair or more later.
+  //   - By three replays (Repeats): when the states differ — an allocator still settling, or
+  //     one past its capacity that releases and reserves segments differently every micro-batch
+  //     (what the other 36 grid configurations do) — K's replay is forked after all, and three
+  //     replays that grow by the same increments are folded.
+  // After each replay past the second the window slides one period: one more short replay
+  // instead of the full one, at most kMaxSlides times past the first three, while a fold that
+  // fails costs less than the full replay it falls back to. Without a pipeline a slide lowers
+  // one more period (StepLowering), replays it from the last state (ReplayAfter) and prepares
+  // its program: it slides while the next short replay holds fewer micro-batches than the step
+  // (Llama-2-70B, ZeRO-3, 1,024-token sequences, micro-batch 2, 16 micro-batches: folded after
+  // a few slides instead of replayed in full). A pipeline's programs are lowered whole: it
+  // slides while every short replay so far and the next together hold fewer micro-batches than
+  // the step — the condition PlanFold sets on the first window. What slides is a replay still
+  // settling: an allocator whose cached segments reach their final layout a few micro-batches
+  // late (the first stage of a 1F1B pipeline, which holds pp micro-batches' activations, grows
+  // its reserved peak for two more); a pipeline whose sends slow the compute beside them (SPEC
+  // §3.5), converging to its period over several. Only states that repeat or three replays
+  // that do are folded, so sliding changes what is tried, never what is accepted.
   constexpr int kMaxSlides = 8;
+  const int64_t m = s.micro_batches();
+  // The last two or three short replays (K + i·d micro-batches each, the last `last`).
   std::vector<ReplayResult> runs;
-  int64_t replayed = 0;  // micro-batches, over every short replay so far
-  // A state of the longest replay so far, where it parts from the one before: each slide's
-  // replay goes on from there instead of starting over (ReplayAfter).
+  int64_t replayed = 0, last = 0;  // micro-batches, over every short replay so far; the last's
+  // A state of the longest replay so far, where the next program will part from it, with the
+  // one where it parted from the one before behind it: each slide's replay goes on from there
+  // instead of starting over (ReplayAfter), and the two are what StateFold compares.
   std::shared_ptr<const ReplaySnapshot> snapshot;
   // The short steps' programs, their shared micro-batches lowered once.
   auto lowering = StepLowering::Start(s);
   if (!lowering.ok()) return std::nullopt;  // the full lowering reports it
+  // The first two programs share their first micro-batches: the longer is replayed, and the
+  // shorter forked from its state where they part (ReplayFamily) — only when the states do not
+  // repeat, for the comparison of three replays.
+  bool deferred = false;
   {
-    // The first window's three programs share their first micro-batches: one replay, forked
-    // (ReplayFamily).
     std::vector<OpProgram> programs;
     std::vector<int32_t> shared;  // the ops each shares with the longer ones by construction
-    for (int64_t i = 0; i < 3; ++i) {
-      auto program = lowering->Lower(plan->k + i * plan->d);
+    for (int64_t i = 0; i < 2; ++i) {
+      last = plan->k + i * plan->d;
+      auto program = lowering->Lower(last);
       if (!program.ok()) return std::nullopt;  // the full lowering reports it
       programs.push_back(*std::move(program));
       shared.push_back(lowering->shared());
-      replayed += plan->k + i * plan->d;
+      replayed += last;
+      ++t.replays;
     }
-    // The ops of the longest that the next, a slide's, shares: where its replay will go on from.
     runs = ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options,
-                        nullptr, &snapshot, &shared, lowering->shared());
+                        nullptr, &snapshot, &shared, lowering->shared(), &deferred);
   }
-  int64_t w = 0;
-  while (!Repeats(runs)) {
-    const int64_t next = plan->k + (w + 3) * plan->d;
-    const int64_t cost = lowering->incremental() ? next : replayed + next;
-    if (w == kMaxSlides || cost >= s.micro_batches()) return std::nullopt;
+  int64_t w = 0;  // slides past the first window of three
+  std::vector<int64_t> increment, late;
+  while (true) {
+    t.last = last;
+    if (StateFold(runs[runs.size() - 2].program, runs.back(), snapshot, increment, late)) {
+      t.by_state = true;
+      return Extend(s, std::move(runs.back()), increment, (m - last) / plan->d, late);
+    }
+    if (deferred) {
+      const ReplaySnapshot& fork = snapshot->earlier ? *snapshot->earlier : *snapshot;
+      runs[0] = ReplayFromState(std::move(runs[0].program), fork, compute, comm,
+                                s.cluster.gpu.Usable(), options);
+      deferred = false;
+    }
+    if (runs.size() == 3 && Repeats(runs)) break;
+    const int64_t next = last + plan->d;
+    if (runs.size() == 3) {
+      const int64_t cost = lowering->incremental() ? next : replayed + next;
+      if (w == kMaxSlides || cost >= m) return std::nullopt;
+      ++w;
+    }
     const int32_t shared = lowering->shared();  // of runs.back()'s program with the next
     auto program = lowering->Lower(next);
     if (!program.ok()) return std::nullopt;  // the full lowering reports it
     ReplayResult r =
         ReplayAfter(*std::move(program), runs.back().program, compute, comm, s.cluster.gpu.Usable(),
                     options, snapshot, shared, lowering->shared());
-    runs.erase(runs.begin());
+    if (runs.size() == 3) runs.erase(runs.begin());
     runs.push_back(std::move(r));
+    ++t.replays;
     replayed += next;
-    ++w;
+    last = next;
   }
+  // Three replays that repeat: the increments from the second to the third, n more times.
   const std::vector<int64_t> b = Additive(runs[1]), c = Additive(runs[2]);
   const std::vector<int64_t> tb = Moments(runs[1]), tc = Moments(runs[2]);
-  // The increments of one more period, n more times.
-  const int64_t n = (s.micro_batches() - plan->k - (w + 2) * plan->d) / plan->d;
-  ReplayResult r = std::move(runs[2]);
-  size_t i = 0;
-  bool overflow = false;
-  ForEachAdditive(r, [&](int64_t x) {
-    int64_t more = 0, v = 0;
-    overflow = overflow || __builtin_mul_overflow(n, c[i] - b[i], &more) ||
-               __builtin_add_overflow(x, more, &v);
-    ++i;
-    return v;
-  });
-  for (size_t g = 0; g < r.ledgers.size() && !overflow; ++g) {
-    int64_t peak = 0, first = 0;
-    overflow = __builtin_mul_overflow(n, tc[2 * g] - tb[2 * g], &peak) ||
-               __builtin_mul_overflow(n, tc[2 * g + 1] - tb[2 * g + 1], &first);
-    r.ledgers[g].ShiftLateMoments(Duration::Picoseconds(peak), Duration::Picoseconds(first));
-  }
-  if (overflow) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "training.global_batch: a step of ", s.micro_batches(),
-        " micro-batches is beyond what stepsim counts (2^63 picoseconds, about 106 days, or "
-        "2^63 bytes sent); fewer micro-batches answer it"));
-  }
-  if (!Finalize(r, s.micro_batches())) return std::nullopt;  // FLOPs differ by micro-batch
-  return std::optional<ReplayResult>(std::move(r));
+  increment.resize(c.size());
+  for (size_t i = 0; i < c.size(); ++i) increment[i] = c[i] - b[i];
+  late.resize(tc.size());
+  for (size_t i = 0; i < tc.size(); ++i) late[i] = tc[i] - tb[i];
+  return Extend(s, std::move(runs[2]), increment, (m - last) / plan->d, late);
 }
 
 }  // namespace sim::replay

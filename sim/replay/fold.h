@@ -2,19 +2,27 @@
 // Micro-batch folding (README "Folding"): the micro-batches between warm-up and cool-down run
 // the same ops with the same memory actions, and the replay's state repeats from one to the
 // next in integer picoseconds and bytes. Instead of lowering and replaying all M of them, the
-// step is replayed at K, K + d and K + 2d micro-batches (d = 1, or pp for the interleaved
-// schedule, whose micro-batches come in groups of pp); when every additive quantity grows by
-// exactly the same integer from the first to the second as from the second to the third (step,
-// events, ops, each stage's compute / recompute / optimizer / communication / bubble times, each
-// collective kind's count, time, algorithms and protocols, bytes sent) and every
-// non-additive one is the same in all three (each GPU's peak, its moment, op and breakdown, the
-// reserved peak, the first overflow, category peaks, host-held activations, each kind's slowest
-// collective and busiest link), the M-micro-batch step is the third replay plus
-// (M − K − 2d)/d more of that increment — what the full replay gives, byte for byte
-// (tests/fold_test.cc). FLOPs are one micro-batch's times M either way (replay_steps.h). When
-// anything fails to repeat (GPipe's peak grows with M; a trace or timeline was asked for), the
-// step is replayed in full. The first window's three replays share their first micro-batches
-// and run as one, forked where they part (ReplayFamily, sim/replay/prefix_watch.h).
+// step is replayed at a few lengths K, K + d, K + 2d, ... (d = 1, or pp for the interleaved
+// schedule, whose micro-batches come in groups of pp) and folded one of two ways:
+//   - by state (sim/replay/state_period.h): the replay of K + d micro-batches passes the state
+//     where K's program parts from it and, a period later, the one where K + 2d's would. When
+//     the later is the earlier a period on — every running op, queued event and free time,
+//     every ledger and allocator alike — and the programs go on from them alike, every further
+//     period adds what the replay added between the two, and the step is K + d's replay plus
+//     (M − K − d)/d such periods;
+//   - by results: when every additive quantity grows by exactly the same integer from the
+//     first of three short replays to the second as from the second to the third (step,
+//     events, ops, each stage's compute / recompute / optimizer / communication / bubble times,
+//     each collective kind's count, time, algorithms and protocols, bytes sent) and every
+//     non-additive one is the same in all three (each GPU's peak, its moment, op and breakdown,
+//     the reserved peak, the first overflow, category peaks, host-held activations, each kind's
+//     slowest collective and busiest link), the step is the third replay plus as many more of
+//     that increment.
+// Either gives what the full replay gives, byte for byte (tests/fold_test.cc). FLOPs are one
+// micro-batch's times M either way (replay_steps.h). When anything fails to repeat (GPipe's
+// peak grows with M; a trace or timeline was asked for), the step is replayed in full. The
+// first two short replays share their first micro-batches and run as one, forked where they
+// part (ReplayFamily, sim/replay/prefix_watch.h).
 
 #include <optional>
 
@@ -33,11 +41,21 @@ struct FoldPlan {
 };
 std::optional<FoldPlan> PlanFold(const Scenario& s);
 
+// How a fold went (tests, benchmarks): the short replays it took, the micro-batches of the last,
+// and whether their states decided it (StateFold) or three replays' results did (Repeats).
+struct FoldTrace {
+  int replays = 0;
+  int64_t last = 0;
+  bool by_state = false;
+};
+
 // The folded replay of `s`, or none when the step does not repeat (then replay it in full);
 // InvalidArgument when the folded step overflows the picosecond clock or the byte counts.
+// `trace` (optional) receives how it went.
 absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
                                                          const cost::ComputeCostModel& compute,
                                                          const cost::CollectiveCostModel& comm,
-                                                         const ReplayOptions& options);
+                                                         const ReplayOptions& options,
+                                                         FoldTrace* trace = nullptr);
 
 }  // namespace sim::replay

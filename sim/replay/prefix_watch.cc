@@ -29,15 +29,20 @@ bool SameActions(const std::vector<MemAction>& a, int32_t a0, int32_t a1,
   return true;
 }
 
-// Everything the replay reads of an op (its price, stream, dependencies and memory).
-bool SameOp(const OpProgram& a, const Op& x, const OpProgram& b, const Op& y) {
+// Everything the replay reads of an op (its price, stream, dependencies and memory), and its
+// micro-batch unless `any_micro_batch` (which only labels it); y's dependencies are x's
+// `shift` ops later.
+bool SameOp(const OpProgram& a, const Op& x, const OpProgram& b, const Op& y, int32_t shift = 0,
+            bool any_micro_batch = false) {
   if (x.name != y.name || x.kind != y.kind || x.pass != y.pass || x.stream != y.stream ||
-      x.micro_batch != y.micro_batch || x.stage != y.stage || x.group != y.group ||
-      x.op_class != y.op_class || x.flops != y.flops || x.bytes_moved != y.bytes_moved ||
-      x.serial_bytes != y.serial_bytes || x.keep_16bit != y.keep_16bit || x.inv_k != y.inv_k ||
-      x.waves != y.waves || x.kernels != y.kernels || !SameCollective(a, x, b, y) ||
+      (!any_micro_batch && x.micro_batch != y.micro_batch) || x.stage != y.stage ||
+      x.group != y.group || x.op_class != y.op_class || x.flops != y.flops ||
+      x.bytes_moved != y.bytes_moved || x.serial_bytes != y.serial_bytes ||
+      x.keep_16bit != y.keep_16bit || x.inv_k != y.inv_k || x.waves != y.waves ||
+      x.kernels != y.kernels || !SameCollective(a, x, b, y) ||
       !std::equal(a.deps.begin() + x.deps_begin, a.deps.begin() + x.deps_end,
-                  b.deps.begin() + y.deps_begin, b.deps.begin() + y.deps_end)) {
+                  b.deps.begin() + y.deps_begin, b.deps.begin() + y.deps_end,
+                  [shift](int32_t d, int32_t e) { return d + shift == e; })) {
     return false;
   }
   return x.mem_start - x.mem_begin == y.mem_start - y.mem_begin &&
@@ -66,6 +71,17 @@ int32_t CommonPrefix(const OpProgram& a, const OpProgram& b, int32_t known) {
   size_t i = std::min(n, static_cast<size_t>(std::max(known, 0)));
   while (i < n && SameOp(a, a.ops[i], b, b.ops[i])) ++i;
   return static_cast<int32_t>(i);
+}
+
+bool ProgramRepeats(const OpProgram& shorter, const OpProgram& longer, int32_t from, int32_t ops) {
+  if (shorter.stages != longer.stages || !SamePersistent(shorter, longer) || from < 0 || ops <= 0 ||
+      longer.ops.size() != shorter.ops.size() + static_cast<size_t>(ops)) {
+    return false;
+  }
+  for (size_t u = static_cast<size_t>(from); u < shorter.ops.size(); ++u) {
+    if (!SameOp(shorter, shorter.ops[u], longer, longer.ops[u + ops], ops, true)) return false;
+  }
+  return true;
 }
 
 PrefixIndex::PrefixIndex(const OpProgram& p)

@@ -32,6 +32,12 @@ namespace sim::replay {
 // StepLowering::shared), compared from there on.
 int32_t CommonPrefix(const OpProgram& a, const OpProgram& b, int32_t known = 0);
 
+// Whether `longer` runs `shorter`'s ops from `from` on `ops` ops later, one for one and to its
+// end: the same ops (but for their micro-batch index, which only labels them) with every
+// dependency `ops` later, the same memory actions and collectives (a fold's programs one
+// period apart: sim/replay/state_period.h).
+bool ProgramRepeats(const OpProgram& shorter, const OpProgram& longer, int32_t from, int32_t ops);
+
 // What a watch over any prefix of one program reads of it (PrefixWatch::Make, MakeForNext),
 // gathered once: each op's stream, and per op the least, over it and every later op with
 // dependencies, of their latest one. A watch then visits only the ops past its prefix up to

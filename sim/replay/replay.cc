@@ -10,6 +10,7 @@
 #include "sim/cost/link_sharing.h"
 #include "sim/engine/executor.h"
 #include "sim/replay/fold.h"
+#include "sim/replay/listener_state.h"
 #include "sim/replay/prefix_watch.h"
 #include "sim/replay/replay_steps.h"
 #include "sim/workload/layer_ops.h"
@@ -52,79 +53,6 @@ void SetReleaseTimes(const OpProgram& p, const cost::ComputeCostModel& compute, 
 auto Moves(engine::Rescheduler& r) {
   return [&r](int32_t task, Duration finish) { r.Reschedule(task, finish); };
 }
-
-// What the event loop reads of each op, packed (40 bytes against Op's 112, which the loop
-// would otherwise pull through the cache for a handful of fields): its time alone on the GPU,
-// memory-action and dependency ranges, stage, kind, pass, stream and the links a collective
-// shares.
-struct HotOp {
-  Duration base;
-  int32_t mem_begin, mem_start, mem_finish, mem_end;
-  int32_t deps_begin, deps_end;
-  int16_t stage;
-  OpKind kind;
-  OpPass pass;
-  StreamKind stream;
-  LinkClass link_class;
-};
-static_assert(sizeof(HotOp) == 40, "HotOp is meant to stay small: see above");
-
-// The compute-stream kernel running on a simulated GPU (task -1: none), its work left in time
-// alone on the GPU as of `since`, and whether communication runs beside it.
-struct RunningCompute {
-  int32_t task = -1;
-  Duration left, since;
-  bool beside_comm = false;
-};
-
-// An offload copy of replica 0: its stage and when it ran.
-struct Interval {
-  int32_t stage;
-  Duration start, end;
-};
-
-// What a program's collectives add to its result, op by op in program order (the slowest of a
-// kind is the first to reach its time).
-struct CollectiveTotals {
-  std::array<ReplayResult::CollectiveStats, kNumCollectiveKinds> stats{};
-  // Bytes each stage's GPU sends per collective kind, summed over the stages (Finalize
-  // averages).
-  std::array<Bytes, kNumCollectiveKinds> sent{};
-
-  void Add(const CollectiveSpec& c, const cost::PricedCollective& priced) {
-    const int kind = static_cast<int>(c.kind);
-    sent[kind] += BytesSentPerGpu(c.kind, c.tensor, c.group.size);
-    auto& st = stats[kind];
-    st.count++;
-    st.time += priced.time;
-    st.by_algorithm[static_cast<int>(priced.algorithm)]++;
-    st.by_protocol[static_cast<int>(priced.protocol)]++;
-    if (priced.time > st.slowest) {
-      st.slowest = priced.time;
-      st.busiest_link = priced.busiest_link;
-      st.busiest_load = priced.busiest_load;
-    }
-  }
-};
-
-// What a replay has done by a boundary, over its first `prefix` ops (ReplayListener::Save,
-// Restore): the listener's running state, and the result's time accounts and ledgers.
-struct ListenerState {
-  int32_t prefix = 0;
-  std::vector<HotOp> hot;  // the prefix ops as the loop reads them, priced
-  // What the prefix's collectives add to the result (ReplayResult::collectives,
-  // comm_bytes_sent), in program order.
-  CollectiveTotals totals;
-  std::vector<int32_t> comm_running;
-  std::vector<RunningCompute> running;
-  std::vector<Duration> compute_free, last_end, finish, start;
-  std::vector<Interval> pcie;
-  std::vector<Bytes> host;
-  cost::LinkSharing sharing{0};
-  std::vector<StageTimes> stages;
-  std::vector<Bytes> host_activation_peak;
-  std::vector<memory::MemoryLedger> ledgers;
-};
 
 class ReplayListener {
  public:
@@ -376,9 +304,7 @@ class ReplayListener {
       if (end > from) r_.stages[stage].exposed_pcie += end - from;
     }
     for (int32_t stage = 0; stage < p_.stages; ++stage) {
-      StageTimes& t = r_.stages[stage];
-      t.bubble += step - last_end_[stage];
-      t.exposed_comm = step - t.compute - t.recompute - t.optimizer - t.bubble - t.exposed_pcie;
+      CloseStage(r_.stages[stage], step, last_end_[stage]);
     }
   }
 
@@ -738,14 +664,6 @@ ReplayResult ReplayRaw(OpProgram program, const cost::ComputeCostModel& compute,
   return Complete(*run);
 }
 
-struct ReplaySnapshot {
-  engine::ExecutorSnapshot executor;
-  ListenerState listener;
-  // The same replay's state at a shorter prefix, tried when a program does not share this
-  // one's prefix or its executor refuses this state (ReplayAfter).
-  std::shared_ptr<const ReplaySnapshot> earlier;
-};
-
 namespace {
 
 // Whether an op of `program` from `prefix` on has no predecessor and allocates when issued: the
@@ -834,7 +752,10 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options, int* forks,
                                        std::shared_ptr<const ReplaySnapshot>* keep,
-                                       const std::vector<int32_t>* shared, int32_t next_shared) {
+                                       const std::vector<int32_t>* shared, int32_t next_shared,
+                                       bool* deferred) {
+  if (deferred) *deferred = false;
+  if (!keep) deferred = nullptr;  // nothing to fork from later
   const size_t n = programs.size();
   std::vector<ReplayResult> results(n);
   auto alone = [&](size_t i) {
@@ -898,7 +819,11 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
       continue;
     }
     ListenerState listener = main->listener->Save(w.prefix());
-    if (auto r = ReplayFrom(programs[i], *exec, listener, compute, comm, capacity, options)) {
+    if (deferred && i == order.back()) {
+      results[i].program = std::move(programs[i]);  // forked later, from `keep`, if at all
+      *deferred = true;
+    } else if (auto r =
+                   ReplayFrom(programs[i], *exec, listener, compute, comm, capacity, options)) {
       results[i] = *std::move(r);
       if (forks) ++*forks;
     } else {
@@ -986,6 +911,17 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
   }
   run->executor->Advance(kToTheEnd);
   return Complete(*run);
+}
+
+ReplayResult ReplayFromState(OpProgram program, const ReplaySnapshot& state,
+                             const cost::ComputeCostModel& compute,
+                             const cost::CollectiveCostModel& comm, Bytes capacity,
+                             const ReplayOptions& options) {
+  if (auto r =
+          ReplayFrom(program, state.executor, state.listener, compute, comm, capacity, options)) {
+    return *std::move(r);
+  }
+  return ReplayRaw(std::move(program), compute, comm, capacity, options);
 }
 
 int32_t SnapshotPrefix(const ReplaySnapshot& snapshot) { return snapshot.executor.prefix; }

@@ -29,13 +29,25 @@ struct ReplaySnapshot;
 // known to share; `keep` receives instead the state where that program will part from the
 // longest — guessed a period on from the last fork, at least `next_shared` — when that is past
 // the last fork, with the last fork's kept behind it (ReplayAfter tries both).
+//
+// `deferred` (optional, with `keep`): the last fork is not replayed but left to the caller,
+// its result holding only its program and *deferred set; its state is `keep`, or
+// `keep->earlier` when the next program's state was kept in front of it (ReplayFromState forks
+// it). A fold that compares the kept states may not need that replay at all
+// (sim/replay/state_period.h).
 std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options, int* forks = nullptr,
                                        std::shared_ptr<const ReplaySnapshot>* keep = nullptr,
                                        const std::vector<int32_t>* shared = nullptr,
-                                       int32_t next_shared = 0);
+                                       int32_t next_shared = 0, bool* deferred = nullptr);
+// ReplayRaw of `program` gone on from `state` (kept by ReplayFamily or ReplayAfter, of a replay
+// whose program shares `program`'s ops that far), or alone when its executor refuses it.
+ReplayResult ReplayFromState(OpProgram program, const ReplaySnapshot& state,
+                             const cost::ComputeCostModel& compute,
+                             const cost::CollectiveCostModel& comm, Bytes capacity,
+                             const ReplayOptions& options);
 // ReplayRaw of `program`, which extends `previous` (one more micro-batch: a fold's window
 // sliding), going on from `snapshot` — a state of previous's replay, kept by ReplayFamily or
 // the last ReplayAfter — when program shares previous's ops that far (else replayed alone).
