@@ -116,27 +116,46 @@ TEST_CASE("the default scenario folds on its state after two short replays", "[f
   CHECK(t.last == 2);
 }
 
-TEST_CASE("a window whose first replays are still settling slides and folds", "[fold]") {
+TEST_CASE("an allocator still settling is replayed alone until it does", "[fold]") {
   // Llama-2-70B on 32 H100, ZeRO-1, selective recompute, 1,024-token sequences: the replay of
-  // K = 2 micro-batches reserves 25 MB less at its peak than those of 3 and 4 (the caching
+  // 2 micro-batches reserves 25 MB less at its peak than those of 3 and 4 (the caching
   // allocator's segments settle late), so neither the first states nor the first three replays
-  // repeat; the window slides until they do, and the folded report is the full replay's.
+  // repeat. Only the allocator differs: the period's ledger changes are replayed through it
+  // alone until it settles (ReservedPeaks), and the step folds at the first pair, to the full
+  // replay's report.
   const Scenario s = Load(
       STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
       {{"training.seq_len", "1024"}, {"parallel.zero", "1"}, {"training.recompute", "selective"}});
   REQUIRE(s.micro_batches() == 32);
   const replay::FoldTrace t = Trace(s);
-  CHECK(t.replays > 2);
+  CHECK(t.by_state);
+  CHECK(t.allocator_alone);
+  CHECK(t.replays == 2);
+  CHECK(Report(s, true) == Report(s, false));
+}
+
+TEST_CASE("states whose allocators alone differ fold, the allocator replayed alone", "[fold]") {
+  // ZeRO-0 without recompute at 1,024 tokens: the weights, gradients and fp32 optimizer states
+  // of 70 B parameters (1,286 GiB) are far past the 80 GB from the start, so every new segment
+  // first releases the cached ones, and the allocator lays its segments out differently from
+  // one micro-batch to the next. Everything else repeats a period on, and nothing else depends
+  // on the allocator: the period's ledger changes are replayed through the allocator alone
+  // until it settles, and then the step's end, for the reserved peak.
+  const Scenario s =
+      Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+           {{"training.seq_len", "1024"}, {"parallel.zero", "0"}, {"training.recompute", "none"}});
+  const replay::FoldTrace t = Trace(s);
+  CHECK(t.by_state);
+  CHECK(t.allocator_alone);
+  CHECK(t.replays == 2);
   CHECK(Report(s, true) == Report(s, false));
 }
 
 TEST_CASE("an allocator past its capacity that never settles folds on three replays", "[fold]") {
-  // ZeRO-0 with full recompute at 1,024 tokens: the weights, gradients and fp32 optimizer
-  // states of 70 B parameters (1,286 GiB) are far past the 80 GB from the start, so every new
-  // segment first releases the cached ones, and the allocator's segments are laid out anew
-  // each micro-batch: no state of the window is the one before it a period on, but the three
-  // replays' results repeat (the reserved peak, past capacity, no longer moves), and the fold
-  // rests on them, to the full replay's report.
+  // The same with full recompute: the allocator, replayed alone, has not settled after the
+  // four periods the fold gives it (ReservedPeaks), and the fold rests on three replays whose
+  // results repeat (the reserved peak, past capacity, no longer moves), to the full replay's
+  // report.
   const Scenario s =
       Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
            {{"training.seq_len", "1024"}, {"parallel.zero", "0"}, {"training.recompute", "full"}});
@@ -150,8 +169,8 @@ TEST_CASE("folded and unfolded reports are byte-identical across the sweep check
           "[fold]") {
   // The contract's sweep grid (../shared/checks/sweep-throughput), at three of its six
   // sequence lengths: each ZeRO stage, recompute and micro-batch size, which between them fold
-  // by state at the first pair, by state after slides, and on three replays.
-  int by_state = 0, by_results = 0;
+  // by state (with the allocator replayed alone or not) and on three replays.
+  int by_state = 0, by_results = 0, allocator_alone = 0;
   for (const char* seq : {"1024", "4096", "16384"}) {
     for (const char* zero : {"0", "1", "2", "3"}) {
       for (const char* recompute : {"none", "selective", "full"}) {
@@ -163,30 +182,36 @@ TEST_CASE("folded and unfolded reports are byte-identical across the sweep check
                                    {"training.micro_batch", micro_batch}});
           INFO(seq << " tokens, ZeRO-" << zero << ", " << recompute << ", micro-batch "
                    << micro_batch);
-          (Trace(s).by_state ? by_state : by_results)++;
+          const replay::FoldTrace t = Trace(s);
+          (t.by_state ? by_state : by_results)++;
+          allocator_alone += t.allocator_alone ? 1 : 0;
           CHECK(Report(s, true) == Report(s, false));
         }
       }
     }
   }
-  CHECK(by_state > 0);
+  CHECK(by_state > allocator_alone);
+  CHECK(allocator_alone > 0);
   CHECK(by_results > 0);
 }
 
-TEST_CASE("without a pipeline, the window slides while its next replay is shorter than the step",
+TEST_CASE("a step shorter than the replays a settling allocator needs folds at the first pair",
           "[fold]") {
   // ZeRO-3 at micro-batch 2 and 1,024-token sequences (16 micro-batches): the caching
-  // allocator's reserved peak grows up to the replay of four micro-batches, so the states and
-  // windows before the replay of six micro-batches do not repeat, which comes after
-  // 1 + 2 + ... + 6 = 21 micro-batches of short replays, more than the step's 16. Each slide
-  // lowers and replays only its last period, so it still folds, to the full replay's report.
+  // allocator's reserved peak grows up to the replay of four micro-batches, and neither states
+  // nor windows of three replays repeat before the replay of six (1 + 2 + ... + 6 = 21
+  // micro-batches of short replays, more than the step's 16). Replayed alone, the allocator
+  // settles within the fold's periods, and the step folds at the first pair, to the full
+  // replay's report.
   const Scenario s =
       Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", {{"training.seq_len", "1024"},
                                                           {"parallel.zero", "3"},
                                                           {"training.micro_batch", "2"},
                                                           {"training.recompute", "none"}});
   REQUIRE(s.micro_batches() == 16);
-  CHECK(Trace(s).last == 6);
+  const replay::FoldTrace t = Trace(s);
+  CHECK(t.by_state);
+  CHECK(t.last == 2);
   CHECK(Report(s, true) == Report(s, false));
 }
 

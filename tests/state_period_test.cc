@@ -170,6 +170,33 @@ TEST_CASE("the default scenario's state one micro-batch on is its state a period
   }
 }
 
+TEST_CASE("states whose caching allocators alone differ are told apart, and let through on ask",
+          "[state]") {
+  // ZeRO-0 without recompute at 1,024 tokens: past the GPU's capacity from the start (1,286 GiB
+  // of weights, gradients and optimizer states), the allocator releases its cached segments
+  // before every new one and lays them out differently a micro-batch on; the tensors, times
+  // and everything else repeat.
+  const Scenario s =
+      Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+           {{"training.seq_len", "1024"}, {"parallel.zero", "0"}, {"training.recompute", "none"}});
+  TwoStates t(s);
+  const OpProgram& p = t.runs[1].program;
+  CHECK_FALSE(replay::StateRepeats(p, *t.later->earlier, *t.later, t.ops).has_value());
+  bool allocators = false;
+  const auto dt = replay::StateRepeats(p, *t.later->earlier, *t.later, t.ops, &allocators);
+  REQUIRE(dt.has_value());
+  CHECK(allocators);
+  const memory::MemoryLedger &a = t.later->earlier->listener.ledgers[0],
+                             &b = t.later->listener.ledgers[0];
+  CHECK(a.SameTensors(b));
+  CHECK_FALSE(a.SameFuture(b));
+  // A tensor more is a difference the allocator does not explain.
+  replay::ReplaySnapshot changed = *t.later;
+  changed.listener.ledgers[0].Apply(MemCategory::kActivations, Bytes::Count(kMiB),
+                                    t.later->executor.stats.makespan, 0);
+  CHECK_FALSE(replay::StateRepeats(p, *t.later->earlier, changed, t.ops, &allocators));
+}
+
 TEST_CASE("programs one micro-batch apart repeat from the fork on, and only so", "[state]") {
   const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
   TwoStates t(s);

@@ -46,10 +46,10 @@ void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time, int32
   }
 }
 
-bool MemoryLedger::SameFuture(const MemoryLedger& o) const {
+bool MemoryLedger::SameTensors(const MemoryLedger& o) const {
   if (capacity_ != o.capacity_ || current_ != o.current_ || allocated_ != o.allocated_ ||
       persistent_ != o.persistent_ || outside_ != o.outside_ ||
-      unmatched_frees_ != o.unmatched_frees_ || !allocator_.SameFuture(o.allocator_)) {
+      unmatched_frees_ != o.unmatched_frees_) {
     return false;
   }
   // Keys whose blocks were all freed may stay behind with an empty list: count the others.
@@ -59,11 +59,19 @@ bool MemoryLedger::SameFuture(const MemoryLedger& o) const {
     return n;
   };
   if (held(live_) != held(o.live_)) return false;
-  const std::vector<int32_t> mine = allocator_.LiveSegments(), theirs = o.allocator_.LiveSegments();
   for (const auto& [key, blocks] : live_) {
     if (blocks.empty()) continue;
     const auto it = o.live_.find(key);
     if (it == o.live_.end() || it->second.size() != blocks.size()) return false;
+  }
+  return true;
+}
+
+bool MemoryLedger::SameFuture(const MemoryLedger& o) const {
+  if (!SameTensors(o) || !allocator_.SameFuture(o.allocator_)) return false;
+  const std::vector<int32_t> mine = allocator_.LiveSegments(), theirs = o.allocator_.LiveSegments();
+  for (const auto& [key, blocks] : live_) {
+    const auto it = o.live_.find(key);
     for (size_t i = 0; i < blocks.size(); ++i) {
       if (allocator_.Place(blocks[i], mine) != o.allocator_.Place(it->second[i], theirs)) {
         return false;

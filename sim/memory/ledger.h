@@ -80,6 +80,13 @@ class MemoryLedger {
   // and size in the same order, the same allocator. Peaks, moments and the first overflow are
   // history, not compared.
   bool SameFuture(const MemoryLedger& o) const;
+  // Whether `o` holds the same tensors (totals by category, live blocks by category and size,
+  // as many of each) as this, wherever its allocator placed them: SameFuture but for the
+  // allocator.
+  bool SameTensors(const MemoryLedger& o) const;
+  // A fold that replayed the allocator alone over the folded periods (sim/replay/fold.cc) sets
+  // the reserved peak it found there.
+  void SetReservedPeak(Bytes b) { reserved_peak_ = b; }
   // Micro-batch folding (sim/replay/fold.h) moves a peak or overflow that happens after the
   // folded micro-batches (the optimizer's, at the end of the step) by the time they add.
   void ShiftLateMoments(Duration peak, Duration overflow) {

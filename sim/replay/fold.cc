@@ -106,10 +106,11 @@ bool Repeats(std::vector<ReplayResult>& runs) {
 
 // `last` with n more periods: each additive quantity (in ForEachAdditive's order) grows n
 // times by its `increment`, and each GPU's peak and first overflow moments by n times `late`
-// (per GPU, as Moments orders them).
+// (per GPU, as Moments orders them); each GPU's reserved peak is `reserved`'s when given.
 absl::StatusOr<std::optional<ReplayResult>> Extend(const Scenario& s, ReplayResult last,
                                                    const std::vector<int64_t>& increment, int64_t n,
-                                                   const std::vector<int64_t>& late) {
+                                                   const std::vector<int64_t>& late,
+                                                   const std::vector<Bytes>& reserved = {}) {
   ReplayResult r = std::move(last);
   size_t i = 0;
   bool overflow = false;
@@ -125,6 +126,7 @@ absl::StatusOr<std::optional<ReplayResult>> Extend(const Scenario& s, ReplayResu
     overflow = __builtin_mul_overflow(n, late[2 * g], &peak) ||
                __builtin_mul_overflow(n, late[2 * g + 1], &first);
     r.ledgers[g].ShiftLateMoments(Duration::Picoseconds(peak), Duration::Picoseconds(first));
+    if (!reserved.empty()) r.ledgers[g].SetReservedPeak(reserved[g]);
   }
   if (overflow) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -160,6 +162,50 @@ bool LabelMoves(const OpProgram& p, std::optional<int32_t> op) {
   return op && (p.ops[*op].kind == OpKind::kCollective || p.ops[*op].pass != OpPass::kStep);
 }
 
+// Each GPU's reserved peak over a step of n more periods than `after`, when the two states of
+// its replay differ only in where the caching allocators placed the same tensors (StateRepeats'
+// `allocators`): the allocator is all that the reserved memory depends on, and nothing else
+// depends on it, so the later state's ledger goes through the period's changes again (`calls`
+// between the two states' counts) — until it comes out as it went in, after which every period
+// left repeats the last, or n times — and then through the step's end (the calls after the
+// later state). False when that takes more than kMaxPeriods periods, or when the allocator
+// could move a first overflow (none by the later state, and one after it in `after` or in the
+// periods replayed): its moment and excess depend on the allocator's state.
+bool ReservedPeaks(const ReplaySnapshot& f1, const ReplaySnapshot& f2, const ReplayResult& after,
+                   const std::vector<LedgerCall>& calls, int64_t n, std::vector<Bytes>& reserved) {
+  // A cost bound, measured on the sweep grid (callgrind, one thread): its allocators that
+  // settle do within 4 periods (24 at once, 9 after one more, 20 after two, 4 after three);
+  // those that have not by then did not within 14 or 30 either, and replaying them alone costs
+  // more than the three replays they fall back to: 2.985G instructions with 3, 2.845G with 4,
+  // 2.872G with 5, 2.900G with 6, 3.101G with 16.
+  constexpr int64_t kMaxPeriods = 4;
+  const size_t from = f1.listener.calls, to = f2.listener.calls;
+  if (from > to || to > calls.size()) return false;
+  reserved.clear();
+  for (size_t g = 0; g < f2.listener.ledgers.size(); ++g) {
+    memory::MemoryLedger l = f2.listener.ledgers[g];
+    const bool overflowed = l.first_overflow().has_value();
+    if (!overflowed && after.ledgers[g].first_overflow()) return false;
+    const auto replay = [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        const LedgerCall& c = calls[i];
+        if (c.gpu != static_cast<int32_t>(g)) continue;
+        l.Apply(c.category, c.bytes, Duration::Zero(), memory::MemoryLedger::kNoOp, c.stream);
+      }
+    };
+    for (int64_t done = 0; done < n; ++done) {
+      if (done == kMaxPeriods) return false;
+      const memory::MemoryLedger before = l;
+      replay(from, to);
+      if (l.SameFuture(before)) break;
+    }
+    replay(to, calls.size());
+    if (!overflowed && l.first_overflow()) return false;
+    reserved.push_back(l.reserved_peak());
+  }
+  return true;
+}
+
 // Whether the replay `after` repeats itself from its state `snapshot->earlier` on
 // (sim/replay/state_period.h): `snapshot` is its state where the next program would part from
 // it, `snapshot->earlier` the one where `before` (a period shorter) parts from it. When the
@@ -169,10 +215,14 @@ bool LabelMoves(const OpProgram& p, std::optional<int32_t> op) {
 // GPU's peak and first overflow: reached by the later state, they stay (the periods after it
 // only repeat what led to it, and `after` passed the earlier state as every longer replay
 // does); reached after it, they move a period per period (`late`) — unless their op's label
-// names its micro-batch, which refuses.
+// names its micro-batch, which refuses. With the ledger changes the replay recorded (`calls`),
+// states whose allocators alone differ fold too, their reserved peaks worked out by
+// ReservedPeaks (`reserved`, per GPU; empty otherwise).
 bool StateFold(const OpProgram& before, const ReplayResult& after,
                const std::shared_ptr<const ReplaySnapshot>& snapshot,
-               std::vector<int64_t>& increment, std::vector<int64_t>& late) {
+               const std::vector<LedgerCall>* calls, int64_t n, std::vector<int64_t>& increment,
+               std::vector<int64_t>& late, std::vector<Bytes>& reserved) {
+  reserved.clear();
   if (!snapshot || !snapshot->earlier) return false;
   const ReplaySnapshot &f1 = *snapshot->earlier, &f2 = *snapshot;
   const OpProgram& p = after.program;
@@ -183,8 +233,9 @@ bool StateFold(const OpProgram& before, const ReplayResult& after,
   int32_t from = 0;
   while (from < e1.prefix && e1.finished[from]) ++from;
   if (!ProgramRepeats(before, p, from, ops)) return false;
-  const std::optional<Duration> dt = StateRepeats(p, f1, f2, ops);
-  if (!dt) return false;
+  bool allocators = false;
+  const std::optional<Duration> dt = StateRepeats(p, f1, f2, ops, calls ? &allocators : nullptr);
+  if (!dt || (allocators && !ReservedPeaks(f1, f2, after, *calls, n, reserved))) return false;
   late.clear();
   const std::vector<memory::MemoryLedger>& at = f2.listener.ledgers;
   for (size_t g = 0; g < after.ledgers.size(); ++g) {
@@ -252,13 +303,16 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   //   - By state (StateFold, sim/replay/state_period.h): the replay of K + d micro-batches is
   //     watched where K's program parts from it and where K + 2d's would; when the second state
   //     is the first a period on, K + d's replay and what it added between the two give the
-  //     step, and K's is never replayed past their common state. The default scenario (ZeRO-3,
-  //     32 micro-batches) folds so; 75 of the 144 sweep-grid configurations (README
-  //     "Benchmarks") do at this first pair, 33 more a pair or more later.
-  //   - By three replays (Repeats): when the states differ — an allocator still settling, or
-  //     one past its capacity that releases and reserves segments differently every micro-batch
-  //     (what the other 36 grid configurations do) — K's replay is forked after all, and three
-  //     replays that grow by the same increments are folded.
+  //     step, and K's is never replayed past their common state. Where the two differ only in
+  //     where the caching allocators placed the same tensors (one still settling, or one past
+  //     its capacity that releases and reserves segments anew), the period's ledger changes,
+  //     recorded, go through the allocators alone for the reserved peak (ReservedPeaks). Of the
+  //     144 sweep-grid configurations (README "Benchmarks") 132 fold so at the first pair, 57
+  //     of them with the allocator replayed alone; the default scenario without it.
+  //   - By three replays (Repeats): otherwise K's replay is forked after all, and three
+  //     replays that grow by the same increments are folded (the grid's other 12, whose
+  //     allocators past capacity do not settle within ReservedPeaks' periods; every pipeline
+  //     so far).
   // After each replay past the second the window slides one period: one more short replay
   // instead of the full one, at most kMaxSlides times past the first three, while a fold that
   // fails costs less than the full replay it falls back to. Without a pipeline a slide lowers
@@ -289,6 +343,7 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   // shorter forked from its state where they part (ReplayFamily) — only when the states do not
   // repeat, for the comparison of three replays.
   bool deferred = false;
+  std::vector<LedgerCall> calls;  // the first pair's longer replay's ledger changes
   {
     std::vector<OpProgram> programs;
     std::vector<int32_t> shared;  // the ops each shares with the longer ones by construction
@@ -302,15 +357,21 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
       ++t.replays;
     }
     runs = ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options,
-                        nullptr, &snapshot, &shared, lowering->shared(), &deferred);
+                        nullptr, &snapshot, &shared, lowering->shared(), &deferred, &calls);
   }
   int64_t w = 0;  // slides past the first window of three
   std::vector<int64_t> increment, late;
+  std::vector<Bytes> reserved;
   while (true) {
     t.last = last;
-    if (StateFold(runs[runs.size() - 2].program, runs.back(), snapshot, increment, late)) {
+    const int64_t n = (m - last) / plan->d;
+    // The first pair's replay recorded its ledger changes, for states whose allocators alone
+    // differ (ReservedPeaks).
+    if (StateFold(runs[runs.size() - 2].program, runs.back(), snapshot,
+                  runs.size() == 2 ? &calls : nullptr, n, increment, late, reserved)) {
       t.by_state = true;
-      return Extend(s, std::move(runs.back()), increment, (m - last) / plan->d, late);
+      t.allocator_alone = !reserved.empty();
+      return Extend(s, std::move(runs.back()), increment, n, late, reserved);
     }
     if (deferred) {
       const ReplaySnapshot& fork = snapshot->earlier ? *snapshot->earlier : *snapshot;

@@ -47,6 +47,7 @@ struct FoldTrace {
   int replays = 0;
   int64_t last = 0;
   bool by_state = false;
+  bool allocator_alone = false;  // by state, the reserved peaks from the allocators replayed alone
 };
 
 // The folded replay of `s`, or none when the step does not repeat (then replay it in full);

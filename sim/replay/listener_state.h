@@ -73,6 +73,15 @@ struct CollectiveTotals {
   }
 };
 
+// One change a replay booked in a simulated GPU's ledger, as MemoryLedger::Apply took it (a
+// fold replays a period's changes through the ledgers alone: sim/replay/fold.cc).
+struct LedgerCall {
+  int32_t gpu = 0;
+  int32_t stream = 0;
+  MemCategory category = MemCategory::kWeights;
+  Bytes bytes;
+};
+
 // What a replay has done by a boundary, over its first `prefix` ops (ReplayListener::Save,
 // Restore): the listener's running state, and the result's time accounts and ledgers.
 struct ListenerState {
@@ -90,6 +99,8 @@ struct ListenerState {
   std::vector<StageTimes> stages;
   std::vector<Bytes> host_activation_peak;
   std::vector<memory::MemoryLedger> ledgers;
+  // The ledger changes recorded by then (ReplayListener::Record; 0 when none are).
+  size_t calls = 0;
 };
 
 // A stage's times once its step ends at `step`, its last op having ended at `last_end`: the

@@ -199,6 +199,9 @@ class ReplayListener {
 
   // Forked replays (prefix_watch.h): the watches told of every start and finish.
   void Watch(PrefixWatch* w) { watches_.push_back(w); }
+  // Every ledger change from now on is also appended to `calls` (a fold's record of the
+  // allocator's work: ReplayFamily).
+  void Record(std::vector<LedgerCall>* calls) { calls_ = calls; }
 
   // Whether `known`'s prefix ops index this program's dependency and memory arrays as they
   // index their own: CommonPrefix found the same ops with as many dependencies and actions
@@ -261,7 +264,8 @@ class ReplayListener {
         sharing_,
         r_.stages,
         r_.host_activation_peak,
-        r_.ledgers};
+        r_.ledgers,
+        calls_ ? calls_->size() : 0};
     if (base_ > 0) {
       for (RunningCompute& c : st.running) {
         if (c.task >= 0) c.task += base_;
@@ -370,10 +374,15 @@ class ReplayListener {
     const int32_t end = when == MemWhen::kIssue   ? op.mem_start
                         : when == MemWhen::kStart ? op.mem_finish
                                                   : op.mem_end;
-    memory::MemoryLedger& ledger = r_.ledgers[replica * p_.stages + op.stage];
+    const int32_t gpu = replica * p_.stages + op.stage;
+    memory::MemoryLedger& ledger = r_.ledgers[gpu];
     for (int32_t i = begin; i < end; ++i) {
       ledger.Apply(p_.mem[i].category, p_.mem[i].bytes, now, base_ + o,
                    static_cast<int32_t>(op.stream));
+      if (calls_) {
+        calls_->push_back(
+            {gpu, static_cast<int32_t>(op.stream), p_.mem[i].category, p_.mem[i].bytes});
+      }
     }
   }
 
@@ -422,6 +431,7 @@ class ReplayListener {
   std::vector<Bytes> host_;  // per simulated GPU: offloaded activations held on the host
   cost::LinkSharing sharing_;
   std::vector<PrefixWatch*> watches_;
+  std::vector<LedgerCall>* calls_ = nullptr;  // Record
   // What the collectives of the first `upto` ops add to the result, as of the last Save.
   struct {
     int32_t upto = 0;
@@ -753,7 +763,7 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const ReplayOptions& options, int* forks,
                                        std::shared_ptr<const ReplaySnapshot>* keep,
                                        const std::vector<int32_t>* shared, int32_t next_shared,
-                                       bool* deferred) {
+                                       bool* deferred, std::vector<LedgerCall>* calls) {
   if (deferred) *deferred = false;
   if (!keep) deferred = nullptr;  // nothing to fork from later
   const size_t n = programs.size();
@@ -804,6 +814,7 @@ std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
     }
   }
   auto main = Prepare(std::move(programs[longest]), compute, comm, capacity, options);
+  main->listener->Record(calls);
   for (size_t i : order) main->listener->Watch(&*watches[i]);
   if (next) main->listener->Watch(&*next);
   main->executor->Begin();

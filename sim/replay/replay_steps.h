@@ -34,14 +34,17 @@ struct ReplaySnapshot;
 // its result holding only its program and *deferred set; its state is `keep`, or
 // `keep->earlier` when the next program's state was kept in front of it (ReplayFromState forks
 // it). A fold that compares the kept states may not need that replay at all
-// (sim/replay/state_period.h).
+// (sim/replay/state_period.h). `calls` (optional): receives every ledger change of the
+// longest program's replay, in order (the kept states say how many came before them).
+struct LedgerCall;
 std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,
                                        const cost::CollectiveCostModel& comm, Bytes capacity,
                                        const ReplayOptions& options, int* forks = nullptr,
                                        std::shared_ptr<const ReplaySnapshot>* keep = nullptr,
                                        const std::vector<int32_t>* shared = nullptr,
-                                       int32_t next_shared = 0, bool* deferred = nullptr);
+                                       int32_t next_shared = 0, bool* deferred = nullptr,
+                                       std::vector<LedgerCall>* calls = nullptr);
 // ReplayRaw of `program` gone on from `state` (kept by ReplayFamily or ReplayAfter, of a replay
 // whose program shares `program`'s ops that far), or alone when its executor refuses it.
 ReplayResult ReplayFromState(OpProgram program, const ReplaySnapshot& state,

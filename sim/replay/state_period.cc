@@ -27,7 +27,8 @@ bool Shifted(Duration a, Duration b, Duration dt) { return a + dt == b; }
 }  // namespace
 
 std::optional<Duration> StateRepeats(const OpProgram& program, const ReplaySnapshot& a,
-                                     const ReplaySnapshot& b, int32_t ops) {
+                                     const ReplaySnapshot& b, int32_t ops, bool* allocators) {
+  if (allocators) *allocators = false;
   const engine::ExecutorSnapshot &ea = a.executor, &eb = b.executor;
   const ListenerState &la = a.listener, &lb = b.listener;
   // The two may number their tasks in programs of different lengths (a fold's slide: `a` of
@@ -115,7 +116,9 @@ std::optional<Duration> StateRepeats(const OpProgram& program, const ReplaySnaps
     }
   }
   for (size_t g = 0; g < la.ledgers.size(); ++g) {
-    if (!la.ledgers[g].SameFuture(lb.ledgers[g])) return std::nullopt;
+    if (la.ledgers[g].SameFuture(lb.ledgers[g])) continue;
+    if (!allocators || !la.ledgers[g].SameTensors(lb.ledgers[g])) return std::nullopt;
+    *allocators = true;
   }
   return dt;
 }

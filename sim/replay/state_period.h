@@ -24,8 +24,12 @@ namespace sim::replay {
 // `dt`, when state `b` is state `a` `ops` tasks and dt later, as above; none otherwise. Both
 // are states of one replay at boundaries between dispatch rounds, numbered from op 0: `a`'s
 // of a program `ops` ops shorter than `program` when a replay of `program` went on from it
-// (ReplayAfter), or of `program` too; `b`'s of `program`.
+// (ReplayAfter), or of `program` too; `b`'s of `program`. With `allocators`, ledgers that hold
+// the same tensors but whose caching allocators lay their segments out differently are let
+// through, and *allocators says whether any did: nothing but the reserved memory depends on
+// the allocator (the replay's timing never does), which the caller then works out otherwise.
 std::optional<Duration> StateRepeats(const OpProgram& program, const ReplaySnapshot& a,
-                                     const ReplaySnapshot& b, int32_t ops);
+                                     const ReplaySnapshot& b, int32_t ops,
+                                     bool* allocators = nullptr);
 
 }  // namespace sim::replay
