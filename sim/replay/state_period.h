@@ -1,16 +1,14 @@
 #pragma once
-// A fold on the replay's state (README "Folding"). The first window of a fold replays the
-// longest of its programs and forks the shorter ones where they part from it
-// (sim/replay/prefix_watch.h): a state F1 where K micro-batches' program parts from the one a
-// period longer, and F2 where that one parts from the next. When F2 is F1 one period on —
-// every running op, queued event, free time and running collective `ops` tasks and `dt`
-// picoseconds later, every ledger and caching allocator alike (their peaks are history) — and
-// the programs go on from F2 as the shorter ones did from F1, a period later, then the replay
-// repeats itself from F1 on: each further period adds what F1 to F2 added, and the step of
-// K + j periods is the step of K + 1 plus j - 1 times the difference between the two forks'
-// results. The longest program need not be replayed past F2. Where anything differs the fold
-// replays the window as before (sim/replay/fold.cc), so a comparison that refuses costs only
-// time.
+// A fold on the replay's state (README "Micro-batch folding"). The replay of a fold's program
+// of K + d micro-batches passes a state F1 where the program a period shorter parts from it
+// (sim/replay/prefix_watch.h) and, a period on, a state F2 where the program a period longer
+// would. When F2 is F1 one period on — every running op, queued event, free time and running
+// collective `ops` tasks and `dt` picoseconds later, every ledger and caching allocator alike
+// (their peaks are history) — and the program goes on from F2 as the shorter one does from F1
+// (ProgramRepeats, sim/replay/prefix_watch.h), the replay repeats itself from F1 on: each
+// further period adds what F1 to F2 added, and the step of n more periods is the replay of
+// K + d plus n such periods (sim/replay/fold.cc). Where anything differs the fold goes on with
+// more short replays, so a comparison that refuses costs only time.
 
 #include <cstdint>
 #include <optional>
