@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "sim/config/catalog.h"
 #include "sim/report/run_report.h"
@@ -116,39 +117,32 @@ TEST_CASE("the default scenario folds on its state after two short replays", "[f
   CHECK(t.last == 2);
 }
 
-TEST_CASE("an allocator still settling is replayed alone until it does", "[fold]") {
-  // Llama-2-70B on 32 H100, ZeRO-1, selective recompute, 1,024-token sequences: the replay of
-  // 2 micro-batches reserves 25 MB less at its peak than those of 3 and 4 (the caching
-  // allocator's segments settle late), so neither the first states nor the first three replays
-  // repeat. Only the allocator differs: the period's ledger changes are replayed through it
-  // alone until it settles (ReservedPeaks), and the step folds at the first pair, to the full
-  // replay's report.
-  const Scenario s = Load(
-      STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-      {{"training.seq_len", "1024"}, {"parallel.zero", "1"}, {"training.recompute", "selective"}});
-  REQUIRE(s.micro_batches() == 32);
-  const replay::FoldTrace t = Trace(s);
-  CHECK(t.by_state);
-  CHECK(t.allocator_alone);
-  CHECK(t.replays == 2);
-  CHECK(Report(s, true) == Report(s, false));
-}
-
 TEST_CASE("states whose allocators alone differ fold, the allocator replayed alone", "[fold]") {
-  // ZeRO-0 without recompute at 1,024 tokens: the weights, gradients and fp32 optimizer states
-  // of 70 B parameters (1,286 GiB) are far past the 80 GB from the start, so every new segment
-  // first releases the cached ones, and the allocator lays its segments out differently from
-  // one micro-batch to the next. Everything else repeats a period on, and nothing else depends
-  // on the allocator: the period's ledger changes are replayed through the allocator alone
-  // until it settles, and then the step's end, for the reserved peak.
-  const Scenario s =
-      Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-           {{"training.seq_len", "1024"}, {"parallel.zero", "0"}, {"training.recompute", "none"}});
-  const replay::FoldTrace t = Trace(s);
-  CHECK(t.by_state);
-  CHECK(t.allocator_alone);
-  CHECK(t.replays == 2);
-  CHECK(Report(s, true) == Report(s, false));
+  // Both fold at the first pair: every tensor, time and event repeats a period on, only the
+  // caching allocator's segments differ, and nothing else depends on them, so the period's
+  // ledger changes go through the allocator alone until it settles (ReservedPeaks), then the
+  // step's end, for the reserved peak — the full replay's report.
+  const std::pair<const char*, std::vector<config::Override>> cases[] = {
+      // ZeRO-1, selective recompute: the replay of 2 micro-batches reserves 25 MB less at its
+      // peak than those of 3 and 4 (the allocator's segments settle late).
+      {"an allocator still settling",
+       {{"training.seq_len", "1024"}, {"parallel.zero", "1"}, {"training.recompute", "selective"}}},
+      // ZeRO-0, no recompute: the weights, gradients and fp32 optimizer states of 70 B
+      // parameters (1,286 GiB) are far past the 80 GB from the start, so every new segment
+      // first releases the cached ones and the segments are laid out anew each micro-batch.
+      {"an allocator past its capacity",
+       {{"training.seq_len", "1024"}, {"parallel.zero", "0"}, {"training.recompute", "none"}}},
+  };
+  for (const auto& [what, overrides] : cases) {
+    INFO(what);
+    const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", overrides);
+    REQUIRE(s.micro_batches() == 32);
+    const replay::FoldTrace t = Trace(s);
+    CHECK(t.by_state);
+    CHECK(t.allocator_alone);
+    CHECK(t.replays == 2);
+    CHECK(Report(s, true) == Report(s, false));
+  }
 }
 
 TEST_CASE("an allocator past its capacity that never settles folds on three replays", "[fold]") {
