@@ -78,6 +78,16 @@ TEST_CASE("folded and unfolded reports are byte-identical on the shipped scenari
   }
 }
 
+// How the scenario's fold went (FoldedReplay's trace).
+replay::FoldTrace Trace(const Scenario& s) {
+  const ReplayModels m(s);
+  replay::FoldTrace t;
+  auto r = replay::FoldedReplay(s, m.compute, *m.comm, m.options, &t);
+  REQUIRE(r.ok());
+  REQUIRE(r->has_value());
+  return t;
+}
+
 TEST_CASE("folded and unfolded reports are byte-identical across the golden layouts", "[fold]") {
   int checked = 0;
   for (const GoldenCase& g : GoldenCases()) {
@@ -88,21 +98,32 @@ TEST_CASE("folded and unfolded reports are byte-identical across the golden layo
     const Scenario s = Foldable(g.scenario, 1);
     // GPipe holds every micro-batch's activations until its backward: the peak grows with the
     // batch, nothing repeats, and the step is replayed in full.
-    CHECK(Folded(s) == (s.parallel.pp_schedule != PipelineSchedule::kGpipe));
+    const bool gpipe = s.parallel.pp_schedule == PipelineSchedule::kGpipe;
+    CHECK(Folded(s) == !gpipe);
     CHECK(Report(s, true) == Report(s, false));
+    // Every other layout, pipelines (1F1B, interleaved) included, folds on its states.
+    if (!gpipe) CHECK(Trace(s).by_state);
     ++checked;
   }
   CHECK(checked >= 14);
 }
 
-// How the scenario's fold went (FoldedReplay's trace).
-replay::FoldTrace Trace(const Scenario& s) {
-  const ReplayModels m(s);
-  replay::FoldTrace t;
-  auto r = replay::FoldedReplay(s, m.compute, *m.comm, m.options, &t);
-  REQUIRE(r.ok());
-  REQUIRE(r->has_value());
-  return t;
+TEST_CASE("GPT-3 175B's interleaved pipeline folds on its states at its 64 micro-batches",
+          "[fold]") {
+  // K = 24 and d = 8 (PlanFold): three short replays would hold 96 micro-batches, more than the
+  // step, so only the states are tried — the replay of 32 and its states where 24 and 40
+  // would part from it. Byte-identical to the full replay (the shipped-scenario case above).
+  const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/gpt3-175b-korthikanti.yaml");
+  REQUIRE(s.micro_batches() == 64);
+  const auto plan = replay::PlanFold(s);
+  REQUIRE(plan.has_value());
+  CHECK(plan->k == 24);
+  CHECK(plan->d == 8);
+  CHECK_FALSE(plan->results);
+  const replay::FoldTrace t = Trace(s);
+  CHECK(t.by_state);
+  CHECK(t.replays == 2);
+  CHECK(t.last == 32);
 }
 
 TEST_CASE("the default scenario folds on its state after two short replays", "[fold]") {

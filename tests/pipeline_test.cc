@@ -4,6 +4,8 @@
 // the papers' formulas, evaluated here.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -250,6 +252,69 @@ TEST_CASE("schedules run each unit once, forwards before their backwards", "[pip
         st = u.forward ? 1 : 2;
       }
     }
+  }
+}
+
+// A listed unit as (stage, chunk, micro-batch, forward), its micro-batch moved `shift` on.
+std::tuple<int32_t, int32_t, int32_t, bool> Listed(
+    const std::vector<std::vector<PipelineUnit>>& order, const PipelineSlot& slot,
+    int32_t shift = 0) {
+  const PipelineUnit& u = order[slot.stage][slot.index];
+  return {slot.stage, u.chunk, u.micro_batch + shift, u.forward};
+}
+
+TEST_CASE("a program lists units after what they receive, one more micro-batch as one block",
+          "[pipeline]") {
+  struct Layout {
+    PipelineSchedule kind;
+    int32_t p, v;
+  };
+  for (const Layout& l : {Layout{PipelineSchedule::k1F1B, 2, 1},
+                          {PipelineSchedule::k1F1B, 4, 1},
+                          {PipelineSchedule::k1F1B, 8, 1},
+                          {PipelineSchedule::kInterleaved, 4, 2},
+                          {PipelineSchedule::kInterleaved, 8, 3},
+                          {PipelineSchedule::kGpipe, 4, 1}}) {
+    // Interleaved micro-batches come in groups of p (sim/replay/fold.h).
+    const int32_t d = l.v > 1 ? l.p : 1, m = 4 * l.p;
+    INFO("schedule " << static_cast<int>(l.kind) << " p " << l.p << " v " << l.v);
+    const auto order = PipelineOrder(l.kind, l.p, l.v, m);
+    const std::vector<PipelineSlot> list = PipelineEmission(order, l.v);
+    // Every unit once, each after its stage's previous one and the unit it receives from.
+    REQUIRE(list.size() == static_cast<size_t>(2 * m * l.v * l.p));
+    std::vector<int32_t> next(l.p, 0);
+    std::set<std::tuple<int32_t, int32_t, bool>> done;  // (virtual stage, micro-batch, forward)
+    for (const PipelineSlot& slot : list) {
+      CHECK(slot.index == next[slot.stage]++);
+      const PipelineUnit& u = order[slot.stage][slot.index];
+      const int32_t vs = u.chunk * l.p + slot.stage;
+      if (u.forward && vs > 0) CHECK(done.count({vs - 1, u.micro_batch, true}) == 1);
+      if (!u.forward && vs < l.p * l.v - 1) CHECK(done.count({vs + 1, u.micro_batch, false}) == 1);
+      done.insert({vs, u.micro_batch, u.forward});
+    }
+    if (l.kind == PipelineSchedule::kGpipe) continue;  // its backwards run in reverse: no period
+    // With d micro-batches more, the list is the same up to some unit, then a block of the new
+    // units, then the rest of the shorter list a period on (each micro-batch d later). The
+    // fold (sim/replay/fold.h) compares the replay's states one such block apart.
+    const auto longer_order = PipelineOrder(l.kind, l.p, l.v, m + d);
+    const std::vector<PipelineSlot> longer = PipelineEmission(longer_order, l.v);
+    const size_t block = longer.size() - list.size();
+    CHECK(block == static_cast<size_t>(2 * d * l.v * l.p));
+    size_t same = 0;
+    while (same < list.size() && Listed(order, list[same]) == Listed(longer_order, longer[same])) {
+      ++same;
+    }
+    size_t after = list.size();  // the shorter list's units from here on are there, d later
+    while (after > 0 &&
+           Listed(order, list[after - 1], d) == Listed(longer_order, longer[after - 1 + block])) {
+      --after;
+    }
+    // The two agree a period on from a period before where they part, or earlier: a replay's
+    // state before the parting finds the same ops ahead a period later (ProgramRepeats,
+    // sim/replay/prefix_watch.h). Stages taken in turn, each as far as its receives allow,
+    // agree so only over the last units (stage 0 lists its forwards far ahead).
+    CHECK(after + block <= same);
+    CHECK(same < list.size());
   }
 }
 

@@ -120,7 +120,10 @@ TEST_CASE("DeepSpeed's coordinator keeps the head gathered from its forward to i
     const Scenario s =
         Load({{"cluster.nodes", "1"}, {"training.global_batch", std::to_string(8 * m)}});
     const int64_t n = s.dp();
-    const auto r = Run(s);
+    // Unfolded: the gathers are counted over the whole step's program.
+    replay::ReplayOptions whole;
+    whole.fold = false;
+    const auto r = Run(s, whole);
     const ParameterCount c = CountParameters(s.model);
     const int64_t head = 2 * (c.lm_head + c.final_norm) * (n - 1) / n;
     // Each all-gather rounds its M(n−1)/n down, and the coordinator gathers a layer in parts:

@@ -76,9 +76,14 @@ std::optional<Duration> StateRepeats(const OpProgram& program, const ReplaySnaps
     // What is still to run is priced alike.
     if (!ea.finished[t] && la.hot[t].base != lb.hot[u].base) return std::nullopt;
   }
-  // Streams: a period's tasks more done on each, the same busy, wake-ups a period later.
+  // Streams: a period's tasks more done on each, the same busy, wake-ups a period later. By
+  // the checks above, b has finished every task a had, `ops` later, and every one before the
+  // first a had not (`from`) `ops` later too: a period more, the ops from `from` on — not the
+  // first `ops`, which in a pipeline are its warm-up, on other streams.
+  int32_t from = 0;
+  while (from < ea.prefix && ea.finished[from]) ++from;
   std::vector<int32_t> period(ea.done.size(), 0);
-  for (int32_t t = 0; t < ops; ++t) {
+  for (int32_t t = from; t < from + ops; ++t) {
     const Op& op = program.ops[t];
     const auto s = static_cast<size_t>(StreamIndex(op.stage, op.stream));
     if (s >= period.size()) return std::nullopt;

@@ -1320,8 +1320,9 @@ class Lowerer {
     return Add(op, deps, {});
   }
 
-  // Emits every stage's units in its schedule order, interleaving stages so that a unit comes
-  // after the send it receives (ops only depend on earlier ops).
+  // Emits every stage's units in its schedule order, in the order PipelineEmission lists them
+  // (each after the send it receives: ops only depend on earlier ops), and each stage's end
+  // after its last unit.
   void Pipeline() {
     const int32_t p = static_cast<int32_t>(s_.parallel.pp);
     const int32_t vstages = static_cast<int32_t>(vstage_groups_.size());
@@ -1340,48 +1341,31 @@ class Lowerer {
     // (overlap_p2p_comm): its sends run beside the next chunk.
     const bool blocking_sends = s_.parallel.pp_schedule == PipelineSchedule::k1F1B;
     std::vector<std::optional<int32_t>> last_send(p);  // per stage, when blocking_sends
-    std::vector<size_t> next(p, 0);
-    size_t remaining = 0;
-    for (const auto& units : order) remaining += units.size();
-    while (remaining > 0) {
-      bool progress = false;
-      for (int32_t stage = 0; stage < p; ++stage) {
-        SetStage(stage);
-        while (next[stage] < order[stage].size()) {
-          const PipelineUnit& u = order[stage][next[stage]];
-          const int32_t vs = u.chunk * p + stage;
-          std::optional<int32_t> recv;
-          if (u.forward && vs > 0) {
-            recv = sent_fwd[vs - 1][u.micro_batch];
-            if (!recv) break;
-          } else if (!u.forward && vs < vstages - 1) {
-            recv = sent_bwd[vs + 1][u.micro_batch];
-            if (!recv) break;
-          }
-          SetMicroBatch(u.micro_batch);
-          std::vector<int32_t> entry;
-          if (recv) entry.push_back(*recv);
-          if (last_send[stage]) entry.push_back(*last_send[stage]);
-          const auto [first, last] = vstage_groups_[vs];
-          std::optional<int32_t> sent;
-          if (u.forward) {
-            Forward(first, last, std::move(entry));
-            if (vs < vstages - 1) sent = sent_fwd[vs][u.micro_batch] = Send(last);
-          } else {
-            Backward(last, first, std::move(entry));
-            if (vs > 0) sent = sent_bwd[vs][u.micro_batch] = Send(first);
-          }
-          if (blocking_sends) last_send[stage] = sent;
-          ++next[stage];
-          --remaining;
-          progress = true;
-        }
-        if (next[stage] == order[stage].size() && !finished_[stage]) {
-          finished_[stage] = true;
-          FinishStage(last_send[stage]);
-        }
+    for (const PipelineSlot& slot : PipelineEmission(order, s_.parallel.pp_chunks)) {
+      const int32_t stage = slot.stage;
+      const PipelineUnit& u = order[stage][slot.index];
+      const int32_t vs = u.chunk * p + stage;
+      SetStage(stage);
+      std::optional<int32_t> recv;
+      if (u.forward && vs > 0) recv = sent_fwd[vs - 1][u.micro_batch];
+      if (!u.forward && vs < vstages - 1) recv = sent_bwd[vs + 1][u.micro_batch];
+      SIM_CHECK(recv.has_value() == (u.forward ? vs > 0 : vs < vstages - 1),
+                "a pipeline unit listed before the send it receives");
+      SetMicroBatch(u.micro_batch);
+      std::vector<int32_t> entry;
+      if (recv) entry.push_back(*recv);
+      if (last_send[stage]) entry.push_back(*last_send[stage]);
+      const auto [first, last] = vstage_groups_[vs];
+      std::optional<int32_t> sent;
+      if (u.forward) {
+        Forward(first, last, std::move(entry));
+        if (vs < vstages - 1) sent = sent_fwd[vs][u.micro_batch] = Send(last);
+      } else {
+        Backward(last, first, std::move(entry));
+        if (vs > 0) sent = sent_bwd[vs][u.micro_batch] = Send(first);
       }
-      SIM_CHECK(progress, "pipeline schedule deadlocked");
+      if (blocking_sends) last_send[stage] = sent;
+      if (static_cast<size_t>(slot.index) + 1 == order[stage].size()) FinishStage(last_send[stage]);
     }
   }
 
@@ -1493,7 +1477,6 @@ class Lowerer {
   CommGroup grad_group_, shard_group_, tp_group_, cp_group_;
   CommGroup ep_group_, etp_group_, edp_group_;  // MoE: expert parallel, expert TP, expert DP
   std::vector<int64_t> group_experts_, stage_experts_;  // routed experts' parameters per GPU
-  std::vector<bool> finished_ = std::vector<bool>(static_cast<size_t>(s_.parallel.pp), false);
   std::vector<std::optional<int32_t>> gather_pending_;
   const DataParallelPolicy::GatherRule gather_rule_ = policy_->Gathers();
   // DeepSpeed ZeRO-3's parameter coordinator, its parameters and where the lowering is in its

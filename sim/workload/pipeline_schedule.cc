@@ -70,6 +70,58 @@ std::vector<std::vector<PipelineUnit>> PipelineOrder(PipelineSchedule schedule, 
   return order;
 }
 
+std::vector<PipelineSlot> PipelineEmission(const std::vector<std::vector<PipelineUnit>>& order,
+                                           int64_t chunks) {
+  const auto p = static_cast<int32_t>(order.size());
+  const auto vstages = static_cast<int32_t>(p * chunks);
+  int32_t m = 0;
+  for (const auto& units : order) {
+    for (const PipelineUnit& u : units) m = std::max(m, u.micro_batch + 1);
+  }
+  // step_*[virtual stage · m + micro-batch]: the step of that forward / backward, once ranked
+  // (-1: not yet). Stages are visited in turn, each as far as its receives allow.
+  std::vector<int64_t> step_fwd(static_cast<size_t>(vstages) * m, -1), step_bwd = step_fwd;
+  struct Ranked {
+    int64_t step;
+    PipelineSlot slot;
+  };
+  std::vector<Ranked> ranked;
+  std::vector<size_t> next(p, 0);
+  std::vector<int64_t> last(p, -1);  // per stage, its previous unit's step
+  size_t remaining = 0;
+  for (const auto& units : order) remaining += units.size();
+  ranked.reserve(remaining);
+  while (remaining > 0) {
+    bool progress = false;
+    for (int32_t stage = 0; stage < p; ++stage) {
+      for (; next[stage] < order[stage].size(); ++next[stage], --remaining, progress = true) {
+        const PipelineUnit& u = order[stage][next[stage]];
+        const int32_t vs = u.chunk * p + stage;
+        int64_t after = last[stage];
+        if ((u.forward && vs > 0) || (!u.forward && vs < vstages - 1)) {
+          const int64_t received = u.forward
+                                       ? step_fwd[static_cast<size_t>(vs - 1) * m + u.micro_batch]
+                                       : step_bwd[static_cast<size_t>(vs + 1) * m + u.micro_batch];
+          if (received < 0) break;
+          after = std::max(after, received);
+        }
+        last[stage] = after + 1;
+        (u.forward ? step_fwd : step_bwd)[static_cast<size_t>(vs) * m + u.micro_batch] = after + 1;
+        ranked.push_back({after + 1, {stage, static_cast<int32_t>(next[stage])}});
+      }
+    }
+    SIM_CHECK(progress, "pipeline schedule deadlocked");
+  }
+  // A stage runs one unit per step, so no two units share both.
+  std::sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+    return a.step != b.step ? a.step < b.step : a.slot.stage < b.slot.stage;
+  });
+  std::vector<PipelineSlot> slots;
+  slots.reserve(ranked.size());
+  for (const Ranked& r : ranked) slots.push_back(r.slot);
+  return slots;
+}
+
 std::vector<int64_t> LayersPerVirtualStage(const Scenario& s) {
   auto split = SplitLayers(s.model.layers, s.parallel.pp, s.parallel.pp_chunks,
                            s.parallel.first_stage_layers, s.parallel.last_stage_layers);

@@ -35,6 +35,25 @@ struct PipelineUnit {
 std::vector<std::vector<PipelineUnit>> PipelineOrder(PipelineSchedule schedule, int64_t stages,
                                                      int64_t chunks, int64_t micro_batches);
 
+// One unit of a stage's order (PipelineOrder): order[stage][index].
+struct PipelineSlot {
+  int32_t stage = 0;
+  int32_t index = 0;
+};
+
+// Every stage's units in the order a program lists them: each unit after the one before it on
+// its stage and after the unit whose output it receives (the forward of virtual stage k − 1, or
+// the backward of k + 1, of its micro-batch), so that ops only depend on earlier ops. Units are
+// ranked by the step at which a pipeline whose units each take one step would run them (a unit
+// runs one step after the later of its stage's previous unit and the unit it receives from),
+// ties by stage. The replay does not depend on this order (ops wait for their dependencies and
+// their stream, not their place), but the fold does (sim/replay/fold.h): ranked so, one more
+// micro-batch (a group of p, interleaved) inserts one contiguous block of units into the list,
+// after which the list goes on as before a period later — where stages taken in turn, each as
+// far as its receives allow, insert its units at several places.
+std::vector<PipelineSlot> PipelineEmission(const std::vector<std::vector<PipelineUnit>>& order,
+                                           int64_t chunks);
+
 // Decoder layers per virtual stage (index c·p + s): an equal split, or the first and last
 // virtual stage (chunk 0 of stage 0, the last chunk of the last stage) as given and the rest
 // equal (checked by the scenario loader).
