@@ -258,10 +258,9 @@ TEST_CASE("run --trace of a long step keeps its first and last micro-batches, wi
   CHECK(part_counters.back() == all_counters.back());
   CHECK(part_counters.size() < all_counters.size() * 4 / 10);
   CHECK(absl::StrContains(Slurp(dir + "/part.json"), "micro-batches 0..1, 9 of 0..9"));
-  // A shorter step (3 micro-batches, which do not fold: PlanFold wants twice K + d = 2) is
-  // traced whole, without a note.
+  // A shorter step (6 micro-batches, which do not fold) is traced whole, without a note.
   Result whole =
-      Stepsim(absl::StrCat(run, "--set training.global_batch=96 --trace ", dir, "/short.json"));
+      Stepsim(absl::StrCat(run, "--set training.global_batch=192 --trace ", dir, "/short.json"));
   REQUIRE(whole.status == 0);
   CHECK_FALSE(absl::StrContains(whole.out, "note: the trace keeps"));
 }

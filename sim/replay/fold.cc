@@ -283,10 +283,13 @@ std::optional<FoldPlan> PlanFold(const Scenario& s) {
     f.k = pp;
   }
   const int64_t m = s.micro_batches();
-  if (2 * (f.k + f.d) > m || (m - f.k) % f.d != 0) return std::nullopt;
-  // The three short replays, when the states do not repeat, only while they hold fewer
-  // micro-batches than the step (GPT-3 175B's 64, K = 24 and d = 8: the state fold alone).
-  f.results = 3 * (f.k + f.d) < m;
+  // Folded only when the three short replays hold fewer micro-batches than the step. Tried
+  // and dropped: trying the states alone down to M = 2 (K + d) (a replay of K + d and two
+  // lowerings instead of the step's). GPT-3 175B's 64 micro-batches then folded (91 -> 64 ms
+  // per process), but Llama 3 405B's 16-stage layout at 128, whose states settle only ~7
+  // periods in, paid the short replay and lowerings on top of the full replay (287 -> 494 ms;
+  // perf stat, 7 runs): which layouts settle early is not known before they are replayed.
+  if (3 * (f.k + f.d) >= m || (m - f.k) % f.d != 0) return std::nullopt;
   return f;
 }
 
@@ -312,13 +315,10 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   //     144 sweep-grid configurations (README "Benchmarks") 132 fold so at the first pair, 57
   //     of them with the allocator replayed alone; the default scenario without it. Pipelines
   //     too, their programs listing one more micro-batch as one block (PipelineEmission): the
-  //     golden 1F1B and interleaved layouts at the first pair, GPT-3 175B's 64 micro-batches
-  //     from one replay of 32.
+  //     golden 1F1B and interleaved layouts at the first pair.
   //   - By three replays (Repeats): otherwise K's replay is forked after all, and three
   //     replays that grow by the same increments are folded (the grid's other 12, whose
-  //     allocators past capacity do not settle within ReservedPeaks' periods), when they hold
-  //     fewer micro-batches than the step (FoldPlan::results); else the step is replayed in
-  //     full.
+  //     allocators past capacity do not settle within ReservedPeaks' periods).
   // After each replay past the second the window slides one period: one more short replay
   // instead of the full one, at most kMaxSlides times past the first three, while a fold that
   // fails costs less than the full replay it falls back to. Without a pipeline a slide lowers
@@ -379,7 +379,6 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
       t.allocator_alone = !reserved.empty();
       return Extend(s, std::move(runs.back()), increment, n, late, reserved);
     }
-    if (!plan->results) return std::nullopt;  // the three short replays would cost more
     if (deferred) {
       const ReplaySnapshot& fork = snapshot->earlier ? *snapshot->earlier : *snapshot;
       runs[0] = ReplayFromState(std::move(runs[0].program), fork, compute, comm,

@@ -35,13 +35,9 @@
 namespace sim::replay {
 
 // The micro-batch counts a fold replays (K, K + d, K + 2d), and whether M is folded at all: M
-// must exceed K + d by a whole number of d, and hold at least twice K + d (the state fold's
-// replay then costs at most half the full one, and one that does not fold at most half more).
-// `results`: M holds more than the three short replays together, so that they are tried when
-// the states do not repeat; otherwise the step is replayed in full then.
+// must exceed K + 2d by a whole number of d.
 struct FoldPlan {
   int64_t k = 0, d = 1;
-  bool results = true;
 };
 std::optional<FoldPlan> PlanFold(const Scenario& s);
 
