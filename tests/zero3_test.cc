@@ -16,7 +16,7 @@ using Ids = std::vector<int32_t>;
 
 Zero3Coordinator Make(std::vector<int64_t> elements, std::vector<Ids> uses, Zero3Limits limits) {
   std::vector<ModuleUse> trace;
-  for (Ids& u : uses) trace.push_back({std::move(u)});
+  for (const Ids& u : uses) trace.push_back({{u.begin(), u.end()}});
   return Zero3Coordinator(std::move(elements), std::move(trace), limits);
 }
 

@@ -619,39 +619,54 @@ class Lowerer {
   // The module hooks an op of group g fires, in forward order (reversed in a backward): the
   // containers (the layer, the attention and MLP blocks), norms and activations fetch nothing
   // but still prefetch; each projection fetches its weight.
-  std::vector<ModuleUse> ModulesOf(int32_t g, absl::string_view op, bool backward) const {
+  // Appended to `out`; returns how many.
+  int32_t ModulesOf(int32_t g, absl::string_view op, bool backward,
+                    std::vector<ModuleUse>& out) const {
     const Zero3Params& z = zero3_;
-    std::vector<ModuleUse> f;
+    const size_t first = out.size();
+    auto none = [&] { out.emplace_back(); };
+    auto one = [&](int32_t param) { out.push_back(ModuleUse{{param}}); };
     auto proj = [&](LoraTarget target) {
       const int32_t k = z.linear_of[static_cast<int>(target)];
-      return k < 0 ? ModuleUse{} : ModuleUse{{z.layer[g][k]}};
+      if (k < 0) {
+        none();
+      } else {
+        one(z.layer[g][k]);
+      }
     };
     if (g == 0) {
       if (op == "embedding") {
-        f.push_back({{z.table}});
-        if (z.positions) f.push_back({{*z.positions}});
-        if (s_.model.dropout > 0) f.push_back({});
+        one(z.table);
+        if (z.positions) one(*z.positions);
+        if (s_.model.dropout > 0) none();
       }
     } else if (g == NumGroups() - 1) {
-      if (op == "final_norm") f.push_back({});
-      if (op == "lm_head") f.push_back({{z.head}});
+      if (op == "final_norm") none();
+      if (op == "lm_head") one(z.head);
     } else if (op == "norm1") {
-      f = {{}, {}};
+      none();
+      none();
     } else if (op == "qkv") {
-      f = {{}, proj(LoraTarget::kQ), proj(LoraTarget::kK), proj(LoraTarget::kV)};
+      none();
+      proj(LoraTarget::kQ);
+      proj(LoraTarget::kK);
+      proj(LoraTarget::kV);
     } else if (op == "out_proj") {
-      f = {proj(LoraTarget::kO)};
+      proj(LoraTarget::kO);
     } else if (op == "norm2" || op == "swiglu" || op == "gelu") {
-      f = {{}};
+      none();
     } else if (op == "gate_up") {
-      f = {{}, proj(LoraTarget::kGate), proj(LoraTarget::kUp)};
+      none();
+      proj(LoraTarget::kGate);
+      proj(LoraTarget::kUp);
     } else if (op == "fc1") {
-      f = {{}, proj(LoraTarget::kUp)};
+      none();
+      proj(LoraTarget::kUp);
     } else if (op == "down" || op == "fc2") {
-      f = {proj(LoraTarget::kDown)};
+      proj(LoraTarget::kDown);
     }
-    if (backward) std::reverse(f.begin(), f.end());
-    return f;
+    if (backward) std::reverse(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
+    return static_cast<int32_t>(out.size() - first);
   }
 
   // One micro-batch's hooks in the order lowering emits the ops (Forward, Backward below);
@@ -659,10 +674,9 @@ class Lowerer {
   std::vector<ModuleUse> Zero3Trace() {
     std::vector<ModuleUse> trace;
     auto add = [&](int32_t g, absl::string_view op, bool backward) {
-      std::vector<ModuleUse> modules = ModulesOf(g, op, backward);
-      if (modules.empty()) return;
-      hook_ops_.push_back({g, op, backward, static_cast<int32_t>(modules.size())});
-      for (ModuleUse& m : modules) trace.push_back(std::move(m));
+      if (const int32_t modules = ModulesOf(g, op, backward, trace); modules > 0) {
+        hook_ops_.push_back({g, op, backward, modules});
+      }
     };
     const int32_t head = NumGroups() - 1;
     add(0, "embedding", false);

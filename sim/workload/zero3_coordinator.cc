@@ -14,17 +14,14 @@ Zero3Coordinator::Zero3Coordinator(std::vector<int64_t> elements, std::vector<Mo
   t->trace = std::move(trace);
   t->limits = limits;
   const int32_t uses = static_cast<int32_t>(t->trace.size());
-  std::vector<std::pair<int32_t, int32_t>> last(t->elements.size(), {-1, -1});  // (use, position)
-  t->next_use.resize(t->trace.size());
+  std::vector<int64_t> last(t->elements.size(), -1);  // per parameter: its last entry so far
   for (int32_t u = 0; u < uses; ++u) {
-    const std::vector<int32_t>& params = t->trace[u].params;
-    t->next_use[u].assign(params.size(), -1);
-    for (int32_t k = 0; k < static_cast<int32_t>(params.size()); ++k) {
-      const int32_t p = params[k];
+    for (const int32_t p : t->trace[u].params) {
       SIM_CHECK(p >= 0 && p < static_cast<int32_t>(t->elements.size()), "an unknown parameter");
-      if (last[p].first >= 0) t->next_use[last[p].first][last[p].second] = u;
-      last[p] = {u, k};
+      if (last[p] >= 0) t->next_use[last[p]] = u;
+      last[p] = static_cast<int64_t>(t->queue.size());
       t->queue.push_back({u, p});
+      t->next_use.push_back(-1);
     }
     t->queue_end.push_back(t->queue.size());
   }
@@ -69,7 +66,8 @@ void Zero3Coordinator::Fetch(int32_t i, Fetched& f) {
 void Zero3Coordinator::Release(int32_t i, std::vector<int32_t>& released) {
   const Tables& t = *tables_;
   released.clear();
-  const std::vector<int32_t>& params = t.trace[i].params;
+  const auto& params = t.trace[i].params;
+  const size_t entries = i == 0 ? 0 : t.queue_end[i - 1];  // use i's first entry
   for (size_t k = 0; k < params.size(); ++k) {
     const int32_t p = params[k];
     ParamState& st = state_[p];
@@ -77,7 +75,7 @@ void Zero3Coordinator::Release(int32_t i, std::vector<int32_t>& released) {
     if (st.wanted_until > i) continue;
     // The reuse window: later modules are walked while fewer than max_reuse elements have been
     // traversed; the next use is reached when the uses before it hold fewer than that.
-    const int32_t j = t.next_use[i][k];
+    const int32_t j = t.next_use[entries + k];
     if (j >= 0 && t.trace_before[j] - t.trace_before[i + 1] < t.limits.max_reuse) continue;
     st.gathered = false;
     gathered_ -= t.elements[p];

@@ -28,6 +28,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+
 namespace sim {
 
 struct Zero3Limits {
@@ -39,7 +41,9 @@ struct Zero3Limits {
 // One module's hook in the trace: the parameters it fetches (none for a container, a norm with
 // resident parameters, an activation).
 struct ModuleUse {
-  std::vector<int32_t> params;
+  // Most modules hold one parameter or none (a norm without its weight's own gather, a
+  // LoRA-less projection's weight): inline, not one allocation per use.
+  absl::InlinedVector<int32_t, 2> params;
 };
 
 class Zero3Coordinator {
@@ -92,8 +96,8 @@ class Zero3Coordinator {
     std::vector<Entry> queue;
     std::vector<std::size_t> queue_end;  // per use: the end of its entries in queue
     std::vector<int64_t> trace_before;   // [u]: elements of the uses before u (size uses + 1)
-    // Per use and parameter (in the use's order): the parameter's next use, or -1.
-    std::vector<std::vector<int32_t>> next_use;
+    // Per queue entry (a use's parameter, in the use's order): the parameter's next use, or -1.
+    std::vector<int32_t> next_use;
   };
   std::shared_ptr<const Tables> tables_;
   std::vector<ParamState> state_;
