@@ -186,6 +186,31 @@ TEST_CASE("an allocator past its capacity that never settles folds on three repl
   CHECK(Report(s, true) == Report(s, false));
 }
 
+TEST_CASE("without a pipeline, a window whose three replays do not repeat yet slides", "[fold]") {
+  // FSDP SHARD_GRAD_OP on 4 nodes, 1,024-token sequences, 32 micro-batches: neither the states
+  // of the first pair nor the results of 1, 2 and 3 micro-batches repeat, so the window slides
+  // one period (StepLowering lowers the fourth micro-batch, ReplayAfter replays it from the
+  // third's state) and 2, 3 and 4 fold — to the full replay's report. Of a sweep of 432
+  // configurations around the default shape (frameworks, ZeRO stages, recompute, micro-batch
+  // 1, 2 and 4, one or four nodes), the only ones that slide without a pipeline are these two
+  // recompute settings, on one node and on four.
+  for (const char* recompute : {"none", "selective"}) {
+    INFO(recompute);
+    const Scenario s =
+        Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", {{"parallel.framework", "fsdp"},
+                                                            {"parallel.zero", "2"},
+                                                            {"training.recompute", recompute},
+                                                            {"training.seq_len", "1024"},
+                                                            {"cluster.nodes", "4"}});
+    REQUIRE(s.micro_batches() == 32);
+    const replay::FoldTrace t = Trace(s);
+    CHECK_FALSE(t.by_state);
+    CHECK(t.replays == 4);
+    CHECK(t.last == 4);
+    CHECK(Report(s, true) == Report(s, false));
+  }
+}
+
 TEST_CASE("folded and unfolded reports are byte-identical across the sweep check's grid",
           "[fold]") {
   // The contract's sweep grid (../shared/checks/sweep-throughput), at three of its six
