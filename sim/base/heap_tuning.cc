@@ -6,14 +6,32 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #endif
 
 namespace sim {
 
+#if defined(__GLIBC__)
+namespace {
+
+constexpr int kMiB = 1 << 20;
+constexpr uintptr_t kHugePage = 2 * kMiB;
+std::atomic<bool> kept{false};
+
+// Advises transparent huge pages over the whole 2 MiB pages within [from, to).
+void AdviseHugePages(uintptr_t from, uintptr_t to) {
+  from = (from + kHugePage - 1) & ~(kHugePage - 1);
+  to &= ~(kHugePage - 1);
+  if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
+}
+
+}  // namespace
+#endif
+
 void KeepHeapForReplays() {
 #if defined(__GLIBC__)
-  constexpr int kMiB = 1 << 20;
+  kept = true;
   mallopt(M_TOP_PAD, 256 * kMiB);
   mallopt(M_TRIM_THRESHOLD, 1024 * kMiB);
   mallopt(M_MMAP_THRESHOLD, 32 * kMiB);  // glibc's maximum on 64-bit (HEAP_MAX_SIZE / 2)
@@ -23,10 +41,22 @@ void KeepHeapForReplays() {
   auto* const before = static_cast<char*>(sbrk(0));
   void* volatile grow = malloc(4 * kMiB);
   auto* const after = static_cast<char*>(sbrk(0));
-  constexpr uintptr_t kHugePage = 2 * kMiB;
-  const uintptr_t from = (reinterpret_cast<uintptr_t>(before) + kHugePage - 1) & ~(kHugePage - 1);
-  const uintptr_t to = reinterpret_cast<uintptr_t>(after) & ~(kHugePage - 1);
-  if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
+  AdviseHugePages(reinterpret_cast<uintptr_t>(before), reinterpret_cast<uintptr_t>(after));
+  free(grow);
+#endif
+}
+
+void KeepThreadHeapForReplays() {
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)  // ASan's allocator is not glibc's
+  if (!kept) return;
+  // Below the mmap threshold, so from the thread's arena, whose heaps glibc maps 64 MiB at a
+  // time (HEAP_MAX_SIZE): the block grows the heap, and freed it stays there as its top (the
+  // trim threshold is 1 GiB), to be split by the thread's later allocations.
+  constexpr size_t kBlock = 24 * kMiB;
+  void* volatile grow = malloc(kBlock);
+  if (grow == nullptr) return;
+  const auto at = reinterpret_cast<uintptr_t>(grow);
+  AdviseHugePages(at, at + kBlock);
   free(grow);
 #endif
 }

@@ -5,6 +5,8 @@
 #include <thread>
 #include <vector>
 
+#include "sim/base/heap_tuning.h"
+
 namespace sim {
 
 void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
@@ -14,7 +16,12 @@ void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
   };
   const int threads = std::max(1, std::min<int>(jobs, static_cast<int>(n)));
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (int t = 1; t < threads; ++t) {
+    pool.emplace_back([&] {
+      KeepThreadHeapForReplays();
+      work();
+    });
+  }
   work();
   for (std::thread& t : pool) t.join();
 }
