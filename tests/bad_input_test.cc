@@ -58,6 +58,37 @@ TEST_CASE("every bad input file fails with its exact located message", "[config]
   }
 }
 
+// A data root's catalogs, as every command loads them (LoadCatalogs): a broken node catalog is
+// reported at its line and column, and with both broken, the GPU catalog's error comes first.
+TEST_CASE("a data root's broken node catalog is located, after a broken GPU catalog", "[config]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "stepsim-bad-catalogs";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "topologies");
+  fs::copy(STEPSIM_SOURCE_DIR "/topologies", dir / "topologies", fs::copy_options::recursive);
+  fs::copy(STEPSIM_SOURCE_DIR "/models", dir / "models", fs::copy_options::recursive);
+  const config::DataRoot root{dir.string()};
+  const std::string scenario = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";
+  REQUIRE(config::LoadScenario(root, scenario, {}).ok());
+
+  const std::string nodes = root.NodeCatalogFile();
+  fs::copy_file(STEPSIM_SOURCE_DIR "/tests/bad/nodes-scalar.yaml", nodes,
+                fs::copy_options::overwrite_existing);
+  auto bad_nodes = config::LoadScenario(root, scenario, {});
+  REQUIRE_FALSE(bad_nodes.ok());
+  CHECK(bad_nodes.status().message() ==
+        nodes + ":3:1: expected a mapping of keys to values, got a single value");
+
+  const std::string gpus = root.GpuCatalogFile();
+  fs::copy_file(STEPSIM_SOURCE_DIR "/tests/bad/nodes-scalar.yaml", gpus,
+                fs::copy_options::overwrite_existing);
+  auto bad_both = config::LoadScenario(root, scenario, {});
+  REQUIRE_FALSE(bad_both.ok());
+  CHECK(bad_both.status().message() ==
+        gpus + ":3:1: expected a mapping of keys to values, got a single value");
+  fs::remove_all(dir);
+}
+
 // A loader parses its file once and builds each Load from a copy of the tree, which has no
 // line and column (ScenarioLoader::Load); a failed build is redone from a fresh parse. So the
 // same loader locates its errors on every call, after loads that succeeded too.
