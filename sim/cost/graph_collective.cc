@@ -610,10 +610,20 @@ const PricedCollective& GraphCostModel::Price(CollectiveKind kind, Bytes tensor,
                      group.copy_offset,
                      buckets,
                      static_cast<int>(algorithm)};
+  uint64_t mix = static_cast<uint64_t>(tensor.count()) * 0x9E3779B97F4A7C15ULL;
+  mix ^= static_cast<uint64_t>(group.size << 20 ^ group.stride << 8 ^ group.nodes) *
+         0xC2B2AE3D27D4EB4FULL;
+  mix ^= static_cast<uint64_t>(static_cast<int>(kind) << 16 ^ buckets << 4 ^
+                               static_cast<int>(algorithm) ^ group.copies << 24) *
+         0x165667B19E3779F9ULL;
+  if (recent_.slots.empty()) recent_.slots.resize(kRecentPrices);
+  RecentPrice& slot = recent_.slots[(mix >> 40) & (kRecentPrices - 1)];
+  if (slot.price != nullptr && slot.key == key) return *slot.price;
   auto it = prices_.find(key);
   if (it == prices_.end()) {
     it = prices_.emplace(key, PriceUncached(kind, tensor, group, buckets, algorithm)).first;
   }
+  slot = {key, &it->second};  // node_hash_map's values stay where they are
   return it->second;
 }
 
