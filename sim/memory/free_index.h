@@ -17,6 +17,7 @@
 // three rounds alternating with the old binary on the 2-core development machine).
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -50,7 +51,7 @@ class FreeIndex {
     b.size = k.size;
     b.segment = k.segment;
     b.offset = k.offset;
-    size_t c = FirstSizeAtLeast(k.size);
+    size_t c = ClassAtLeast(k.size);
     if (c == sizes_.size() || sizes_[c] != k.size) {
       // A new size: first drop the empty ones when they are half the index (a step that
       // splits blocks leaves many remainders' sizes behind).
@@ -76,7 +77,7 @@ class FreeIndex {
   // Removes and returns the block of the least key of at least `size` bytes (best fit), or
   // none when no free block is that large.
   std::optional<int32_t> TakeAtLeast(int64_t size) {
-    size_t c = FirstSizeAtLeast(size);
+    size_t c = ClassAtLeast(size);
     while (c < classes_.size() && classes_[c].live == 0) ++c;
     if (c == classes_.size()) return std::nullopt;
     std::vector<Place>& places = classes_[c].places;
@@ -95,7 +96,7 @@ class FreeIndex {
     if (b.stamp % 2 == 0 || b.size != k.size || b.segment != k.segment || b.offset != k.offset) {
       return std::nullopt;
     }
-    const size_t c = FirstSizeAtLeast(k.size);
+    const size_t c = ClassAtLeast(k.size);
     Removed(c, k.block);
     return k.block;
   }
@@ -162,6 +163,19 @@ class FreeIndex {
                                sizes_.begin());
   }
 
+  // FirstSizeAtLeast, remembered for sizes that have a class: a slot per multiplicative mix of
+  // the size holds the class it was found at, right while sizes_ holds that size there (sizes
+  // are distinct, so an index that still holds the size is still its class). A pool's few
+  // sizes recur on every allocation and free, and the binary search's branches, taken one way
+  // or the other by sizes close together, were a good part of Insert's cycles (perf).
+  size_t ClassAtLeast(int64_t size) {
+    Recent& r = recent_[(static_cast<uint64_t>(size) * 0x9E3779B97F4A7C15ULL) >> 58];
+    if (r.size == size && r.c < sizes_.size() && sizes_[r.c] == size) return r.c;
+    const size_t c = FirstSizeAtLeast(size);
+    if (c < sizes_.size() && sizes_[c] == size) r = {size, c};
+    return c;
+  }
+
   // Drops the sizes without a live block.
   void Compact() {
     size_t kept = 0;
@@ -176,10 +190,15 @@ class FreeIndex {
     empty_ = 0;
   }
 
-  std::vector<int64_t> sizes_;      // the sizes that have (or had) free blocks, ascending
-  std::vector<SizeClass> classes_;  // of each size
-  std::vector<BlockState> blocks_;  // by block index
-  size_t empty_ = 0;                // sizes without a live block
+  struct Recent {
+    int64_t size = -1;
+    size_t c = 0;
+  };
+  std::array<Recent, 64> recent_{};  // ClassAtLeast's, by the size's top 6 bits of mix
+  std::vector<int64_t> sizes_;       // the sizes that have (or had) free blocks, ascending
+  std::vector<SizeClass> classes_;   // of each size
+  std::vector<BlockState> blocks_;   // by block index
+  size_t empty_ = 0;                 // sizes without a live block
   size_t size_ = 0;
 };
 
