@@ -20,15 +20,15 @@ void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time, int32
     outside_ += delta;
     allocator_.set_capacity(capacity_ - outside_);
   } else if (delta > Bytes()) {
-    live_[{static_cast<int>(category), delta.count()}].push_back(
-        allocator_.Allocate(delta.count(), stream));
+    const BlockHandle block = allocator_.Allocate(delta.count(), stream);
+    lists_[ListOf(LiveKey(category, delta.count()), /*make=*/true)].push_back(block);
   } else {
-    auto it = live_.find({static_cast<int>(category), -delta.count()});
-    if (it == live_.end() || it->second.empty()) {
+    const int32_t list = ListOf(LiveKey(category, -delta.count()), /*make=*/false);
+    if (list < 0 || lists_[list].empty()) {
       ++unmatched_frees_;
     } else {
-      allocator_.Free(it->second.back());
-      it->second.pop_back();
+      allocator_.Free(lists_[list].back());
+      lists_[list].pop_back();
     }
   }
   const Bytes reserved = allocator_.reserved() + outside_;
@@ -46,23 +46,41 @@ void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time, int32
   }
 }
 
+int32_t MemoryLedger::ListOf(uint64_t key, bool make) {
+  RecentList& r = recent_[(key * 0x9E3779B97F4A7C15ULL) >> 58];
+  if (r.key == key) return r.list;
+  int32_t list = -1;
+  if (const auto it = list_of_.find(key); it != list_of_.end()) {
+    list = it->second;
+  } else if (make) {
+    list = static_cast<int32_t>(lists_.size());
+    lists_.emplace_back();
+    list_of_.emplace(key, list);
+  } else {
+    return -1;
+  }
+  r = {key, list};
+  return list;
+}
+
 bool MemoryLedger::SameTensors(const MemoryLedger& o) const {
   if (capacity_ != o.capacity_ || current_ != o.current_ || allocated_ != o.allocated_ ||
       persistent_ != o.persistent_ || outside_ != o.outside_ ||
       unmatched_frees_ != o.unmatched_frees_) {
     return false;
   }
-  // Keys whose blocks were all freed may stay behind with an empty list: count the others.
-  auto held = [](const auto& live) {
+  // Keys whose blocks were all freed stay behind with an empty list: count the others.
+  auto held = [](const MemoryLedger& l) {
     size_t n = 0;
-    for (const auto& [key, blocks] : live) n += blocks.empty() ? 0 : 1;
+    for (const auto& blocks : l.lists_) n += blocks.empty() ? 0 : 1;
     return n;
   };
-  if (held(live_) != held(o.live_)) return false;
-  for (const auto& [key, blocks] : live_) {
+  if (held(*this) != held(o)) return false;
+  for (const auto& [key, list] : list_of_) {
+    const std::vector<BlockHandle>& blocks = lists_[list];
     if (blocks.empty()) continue;
-    const auto it = o.live_.find(key);
-    if (it == o.live_.end() || it->second.size() != blocks.size()) return false;
+    const auto it = o.list_of_.find(key);
+    if (it == o.list_of_.end() || o.lists_[it->second].size() != blocks.size()) return false;
   }
   return true;
 }
@@ -70,10 +88,12 @@ bool MemoryLedger::SameTensors(const MemoryLedger& o) const {
 bool MemoryLedger::SameFuture(const MemoryLedger& o) const {
   if (!SameTensors(o) || !allocator_.SameFuture(o.allocator_)) return false;
   const std::vector<int32_t> mine = allocator_.LiveSegments(), theirs = o.allocator_.LiveSegments();
-  for (const auto& [key, blocks] : live_) {
-    const auto it = o.live_.find(key);
+  for (const auto& [key, list] : list_of_) {
+    const std::vector<BlockHandle>& blocks = lists_[list];
+    if (blocks.empty()) continue;
+    const std::vector<BlockHandle>& others = o.lists_[o.list_of_.find(key)->second];
     for (size_t i = 0; i < blocks.size(); ++i) {
-      if (allocator_.Place(blocks[i], mine) != o.allocator_.Place(it->second[i], theirs)) {
+      if (allocator_.Place(blocks[i], mine) != o.allocator_.Place(others[i], theirs)) {
         return false;
       }
     }
