@@ -16,6 +16,7 @@
 namespace sim {
 namespace {
 
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
 // The VmFlags of the mapping of this process that holds `address` (/proc/self/smaps), or ""
 // when none does.
 std::string VmFlagsAt(uintptr_t address) {
@@ -35,6 +36,7 @@ std::string VmFlagsAt(uintptr_t address) {
   }
   return "";
 }
+#endif
 
 TEST_CASE("a worker thread's heap is advised for huge pages as the main heap is", "[heap]") {
 #if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
