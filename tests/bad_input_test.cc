@@ -15,12 +15,13 @@
 namespace sim {
 namespace {
 
-std::string Expected(const std::string& path) {
+// The error lines `path` expects, as if it were read as `as` (by default, where it is).
+std::string Expected(const std::string& path, const std::string& as = "") {
   std::ifstream in(path);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
     if (absl::StartsWith(line, "# expect: ")) {
-      lines.push_back(absl::StrReplaceAll(line.substr(10), {{"{file}", path}}));
+      lines.push_back(absl::StrReplaceAll(line.substr(10), {{"{file}", as.empty() ? path : as}}));
     }
   }
   return absl::StrJoin(lines, "\n");
@@ -71,21 +72,16 @@ TEST_CASE("a data root's broken node catalog is located, after a broken GPU cata
   const std::string scenario = STEPSIM_SOURCE_DIR "/scenarios/default.yaml";
   REQUIRE(config::LoadScenario(root, scenario, {}).ok());
 
-  const std::string nodes = root.NodeCatalogFile();
-  fs::copy_file(STEPSIM_SOURCE_DIR "/tests/bad/nodes-scalar.yaml", nodes,
-                fs::copy_options::overwrite_existing);
-  auto bad_nodes = config::LoadScenario(root, scenario, {});
-  REQUIRE_FALSE(bad_nodes.ok());
-  CHECK(bad_nodes.status().message() ==
-        nodes + ":3:1: expected a mapping of keys to values, got a single value");
-
-  const std::string gpus = root.GpuCatalogFile();
-  fs::copy_file(STEPSIM_SOURCE_DIR "/tests/bad/nodes-scalar.yaml", gpus,
-                fs::copy_options::overwrite_existing);
-  auto bad_both = config::LoadScenario(root, scenario, {});
-  REQUIRE_FALSE(bad_both.ok());
-  CHECK(bad_both.status().message() ==
-        gpus + ":3:1: expected a mapping of keys to values, got a single value");
+  // Each catalog in turn replaced by a corrupted file (one scalar): the nodes', then the GPUs'
+  // too, whose error is reported first.
+  const std::string bad = STEPSIM_SOURCE_DIR "/tests/bad/nodes-scalar.yaml";
+  for (const std::string& catalog : {root.NodeCatalogFile(), root.GpuCatalogFile()}) {
+    INFO(catalog);
+    fs::copy_file(bad, catalog, fs::copy_options::overwrite_existing);
+    auto loaded = config::LoadScenario(root, scenario, {});
+    REQUIRE_FALSE(loaded.ok());
+    CHECK(loaded.status().message() == Expected(bad, catalog));
+  }
   fs::remove_all(dir);
 }
 
