@@ -48,6 +48,7 @@ struct FoldTrace {
   int64_t last = 0;
   bool by_state = false;
   bool allocator_alone = false;  // by state, the reserved peaks from the allocators replayed alone
+  int allocator_periods = 0;     // the most periods a GPU's allocator was replayed alone
 };
 
 // The folded replay of `s`, or none when the step does not repeat (then replay it in full);
