@@ -79,6 +79,22 @@ TEST_CASE("parallel runs give identical results in product order", "[explore]") 
   for (int jobs : {2, 3, 8}) {
     CHECK(SweepJson("s", {"training.seq_len"}, all, configs.size(), two, 0, jobs).dump() == serial);
   }
+  // Its text, each item serialized on the workers, is the whole report's pretty print; with a
+  // failed configuration's error, a label after common --set ones, and with no results.
+  std::vector<ConfigResult> mixed = two;
+  mixed[1].status = absl::InvalidArgumentError("training.global_batch: \"32\" does not divide");
+  mixed[1].summary.reset();
+  const std::vector<ConfigResult>& with_error = mixed;
+  for (const std::vector<ConfigResult>* results : {&one, &with_error}) {
+    const std::string pretty =
+        SweepJson("s", {"training.seq_len"}, all, configs.size(), *results, 1, 1).dump(2);
+    for (int jobs : {1, 2, 3}) {
+      CHECK(SweepJsonText("s", {"training.seq_len"}, all, configs.size(), *results, 1, jobs) ==
+            pretty);
+    }
+  }
+  CHECK(SweepJsonText("s", {"k"}, {0, 0}, 0, {}, 0, 2) ==
+        SweepJson("s", {"k"}, {0, 0}, 0, {}, 0, 2).dump(2));
 }
 
 TEST_CASE("one loader reads each model once, and keeps models apart by name", "[explore]") {

@@ -1,11 +1,14 @@
 #include "sim/explore/sweep.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sim/base/check.h"
 #include "sim/base/parallel.h"
 #include "sim/report/run_report.h"
 #include "sim/spec/enum_names.h"
@@ -146,34 +149,93 @@ absl::StatusOr<std::vector<CompareStage>> ExpertParallelStages(
   return stages;
 }
 
-Json SweepJson(const std::string& scenario, const std::vector<std::string>& keys,
-               const Slice& slice, size_t total, const std::vector<ConfigResult>& results,
-               size_t labels_from, int jobs) {
+namespace {
+
+// A sweep report without its results: {schema_version, scenario, vary, shard, results: []}.
+Json SweepHead(const std::string& scenario, const std::vector<std::string>& keys,
+               const Slice& slice, size_t total) {
   Json j;
   j["schema_version"] = 1;
   j["scenario"] = scenario;
   j["vary"] = keys;
   j["shard"] = {{"begin", slice.begin}, {"end", slice.end}, {"total", total}};
+  j["results"] = Json::array();
+  return j;
+}
+
+// One result's item: {vary, report | error}.
+Json SweepItem(const ConfigResult& r, size_t labels_from) {
+  Json item;
+  Json vary;
+  for (size_t i = labels_from; i < r.overrides.size(); ++i) {
+    vary[r.overrides[i].key] = r.overrides[i].value;
+  }
+  item["vary"] = std::move(vary);
+  if (r.status.ok()) {
+    item["report"] = report::RunJson(*r.summary);
+  } else {
+    item["error"] = std::string(r.status.message());
+  }
+  return item;
+}
+
+}  // namespace
+
+Json SweepJson(const std::string& scenario, const std::vector<std::string>& keys,
+               const Slice& slice, size_t total, const std::vector<ConfigResult>& results,
+               size_t labels_from, int jobs) {
+  Json j = SweepHead(scenario, keys, slice, total);
   // Each result's item on the workers, then put in order: built on one thread after the
   // replays, the items were the sweep's longest serial part.
   std::vector<Json> items(results.size());
-  ParallelFor(results.size(), jobs, [&](size_t k) {
-    const ConfigResult& r = results[k];
-    Json& item = items[k];
-    Json vary;
-    for (size_t i = labels_from; i < r.overrides.size(); ++i) {
-      vary[r.overrides[i].key] = r.overrides[i].value;
-    }
-    item["vary"] = std::move(vary);
-    if (r.status.ok()) {
-      item["report"] = report::RunJson(*r.summary);
-    } else {
-      item["error"] = std::string(r.status.message());
-    }
-  });
-  j["results"] = Json::array();
+  ParallelFor(results.size(), jobs,
+              [&](size_t k) { items[k] = SweepItem(results[k], labels_from); });
   for (Json& item : items) j["results"].push_back(std::move(item));
   return j;
+}
+
+std::string SweepJsonText(const std::string& scenario, const std::vector<std::string>& keys,
+                          const Slice& slice, size_t total,
+                          const std::vector<ConfigResult>& results, size_t labels_from, int jobs) {
+  // nlohmann's pretty printer writes the results array's items one per element, each nested
+  // two levels deep: an item's own dump(2) with every line indented by four spaces (a JSON
+  // string holds no raw newline, so every newline in it is the printer's), the items joined
+  // by ",\n", inside "[\n" and "\n  ]". The head is written with an empty array, "[]", the
+  // last thing before its closing "\n}".
+  std::string head = SweepHead(scenario, keys, slice, total).dump(2);
+  if (results.empty()) return head;
+  std::vector<std::string> items(results.size());
+  ParallelFor(results.size(), jobs, [&](size_t k) {
+    const std::string text = SweepItem(results[k], labels_from).dump(2);
+    std::string& out = items[k];
+    out.reserve(text.size() + text.size() / 8);
+    out += "    ";
+    for (size_t at = 0;;) {
+      const size_t nl = text.find('\n', at);
+      if (nl == std::string::npos) {
+        out.append(text, at, std::string::npos);
+        break;
+      }
+      out.append(text, at, nl + 1 - at);
+      out += "    ";
+      at = nl + 1;
+    }
+  });
+  constexpr absl::string_view kEmpty = "[]\n}";
+  SIM_CHECK(absl::EndsWith(head, kEmpty), "a sweep report's head ends with its empty results");
+  head.resize(head.size() - kEmpty.size());
+  size_t size = head.size() + 16;
+  for (const std::string& item : items) size += item.size() + 2;
+  std::string out;
+  out.reserve(size);
+  out += head;
+  out += "[\n";
+  for (size_t k = 0; k < items.size(); ++k) {
+    if (k > 0) out += ",\n";
+    out += items[k];
+  }
+  out += "\n  ]\n}";
+  return out;
 }
 
 Json CompareJson(const std::string& scenario, const std::vector<CompareStage>& stages,

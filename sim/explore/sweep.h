@@ -46,6 +46,12 @@ nlohmann::ordered_json SweepJson(const std::string& scenario, const std::vector<
                                  const Slice& slice, size_t total,
                                  const std::vector<ConfigResult>& results, size_t labels_from,
                                  int jobs = 1);
+// SweepJson(...).dump(2), byte for byte, with each item serialized on the workers too (the
+// dump of a whole sweep's report on one thread was its longest serial part after the replays).
+std::string SweepJsonText(const std::string& scenario, const std::vector<std::string>& keys,
+                          const Slice& slice, size_t total,
+                          const std::vector<ConfigResult>& results, size_t labels_from,
+                          int jobs = 1);
 
 // {schema_version, scenario, stages: [{zero, mode, report | error}]}.
 nlohmann::ordered_json CompareJson(const std::string& scenario,

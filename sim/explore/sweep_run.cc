@@ -35,6 +35,11 @@ nlohmann::ordered_json SweepJson(const std::string& scenario, const SweepOutcome
                    outcome.labels_from, outcome.jobs);
 }
 
+std::string SweepJsonText(const std::string& scenario, const SweepOutcome& outcome) {
+  return SweepJsonText(scenario, outcome.keys, outcome.slice, outcome.total, outcome.results,
+                       outcome.labels_from, outcome.jobs);
+}
+
 absl::StatusOr<CompareOutcome> RunCompare(const config::ScenarioLoader& loader,
                                           const CompareRequest& request, const Progress& progress) {
   auto base = loader.Load(request.sets);

@@ -40,6 +40,8 @@ absl::StatusOr<SweepOutcome> RunSweep(const config::ScenarioLoader& loader,
                                       const SweepRequest& request, const Progress& progress);
 // SweepJson of the outcome (`stepsim sweep --json`).
 nlohmann::ordered_json SweepJson(const std::string& scenario, const SweepOutcome& outcome);
+// SweepJson(...).dump(2) of the outcome, serialized on its jobs' threads (SweepJsonText).
+std::string SweepJsonText(const std::string& scenario, const SweepOutcome& outcome);
 
 struct CompareRequest {
   std::vector<config::Override> sets;

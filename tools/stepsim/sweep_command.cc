@@ -211,10 +211,10 @@ int SweepCommand(const std::vector<std::string>& args) {
   const std::vector<std::string>& keys = outcome->keys;
   const std::vector<explore::ConfigResult>& results = outcome->results;
   const auto rows = Rows(results, sets->size());
-  const nlohmann::ordered_json j = explore::SweepJson(loader->path(), *outcome);
   bool stdout_used = false;
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("sweep", st);
+    const std::string text = explore::SweepJsonText(loader->path(), *outcome) + "\n";
+    if (absl::Status st = WriteOutput(*p, text); !st.ok()) return Fail("sweep", st);
     stdout_used = *p == "-";
   }
   if (auto p = flags.Get("csv")) {
