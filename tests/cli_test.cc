@@ -761,5 +761,31 @@ TEST_CASE("inputs that used to abort exit 2 and name the file", "[cli][reliabili
   const auto t0 = std::chrono::steady_clock::now();
   expect2("run " + file("keys.yaml", keys), "more problems in");
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  // 9. text that is not UTF-8, which the JSON writer threw on (an abort, exit 134): refused
+  // where it is read — a --set or --vary value, a YAML file — and a file's name, which cannot
+  // be refused, written with U+FFFD in its place
+  // (printf's octal escapes: popen's shell is sh, which has no $'...')
+  expect2("run tests/golden/zero3.yaml --set \"$(printf 'name=x\\377y')\" --json " +
+              (dir / "n.json").string(),
+          "--set name: byte 0xff after 'x' in the value is not UTF-8");
+  CHECK_FALSE(std::filesystem::exists(dir / "n.json"));
+  expect2("run tests/bad/scenario-not-utf8.yaml", "scenario-not-utf8.yaml:4:14: byte 0xe9");
+  const Result some = Stepsim(absl::StrCat("sweep tests/golden/zero3.yaml --vary ",
+                                           "\"$(printf 'training.recompute=full,\\351')\" ",
+                                           "--json ", (dir / "s.json").string()));
+  CHECK(some.status == 0);
+  const auto sweep = nlohmann::json::parse(Slurp((dir / "s.json").string()));
+  CHECK(sweep["results"][1]["error"] ==
+        "--set training.recompute: byte 0xe9 after '' in the value is not UTF-8, the text "
+        "encoding stepsim reads");
+  const std::string latin1 = absl::StrCat(dir.string(), "/zero3-\xe9.yaml");
+  std::filesystem::copy_file(STEPSIM_SOURCE_DIR "/tests/golden/zero3.yaml", latin1);
+  std::filesystem::copy_file(STEPSIM_SOURCE_DIR "/tests/golden/tiny-model.yaml",
+                             dir / "tiny-model.yaml");
+  const Result named = Stepsim(absl::StrCat("sweep '", latin1, "' --vary training.seq_len=512 ",
+                                            "--json ", (dir / "p.json").string()));
+  CHECK(named.status == 0);
+  CHECK(nlohmann::json::parse(Slurp((dir / "p.json").string()))["scenario"] ==
+        absl::StrCat(dir.string(), "/zero3-\xef\xbf\xbd.yaml"));
   std::filesystem::remove_all(dir);
 }

@@ -14,6 +14,7 @@
 #include "sim/base/check.h"
 #include "sim/base/input_file.h"
 #include "sim/base/suggest.h"
+#include "sim/base/utf8.h"
 #include "sim/config/catalog.h"
 #include "sim/config/loaders.h"
 #include "sim/config/scenario_keys.h"
@@ -68,6 +69,17 @@ constexpr int64_t kMaxCount = int64_t{1} << 40;
 constexpr int64_t kMaxMicroBatches = int64_t{1} << 30;
 
 absl::Status ApplyOverride(YAML::Node root, const Override& o) {
+  // Keys and values are text that reports and JSON write back: a byte that is not UTF-8 is
+  // refused here (the message quotes the text before it), not met by the JSON writer.
+  for (const std::string* text : {&o.key, &o.value}) {
+    if (const size_t valid = Utf8ValidPrefix(*text); valid < text->size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--set ", absl::string_view(o.key).substr(0, Utf8ValidPrefix(o.key)), ": byte 0x",
+          absl::Hex(static_cast<unsigned char>((*text)[valid]), absl::kZeroPad2), " after '",
+          absl::string_view(*text).substr(0, valid), "' in the ", text == &o.key ? "key" : "value",
+          " is not UTF-8, the text encoding stepsim reads"));
+    }
+  }
   std::vector<std::string> parts = absl::StrSplit(o.key, '.');
   YAML::Node node = root;
   for (size_t i = 0; i + 1 < parts.size(); ++i) {

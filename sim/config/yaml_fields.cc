@@ -16,6 +16,7 @@
 #include "sim/base/input_file.h"
 #include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
+#include "sim/base/utf8.h"
 
 namespace sim::config {
 
@@ -253,6 +254,17 @@ absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::
     } else {
       ++column;
     }
+  }
+  // YAML text is Unicode (YAML 1.2 §5.2), and stepsim reads it as UTF-8: a byte that is not
+  // would reach the reports, whose JSON must be UTF-8, through a name or a value.
+  if (const size_t valid = Utf8ValidPrefix(text); valid < text.size()) {
+    const absl::string_view before(text.data(), valid);
+    const size_t line_start = before.rfind('\n');
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ":", std::count(before.begin(), before.end(), '\n') + 1, ":",
+        valid - (line_start == absl::string_view::npos ? 0 : line_start + 1) + 1, ": byte 0x",
+        absl::Hex(static_cast<unsigned char>(text[valid]), absl::kZeroPad2),
+        " is not UTF-8, the text encoding stepsim reads"));
   }
   // Documents are counted from their "---" lines, not with YAML::LoadAll, which loops without
   // end on some malformed input in yaml-cpp 0.7 (jbeder/yaml-cpp#1319); YAML::Load reads the

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/report/json_text.h"
 #include "sim/report/table.h"
 
 namespace sim::explore {
@@ -218,7 +219,7 @@ void SortRejected(std::vector<PlanRejection>& rejected) {
   keyed.reserve(rejected.size());
   for (size_t i = 0; i < rejected.size(); ++i) {
     const PlanRejection& r = rejected[i];
-    keyed.emplace_back(Key{r.gpu, r.gpus, ConfigJson(r.config).dump()}, i);
+    keyed.emplace_back(Key{r.gpu, r.gpus, report::JsonText(ConfigJson(r.config), -1)}, i);
   }
   // Ties keep their order (the index breaks them), as a stable sort by the key would.
   std::sort(keyed.begin(), keyed.end());

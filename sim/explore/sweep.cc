@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/base/check.h"
 #include "sim/base/parallel.h"
+#include "sim/report/json_text.h"
 #include "sim/report/run_report.h"
 #include "sim/spec/enum_names.h"
 
@@ -202,11 +203,11 @@ std::string SweepJsonText(const std::string& scenario, const std::vector<std::st
   // string holds no raw newline, so every newline in it is the printer's), the items joined
   // by ",\n", inside "[\n" and "\n  ]". The head is written with an empty array, "[]", the
   // last thing before its closing "\n}".
-  std::string head = SweepHead(scenario, keys, slice, total).dump(2);
+  std::string head = report::JsonText(SweepHead(scenario, keys, slice, total));
   if (results.empty()) return head;
   std::vector<std::string> items(results.size());
   ParallelFor(results.size(), jobs, [&](size_t k) {
-    const std::string text = SweepItem(results[k], labels_from).dump(2);
+    const std::string text = report::JsonText(SweepItem(results[k], labels_from));
     std::string& out = items[k];
     out.reserve(text.size() + text.size() / 8);
     out += "    ";

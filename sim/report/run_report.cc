@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sim/replay/fold.h"
+#include "sim/report/json_text.h"
 #include "sim/report/table.h"
 #include "sim/spec/enum_names.h"
 #include "sim/workload/lowering.h"
@@ -415,7 +416,7 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
   auto emit = [&](const nlohmann::ordered_json& e) {
     if (!first) out += ",\n";
     first = false;
-    out += e.dump();
+    out += JsonText(e, -1);
   };
   const double us = 1e6;
   const bool symmetric = r.simulated_ranks == r.program.stages;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/runner.h"
+#include "sim/report/json_text.h"
 #include "sim/validate/calibrate.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
@@ -116,7 +117,7 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     return Fail("calibrate", st);
   }
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, FitJson(*fit).dump(2) + "\n"); !st.ok()) {
+    if (absl::Status st = WriteOutput(*p, sim::report::JsonText(FitJson(*fit)) + "\n"); !st.ok()) {
       return Fail("calibrate", st);
     }
     if (*p == "-") return kExitOk;

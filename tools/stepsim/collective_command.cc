@@ -14,6 +14,7 @@
 #include "sim/cluster/topology.h"
 #include "sim/config/catalog.h"
 #include "sim/cost/graph_collective.h"
+#include "sim/report/json_text.h"
 #include "sim/report/table.h"
 #include "sim/spec/enum_names.h"
 #include "tools/stepsim/cli.h"
@@ -258,7 +259,7 @@ int CollectiveCommand(const std::vector<std::string>& args) {
                                     {"nodes", nodes},
                                     {"rows", rows}};
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok())
+    if (absl::Status st = WriteOutput(*p, sim::report::JsonText(j) + "\n"); !st.ok())
       return Fail("collective", st);
     if (*p == "-") return kExitOk;
   }

@@ -12,6 +12,7 @@
 #include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
+#include "sim/report/json_text.h"
 #include "sim/report/ledger_report.h"
 #include "sim/spec/enum_names.h"
 #include "sim/workload/params.h"
@@ -189,7 +190,9 @@ int LedgerCommand(const std::vector<std::string>& args) {
     in.recompute_modules = *modules;
   }
   if (auto path = flags.Get("json")) {
-    if (absl::Status w = WriteOutput(*path, sim::report::LedgerJson(in).dump(2) + "\n"); !w.ok()) {
+    if (absl::Status w =
+            WriteOutput(*path, sim::report::JsonText(sim::report::LedgerJson(in)) + "\n");
+        !w.ok()) {
       return Fail("ledger", w);
     }
     if (*path == "-") return kExitOk;

@@ -9,6 +9,7 @@
 #include "sim/explore/plan_html.h"
 #include "sim/explore/plan_options.h"
 #include "sim/explore/plan_report.h"
+#include "sim/report/json_text.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
 #include "tools/stepsim/progress_line.h"
@@ -86,7 +87,9 @@ int PlanCommand(const std::vector<std::string>& args) {
     }
   }
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, sim::explore::PlanJson(*plan).dump(2) + "\n"); !st.ok()) {
+    if (absl::Status st =
+            WriteOutput(*p, sim::report::JsonText(sim::explore::PlanJson(*plan)) + "\n");
+        !st.ok()) {
       return Fail("plan", st);
     }
     if (*p == "-") return kExitOk;

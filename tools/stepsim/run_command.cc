@@ -11,6 +11,7 @@
 #include "sim/config/scenario_keys.h"
 #include "sim/replay/replay.h"
 #include "sim/report/html_report.h"
+#include "sim/report/json_text.h"
 #include "sim/report/resolved.h"
 #include "sim/report/run_report.h"
 #include "sim/report/table.h"
@@ -162,7 +163,7 @@ int RunCommand(const std::vector<std::string>& args) {
   // Render everything before writing anything, so a failure leaves no partial output.
   std::vector<std::pair<std::string, std::string>> outputs;
   if (auto p = flags.Get("json")) {
-    outputs.push_back({*p, sim::report::RunJson(summary).dump(2) + "\n"});
+    outputs.push_back({*p, sim::report::JsonText(sim::report::RunJson(summary)) + "\n"});
   }
   if (auto p = flags.Get("trace")) {
     outputs.push_back({*p, sim::report::TraceJson(*scenario, *result, trace)});

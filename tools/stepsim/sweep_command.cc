@@ -22,6 +22,7 @@
 #include "sim/explore/runner.h"
 #include "sim/explore/sweep.h"
 #include "sim/explore/sweep_run.h"
+#include "sim/report/json_text.h"
 #include "sim/report/rows_html.h"
 #include "sim/report/run_report.h"
 #include "sim/report/sweep_report.h"
@@ -327,7 +328,8 @@ int CompareCommand(const std::vector<std::string>& args) {
   const nlohmann::ordered_json j = explore::CompareJson(loader->path(), stages, results);
   bool stdout_used = false;
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("compare", st);
+    if (absl::Status st = WriteOutput(*p, report::JsonText(j) + "\n"); !st.ok())
+      return Fail("compare", st);
     stdout_used = *p == "-";
   }
   const std::vector<std::string> labels = finetune ? std::vector<std::string>{"method", "stage"}
@@ -401,8 +403,8 @@ int MergeCommand(const std::vector<std::string>& args) {
     }
     auto merged = explore::MergePlans(std::move(plans));
     if (!merged.ok()) return Fail("merge", merged.status());
-    if (absl::Status st =
-            WriteOutput(flags.Get("json").value_or("-"), explore::PlanJson(*merged).dump(2) + "\n");
+    if (absl::Status st = WriteOutput(flags.Get("json").value_or("-"),
+                                      report::JsonText(explore::PlanJson(*merged)) + "\n");
         !st.ok()) {
       return Fail("merge", st);
     }

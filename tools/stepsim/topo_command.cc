@@ -7,6 +7,7 @@
 #include "sim/cluster/topology.h"
 #include "sim/config/catalog.h"
 #include "sim/cost/graph_collective.h"
+#include "sim/report/json_text.h"
 #include "sim/report/table.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
@@ -75,7 +76,8 @@ int TopoCommand(const std::vector<std::string>& args) {
       {"bisection_bytes_per_s", s.bisection.bytes_per_s()},
       {"bus_bandwidth_bytes_per_s", bus}};
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, j.dump(2) + "\n"); !st.ok()) return Fail("topo", st);
+    if (absl::Status st = WriteOutput(*p, sim::report::JsonText(j) + "\n"); !st.ok())
+      return Fail("topo", st);
     if (*p == "-") return kExitOk;
   }
   // A multi-node NVLink domain was folded into one priced node (config::FoldNvlinkDomain).

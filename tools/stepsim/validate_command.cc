@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/runner.h"
+#include "sim/report/json_text.h"
 #include "sim/validate/calibrate.h"
 #include "sim/validate/validate_files.h"
 #include "tools/stepsim/cli.h"
@@ -47,7 +48,7 @@ int ValidateCommand(const std::vector<std::string>& args) {
       sim::validate::ValidateFiles(root, flags.positional(), jobs, flags.Has("cross-validate"));
   if (!run.ok()) return Fail("validate", run.status());
   if (auto p = flags.Get("json")) {
-    const std::string text = sim::validate::ValidationRunJson(*run).dump(2) + "\n";
+    const std::string text = sim::report::JsonText(sim::validate::ValidationRunJson(*run)) + "\n";
     if (absl::Status st = WriteOutput(*p, text); !st.ok()) return Fail("validate", st);
     if (*p == "-") return kExitOk;
   }
