@@ -6,6 +6,7 @@
 #include "sim/cost/collective_cost.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
+#include "sim/explore/plan_options.h"
 #include "sim/explore/plan_report.h"
 #include "sim/explore/runner.h"
 #include "sim/explore/sweep.h"
@@ -95,6 +96,28 @@ TEST_CASE("parallel runs give identical results in product order", "[explore]") 
   }
   CHECK(SweepJsonText("s", {"k"}, {0, 0}, 0, {}, 0, 2) ==
         SweepJson("s", {"k"}, {0, 0}, 0, {}, 0, 2).dump(2));
+}
+
+TEST_CASE("plan options refuse a count past its bound instead of casting it", "[explore]") {
+  // --max-gpus 1e19 was cast to an int64_t it does not fit (undefined; it planned nothing and
+  // printed that as the answer), and --max-gpus 1e15 searched for minutes.
+  PlanRequest req;
+  REQUIRE(SetPlanOption(req, "max-gpus", "1048576", "--max-gpus").ok());
+  CHECK(req.max_gpus == 1048576);
+  const std::pair<const char*, const char*> bad[] = {
+      {"max-gpus", "--max-gpus: expected a count of at most 1048576, got '1e19'"},
+      {"jobs", "--jobs: expected a count of at most 1024, got '1e19'"},
+      {"seq-len", "--seq-len: expected a count of at most 16777216, got '1e19'"},
+      {"batch-tokens", "--batch-tokens: expected a count of at most 1099511627776, got '1e19'"},
+      {"lora-rank", "--lora-rank: expected a count of at most 1048576, got '1e19'"},
+  };
+  for (const auto& [name, message] : bad) {
+    const absl::Status st = SetPlanOption(req, name, "1e19", absl::StrCat("--", name));
+    CHECK(st.message() == message);
+  }
+  CHECK(req.max_gpus == 1048576);  // untouched by the refused values
+  CHECK(SetPlanOption(req, "tokens", "1e301", "--tokens").message() ==
+        "--tokens: expected a count of at most 1e+300, got '1e301'");
 }
 
 TEST_CASE("one loader reads each model once, and keeps models apart by name", "[explore]") {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
@@ -19,16 +20,37 @@ absl::Status Bad(absl::string_view shown, absl::string_view what, absl::string_v
       absl::StrCat(shown, ": expected ", what, ", got '", value, "'"));
 }
 
-// A positive count, written plainly or with a suffix (2T, 300B, 4M: sim/base/quantity.h).
+// A positive count, written plainly or with a suffix (2T, 300B, 4M: sim/base/quantity.h), of at
+// most `max`: a count past it was cast to an integer it does not fit (--max-gpus 1e19 planned
+// nothing and said so as an answer) or asked for minutes of search (--max-gpus 1e15).
 template <class T>
-absl::Status Count(absl::string_view shown, absl::string_view value, T& slot) {
+absl::Status Count(absl::string_view shown, absl::string_view value, T& slot, double max) {
   auto n = ParseCount(value);
   if (!n.ok() || *n < 1) return Bad(shown, "a count", value);
   // A GPU count, a length or a rank is whole: 8.5 is refused, not truncated to 8.
   if (std::is_integral_v<T> && *n != std::floor(*n)) return Bad(shown, "a whole count", value);
+  if (*n > max) {
+    return Bad(
+        shown,
+        absl::StrCat("a count of at most ", max < 1e15 ? absl::StrCat(static_cast<int64_t>(max))
+                                                       : absl::StrFormat("%g", max)),
+        value);
+  }
   slot = static_cast<T>(*n);
   return absl::OkStatus();
 }
+
+// The bounds of the plan's counts. Tokens: a budget, any finite number. GPUs: 2^20, past the
+// largest clusters built (about 10^5 GPUs in 2025), with room; the search doubles the node
+// count up to it. Sequence length: the scenario's own bound (sim/config, training.seq_len).
+// Tokens per step: 2^40, the scenario's bound on a count. Jobs: sweep's 1..1024. LoRA rank: a
+// model's width bound, 2^20.
+constexpr double kMaxTokens = 1e300;
+constexpr double kMaxGpus = 1 << 20;
+constexpr double kMaxSeqLen = 1 << 24;
+constexpr double kMaxBatchTokens = static_cast<double>(int64_t{1} << 40);
+constexpr double kMaxJobs = 1024;
+constexpr double kMaxLoraRank = 1 << 20;
 
 absl::Status Positive(absl::string_view shown, absl::string_view value,
                       std::optional<double>& slot) {
@@ -54,12 +76,12 @@ absl::Status SetPlanOption(PlanRequest& req, absl::string_view name, absl::strin
     if (req.gpus.empty()) return Bad(shown, "GPU catalog names, comma-separated", value);
     return absl::OkStatus();
   }
-  if (name == "tokens") return Count(shown, value, req.tokens);
-  if (name == "seq-len") return Count(shown, value, req.seq_len);
-  if (name == "batch-tokens") return Count(shown, value, req.global_batch_tokens);
-  if (name == "max-gpus") return Count(shown, value, req.max_gpus);
-  if (name == "jobs") return Count(shown, value, req.jobs);
-  if (name == "lora-rank") return Count(shown, value, req.lora_rank);
+  if (name == "tokens") return Count(shown, value, req.tokens, kMaxTokens);
+  if (name == "seq-len") return Count(shown, value, req.seq_len, kMaxSeqLen);
+  if (name == "batch-tokens") return Count(shown, value, req.global_batch_tokens, kMaxBatchTokens);
+  if (name == "max-gpus") return Count(shown, value, req.max_gpus, kMaxGpus);
+  if (name == "jobs") return Count(shown, value, req.jobs, kMaxJobs);
+  if (name == "lora-rank") return Count(shown, value, req.lora_rank, kMaxLoraRank);
   if (name == "days") return Positive(shown, value, req.deadline_days);
   if (name == "budget") return Positive(shown, value, req.budget_usd);
   if (name == "price") {

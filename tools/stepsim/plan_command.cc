@@ -32,7 +32,7 @@ int PlanCommand(const std::vector<std::string>& args) {
        {"tokens", "COUNT", "training tokens (2T, 15T, 300B); default 1T"},
        {"seq-len", "S", "sequence length; default 4096"},
        {"batch-tokens", "COUNT", "tokens per optimizer step; default 4M (4194304)"},
-       {"max-gpus", "N", "largest cluster to consider; default 1024"},
+       {"max-gpus", "N", "largest cluster to consider; default 1024, at most 1048576"},
        {"days", "D", "deadline: pick the cheapest Pareto point that trains within D days"},
        {"budget", "USD", "budget: pick the fastest Pareto point within it (with --days: cheapest)"},
        {"price", "GPU=USD", "price per GPU-hour, overriding the catalog", true},
