@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "sim/base/check.h"
+#include "sim/base/slot_mix.h"
 
 namespace sim::cost {
 
@@ -114,7 +115,7 @@ Duration RooflineCostModel::Time(const Op& op) const {
                       static_cast<uint8_t>(op.op_class),
                       op.keep_16bit};
   // The slot: a multiplicative mix of the fields that tell kernels apart.
-  uint64_t mix = key.flops * 0x9E3779B97F4A7C15ULL;
+  uint64_t mix = key.flops * kFibonacciMix;
   mix ^= static_cast<uint64_t>(key.bytes_moved) * 0xC2B2AE3D27D4EB4FULL;
   mix ^= (static_cast<uint64_t>(key.inv_k) << 32 | key.waves) * 0x165667B19E3779F9ULL;
   mix ^=

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "sim/base/check.h"
+#include "sim/base/slot_mix.h"
 
 namespace sim::cost {
 
@@ -610,7 +611,7 @@ const PricedCollective& GraphCostModel::Price(CollectiveKind kind, Bytes tensor,
                      group.copy_offset,
                      buckets,
                      static_cast<int>(algorithm)};
-  uint64_t mix = static_cast<uint64_t>(tensor.count()) * 0x9E3779B97F4A7C15ULL;
+  uint64_t mix = static_cast<uint64_t>(tensor.count()) * kFibonacciMix;
   mix ^= static_cast<uint64_t>(group.size << 20 ^ group.stride << 8 ^ group.nodes) *
          0xC2B2AE3D27D4EB4FULL;
   mix ^= static_cast<uint64_t>(static_cast<int>(kind) << 16 ^ buckets << 4 ^

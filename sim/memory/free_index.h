@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "sim/base/check.h"
+#include "sim/base/slot_mix.h"
 
 namespace sim::memory {
 
@@ -169,7 +170,7 @@ class FreeIndex {
   // sizes recur on every allocation and free, and the binary search's branches, taken one way
   // or the other by sizes close together, were a good part of Insert's cycles (perf).
   size_t ClassAtLeast(int64_t size) {
-    Recent& r = recent_[(static_cast<uint64_t>(size) * 0x9E3779B97F4A7C15ULL) >> 58];
+    Recent& r = recent_[FibonacciSlot<6>(static_cast<uint64_t>(size))];
     if (r.size == size && r.c < sizes_.size() && sizes_[r.c] == size) return r.c;
     const size_t c = FirstSizeAtLeast(size);
     if (c < sizes_.size() && sizes_[c] == size) r = {size, c};
@@ -194,7 +195,7 @@ class FreeIndex {
     int64_t size = -1;
     size_t c = 0;
   };
-  std::array<Recent, 64> recent_{};  // ClassAtLeast's, by the size's top 6 bits of mix
+  std::array<Recent, 64> recent_{};  // ClassAtLeast's, by FibonacciSlot<6> of the size
   std::vector<int64_t> sizes_;       // the sizes that have (or had) free blocks, ascending
   std::vector<SizeClass> classes_;   // of each size
   std::vector<BlockState> blocks_;   // by block index

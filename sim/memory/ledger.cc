@@ -1,6 +1,7 @@
 #include "sim/memory/ledger.h"
 
 #include "sim/base/check.h"
+#include "sim/base/slot_mix.h"
 
 namespace sim::memory {
 
@@ -47,7 +48,7 @@ void MemoryLedger::Apply(MemCategory category, Bytes delta, Duration time, int32
 }
 
 int32_t MemoryLedger::ListOf(uint64_t key, bool make) {
-  RecentList& r = recent_[(key * 0x9E3779B97F4A7C15ULL) >> 58];
+  RecentList& r = recent_[FibonacciSlot<6>(key)];
   if (r.key == key) return r.list;
   int32_t list = -1;
   if (const auto it = list_of_.find(key); it != list_of_.end()) {

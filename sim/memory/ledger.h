@@ -111,8 +111,9 @@ class MemoryLedger {
   int64_t unmatched_frees_ = 0;
   // Live blocks by (category, size), the last allocated at the back: lists_[list_of_[key]],
   // key = LiveKey(category, size). A list, once made, keeps its index (an empty one stays),
-  // so that a slot per multiplicative mix of the key (recent_) can name it: hashing the key and
-  // comparing it in the hash map's probe were half of Apply's cycles (perf, BM_ReplayDefault).
+  // so that a slot per Fibonacci mix of the key (recent_, sim/base/slot_mix.h) can name it:
+  // hashing the key and comparing it in the hash map's probe were half of Apply's cycles
+  // (perf, BM_ReplayDefault).
   static uint64_t LiveKey(MemCategory category, int64_t bytes) {
     return static_cast<uint64_t>(bytes) << 4 | static_cast<uint64_t>(category);
   }
