@@ -8,6 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "sim/base/check.h"
 #include "sim/base/parallel.h"
 #include "sim/report/json_text.h"
@@ -208,35 +210,12 @@ std::string SweepJsonText(const std::string& scenario, const std::vector<std::st
   std::vector<std::string> items(results.size());
   ParallelFor(results.size(), jobs, [&](size_t k) {
     const std::string text = report::JsonText(SweepItem(results[k], labels_from));
-    std::string& out = items[k];
-    out.reserve(text.size() + text.size() / 8);
-    out += "    ";
-    for (size_t at = 0;;) {
-      const size_t nl = text.find('\n', at);
-      if (nl == std::string::npos) {
-        out.append(text, at, std::string::npos);
-        break;
-      }
-      out.append(text, at, nl + 1 - at);
-      out += "    ";
-      at = nl + 1;
-    }
+    items[k] = absl::StrCat("    ", absl::StrReplaceAll(text, {{"\n", "\n    "}}));
   });
   constexpr absl::string_view kEmpty = "[]\n}";
   SIM_CHECK(absl::EndsWith(head, kEmpty), "a sweep report's head ends with its empty results");
   head.resize(head.size() - kEmpty.size());
-  size_t size = head.size() + 16;
-  for (const std::string& item : items) size += item.size() + 2;
-  std::string out;
-  out.reserve(size);
-  out += head;
-  out += "[\n";
-  for (size_t k = 0; k < items.size(); ++k) {
-    if (k > 0) out += ",\n";
-    out += items[k];
-  }
-  out += "\n  ]\n}";
-  return out;
+  return absl::StrCat(head, "[\n", absl::StrJoin(items, ",\n"), "\n  ]\n}");
 }
 
 Json CompareJson(const std::string& scenario, const std::vector<CompareStage>& stages,
