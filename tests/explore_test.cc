@@ -1,5 +1,8 @@
 // Sweeps, comparisons and plans (sim/explore): grids, order, determinism and the SPEC stories.
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <mutex>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -369,6 +372,79 @@ TEST_CASE("plan: the same on one thread as on three, and screening waves prune f
   CHECK(slower > 0);
   REQUIRE_FALSE(one->pareto.empty());
   for (const PlanFit& f : one->pareto) CHECK_FALSE(f.estimated);
+}
+
+TEST_CASE("plan: its progress counts every layout once, kept or rejected", "[explore]") {
+  PlanRequest req;
+  req.model = "llama2-70b";
+  req.gpus = {"H100-SXM5-80GB", "A100-SXM4-80GB"};
+  req.tokens = 2e12;
+  req.max_gpus = 64;
+  req.jobs = 2;
+  std::mutex mu;  // reports come from the workers too
+  std::vector<PlanProgress> seen;
+  auto plan = Plan(kRoot, req, [&](const PlanProgress& p) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(p);
+  });
+  REQUIRE(plan.ok());
+  REQUIRE_FALSE(seen.empty());
+  const PlanProgress& last = seen.back();
+  CHECK(last.gpu == "A100-SXM4-80GB");
+  CHECK(last.gpu_index == 2);
+  CHECK(last.gpus == 2);
+  CHECK(last.layouts == plan->considered);
+  CHECK(last.kept == static_cast<int64_t>(plan->fits.size()));
+  CHECK(last.rejected == static_cast<int64_t>(plan->rejected.size()));
+  CHECK(last.kept + last.rejected == last.layouts);
+  CHECK(last.replay_decided == last.replay_layouts);
+  CHECK(last.Fraction() == 1.0);
+  int64_t most_replays = 0;
+  bool loaded = false, first_type = false;
+  for (const PlanProgress& p : seen) {
+    most_replays = std::max(most_replays, p.replayed);
+    loaded = loaded || (p.to_load > 0 && p.loading > 0 && p.loading <= p.to_load);
+    first_type = first_type || (p.gpu == "H100-SXM5-80GB" && p.gpu_index == 1);
+    CHECK(p.replay_decided <= p.replay_layouts);
+    CHECK(p.Fraction() >= 0.0);
+    CHECK(p.Fraction() <= 1.0);
+  }
+  CHECK(most_replays == plan->replayed);
+  CHECK(loaded);
+  CHECK(first_type);
+}
+
+TEST_CASE("plan progress: the time left once a twentieth is done", "[explore]") {
+  PlanProgress p;
+  p.gpu = "H100-SXM5-80GB";
+  p.gpu_index = 2;
+  p.gpus = 4;
+  p.layouts = 1234;
+  p.kept = 56;
+  p.rejected = 1100;
+  p.replayed = 345;
+  p.replay_layouts = 100;
+  p.replay_decided = 50;
+  // One type of four done and half of the second: (1 + 0.5) / 4 of the search in 30 s leaves
+  // 30 x 0.625 / 0.375 = 50 s.
+  CHECK(p.Fraction() == 0.375);
+  CHECK(PlanProgressText(p, 30.0) ==
+        "plan: H100-SXM5-80GB (2/4): 1234 layouts (56 kept, 1100 rejected), 345 replays, about "
+        "50 s left");
+  CHECK(absl::StrContains(PlanProgressText(p, 600.0), "about 17 min left"));
+  CHECK(absl::StrContains(PlanProgressText(p, 36000.0), "about 16.7 h left"));
+  // Loading a size's layouts, in the first type with nothing decided yet: no estimate.
+  p.gpu_index = 1;
+  p.replay_decided = 0;
+  p.to_load = 2000;
+  p.loading = 1234;
+  p.loading_gpus = 4096;
+  CHECK(p.Fraction() == 0.0);
+  CHECK(PlanProgressText(p, 5.0) ==
+        "plan: H100-SXM5-80GB (1/4): loading the layouts on 4096 GPUs, 1234 of 2000; 1234 layouts "
+        "(56 kept, 1100 rejected), 345 replays, time left not known yet");
+  PlanProgress none;  // before any GPU type
+  CHECK(none.Fraction() == 0.0);
 }
 
 TEST_CASE("plan: a mixture of experts is searched with expert parallelism", "[explore][moe]") {

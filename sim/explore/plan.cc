@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <tuple>
 
@@ -197,12 +198,44 @@ std::string ProblemsText(const std::vector<config::ConfigProblem>& problems,
   return absl::StrJoin(lines, "; ");
 }
 
+// The search's counts for its progress line (PlanProgress). The calling thread changes them as
+// it decides layouts; the workers report them as they load layouts and replay, so they are kept
+// under a lock. Without a progress function nothing is counted.
+class ProgressTracker {
+ public:
+  explicit ProgressTracker(const PlanProgressFn& report) : report_(report) {}
+
+  // Applies `change` to the counts (on any thread), then reports them when `report` is set.
+  template <class Change>
+  void Update(Change&& change, bool report = true) {
+    if (!report_) return;
+    PlanProgress now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      change(p_);
+      if (!report) return;
+      now = p_;
+    }
+    report_(now);
+  }
+
+ private:
+  const PlanProgressFn& report_;
+  std::mutex mu_;
+  PlanProgress p_;
+};
+
+// Whether a rejection decides a layout that waited for replays (not one pruned before them).
+bool AfterReplays(RejectionKind k) {
+  return k != RejectionKind::kBatch && k != RejectionKind::kLayout && k != RejectionKind::kStatic;
+}
+
 }  // namespace
 
 absl::string_view Name(RejectionKind k) { return EnumName(k); }
 
 absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest& req,
-                                const Progress& progress) {
+                                const PlanProgressFn& progress) {
   const auto t0 = std::chrono::steady_clock::now();
   auto catalogs = config::LoadCatalogs(root);
   if (!catalogs.ok()) return catalogs.status();
@@ -244,6 +277,12 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     return false;
   };
   out.shard = {begin, end, total_units};
+  // The progress line's counts; GPU types numbered among those with work in this slice.
+  ProgressTracker tracker(progress);
+  int64_t types_in_slice = 0, type_index = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    if (i == begin || units[i].first != units[i - 1].first) ++types_in_slice;
+  }
 
   for (const std::string& gpu_name : req.gpus) {
     auto gpu = config::FindGpu(catalogs->gpus, gpu_name);
@@ -259,6 +298,17 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     }
     std::optional<double> price = gpu->price_per_hour_usd;
     if (auto it = req.prices.find(gpu->name); it != req.prices.end()) price = it->second;
+    bool in_slice = false;
+    for (int64_t i = begin; i < end; ++i) in_slice = in_slice || units[i].first == gpu->name;
+    if (in_slice) {
+      ++type_index;
+      tracker.Update([&](PlanProgress& p) {
+        p.gpu = gpu->name;
+        p.gpu_index = type_index;
+        p.gpus = types_in_slice;
+        p.replay_layouts = p.replay_decided = 0;
+      });
+    }
 
     // Fine-tuning and offload apply to every candidate.
     std::vector<config::Override> tuning;
@@ -305,6 +355,10 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     auto reject = [&](const Candidate& c, RejectionKind kind, std::string reason,
                       std::optional<Bytes> floor = std::nullopt) {
       rejected.push_back({gpu->name, c.gpus, c.config, kind, std::move(reason), floor});
+      tracker.Update([&](PlanProgress& p) {
+        ++p.rejected;
+        if (AfterReplays(kind)) ++p.replay_decided;
+      });
     };
     for (int64_t nodes = 1; nodes * gpn <= req.max_gpus; nodes *= 2) {
       if (!mine(gpu->name, nodes)) continue;
@@ -344,7 +398,13 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         Bytes floor;
       };
       std::vector<Loaded> loaded(family.size());
+      tracker.Update([&](PlanProgress& p) {
+        p.loading = 0;
+        p.to_load = static_cast<int64_t>(family.size());
+        p.loading_gpus = n;
+      });
       ParallelFor(family.size(), req.jobs, [&](size_t k) {
+        tracker.Update([](PlanProgress& p) { ++p.loading; });
         Candidate& c = family[k];
         c.overrides.insert(c.overrides.begin(), {"cluster.nodes", absl::StrCat(nodes)});
         // The batch in tokens, as sequences: the nearest whole number of micro-batches on every
@@ -358,10 +418,12 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         l.scenario = loader->Load(c.overrides, &l.problems);
         if (l.scenario->ok()) l.floor = StaticFloor(**l.scenario);
       });
+      tracker.Update([](PlanProgress& p) { p.to_load = 0; }, /*report=*/false);
       for (size_t k = 0; k < family.size(); ++k) {
         Candidate& c = family[k];
         Loaded& l = loaded[k];
         ++out.considered;
+        tracker.Update([](PlanProgress& p) { ++p.layouts; }, /*report=*/false);
         if (!l.scenario) {
           ++out.pruned;
           reject(
@@ -389,6 +451,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         }
         c.scenario = std::make_shared<const Scenario>(*std::move(s));
         candidates.push_back(c);
+        tracker.Update([](PlanProgress& p) { ++p.replay_layouts; }, /*report=*/false);
       }
     }
     // Rounds by recompute policy, lightest first (none, selective, full): a layout is replayed
@@ -436,8 +499,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     // results come back in the batch's order.
     auto Replay = [&](const std::vector<Scenario>& batch, const std::vector<int64_t>& work) {
       const size_t base = static_cast<size_t>(out.replayed);
-      const Progress counted = progress ? Progress([&progress, base](size_t done, size_t total) {
-        progress(base + done, base + total);
+      const Progress counted = progress ? Progress([&tracker, base](size_t done, size_t) {
+        tracker.Update([&](PlanProgress& p) { p.replayed = static_cast<int64_t>(base + done); });
       })
                                         : Progress();
       std::vector<size_t> order(batch.size());
@@ -462,6 +525,15 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       return Replay(scenarios, work);
     };
     std::vector<std::optional<PlanFit>> fits(candidates.size());
+    // A layout's fit, set or cleared (a full replay that refutes an estimate): kept as counted.
+    auto set_fit = [&](size_t i, std::optional<PlanFit> f) {
+      const int64_t change = (f ? 1 : 0) - (fits[i] ? 1 : 0);
+      fits[i] = std::move(f);
+      tracker.Update([&](PlanProgress& p) {
+        p.kept += change;
+        p.replay_decided += change;
+      });
+    };
     auto family_of = [&](const Candidate& c) {
       PlanConfig k = c.config;
       k.recompute = Recompute::kNone;
@@ -489,7 +561,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         out.replayed += static_cast<int64_t>(a.size());
         for (size_t k = 0; k < full_runs.size(); ++k) {
           const size_t i = full_runs[k];
-          fits[i] = FitOf(candidates[i], a[k], std::nullopt);
+          set_fit(i, FitOf(candidates[i], a[k], std::nullopt));
           if (fits[i]) family_fits[family_of(candidates[i])] = true;
         }
       }
@@ -634,7 +706,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
           const double s1 = first_run[i].summary->step.seconds(), s2 = b[k].summary->step.seconds();
           const double period = (s2 - s1) / static_cast<double>(screen.second - screen.first);
           const int64_t m = MicroBatches(c, c.global_batch);
-          fits[i] = FitOf(c, b[k], s2 + period * static_cast<double>(m - screen.second));
+          set_fit(i, FitOf(c, b[k], s2 + period * static_cast<double>(m - screen.second)));
         }
       };
       // Stage B: on each size, the two layouts of lowest bound (interleaved ones aside) are
@@ -690,7 +762,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     out.replayed += static_cast<int64_t>(confirmed.size());
     out.confirmed += static_cast<int64_t>(confirmed.size());
     for (size_t k = 0; k < confirm.size(); ++k) {
-      fits[confirm[k]] = FitOf(candidates[confirm[k]], confirmed[k], std::nullopt);
+      set_fit(confirm[k], FitOf(candidates[confirm[k]], confirmed[k], std::nullopt));
     }
     for (std::optional<PlanFit>& f : fits) {
       if (!f) continue;
@@ -710,6 +782,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
                                          {"training.global_batch", absl::StrCat(2 * n)}};
       auto r = RunConfigs(*loader, {o}, 1, nullptr);
       ++out.replayed;
+      tracker.Update([&](PlanProgress& p) { p.replayed = out.replayed; });
       if (!r[0].status.ok() || !r[0].summary->fits) return std::nullopt;
       return std::move(r[0].summary);
     };

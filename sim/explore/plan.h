@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/grid.h"
+#include "sim/explore/plan_progress.h"
 #include "sim/explore/runner.h"
 #include "sim/memory/ledger.h"
 #include "sim/spec/enum_names.h"
@@ -159,7 +160,7 @@ struct PlanResult {
 std::optional<PlanFit> PlanChoice(const PlanResult& plan);
 
 absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest& req,
-                                const Progress& progress);
+                                const PlanProgressFn& progress);
 
 // The Pareto set of fitting configurations: those no other is both faster and cheaper than;
 // configurations without a price are left out.

@@ -3,7 +3,6 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan.h"
 #include "sim/explore/plan_html.h"
@@ -74,11 +73,13 @@ int PlanCommand(const std::vector<std::string>& args) {
     if (!gpus.ok()) return Fail("plan", gpus.status());
     req.gpus = *std::move(gpus);
   }
-  // Replays so far (the pruning decides their number as it goes: no total to show).
+  // What the search has done and, once a twentieth of it is, the time it has left (the pruning
+  // decides how many replays it takes as it goes: there is no total to count down).
   auto plan = [&] {
-    ProgressLine line(
-        [](size_t done, size_t) { return absl::StrFormat("plan: %d replays", done); });
-    return sim::explore::Plan(root, req, [&](size_t done, size_t) { line.Update(done, 0); });
+    ProgressLine line;
+    return sim::explore::Plan(root, req, [&](const sim::explore::PlanProgress& p) {
+      line.Update([&](double elapsed_s) { return sim::explore::PlanProgressText(p, elapsed_s); });
+    });
   }();
   if (!plan.ok()) return Fail("plan", plan.status());
   if (auto p = flags.Get("html")) {

@@ -9,17 +9,23 @@
 #include <mutex>
 #include <string>
 
+#include "absl/functional/function_ref.h"
+
 namespace stepsim_cli {
 
 class ProgressLine {
  public:
   // `text(done, total)`: what the line says ("sweep: 12/144 configurations").
-  explicit ProgressLine(std::function<std::string(size_t done, size_t total)> text);
+  // Without `text`, only the Update that takes its text draws.
+  explicit ProgressLine(std::function<std::string(size_t done, size_t total)> text = nullptr);
   ~ProgressLine();  // ends a drawn line
   ProgressLine(const ProgressLine&) = delete;
   ProgressLine& operator=(const ProgressLine&) = delete;
 
   void Update(size_t done, size_t total);
+  // The same for a line whose text is made when it is drawn, from the seconds since the line
+  // was made (`text` is not called when the line is not drawn); `finished` ends it.
+  void Update(absl::FunctionRef<std::string(double elapsed_s)> text, bool finished = false);
 
  private:
   using Clock = std::chrono::steady_clock;
