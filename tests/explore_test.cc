@@ -392,7 +392,7 @@ TEST_CASE("plan: its progress counts every layout once, kept or rejected", "[exp
   const PlanProgress& last = seen.back();
   CHECK(last.gpu == "A100-SXM4-80GB");
   CHECK(last.gpu_index == 2);
-  CHECK(last.gpus == 2);
+  CHECK(last.gpu_types == 2);
   CHECK(last.layouts == plan->considered);
   CHECK(last.kept == static_cast<int64_t>(plan->fits.size()));
   CHECK(last.rejected == static_cast<int64_t>(plan->rejected.size()));
@@ -418,7 +418,7 @@ TEST_CASE("plan progress: the time left once a twentieth is done", "[explore]") 
   PlanProgress p;
   p.gpu = "H100-SXM5-80GB";
   p.gpu_index = 2;
-  p.gpus = 4;
+  p.gpu_types = 4;
   p.layouts = 1234;
   p.kept = 56;
   p.rejected = 1100;
@@ -431,6 +431,7 @@ TEST_CASE("plan progress: the time left once a twentieth is done", "[explore]") 
   CHECK(PlanProgressText(p, 30.0) ==
         "plan: H100-SXM5-80GB (2/4): 1234 layouts (56 kept, 1100 rejected), 345 replays, about "
         "50 s left");
+  // 600 s: 1,000 s left, 16.7 min, rounded; 36,000 s: 60,000 s left, 16.7 h.
   CHECK(absl::StrContains(PlanProgressText(p, 600.0), "about 17 min left"));
   CHECK(absl::StrContains(PlanProgressText(p, 36000.0), "about 16.7 h left"));
   // Loading a size's layouts, in the first type with nothing decided yet: no estimate.

@@ -277,7 +277,8 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     return false;
   };
   out.shard = {begin, end, total_units};
-  // The progress line's counts; GPU types numbered among those with work in this slice.
+  // The progress line's counts; GPU types numbered among those with work in this slice (the
+  // units list each type's together).
   ProgressTracker tracker(progress);
   int64_t types_in_slice = 0, type_index = 0;
   for (int64_t i = begin; i < end; ++i) {
@@ -305,7 +306,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       tracker.Update([&](PlanProgress& p) {
         p.gpu = gpu->name;
         p.gpu_index = type_index;
-        p.gpus = types_in_slice;
+        p.gpu_types = types_in_slice;
         p.replay_layouts = p.replay_decided = 0;
       });
     }
@@ -500,7 +501,10 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     auto Replay = [&](const std::vector<Scenario>& batch, const std::vector<int64_t>& work) {
       const size_t base = static_cast<size_t>(out.replayed);
       const Progress counted = progress ? Progress([&tracker, base](size_t done, size_t) {
-        tracker.Update([&](PlanProgress& p) { p.replayed = static_cast<int64_t>(base + done); });
+        // Workers report in any order: the count only grows.
+        tracker.Update([&](PlanProgress& p) {
+          p.replayed = std::max(p.replayed, static_cast<int64_t>(base + done));
+        });
       })
                                         : Progress();
       std::vector<size_t> order(batch.size());

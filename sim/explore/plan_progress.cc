@@ -9,12 +9,12 @@
 namespace sim::explore {
 
 double PlanProgress::Fraction() const {
-  if (gpus <= 0 || gpu_index <= 0) return 0.0;
+  if (gpu_types <= 0 || gpu_index <= 0) return 0.0;
   const double current =
       replay_layouts > 0 ? static_cast<double>(replay_decided) / static_cast<double>(replay_layouts)
                          : 0.0;
   const double done = (static_cast<double>(gpu_index - 1) + std::clamp(current, 0.0, 1.0)) /
-                      static_cast<double>(gpus);
+                      static_cast<double>(gpu_types);
   return std::clamp(done, 0.0, 1.0);
 }
 
@@ -30,7 +30,7 @@ std::string Wait(double s) {
 }  // namespace
 
 std::string PlanProgressText(const PlanProgress& p, double elapsed_s) {
-  std::string text = absl::StrCat("plan: ", p.gpu, " (", p.gpu_index, "/", p.gpus, "): ");
+  std::string text = absl::StrCat("plan: ", p.gpu, " (", p.gpu_index, "/", p.gpu_types, "): ");
   if (p.to_load > 0) {
     absl::StrAppend(&text, "loading the layouts on ", p.loading_gpus, " GPUs, ", p.loading, " of ",
                     p.to_load, "; ");

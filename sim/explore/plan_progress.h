@@ -12,8 +12,9 @@ namespace sim::explore {
 // layouts it has enumerated and what became of them, and the replays so far. Counts cover every
 // GPU type searched so far.
 struct PlanProgress {
-  std::string gpu;                  // the GPU type being searched
-  int64_t gpu_index = 0, gpus = 0;  // its place (1-based) among the GPU types searched
+  std::string gpu;  // the GPU type being searched
+  // Its place (1-based) among the GPU types searched (not a GPU count).
+  int64_t gpu_index = 0, gpu_types = 0;
   // Layouts of one cluster size being loaded (and their static floors taken): begun, of to_load
   // on `loading_gpus` GPUs; to_load 0 when none is loading.
   int64_t loading = 0, to_load = 0, loading_gpus = 0;
