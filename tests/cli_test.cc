@@ -501,8 +501,11 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
     CHECK(absl::StrContains(dom, "id=\"" + ids[0] + "\""));
     CHECK(absl::StrContains(dom, "<circle"));
   }
-  // The plan page's points carry their layouts on hover.
+  // The plan page's points carry their layouts on hover; its table and the text's say the batch
+  // each step ran (512K tokens: 128 sequences of 4,096).
   CHECK(absl::StrContains(Slurp(dir + "/plan.html"), "<title>"));
+  CHECK(absl::StrContains(Slurp(dir + "/plan.html"), "batch (sequences)"));
+  CHECK(absl::StrContains(p.out, "batch: the sequences each step ran"));
   // Into a pipe (this test, a log, CI) the progress line is whole lines, never redrawn.
   CHECK_FALSE(absl::StrContains(p.out, "\r"));
   CHECK_FALSE(absl::StrContains(c.out, "\r"));

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <mutex>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -343,6 +344,17 @@ TEST_CASE("plan: Llama-3-405B on 256 H100 needs deep pipelines with uneven stage
     // every data-parallel rank.
     CHECK(f.global_batch == 256);
   }
+  // The text's Pareto table gives each row's batch after its layout.
+  const std::string text = PlanText(*plan);
+  for (const PlanFit& f : plan->pareto) {
+    const std::string label = ConfigLabel(f.config);
+    const size_t at = text.find(label);
+    REQUIRE(at != std::string::npos);
+    std::istringstream after(text.substr(at + label.size()));
+    int64_t batch = 0;
+    after >> batch;
+    CHECK(batch == f.global_batch);
+  }
   // Every layout the search considered ends as a fit or a rejection with its reason, once.
   CHECK(plan->considered ==
         static_cast<int64_t>(plan->fits.size()) + static_cast<int64_t>(plan->rejected.size()));
@@ -494,6 +506,36 @@ TEST_CASE("plan --days picks the cheapest in time, --budget the fastest in budge
   CHECK(PlanChoice(p)->gpus == 512);  // the fastest within $270
   p.deadline_days = 100;
   CHECK(PlanChoice(p)->gpus == 256);  // both: the cheapest within the deadline and budget
+}
+
+TEST_CASE("plan text: each Pareto row says the batch its step ran", "[explore]") {
+  // An interleaved layout's micro-batches per rank round up to a multiple of pp: 1,024
+  // sequences over DP 64 and PP 32 run as 2,048, and its step time is for those.
+  PlanResult p;
+  p.model = "llama3-405b";
+  p.global_batch = 1024;
+  auto fit = [](int64_t gpus, int64_t batch, double step_s) {
+    PlanFit f;
+    f.gpu = "H100-SXM5-80GB";
+    f.gpus = gpus;
+    f.config.tp = 4;
+    f.config.pp = 32;
+    f.config.cp = 2;
+    f.config.pp_chunks = 2;
+    f.config.micro_batch = 1;
+    f.config.recompute = Recompute::kSelective;
+    f.global_batch = batch;
+    f.step_s = step_s;
+    f.days = step_s;
+    f.cost = 100.0 * static_cast<double>(gpus);
+    return f;
+  };
+  p.fits = p.pareto = {fit(16384, 2048, 4.40), fit(8192, 1024, 4.15)};
+  const std::string text = PlanText(p);
+  CHECK(absl::StrContains(text, "global batch 1024 sequences asked"));
+  CHECK(absl::StrContains(text, "batch: the sequences each step ran"));
+  CHECK(absl::StrContains(text, "selective   2048    4.40"));
+  CHECK(absl::StrContains(text, "selective   1024    4.15"));
 }
 
 TEST_CASE("plan: smallest Llama-2-70B cluster on A100-80GB, checked by replay", "[explore]") {

@@ -66,11 +66,14 @@ std::string PlanHtml(const PlanResult& plan) {
     c.series[it->second].points.push_back({static_cast<int>(i), f.days, Hover(f)});
   }
   absl::StrAppend(&body, "<h2>Pareto front: days against cost</h2>", html::Chart(c));
-  std::string front = "<table id=\"pareto-table\">" +
-                      html::TableRow({"GPU", "GPUs", "layout", "step s", "days", "cost"}, true);
+  std::string front =
+      "<table id=\"pareto-table\">" +
+      html::TableRow({"GPU", "GPUs", "layout", "batch (sequences)", "step s", "days", "cost"},
+                     true);
   for (const PlanFit* f : order) {
     front += html::TableRow({f->gpu, absl::StrCat(f->gpus), ConfigLabel(f->config),
-                             absl::StrFormat("%.2f", f->step_s), absl::StrFormat("%.1f", f->days),
+                             absl::StrCat(f->global_batch), absl::StrFormat("%.2f", f->step_s),
+                             absl::StrFormat("%.1f", f->days),
                              f->cost ? Money(*f->cost) : std::string("no price")});
   }
   absl::StrAppend(&body, "<div class=\"wide\">", front, "</table></div>");

@@ -385,7 +385,7 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
 
 std::string PlanText(const PlanResult& p) {
   std::string out = absl::StrFormat(
-      "Plan for %s (%s parameters), seq_len %d, %.3g tokens, global batch %d sequences\n\n",
+      "Plan for %s (%s parameters), seq_len %d, %.3g tokens, global batch %d sequences asked\n\n",
       p.model, report::FormatCount(static_cast<double>(p.params)), p.seq_len, p.tokens,
       p.global_batch);
   // Host memory is a requirement of the nodes bought when something is offloaded.
@@ -411,18 +411,22 @@ std::string PlanText(const PlanResult& p) {
   }
   absl::StrAppend(&out, "Smallest GPU count that fits (ZeRO-3, full recompute, micro-batch 1):\n",
                   min.Render(), "\n");
-  report::Table par(
-      host ? std::vector<std::string>{"GPU", "GPUs", "config", "step s", "days", "cost USD",
-                                      "host per node"}
-           : std::vector<std::string>{"GPU", "GPUs", "config", "step s", "days", "cost USD"});
+  // "batch": the sequences each layout's step ran — the request's tokens rounded to whole
+  // micro-batches on every data-parallel rank (and to pp of them for the interleaved
+  // schedule), which can double it on a large cluster: its step time is for that batch.
+  std::vector<std::string> par_header = {"GPU",    "GPUs", "config",  "batch",
+                                         "step s", "days", "cost USD"};
+  if (host) par_header.push_back("host per node");
+  report::Table par(par_header);
   for (const PlanFit& f : p.pareto) {
-    par.AddRow(with_host(
-        {f.gpu, absl::StrCat(f.gpus), ConfigLabel(f.config), absl::StrFormat("%.2f", f.step_s),
-         absl::StrFormat("%.1f", f.days), absl::StrFormat("%.0f", *f.cost)},
-        f.host));
+    par.AddRow(with_host({f.gpu, absl::StrCat(f.gpus), ConfigLabel(f.config),
+                          absl::StrCat(f.global_batch), absl::StrFormat("%.2f", f.step_s),
+                          absl::StrFormat("%.1f", f.days), absl::StrFormat("%.0f", *f.cost)},
+                         f.host));
   }
   absl::StrAppend(&out, "Pareto set of time-to-train against cost (", p.fits.size(),
-                  " fitting configurations):\n", par.Render(), "\n");
+                  " fitting configurations; batch: the sequences each step ran):\n", par.Render(),
+                  "\n");
   std::vector<std::string> unpriced;
   for (const PlanFit& f : p.fits) {
     if (!f.cost && std::find(unpriced.begin(), unpriced.end(), f.gpu) == unpriced.end()) {
