@@ -7,7 +7,7 @@
 // (segment, offset). A pool holds tens of free blocks in a step that fits (32 on average over
 // scenarios/llama3-405b-8k.yaml) but hundreds in one that overflows, where every new segment
 // first releases the cached ones: 200 to 850 blocks of only 6 to 10 distinct sizes in the
-// 144-configuration sweep grid (counted at every insert, README "Benchmarks"), since a step
+// 144-configuration sweep grid (counted at every insert, docs/benchmarks.md), since a step
 // frees the same few tensor shapes over and over. A flat sorted vector moved a whole pool per
 // insert and erase there, and a B-tree walked nodes. Per size, most moves are none: a block
 // freed is most often the least of its size, the one the next request of that size takes

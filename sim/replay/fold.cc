@@ -326,7 +326,7 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   //     where the caching allocators placed the same tensors (one still settling, or one past
   //     its capacity that releases and reserves segments anew), the period's ledger changes,
   //     recorded, go through the allocators alone for the reserved peak (ReservedPeaks). Of the
-  //     144 sweep-grid configurations (README "Benchmarks") 132 fold so at the first pair, 57
+  //     144 sweep-grid configurations (docs/benchmarks.md) 132 fold so at the first pair, 57
   //     of them with the allocator replayed alone; the default scenario without it. Pipelines
   //     too, their programs listing one more micro-batch as one block (PipelineEmission): the
   //     golden 1F1B and interleaved layouts at the first pair.
