@@ -282,6 +282,7 @@ int64_t Topology::nics_per_node() const { return impl_->nics; }
 int64_t Topology::RailOwner(int64_t rail) const { return impl_->RailOwner(rail); }
 const Link& Topology::link(int32_t id) const { return impl_->links[id]; }
 int32_t Topology::num_links() const { return static_cast<int32_t>(impl_->links.size()); }
+absl::Span<const Link> Topology::links() const { return impl_->links; }
 
 void Topology::Route(int64_t a, int64_t b, std::vector<int32_t>& out) const {
   Route(a, b, std::nullopt, out);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "sim/base/units.h"
 #include "sim/spec/scenario.h"
 
@@ -59,6 +60,8 @@ class Topology {
   int64_t RailOwner(int64_t rail) const;
   const Link& link(int32_t id) const;
   int32_t num_links() const;
+  // Every link, by id (link(id) is links()[id]): for loops over many links, without a call each.
+  absl::Span<const Link> links() const;
   std::string LinkName(int32_t id) const;
   TopologySummary Summary() const;
   // Max-flow/min-cut between the halves of the nodes, bytes per second one way.

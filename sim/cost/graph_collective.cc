@@ -6,6 +6,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "sim/base/check.h"
 #include "sim/base/slot_mix.h"
 
@@ -57,19 +58,24 @@ double ProtocolEfficiency(NcclProtocol p) {
 int64_t NodeOf(const cluster::Topology& topo, int64_t gpu) { return gpu / topo.gpus_per_node(); }
 
 // Members grouped by node, in order of first appearance.
+// A node's group is found by a hash of the node (the last member's node first: members come
+// node by node in most groups); a search of the nodes seen so far made a 16,384-member ring on
+// 2,048 nodes quadratic, 40 % of building and pricing that cluster (BM_Build16kAndPriceAll).
 std::vector<std::vector<int64_t>> ByNode(const cluster::Topology& topo,
                                          const std::vector<int64_t>& members) {
   std::vector<std::vector<int64_t>> groups;
-  std::vector<int64_t> nodes;
+  absl::flat_hash_map<int64_t, size_t> group_of_node;
+  int64_t last_node = -1;
+  size_t last = 0;
   for (int64_t m : members) {
     const int64_t n = NodeOf(topo, m);
-    auto it = std::find(nodes.begin(), nodes.end(), n);
-    if (it == nodes.end()) {
-      nodes.push_back(n);
-      groups.push_back({m});
-    } else {
-      groups[it - nodes.begin()].push_back(m);
+    if (n != last_node || groups.empty()) {
+      auto [it, added] = group_of_node.try_emplace(n, groups.size());
+      if (added) groups.emplace_back();
+      last_node = n;
+      last = it->second;
     }
+    groups[last].push_back(m);
   }
   return groups;
 }
@@ -132,13 +138,40 @@ std::vector<std::vector<int64_t>> GraphCostModel::Members(const CommGroup& g) co
 // One step of concurrent transfers: each link's bandwidth (at its transport's efficiency) is
 // shared equally by the transfers crossing it; a transfer runs at its most loaded link's share.
 GraphCostModel::Phase GraphCostModel::Settle(const std::vector<Transfer>& transfers) const {
-  std::vector<int32_t> load(topology_.num_links(), 0);
-  for (const Transfer& t : transfers) {
-    for (int32_t l : t.links) load[l]++;
+  // The transfers' loads per link, in a table of every link kept zeroed between calls, and the
+  // links they touch: a phase crosses a few hundred links of a fabric's hundreds of thousands
+  // (16,384 GPUs), and zeroing and scanning the whole table per phase was most of pricing
+  // there (callgrind of `run scenarios/llama3-405b-8k.yaml`: 14.6M of 321M instructions).
+  thread_local std::vector<int32_t> load_table, touched_table;
+  const auto links = static_cast<size_t>(topology_.num_links());
+  if (load_table.size() < links) {
+    load_table.resize(links);
+    touched_table.resize(links + 1);  // every link, and the slot each later crossing writes
   }
+  // Plain pointers, which the compiler keeps in registers.
+  int32_t* const load = load_table.data();
+  int32_t* const touched = touched_table.data();
+  // A phase that crosses a good part of the fabric (a ring over all 16,384 GPUs: millions of
+  // crossings) is counted, scanned and cleared whole, in link order, which costs less than
+  // keeping the list of its links.
+  size_t crossings = 0;
+  for (const Transfer& t : transfers) crossings += t.links.size();
+  const bool dense = crossings > links / 4;
+  size_t used = 0;  // sparse: touched[0, used), each link once, in the order first crossed
+  for (const Transfer& t : transfers) {
+    if (dense) {
+      for (int32_t l : t.links) load[l]++;
+      continue;
+    }
+    for (int32_t l : t.links) {
+      touched[used] = l;
+      used += load[l]++ == 0 ? 1 : 0;
+    }
+  }
+  const cluster::Link* const link = topology_.links().data();
   auto effective = [&](int32_t l) {
-    const cluster::Link& link = topology_.link(l);
-    return link.bandwidth.bytes_per_s() * (link.nvlink ? intra_efficiency_ : inter_efficiency_);
+    return link[l].bandwidth.bytes_per_s() *
+           (link[l].nvlink ? intra_efficiency_ : inter_efficiency_);
   };
   Phase p;
   for (const Transfer& t : transfers) {
@@ -147,31 +180,51 @@ GraphCostModel::Phase GraphCostModel::Settle(const std::vector<Transfer>& transf
     bool network = false;
     for (int32_t l : t.links) {
       bw = std::min(bw, effective(l) / load[l]);
-      path += topology_.link(l).latency;
-      network = network || !topology_.link(l).nvlink;
+      path += link[l].latency;
+      network = network || !link[l].nvlink;
     }
     if (!t.links.empty()) p.seconds_per_byte = std::max(p.seconds_per_byte, t.share / bw);
     // NCCL's network latencies hold one switch (a NIC-leaf-NIC path of two link latencies).
     if (network) p.hop_extra = std::max(p.hop_extra, path - switch_latency_ * 2.0);
   }
-  // The bottleneck: the used link with the smallest share of bandwidth per transfer.
+  // The bottleneck: the used link with the smallest share of bandwidth per transfer, the
+  // lowest-numbered of equals.
   double tightest = 1e300;
-  for (int32_t l = 0; l < topology_.num_links(); ++l) {
-    if (load[l] == 0) continue;
+  auto consider = [&](int32_t l) {
     const double per_transfer = effective(l) / load[l];
-    if (per_transfer < tightest) {
+    if (per_transfer < tightest || (per_transfer == tightest && l < p.busiest_link)) {
       tightest = per_transfer;
       p.busiest_link = l;
       p.busiest_load = load[l];
     }
+  };
+  if (dense) {
+    for (size_t l = 0; l < links; ++l) {
+      if (load[l] != 0) consider(static_cast<int32_t>(l));
+    }
+  } else {
+    for (size_t i = 0; i < used; ++i) consider(touched[i]);
   }
-  p.transport = p.busiest_link >= 0 && !topology_.link(p.busiest_link).nvlink ? inter_ : intra_;
+  p.transport = p.busiest_link >= 0 && !link[p.busiest_link].nvlink ? inter_ : intra_;
   for (const Transfer& t : transfers) {
     if (std::find(t.links.begin(), t.links.end(), p.busiest_link) != t.links.end()) {
       p.busiest_share += t.share;
     }
   }
+  if (dense) {
+    std::fill(load, load + links, 0);
+  } else {
+    for (size_t i = 0; i < used; ++i) load[touched[i]] = 0;
+  }
   return p;
+}
+
+void GraphCostModel::AppendRoute(int64_t a, int64_t b, std::optional<int64_t> rail,
+                                 Transfer& t) const {
+  thread_local std::vector<int32_t> route;  // Topology::Route's, its capacity kept
+  route.clear();
+  topology_.Route(a, b, rail, route);
+  t.links.insert(t.links.end(), route.begin(), route.end());
 }
 
 GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<int64_t>>& rings,
@@ -219,10 +272,10 @@ GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<in
           const size_t node =
               std::upper_bound(node_start.begin(), node_start.end(), i) - node_start.begin() - 1;
           const int64_t exit = order[node_start[node]];
-          topology_.Route(from, exit, t.links);
-          topology_.Route(exit, to, k, t.links);
+          AppendRoute(from, exit, std::nullopt, t);
+          AppendRoute(exit, to, k, t);
         } else {
-          topology_.Route(from, to, t.links);
+          AppendRoute(from, to, std::nullopt, t);
         }
         if (!t.links.empty()) transfers.push_back(std::move(t));
       }
@@ -255,7 +308,7 @@ GraphCostModel::Phase GraphCostModel::TreePhase(
           const int64_t parent = tree == 0 ? (j - 1) / 2 : nodes - 1 - (j - 1) / 2;
           Transfer t;
           t.share = 1.0 / static_cast<double>(2 * channels);
-          topology_.Route(rail_gpu[child], rail_gpu[parent], k, t.links);
+          AppendRoute(rail_gpu[child], rail_gpu[parent], k, t);
           transfers.push_back(std::move(t));
         }
       }
@@ -264,7 +317,7 @@ GraphCostModel::Phase GraphCostModel::TreePhase(
         for (size_t i = 0; i + 1 < g.size(); ++i) {
           Transfer t;
           t.share = 1.0 / static_cast<double>(channels);
-          topology_.Route(g[i], g[i + 1], t.links);
+          AppendRoute(g[i], g[i + 1], std::nullopt, t);
           transfers.push_back(std::move(t));
         }
       }
@@ -302,8 +355,7 @@ GraphCostModel::Phase GraphCostModel::SharpPhase(
         const auto& to = groups[(i + 1) % nodes];
         Transfer t;
         t.share = share;
-        topology_.Route(from[RailIndex(topology_, from, k)], to[RailIndex(topology_, to, k)], k,
-                        t.links);
+        AppendRoute(from[RailIndex(topology_, from, k)], to[RailIndex(topology_, to, k)], k, t);
         transfers.push_back(std::move(t));
       }
     }
@@ -332,7 +384,7 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
     for (const auto& copy : members) {
       Transfer t;
       t.share = 1.0;
-      topology_.Route(copy[0], copy[1], t.links);
+      AppendRoute(copy[0], copy[1], std::nullopt, t);
       if (!t.links.empty()) transfers.push_back(std::move(t));
     }
     Phase ph = Settle(transfers);
@@ -357,11 +409,11 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
           Transfer t;
           t.share = 1.0 / static_cast<double>(n);
           if (NodeOf(topology_, from) == NodeOf(topology_, to)) {
-            topology_.Route(from, to, t.links);
+            AppendRoute(from, to, std::nullopt, t);
           } else {
             const int64_t exit = NodeOf(topology_, from) * gpn + to % gpn;
-            topology_.Route(from, exit, t.links);
-            topology_.Route(exit, to, t.links);
+            AppendRoute(from, exit, std::nullopt, t);
+            AppendRoute(exit, to, std::nullopt, t);
             if (copy.front() == members.front().front() && from == copy.front()) ++across;
           }
           if (!t.links.empty()) transfers.push_back(std::move(t));

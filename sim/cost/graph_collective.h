@@ -49,6 +49,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
 #include "sim/cluster/topology.h"
 #include "sim/cost/collective_cost.h"
@@ -57,9 +58,13 @@
 
 namespace sim::cost {
 
-// A point-to-point transfer of one step: its links and its share of the phase's tensor.
+// A point-to-point transfer of one step: its links and its share of the phase's tensor. A
+// route of the generated fabrics has at most 10 links (an NVLink hop to the node's exit GPU,
+// then GPU, NIC, leaf, spine, core and back down), held in place: a ring over 16,384 GPUs makes
+// tens of thousands of transfers per phase, and growing a heap vector for each was a third of
+// pricing it (malloc and free in BM_Build16kAndPriceAll).
 struct Transfer {
-  std::vector<int32_t> links;
+  absl::InlinedVector<int32_t, 12> links;
   double share = 0;
 };
 
@@ -102,6 +107,8 @@ class GraphCostModel final : public CollectiveCostModel {
   Phase TreePhase(const std::vector<std::vector<int64_t>>& groups) const;
   Phase SharpPhase(const std::vector<std::vector<int64_t>>& copies) const;
   Phase Settle(const std::vector<Transfer>& transfers) const;
+  // Appends the route from GPU a to GPU b (Topology::Route) to the transfer's links.
+  void AppendRoute(int64_t a, int64_t b, std::optional<int64_t> rail, Transfer& t) const;
   std::optional<Pattern> MakePattern(CollectiveKind kind, const CommGroup& g,
                                      CollectiveAlgorithm a) const;
   const Pattern* CachedPattern(CollectiveKind kind, const CommGroup& g,
