@@ -132,6 +132,41 @@ TEST_CASE("GPT-3 175B's interleaved pipeline folds on its states after two short
   CHECK(Report(s, true) == Report(s, false));
 }
 
+TEST_CASE("a step too short for three short replays folds on the first pair's states", "[fold]") {
+  // GPT-3 175B as shipped: 64 micro-batches, fewer than the window of three (24, 32 and 40:
+  // 96), more than the pair's 32. The pair's states repeat, and the step is the replay of 32
+  // extended by four periods of 8, byte for byte the full replay.
+  const Scenario s = Load(STEPSIM_SOURCE_DIR "/scenarios/gpt3-175b-korthikanti.yaml");
+  REQUIRE(s.micro_batches() == 64);
+  CHECK_FALSE(replay::PlanFold(s).has_value());
+  const replay::FoldTrace t = Trace(s);
+  CHECK(t.by_state);
+  CHECK_FALSE(t.went_on);
+  CHECK(t.replays == 2);
+  CHECK(t.last == 32);
+  CHECK(Report(s, true) == Report(s, false));
+  // Down to K + 2d: 40 micro-batches fold the same way; 32 (the pair itself) is replayed whole.
+  const Scenario forty = s.WithMicroBatches(40);
+  CHECK(Trace(forty).by_state);
+  CHECK(Report(forty, true) == Report(forty, false));
+  CHECK_FALSE(Folded(s.WithMicroBatches(32)));
+}
+
+TEST_CASE("where the first pair's states do not repeat, the step goes on from them", "[fold]") {
+  // Llama 3 405B's 16 stages × 2 chunks at 128 micro-batches (K = 48, d = 16): the window of
+  // three would need 192, and its point-to-point sends settle only some seven periods in, so
+  // the pair of 48 and 64 does not repeat. The step's replay goes on from the state of the
+  // replay of 64 where longer programs part from it, and is the full replay's, byte for byte.
+  const Scenario s =
+      Load(STEPSIM_SOURCE_DIR "/scenarios/llama3-405b-8k.yaml").WithMicroBatches(128);
+  CHECK_FALSE(replay::PlanFold(s).has_value());
+  const replay::FoldTrace t = Trace(s);
+  CHECK_FALSE(t.by_state);
+  CHECK(t.went_on);
+  CHECK(t.last == 64);
+  CHECK(Report(s, true) == Report(s, false));
+}
+
 TEST_CASE("the default scenario folds on its state after two short replays", "[fold]") {
   // Llama-2-70B, ZeRO-3, full recompute, 4,096-token sequences, 32 micro-batches: the caching
   // allocator has reserved what the step needs within the first micro-batch, so the replay of

@@ -270,9 +270,8 @@ bool StateFold(const OpProgram& before, const ReplayResult& after,
   return true;
 }
 
-}  // namespace
-
-std::optional<FoldPlan> PlanFold(const Scenario& s) {
+// K and d whatever the step's length (PlanFold without its condition on M); none for GPipe.
+std::optional<FoldPlan> FoldWindow(const Scenario& s) {
   // GPipe runs every forward before any backward (sim/workload/pipeline_schedule.cc, with or
   // without a pipeline): its peak holds every micro-batch's activations and grows with M, so
   // its short replays never repeat. Not tried.
@@ -296,14 +295,19 @@ std::optional<FoldPlan> PlanFold(const Scenario& s) {
   } else {
     f.k = pp;
   }
+  return f;
+}
+
+}  // namespace
+
+std::optional<FoldPlan> PlanFold(const Scenario& s) {
+  const auto f = FoldWindow(s);
+  if (!f) return std::nullopt;
   const int64_t m = s.micro_batches();
-  // Folded only when the three short replays hold fewer micro-batches than the step. Tried
-  // and dropped: trying the states alone down to M = 2 (K + d) (a replay of K + d and two
-  // lowerings instead of the step's). GPT-3 175B's 64 micro-batches then folded (91 -> 64 ms
-  // per process), but Llama 3 405B's 16-stage layout at 128, whose states settle only ~7
-  // periods in, paid the short replay and lowerings on top of the full replay (287 -> 494 ms;
-  // perf stat, 7 runs): which layouts settle early is not known before they are replayed.
-  if (3 * (f.k + f.d) >= m || (m - f.k) % f.d != 0) return std::nullopt;
+  // The window of three short replays only when they hold fewer micro-batches than the step;
+  // a shorter step, down to K + 2d, tries the first pair's states alone and goes on from them
+  // when they do not repeat (FoldedReplay).
+  if (3 * (f->k + f->d) >= m || (m - f->k) % f->d != 0) return std::nullopt;
   return f;
 }
 
@@ -316,8 +320,31 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   FoldTrace& t = trace ? *trace : local;
   t = {};
   if (options.record_ops || options.record_memory) return std::nullopt;  // traces expand
-  const auto plan = PlanFold(s);
-  if (!plan) return std::nullopt;
+  const int64_t m = s.micro_batches();
+  auto plan = PlanFold(s);
+  // A step too short for the three short replays but longer than the first pair (GPT-3 175B's
+  // 64 micro-batches on 8 stages × 3 chunks: K + d = 32) tries the pair's states alone — with
+  // the interleaved schedule, or without a pipeline. When they do not repeat, the whole step
+  // goes on from the state of the pair's longer replay where the next program parts from it
+  // (ReplayAfter: every longer program shares its ops that far). A 1F1B pair (pp and pp + 1)
+  // does not repeat: its first stage, which holds pp micro-batches' activations, reserves more
+  // for two micro-batches after (the window's slides); in the plans of llama2-70b over three
+  // GPU types and of llama3-405b up to 16,384 H100, not one of their 1F1B layouts' 411 pairs
+  // repeated, and going on after them made the 405B plan 19 % slower, while 84 of the 85
+  // interleaved ones and ones without a pipeline did. Where an interleaved pair does not
+  // repeat the step costs more than a full replay: Llama 3 405B at 128 micro-batches (K = 48,
+  // d = 16), whose sends settle only some seven periods in, 1.97G -> 2.85G instructions (the
+  // pair's lowerings, and its longer replay's part that the step does not share).
+  const bool pair_kind =
+      s.parallel.pp == 1 || s.parallel.pp_schedule == PipelineSchedule::kInterleaved;
+  bool pair_only = false;
+  if (!plan) {
+    plan = FoldWindow(s);
+    if (!plan || !pair_kind || plan->k + plan->d >= m || (m - plan->k) % plan->d != 0) {
+      return std::nullopt;
+    }
+    pair_only = true;
+  }
   // The short replays K, K + d, K + 2d, ... In order of cost:
   //   - By state (StateFold, sim/replay/state_period.h): the replay of K + d micro-batches is
   //     watched where K's program parts from it and where K + 2d's would; when the second state
@@ -348,7 +375,6 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   // §3.5), converging to its period over several. Only states that repeat or three replays
   // that do are folded, so sliding changes what is tried, never what is accepted.
   constexpr int kMaxSlides = 8;
-  const int64_t m = s.micro_batches();
   // The last two or three short replays (K + i·d micro-batches each, the last `last`).
   std::vector<ReplayResult> runs;
   int64_t replayed = 0, last = 0;  // micro-batches, over every short replay so far; the last's
@@ -393,6 +419,16 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
       t.by_state = true;
       t.allocator_alone = !reserved.empty();
       return Extend(s, std::move(runs.back()), increment, n, late, reserved);
+    }
+    if (pair_only) {
+      const int32_t shared = lowering->shared();  // of runs.back()'s program with the step's
+      auto program = lowering->Lower(m);
+      if (!program.ok()) return std::nullopt;  // the full lowering reports it
+      ReplayResult r = ReplayAfter(*std::move(program), runs.back().program, compute, comm,
+                                   s.cluster.gpu.Usable(), options, snapshot, shared);
+      Finalize(r, kAsLowered);  // as Replay does
+      t.went_on = true;
+      return std::optional<ReplayResult>(std::move(r));
     }
     if (deferred) {
       const ReplaySnapshot& fork = snapshot->earlier ? *snapshot->earlier : *snapshot;

@@ -49,9 +49,14 @@ struct FoldTrace {
   bool by_state = false;
   bool allocator_alone = false;  // by state, the reserved peaks from the allocators replayed alone
   int allocator_periods = 0;     // the most periods a GPU's allocator was replayed alone
+  // A step too short for three short replays whose first pair's states did not repeat: the
+  // whole step went on from the pair's state, not folded (FoldedReplay).
+  bool went_on = false;
 };
 
 // The folded replay of `s`, or none when the step does not repeat (then replay it in full);
+// for a step too short for three short replays, the whole step's replay gone on from the first
+// pair's state when that pair's states do not repeat (FoldTrace::went_on);
 // InvalidArgument when the folded step overflows the picosecond clock or the byte counts.
 // `trace` (optional) receives how it went.
 absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
