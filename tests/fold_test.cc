@@ -167,6 +167,21 @@ TEST_CASE("where the first pair's states do not repeat, the step goes on from th
   CHECK(Report(s, true) == Report(s, false));
 }
 
+TEST_CASE("without a pipeline, a short step whose pair does not repeat goes on from it", "[fold]") {
+  // The default scenario under ZeRO-2 with full recompute at 4 micro-batches (fewer than the
+  // window's 1 + 2 + 3): its allocator, past capacity, drifts, so the pair of 1 and 2 does not
+  // repeat, and the step's replay goes on from the state of 2's where longer programs part
+  // from it — the full replay's report, byte for byte.
+  const Scenario s = Load(
+      STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+      {{"parallel.zero", "2"}, {"training.recompute", "full"}, {"training.global_batch", "128"}});
+  REQUIRE(s.micro_batches() == 4);
+  const replay::FoldTrace t = Trace(s);
+  CHECK(t.went_on);
+  CHECK(t.last == 2);
+  CHECK(Report(s, true) == Report(s, false));
+}
+
 TEST_CASE("the default scenario folds on its state after two short replays", "[fold]") {
   // Llama-2-70B, ZeRO-3, full recompute, 4,096-token sequences, 32 micro-batches: the caching
   // allocator has reserved what the step needs within the first micro-batch, so the replay of
