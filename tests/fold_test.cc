@@ -176,6 +176,33 @@ TEST_CASE("where the first pair's states do not repeat, the step goes on from th
   CHECK_FALSE(Folded(one_f_one_b));
 }
 
+TEST_CASE("short steps of the golden layouts: folded or gone on, byte for byte the full replay",
+          "[fold]") {
+  // Each golden layout that tries the first pair alone (interleaved, or no pipeline), at the
+  // shortest step that tries it (K + 2d) and the longest below the window of three
+  // (3 (K + d) - d): whether the pair repeats or the step goes on from it, the report is the
+  // full replay's.
+  int tried = 0;
+  for (const GoldenCase& g : GoldenCases()) {
+    const Scenario& base = g.scenario;
+    if (base.parallel.pp > 1 && base.parallel.pp_schedule != PipelineSchedule::kInterleaved) {
+      continue;
+    }
+    const auto plan = replay::PlanFold(base.WithMicroBatches(4096 * base.parallel.pp));
+    REQUIRE(plan.has_value());
+    for (int64_t m : {plan->k + 2 * plan->d, 3 * (plan->k + plan->d) - plan->d}) {
+      const Scenario s = base.WithMicroBatches(m);
+      INFO(g.line << " at " << m << " micro-batches");
+      CHECK_FALSE(replay::PlanFold(s).has_value());
+      const replay::FoldTrace t = Trace(s);
+      CHECK((t.by_state || t.went_on));
+      CHECK(Report(s, true) == Report(s, false));
+      ++tried;
+    }
+  }
+  CHECK(tried >= 10);
+}
+
 TEST_CASE("without a pipeline, a short step whose pair does not repeat goes on from it", "[fold]") {
   // The default scenario under ZeRO-2 with full recompute at 4 micro-batches (fewer than the
   // window's 1 + 2 + 3): its allocator, past capacity, drifts, so the pair of 1 and 2 does not
