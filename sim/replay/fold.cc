@@ -284,14 +284,21 @@ std::optional<FoldPlan> FoldWindow(const Scenario& s) {
   // that runs in the steady state. Where the first micro-batch still allocates what later ones
   // reuse (lazy gradients, the first gathers, the caching allocator's segments) the window
   // slides (FoldedReplay). Interleaved: past its warm-up of (pp - 1)·2 + (v - 1)·pp units of
-  // 1/v micro-batch each (Megatron-LM schedules.py), rounded up to whole groups of pp, and one
-  // group more for the pipeline to settle (without it the golden interleaved layouts do not
-  // repeat). The check of the increments makes K a matter of cost, not of correctness: a K
-  // too small only means a slide or no fold.
+  // 1/v micro-batch each (Megatron-LM schedules.py), rounded up to whole groups of pp. The
+  // check of the states makes K a matter of cost, not of correctness: a K too small only means
+  // a slide or no fold. Until stop 61 K had one group more, which every golden interleaved
+  // layout needs (2 stages × 2 chunks: a warm-up of exactly one group), but most real layouts
+  // do not: GPT-3 175B on 4, 8 or 16 stages × 2 to 4 chunks and Llama-2-70B on 4, 8 or 16
+  // stages × 2 or 5 chunks, at 256 micro-batches, all fold on the pair at this K, as did the 48
+  // interleaved layouts of 4 and 8 stages that the llama2-70b and llama3-405b plans replay.
+  // GPT-3 175B as shipped: `run` 462.8M -> 350.2M instructions. A layout that needs more
+  // (those plans' 32-stage ones, whose sends settle over several periods) slides to it and
+  // pays one short program's lowering more: the golden interleaved layout at 16 micro-batches
+  // 39.0M -> 39.9M.
   if (s.parallel.pp_schedule == PipelineSchedule::kInterleaved && pp > 1) {
     const int64_t v = s.parallel.pp_chunks;
     const int64_t warmup = ((pp - 1) * 2 + (v - 1) * pp + v - 1) / v;
-    f.k = ((warmup + f.d - 1) / f.d + 1) * f.d;
+    f.k = (warmup + f.d - 1) / f.d * f.d;
   } else {
     f.k = pp;
   }
@@ -323,18 +330,22 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   const int64_t m = s.micro_batches();
   auto plan = PlanFold(s);
   // A step too short for the three short replays but longer than the first pair (GPT-3 175B's
-  // 64 micro-batches on 8 stages × 3 chunks: K + d = 32) tries the pair's states alone — with
-  // the interleaved schedule, or without a pipeline. When they do not repeat, the whole step
-  // goes on from the state of the pair's longer replay where the next program parts from it
-  // (ReplayAfter: every longer program shares its ops that far). A 1F1B pair (pp and pp + 1)
-  // does not repeat: its first stage, which holds pp micro-batches' activations, reserves more
-  // for two micro-batches after (the window's slides); in the plans of llama2-70b over three
-  // GPU types and of llama3-405b up to 16,384 H100, not one of their 1F1B layouts' 411 pairs
-  // repeated, and going on after them made the 405B plan 19 % slower, while 84 of the 85
-  // interleaved ones and ones without a pipeline did. Where an interleaved pair does not
-  // repeat the step costs more than a full replay: Llama 3 405B at 128 micro-batches (K = 48,
-  // d = 16), whose sends settle only some seven periods in, 1.97G -> 2.85G instructions (the
-  // pair's lowerings, and its longer replay's part that the step does not share).
+  // 64 micro-batches on 8 stages × 3 chunks: K + d = 24) tries the pair's states alone — with
+  // the interleaved schedule, or without a pipeline — and, where they do not repeat and the
+  // step is longer than the next short replay, slides once (ReplayAfter), as the longer window
+  // does. When those states do not repeat either, the whole step goes on from the state of the
+  // longest short replay where the next program parts from it (ReplayAfter: every longer
+  // program shares its ops that far). A 1F1B pair (pp and pp + 1) does not repeat: its first
+  // stage, which holds pp micro-batches' activations, reserves more for two micro-batches
+  // after (the window's slides); in the plans of llama2-70b over three GPU types and of
+  // llama3-405b up to 16,384 H100, not one of their 1F1B layouts' 411 pairs repeated, and
+  // going on after them made the 405B plan 19 % slower, while 84 of the 85 interleaved ones
+  // and ones without a pipeline did (with K a group longer than now; FoldWindow). Where an
+  // interleaved step does not repeat it costs more than a full replay: Llama 3 405B at 128
+  // micro-batches (K = 32, d = 16), whose sends settle only some seven periods in, 1.97G
+  // instructions in full, 2.85G when it went on from the pair of 48 and 64, 3.17G now that it
+  // goes on from there after the pair of 32 and 48 (the short programs' lowerings, and the
+  // part of the longest one's replay that the step does not share).
   const bool pair_kind =
       s.parallel.pp == 1 || s.parallel.pp_schedule == PipelineSchedule::kInterleaved;
   bool pair_only = false;
@@ -405,6 +416,11 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
     runs = ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options,
                         nullptr, &snapshot, &shared, lowering->shared(), &deferred, &calls);
   }
+  // Where the shorter program of the pair forks from the longer's replay, when it was deferred:
+  // replayed only if three replays are compared (Repeats), after a slide has replaced
+  // `snapshot`.
+  const std::shared_ptr<const ReplaySnapshot> fork =
+      deferred && snapshot ? (snapshot->earlier ? snapshot->earlier : snapshot) : nullptr;
   int64_t w = 0;  // slides past the first window of three
   std::vector<int64_t> increment, late;
   std::vector<Bytes> reserved;
@@ -420,7 +436,7 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
       t.allocator_alone = !reserved.empty();
       return Extend(s, std::move(runs.back()), increment, n, late, reserved);
     }
-    if (pair_only) {
+    if (pair_only && (runs.size() == 3 || last + plan->d >= m)) {
       const int32_t shared = lowering->shared();  // of runs.back()'s program with the step's
       auto program = lowering->Lower(m);
       if (!program.ok()) return std::nullopt;  // the full lowering reports it
@@ -430,13 +446,14 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
       t.went_on = true;
       return std::optional<ReplayResult>(std::move(r));
     }
-    if (deferred) {
-      const ReplaySnapshot& fork = snapshot->earlier ? *snapshot->earlier : *snapshot;
-      runs[0] = ReplayFromState(std::move(runs[0].program), fork, compute, comm,
-                                s.cluster.gpu.Usable(), options);
-      deferred = false;
+    if (runs.size() == 3) {
+      if (deferred) {
+        runs[0] = ReplayFromState(std::move(runs[0].program), *fork, compute, comm,
+                                  s.cluster.gpu.Usable(), options);
+        deferred = false;
+      }
+      if (Repeats(runs)) break;
     }
-    if (runs.size() == 3 && Repeats(runs)) break;
     const int64_t next = last + plan->d;
     if (runs.size() == 3) {
       const int64_t cost = lowering->incremental() ? next : replayed + next;
