@@ -102,14 +102,12 @@ TEST_CASE("folded and unfolded reports are byte-identical across the golden layo
     CHECK(Folded(s) == !gpipe);
     CHECK(Report(s, true) == Report(s, false));
     // Every other layout, pipelines included, folds on its states: at the first pair, but for
-    // the 1F1B + CP one, whose program does not repeat from the first pair's earlier state
-    // (ProgramRepeats), and the interleaved ones (2 stages × 2 chunks: K = 2, d = 2), whose
-    // pair of 2 and 4 micro-batches is still warming up: each folds after one slide.
+    // the interleaved ones (2 stages × 2 chunks: K = 2, d = 2), whose pair of 2 and 4
+    // micro-batches is still warming up and which fold after one slide.
     if (!gpipe) {
       const replay::FoldTrace t = Trace(s);
       CHECK(t.by_state);
-      const bool slides =
-          s.parallel.cp > 1 || s.parallel.pp_schedule == PipelineSchedule::kInterleaved;
+      const bool slides = s.parallel.pp_schedule == PipelineSchedule::kInterleaved;
       CHECK(t.replays == (slides ? 3 : 2));
     }
     ++checked;
@@ -170,29 +168,30 @@ TEST_CASE("where the first pair's states do not repeat, the step goes on from th
   CHECK(t.replays == 3);
   CHECK(t.last == 64);
   CHECK(Report(s, true) == Report(s, false));
-  // A 1F1B pair (pp and pp + 1) is not tried: none of the plans' 411 repeated, and trying them
-  // made a plan slower (FoldedReplay). GPT-3 175B as 1F1B on 8 stages at 16 micro-batches
-  // (the window of three would need 27) is replayed in full.
+  // A 1F1B pair is tried too, from K = pp + max(2, pp / 4) (FoldWindow): GPT-3 175B as 1F1B
+  // on 8 stages at 16 micro-batches (the window of three would need 33) folds on the pair of
+  // 10 and 11.
   const Scenario one_f_one_b = Load(STEPSIM_SOURCE_DIR "/scenarios/gpt3-175b-korthikanti.yaml",
                                     {{"parallel.pp_schedule", "1f1b"},
                                      {"parallel.pp_chunks", "1"},
                                      {"training.global_batch", "16"}});
   REQUIRE(one_f_one_b.micro_batches() == 16);
-  CHECK_FALSE(Folded(one_f_one_b));
+  const replay::FoldTrace pair = Trace(one_f_one_b);
+  CHECK(pair.by_state);
+  CHECK(pair.replays == 2);
+  CHECK(pair.last == 11);
+  CHECK(Report(one_f_one_b, true) == Report(one_f_one_b, false));
 }
 
 TEST_CASE("short steps of the golden layouts: folded or gone on, byte for byte the full replay",
           "[fold]") {
-  // Each golden layout that tries the first pair alone (interleaved, or no pipeline), at the
-  // shortest step that tries it (K + 2d) and the longest below the window of three
-  // (3 (K + d) - d): whether the pair repeats or the step goes on from it, the report is the
-  // full replay's.
+  // Each golden layout that folds (all but GPipe), at the shortest step that tries the first
+  // pair alone (K + 2d) and the longest below the window of three (3 (K + d) - d): whether the
+  // pair repeats or the step goes on from it, the report is the full replay's.
   int tried = 0;
   for (const GoldenCase& g : GoldenCases()) {
     const Scenario& base = g.scenario;
-    if (base.parallel.pp > 1 && base.parallel.pp_schedule != PipelineSchedule::kInterleaved) {
-      continue;
-    }
+    if (base.parallel.pp_schedule == PipelineSchedule::kGpipe) continue;
     const auto plan = replay::PlanFold(base.WithMicroBatches(4096 * base.parallel.pp));
     REQUIRE(plan.has_value());
     for (int64_t m : {plan->k + 2 * plan->d, 3 * (plan->k + plan->d) - plan->d}) {
@@ -205,7 +204,7 @@ TEST_CASE("short steps of the golden layouts: folded or gone on, byte for byte t
       ++tried;
     }
   }
-  CHECK(tried >= 10);
+  CHECK(tried >= 24);
 }
 
 TEST_CASE("without a pipeline, a short step whose pair does not repeat goes on from it", "[fold]") {

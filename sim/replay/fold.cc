@@ -279,12 +279,20 @@ std::optional<FoldPlan> FoldWindow(const Scenario& s) {
   FoldPlan f;
   const int64_t pp = s.parallel.pp;
   f.d = s.parallel.pp_schedule == PipelineSchedule::kInterleaved ? pp : 1;
-  // K = pp without interleaving: one micro-batch more than 1F1B's pp - 1 warm-up ones (and
-  // K = 1 without a pipeline), so that the second and third replays each add a micro-batch
-  // that runs in the steady state. Where the first micro-batch still allocates what later ones
+  // K = 1 without a pipeline, so that the second and third replays each add a micro-batch that
+  // runs in the steady state. Where the first micro-batch still allocates what later ones
   // reuse (lazy gradients, the first gathers, the caching allocator's segments) the window
-  // slides (FoldedReplay). Interleaved: past its warm-up of (pp - 1)·2 + (v - 1)·pp units of
-  // 1/v micro-batch each (Megatron-LM schedules.py), rounded up to whole groups of pp. The
+  // slides (FoldedReplay). 1F1B: K = pp + max(2, pp / 4). Past its pp - 1 warm-up micro-batches
+  // the first stage holds pp micro-batches' activations, and its caching allocator reaches
+  // the segments it keeps only some micro-batches later: until stop 61 K was pp, and not one
+  // pair (pp, pp + 1) repeated in the llama2-70b and llama3-405b plans (411 tried), the window
+  // sliding or three replays compared instead; from pp + 2 on (4 and 8 stages) and pp + 4 (16:
+  // pp + 3 did not) the pair repeats. At this K every 1F1B layout those plans replay, 2 to 32
+  // stages, folded on the first pair (163 of 164; the other after a slide), and GPT-3
+  // 175B as 1F1B on 8 stages (256 micro-batches) went from 261.4M to 189.0M instructions,
+  // Llama-2-70B on 4, 8 and 16 stages from 114.6M, 198.0M and 370.0M to 104.4M, 145.1M and
+  // 260.6M, on 2 from 83.1M to 83.8M. Interleaved: past its warm-up of (pp - 1)·2 + (v - 1)·pp
+  // units of 1/v micro-batch each (Megatron-LM schedules.py), rounded up to whole groups of pp. The
   // check of the states makes K a matter of cost, not of correctness: a K too small only means
   // a slide or no fold. Until stop 61 K had one group more, which every golden interleaved
   // layout needs (2 stages × 2 chunks: a warm-up of exactly one group), but most real layouts
@@ -299,8 +307,10 @@ std::optional<FoldPlan> FoldWindow(const Scenario& s) {
     const int64_t v = s.parallel.pp_chunks;
     const int64_t warmup = ((pp - 1) * 2 + (v - 1) * pp + v - 1) / v;
     f.k = (warmup + f.d - 1) / f.d * f.d;
+  } else if (pp > 1) {
+    f.k = pp + std::max<int64_t>(2, pp / 4);
   } else {
-    f.k = pp;
+    f.k = 1;
   }
   return f;
 }
@@ -330,28 +340,21 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   const int64_t m = s.micro_batches();
   auto plan = PlanFold(s);
   // A step too short for the three short replays but longer than the first pair (GPT-3 175B's
-  // 64 micro-batches on 8 stages × 3 chunks: K + d = 24) tries the pair's states alone — with
-  // the interleaved schedule, or without a pipeline — and, where they do not repeat and the
-  // step is longer than the next short replay, slides once (ReplayAfter), as the longer window
-  // does. When those states do not repeat either, the whole step goes on from the state of the
-  // longest short replay where the next program parts from it (ReplayAfter: every longer
-  // program shares its ops that far). A 1F1B pair (pp and pp + 1) does not repeat: its first
-  // stage, which holds pp micro-batches' activations, reserves more for two micro-batches
-  // after (the window's slides); in the plans of llama2-70b over three GPU types and of
-  // llama3-405b up to 16,384 H100, not one of their 1F1B layouts' 411 pairs repeated, and
-  // going on after them made the 405B plan 19 % slower, while 84 of the 85 interleaved ones
-  // and ones without a pipeline did (with K a group longer than now; FoldWindow). Where an
-  // interleaved step does not repeat it costs more than a full replay: Llama 3 405B at 128
-  // micro-batches (K = 32, d = 16), whose sends settle only some seven periods in, 1.97G
-  // instructions in full, 2.85G when it went on from the pair of 48 and 64, 3.17G now that it
-  // goes on from there after the pair of 32 and 48 (the short programs' lowerings, and the
-  // part of the longest one's replay that the step does not share).
-  const bool pair_kind =
-      s.parallel.pp == 1 || s.parallel.pp_schedule == PipelineSchedule::kInterleaved;
+  // 64 micro-batches on 8 stages × 3 chunks: K + d = 24) tries the pair's states alone and,
+  // where they do not repeat and the step is longer than the next short replay, slides once
+  // (ReplayAfter), as the longer window does. When those states do not repeat either, the
+  // whole step goes on from the state of the longest short replay where the next program parts
+  // from it (ReplayAfter: every longer program shares its ops that far). Until stop 61, with
+  // K = pp, 1F1B pairs never repeated (FoldWindow) and were not tried. Where a step does not
+  // repeat it costs more than a full replay: Llama 3 405B at 128 micro-batches (K = 32,
+  // d = 16), whose sends settle only some seven periods in, 1.97G instructions in full, 2.85G
+  // when it went on from the pair of 48 and 64, 3.17G now that it goes on from there after the
+  // pair of 32 and 48 (the short programs' lowerings, and the part of the longest one's replay
+  // that the step does not share).
   bool pair_only = false;
   if (!plan) {
     plan = FoldWindow(s);
-    if (!plan || !pair_kind || plan->k + plan->d >= m || (m - plan->k) % plan->d != 0) {
+    if (!plan || plan->k + plan->d >= m || (m - plan->k) % plan->d != 0) {
       return std::nullopt;
     }
     pair_only = true;
