@@ -341,16 +341,17 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   auto plan = PlanFold(s);
   // A step too short for the three short replays but longer than the first pair (GPT-3 175B's
   // 64 micro-batches on 8 stages × 3 chunks: K + d = 24) tries the pair's states alone and,
-  // where they do not repeat and the step is longer than the next short replay, slides once
-  // (ReplayAfter), as the longer window does. When those states do not repeat either, the
-  // whole step goes on from the state of the longest short replay where the next program parts
-  // from it (ReplayAfter: every longer program shares its ops that far). Until stop 61, with
-  // K = pp, 1F1B pairs never repeated (FoldWindow) and were not tried. Where a step does not
-  // repeat it costs more than a full replay: Llama 3 405B at 128 micro-batches (K = 32,
+  // where they do not repeat, the whole step goes on from the state of the pair's longer replay
+  // where the next program parts from it (ReplayAfter: every longer program shares its ops
+  // that far). Without a pipeline, where the step is longer than the next short replay, the
+  // pair first slides once (ReplayAfter), as the longer window does: it lowers one period
+  // more. A pipeline's programs are lowered whole, and where a pair does not repeat the step
+  // costs more than a full replay (the short programs' lowerings, and the part of the longer
+  // one's replay that the step does not share): Llama 3 405B at 128 micro-batches (K = 32,
   // d = 16), whose sends settle only some seven periods in, 1.97G instructions in full, 2.85G
-  // when it went on from the pair of 48 and 64, 3.17G now that it goes on from there after the
-  // pair of 32 and 48 (the short programs' lowerings, and the part of the longest one's replay
-  // that the step does not share).
+  // going on from the pair of 48 and 64 (stop 60, K a group longer), 3.17G sliding once from
+  // the pair of 32 and 48 to 48 and 64 before going on, so a pipeline does not slide. Until
+  // stop 61, with K = pp, 1F1B pairs never repeated (FoldWindow) and were not tried.
   bool pair_only = false;
   if (!plan) {
     plan = FoldWindow(s);
@@ -439,7 +440,7 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
       t.allocator_alone = !reserved.empty();
       return Extend(s, std::move(runs.back()), increment, n, late, reserved);
     }
-    if (pair_only && (runs.size() == 3 || last + plan->d >= m)) {
+    if (pair_only && (runs.size() == 3 || last + plan->d >= m || !lowering->incremental())) {
       const int32_t shared = lowering->shared();  // of runs.back()'s program with the step's
       auto program = lowering->Lower(m);
       if (!program.ok()) return std::nullopt;  // the full lowering reports it
