@@ -282,27 +282,29 @@ std::optional<FoldPlan> FoldWindow(const Scenario& s) {
   // K = 1 without a pipeline, so that the second and third replays each add a micro-batch that
   // runs in the steady state. Where the first micro-batch still allocates what later ones
   // reuse (lazy gradients, the first gathers, the caching allocator's segments) the window
-  // slides (FoldedReplay). 1F1B: K = pp + max(2, pp / 4). Past its pp - 1 warm-up micro-batches
-  // the first stage holds pp micro-batches' activations, and its caching allocator reaches
-  // the segments it keeps only some micro-batches later: until stop 61 K was pp, and not one
-  // pair (pp, pp + 1) repeated in the llama2-70b and llama3-405b plans (411 tried), the window
-  // sliding or three replays compared instead; from pp + 2 on (4 and 8 stages) and pp + 4 (16:
-  // pp + 3 did not) the pair repeats. At this K every 1F1B layout those plans replay, 2 to 32
-  // stages, folded on the first pair (163 of 164; the other after a slide), and GPT-3
-  // 175B as 1F1B on 8 stages (256 micro-batches) went from 261.4M to 189.0M instructions,
-  // Llama-2-70B on 4, 8 and 16 stages from 114.6M, 198.0M and 370.0M to 104.4M, 145.1M and
-  // 260.6M, on 2 from 83.1M to 83.8M. Interleaved: past its warm-up of (pp - 1)·2 + (v - 1)·pp
-  // units of 1/v micro-batch each (Megatron-LM schedules.py), rounded up to whole groups of pp. The
-  // check of the states makes K a matter of cost, not of correctness: a K too small only means
-  // a slide or no fold. Until stop 61 K had one group more, which every golden interleaved
-  // layout needs (2 stages × 2 chunks: a warm-up of exactly one group), but most real layouts
-  // do not: GPT-3 175B on 4, 8 or 16 stages × 2 to 4 chunks and Llama-2-70B on 4, 8 or 16
-  // stages × 2 or 5 chunks, at 256 micro-batches, all fold on the pair at this K, as did the 48
-  // interleaved layouts of 4 and 8 stages that the llama2-70b and llama3-405b plans replay.
-  // GPT-3 175B as shipped: `run` 462.8M -> 350.2M instructions. A layout that needs more
-  // (those plans' 32-stage ones, whose sends settle over several periods) slides to it and
-  // pays one short program's lowering more: the golden interleaved layout at 16 micro-batches
-  // 39.0M -> 39.9M.
+  // slides (FoldedReplay). The check of the states makes K a matter of cost, not of
+  // correctness: a K too small only means a slide or no fold; one too large, a longer replay.
+  //
+  // 1F1B: K = pp + max(2, pp / 4). Past its pp - 1 warm-up micro-batches the first stage holds
+  // pp micro-batches' activations, and its caching allocator reaches the segments it keeps only
+  // some micro-batches later: until stop 61 K was pp, and not one pair (pp, pp + 1) repeated in
+  // the llama2-70b and llama3-405b plans (411 tried); the pair repeats from pp + 2 at 4 and 8
+  // stages and from pp + 4 at 16 (pp + 3 did not). At this K, 163 of the 164 1F1B folds in
+  // those plans (2 to 32 stages) were on the first pair, the other after a slide. `run`
+  // instructions: GPT-3 175B as 1F1B on 8 stages (256 micro-batches) 261.4M -> 189.0M;
+  // Llama-2-70B on 4, 8 and 16 stages 114.6M -> 104.4M, 198.0M -> 145.1M, 370.0M -> 260.6M,
+  // on 2 stages 83.1M -> 83.8M.
+  //
+  // Interleaved: past its warm-up of (pp - 1)·2 + (v - 1)·pp units of 1/v micro-batch each
+  // (Megatron-LM schedules.py), rounded up to whole groups of pp. Until stop 61 K had one group
+  // more, which the golden interleaved layouts need (2 stages × 2 chunks: a warm-up of exactly
+  // one group), but real ones mostly do not: GPT-3 175B on 4, 8 or 16 stages × 2 to 4 chunks
+  // and Llama-2-70B on 4, 8 or 16 stages × 2 or 5 chunks, at 256 micro-batches, all fold on the
+  // pair at this K, as did the 48 interleaved layouts of 4 and 8 stages that the two plans
+  // replay; GPT-3 175B as shipped: `run` 462.8M -> 350.2M instructions. A layout that needs
+  // more (those plans' 32-stage ones, whose sends settle over several periods) slides to it
+  // and pays one short program's lowering more: the golden interleaved layout at 16
+  // micro-batches 39.0M -> 39.9M.
   if (s.parallel.pp_schedule == PipelineSchedule::kInterleaved && pp > 1) {
     const int64_t v = s.parallel.pp_chunks;
     const int64_t warmup = ((pp - 1) * 2 + (v - 1) * pp + v - 1) / v;
@@ -371,7 +373,7 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   //     144 sweep-grid configurations (docs/benchmarks.md) 132 fold so at the first pair, 57
   //     of them with the allocator replayed alone; the default scenario without it. Pipelines
   //     too, their programs listing one more micro-batch as one block (PipelineEmission): the
-  //     golden 1F1B and interleaved layouts at the first pair.
+  //     golden 1F1B layouts at the first pair, the interleaved ones after one slide.
   //   - By three replays (Repeats): otherwise K's replay is forked after all, and three
   //     replays that grow by the same increments are folded (the grid's other 12, whose
   //     allocators past capacity drift instead of settling: ReservedPeaks gives up on them).
