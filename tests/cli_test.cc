@@ -16,33 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tests/cli_run.h"
 
 namespace {
-
-struct Result {
-  int status = -1;
-  std::string out;  // stdout and stderr together
-};
-
-// A shell command run in the source folder, stdout and stderr together.
-Result Shell(const std::string& command) {
-  const std::string cmd = absl::StrCat("cd " STEPSIM_SOURCE_DIR " && ", command, " 2>&1");
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf;
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  return r;
-}
-
-Result Stepsim(const std::string& args) { return Shell(absl::StrCat(STEPSIM_BINARY " ", args)); }
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The DOM headless Chromium makes of a page, or "" when chromium is not installed (then the
 // caller WARNs and checks the file alone).

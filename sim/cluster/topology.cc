@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/base/check.h"
+#include "sim/base/text_escape.h"
 
 namespace sim::cluster {
 
@@ -432,7 +433,8 @@ double Topology::BisectionBytesPerSecond() const {
 
 std::string Topology::Dot() const {
   const Impl& t = *impl_;
-  std::string out = absl::StrCat("graph \"", t.fabric.name, "\" {\n  node [shape=box];\n");
+  // Names from the fabric file are DOT strings (DotString), so a quote in one ends nothing.
+  std::string out = absl::StrCat("graph ", DotString(t.fabric.name), " {\n  node [shape=box];\n");
   for (int64_t n = 0; n < t.nodes; ++n) {
     absl::StrAppendFormat(&out, "  node%d [label=\"node %d\\n%d GPUs, %d NICs\"];\n", n, n, t.gpn,
                           t.nodes > 1 ? t.nics : 0);
@@ -445,7 +447,7 @@ std::string Topology::Dot() const {
   for (size_t c = 0; c < t.core.size(); ++c)
     absl::StrAppendFormat(&out, "  core%d [shape=ellipse];\n", c);
   for (const std::string& n : t.switch_names)
-    absl::StrAppendFormat(&out, "  \"%s\" [shape=ellipse];\n", n);
+    absl::StrAppendFormat(&out, "  %s [shape=ellipse];\n", DotString(n));
   for (const Link& l : t.links) {
     const auto& f = t.g[l.from];
     const auto& to = t.g[l.to];
@@ -460,7 +462,7 @@ std::string Topology::Dot() const {
         case Kind::kCore:
           return absl::StrCat("core", v.index);
         case Kind::kSwitch:
-          return absl::StrCat("\"", t.switch_names[v.index], "\"");
+          return DotString(t.switch_names[v.index]);
         default:
           return "";
       }

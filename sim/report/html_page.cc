@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/base/text_escape.h"
 
 namespace sim::report::html {
 
@@ -86,28 +87,7 @@ double TickStep(double top, int n) {
   return 10 * p;
 }
 
-std::string Escape(absl::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
+std::string Escape(absl::string_view text) { return HtmlEscape(text); }
 
 std::string Page(absl::string_view title, absl::string_view body) {
   return absl::StrCat(

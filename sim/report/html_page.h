@@ -11,6 +11,7 @@
 
 namespace sim::report::html {
 
+// Text for HTML (sim/base/text_escape.h: HtmlEscape).
 std::string Escape(absl::string_view text);
 // Round tick steps: 1, 2 or 5 times a power of ten, about `n` of them up to `top`.
 double TickStep(double top, int n);

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/text_escape.h"
 #include "sim/replay/fold.h"
 #include "sim/report/json_text.h"
 #include "sim/report/table.h"
@@ -580,10 +581,10 @@ std::string TimelineCsv(const replay::ReplayResult& r) {
   std::string out = "time_s,gpu,event,category,delta_bytes,allocated_bytes,reserved_bytes\n";
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
     for (const memory::MemoryChange& c : r.ledgers[rank].changes()) {
-      absl::StrAppendFormat(&out, "%.12f,%d,%s,%s,%d,%d,%d\n", c.time.seconds(), r.GpuOf(rank),
-                            c.op ? OpLabel(r.program.ops[*c.op], r.program.layers) : "persistent",
-                            Name(c.category), c.delta.count(), c.allocated.count(),
-                            c.reserved.count());
+      absl::StrAppendFormat(
+          &out, "%.12f,%d,%s,%s,%d,%d,%d\n", c.time.seconds(), r.GpuOf(rank),
+          CsvCell(c.op ? OpLabel(r.program.ops[*c.op], r.program.layers) : "persistent"),
+          Name(c.category), c.delta.count(), c.allocated.count(), c.reserved.count());
     }
   }
   return out;

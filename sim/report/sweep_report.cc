@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "sim/base/text_escape.h"
 #include "sim/report/table.h"
 
 namespace sim::report {
@@ -21,11 +22,7 @@ namespace {
 std::string Render(const std::vector<std::string>& header,
                    const std::vector<std::vector<std::string>>& rows, TableFormat format) {
   if (format == TableFormat::kCsv) {
-    auto quote = [](const std::string& c) {
-      return c.find_first_of(",\"\n") == std::string::npos
-                 ? c
-                 : absl::StrCat("\"", absl::StrReplaceAll(c, {{"\"", "\"\""}}), "\"");
-    };
+    auto quote = [](const std::string& c) { return CsvCell(c); };
     std::string out;
     for (const auto* r : {&header}) {
       std::vector<std::string> q;
@@ -168,7 +165,7 @@ std::string FinetuneTable(const std::vector<std::string>& label_names, const std
   return Render(header, table, format);
 }
 
-absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::string& title,
+absl::StatusOr<GnuplotJob> PlotSweep(const std::string& title,
                                      const std::vector<std::string>& label_names,
                                      const std::vector<Row>& rows,
                                      const std::vector<std::string>& metrics) {
@@ -211,12 +208,15 @@ absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::str
   }
   if (series.empty()) return absl::FailedPreconditionError("--plot: no configuration ran");
   GnuplotJob job;
+  // Every text from the inputs (the title, the varied keys and values) enters the script as a
+  // single-quoted gnuplot string (GnuplotString): never inside double quotes, where gnuplot
+  // would run a backquoted command. The terminal is noenhanced, so ^ _ @ { } print as they are.
   std::string script = absl::StrFormat(
-      "set terminal svg size 900,%d dynamic enhanced font 'sans,11' background rgb 'white'\n"
-      "set output '%s'\nset multiplot layout %d,1 title \"%s\" noenhanced\n"
-      "set grid\nset key outside right top noenhanced\nset xlabel \"%s\" noenhanced\n",
-      360 * static_cast<int>(metrics.size()), absl::StrReplaceAll(svg_path, {{"'", "''"}}),
-      metrics.size(), absl::StrReplaceAll(title, {{"\"", "'"}}), label_names[0]);
+      "set terminal svg size 900,%d dynamic noenhanced font 'sans,11' background rgb 'white'\n"
+      "set output %s\nset multiplot layout %d,1 title %s\n"
+      "set grid\nset key outside right top\nset xlabel %s\n",
+      360 * static_cast<int>(metrics.size()), GnuplotString(kPlotSvgName), metrics.size(),
+      GnuplotString(title), GnuplotString(label_names[0]));
   if (numeric_x) {
     double lo = 1e300, hi = 0;
     for (const Row& r : rows) {
@@ -228,7 +228,18 @@ absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::str
     }
     if (lo > 0 && hi / lo >= 16) script += "set logscale x 2\n";
   } else {
-    script += "set xtics rotate by -30\n";
+    // Text x values are tic labels set in the script, each a gnuplot string; the data files
+    // hold only numbers.
+    std::vector<std::string> tics;
+    for (const std::string& name : series_names) {
+      size_t index = 0;
+      for (const Row* r : series[name]) {
+        if (tics.size() <= index)
+          tics.push_back(absl::StrCat(GnuplotString(r->labels[0]), " ", index));
+        ++index;
+      }
+    }
+    absl::StrAppend(&script, "set xtics rotate by -30 (", absl::StrJoin(tics, ", "), ")\n");
   }
   for (const std::string& m : metrics) {
     const Metric& metric = known.at(m);
@@ -245,16 +256,17 @@ absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::str
         const double v = metric.value(*r->summary);
         lo = std::min(lo, v);
         hi = std::max(hi, v);
-        out << (numeric_x ? r->labels[0] : absl::StrCat(index)) << " " << v << " \"" << r->labels[0]
-            << "\"\n";
+        double x = static_cast<double>(index);
+        if (numeric_x) absl::SimpleAtod(r->labels[0], &x);
+        out << absl::StrFormat("%.17g", x) << " " << v << "\n";
         ++index;
       }
       job.data.push_back({file, out.str()});
       // Each series its own dash pattern and marker, so series with equal values (no recompute
       // and selective recompute with flash attention) stay visible on top of each other.
-      plots.push_back(absl::StrFormat(
-          "'%s' using 1:2%s with linespoints lw 2 dt %d pt %d ps 1.3 title \"%s\"", file,
-          numeric_x ? "" : ":xtic(3)", si % 5 + 1, si % 13 + 1, series_names[si]));
+      plots.push_back(
+          absl::StrFormat("'%s' using 1:2 with linespoints lw 2 dt %d pt %d ps 1.3 title %s", file,
+                          si % 5 + 1, si % 13 + 1, GnuplotString(series_names[si])));
     }
     if (m == "peak") {
       // A constant: horizontal at the usable capacity whatever the x axis.
@@ -266,7 +278,8 @@ absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::str
     }
     const bool log_y = lo > 0 && hi / lo > 10;
     absl::StrAppendFormat(
-        &script, "set ylabel \"%s%s\"\n%s\nplot %s\n", metric.label, log_y ? ", log scale" : "",
+        &script, "set ylabel %s\n%s\nplot %s\n",
+        GnuplotString(absl::StrCat(metric.label, log_y ? ", log scale" : "")),
         log_y ? "set logscale y 10\nset yrange [*:*]" : "unset logscale y\nset yrange [0:*]",
         absl::StrJoin(plots, ", \\\n     "));
   }

@@ -39,17 +39,20 @@ std::string CompareTable(const std::vector<std::string>& label_names, const std:
 std::string FinetuneTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows,
                           TableFormat format);
 
-// A gnuplot run: its script and the data files it reads, by bare name (the caller writes them
-// beside the script and runs gnuplot there; the library runs nothing).
+// A gnuplot run: its script and the data files it reads, by bare name. The caller writes them
+// into a private folder, runs gnuplot there, and reads the SVG it drew from kPlotSvgName in
+// that folder (the library runs nothing). No text from the inputs is in the script except as
+// single-quoted gnuplot strings (sim/base/text_escape.h), and none is in the data files.
 struct GnuplotJob {
   std::string script;
   std::vector<std::pair<std::string, std::string>> data;  // (file name, contents)
 };
+inline constexpr char kPlotSvgName[] = "plot.svg";
 
 // Plots `metrics` (any of: peak, step, activations, mfu, exposed_comm) against the first label,
-// one line per combination of the other labels, into the SVG `svg_path` (absolute); peak plots
-// carry the GPU capacity as a line.
-absl::StatusOr<GnuplotJob> PlotSweep(const std::string& svg_path, const std::string& title,
+// one line per combination of the other labels, into kPlotSvgName; peak plots carry the GPU
+// capacity as a line.
+absl::StatusOr<GnuplotJob> PlotSweep(const std::string& title,
                                      const std::vector<std::string>& label_names,
                                      const std::vector<Row>& rows,
                                      const std::vector<std::string>& metrics);

@@ -69,7 +69,6 @@ int CalibrateCommand(const std::vector<std::string>& args) {
     return Fail("calibrate",
                 absl::InvalidArgumentError("expected CASES.yaml files, --gpu GPU and --out FILE"));
   }
-  if (absl::Status st = CheckOutputPath(*out); !st.ok()) return Fail("calibrate", st);
   auto root = DataRootFor(flags);
   if (!root.ok()) return Fail("calibrate", root.status());
   auto catalogs = sim::config::LoadCatalogs(*root);
@@ -112,16 +111,18 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   auto fit = sim::validate::Fit(cases, options);
   if (!fit.ok()) return Fail("calibrate", fit.status());
   const std::string command = absl::StrCat("stepsim calibrate ", absl::StrJoin(args, " "));
-  if (absl::Status st = WriteOutput(*out, sim::validate::CalibrationFileText(*fit, command));
+  OutputFiles files;
+  if (absl::Status st = files.Stage(*out, sim::validate::CalibrationFileText(*fit, command));
       !st.ok()) {
     return Fail("calibrate", st);
   }
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, sim::report::JsonText(FitJson(*fit)) + "\n"); !st.ok()) {
+    if (absl::Status st = files.Stage(*p, sim::report::JsonText(FitJson(*fit)) + "\n"); !st.ok()) {
       return Fail("calibrate", st);
     }
-    if (*p == "-") return kExitOk;
   }
+  if (absl::Status st = files.Commit(); !st.ok()) return Fail("calibrate", st);
+  if (files.writes_stdout()) return kExitOk;
   std::cout << sim::validate::FitText(*fit);
   if (others > 0) std::cout << others << " cases on other GPUs left out (--skip-other-gpus).\n";
   std::cout << "Wrote " << *out << "; use it with --calibration " << *out << "\n";

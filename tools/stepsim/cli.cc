@@ -35,54 +35,6 @@ std::string ResolveScenarioPath(const std::string& path) {
   return sim::config::DataRoot::Default().ResolveScenarioPath(path);
 }
 
-absl::Status WriteOutput(const std::string& path, const std::string& text) {
-  if (path == "-") {
-    std::cout << text;
-    std::cout.flush();
-    return std::cout ? absl::OkStatus() : absl::InternalError("cannot write standard output");
-  }
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (!ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
-    // A device or a pipe: written in place (renaming over it would replace it).
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": cannot open for writing: ", std::strerror(errno)));
-    }
-    const size_t n = std::fwrite(text.data(), 1, text.size(), f);
-    const int write_errno = n == text.size() && std::fflush(f) == 0 ? 0 : errno;
-    const int close_failed = std::fclose(f);
-    if (write_errno != 0 || close_failed != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": write failed: ", std::strerror(write_errno ? write_errno : errno)));
-    }
-    return absl::OkStatus();
-  }
-  const std::string tmp = absl::StrCat(path, ".tmp-stepsim");
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": cannot open for writing: ", std::strerror(errno)));
-    }
-    out << text;
-    if (!out.flush()) {
-      const int e = errno;
-      out.close();
-      std::filesystem::remove(tmp, ec);
-      return absl::InvalidArgumentError(absl::StrCat(path, ": write failed: ", std::strerror(e)));
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", ec.message()));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckOutputPath(const std::string& path) {
   if (path == "-") return absl::OkStatus();
   std::error_code ec;

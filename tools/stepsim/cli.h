@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "sim/config/catalog.h"
 #include "tools/stepsim/flags.h"
+#include "tools/stepsim/output_files.h"
 
 namespace stepsim_cli {
 
@@ -19,12 +20,6 @@ constexpr int kExitBadInput = 2;
 // Prints "stepsim CMD: message" to stderr and returns the exit status the error deserves.
 int Fail(const std::string& command, const absl::Status& status);
 
-// Writes `text` to PATH ("-" = standard output). Files are written to a temporary beside PATH
-// and renamed, so a failed run never leaves a half-written report.
-// Writes `text` to `path` ("-" = standard output) whole or not at all: a regular file through a
-// temporary file renamed over it; a device or pipe (/dev/stdout, a FIFO) directly. Errors carry
-// the system's reason.
-absl::Status WriteOutput(const std::string& path, const std::string& text);
 // Whether `path` can be written: not a directory, its folder exists and is writable.
 absl::Status CheckOutputPath(const std::string& path);
 

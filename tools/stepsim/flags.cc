@@ -1,5 +1,8 @@
 #include "tools/stepsim/flags.h"
 
+#include <filesystem>
+#include <map>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -62,12 +65,21 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args) {
     slot.push_back(*value);
   }
   // Output paths are checked now, before any work, so that a long sweep does not fail at its
-  // end on a path it could never have written.
-  for (const char* output : {"json", "csv", "trace", "timeline", "plot", "dot"}) {
-    if (auto path = Get(output)) {
-      if (absl::Status st = CheckOutputPath(*path); !st.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("--", output, " ", st.message()));
-      }
+  // end on a path it could never have written, and no output is written when another is bad.
+  std::map<std::string, std::string> named;  // path (as given) -> the flag that names it
+  for (const char* output : kOutputFlags) {
+    auto path = Get(output);
+    if (!path) continue;
+    if (absl::Status st = CheckOutputPath(*path); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--", output, " ", st.message()));
+    }
+    if (*path == "-") continue;
+    std::error_code ec;
+    std::string key = std::filesystem::weakly_canonical(*path, ec).string();
+    if (ec) key = *path;
+    if (auto [it, added] = named.emplace(key, output); !added) {
+      return absl::InvalidArgumentError(absl::StrCat("--", it->second, " and --", output,
+                                                     " both name ", *path, ": give each its own"));
     }
   }
   return absl::OkStatus();

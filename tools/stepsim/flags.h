@@ -16,6 +16,11 @@
 
 namespace stepsim_cli {
 
+// The flags that name an output file, in every command: Parse checks each before any work
+// (its folder exists and is writable, no two name one file).
+inline constexpr const char* kOutputFlags[] = {"json", "csv", "trace", "timeline",
+                                               "plot", "dot", "html",  "out"};
+
 struct FlagDef {
   std::string name;        // without the leading dashes
   std::string value_name;  // "" for a switch

@@ -42,9 +42,9 @@ std::string TopHelp() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  sim::KeepHeapForReplays();
-  std::vector<std::string> args(argv + 1, argv + argc);
+namespace {
+
+int Dispatch(const std::vector<std::string>& args) {
   if (args.empty()) return stepsim_cli::RunCommand({kDefaultScenario});
   const std::string command = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -68,4 +68,18 @@ int main(int argc, char** argv) {
                                          "validate", "calibrate", "topo", "collective"})
             << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  sim::KeepHeapForReplays();
+  const int status = Dispatch(std::vector<std::string>(argv + 1, argv + argc));
+  // Text still in standard output's buffer is written now: a full disk or a closed pipe turns
+  // an exit 0 into an error, so lost text is never reported as success.
+  if (absl::Status st = stepsim_cli::FlushStandardOutput(); !st.ok()) {
+    std::cerr << "stepsim: " << st.message() << "\n";
+    return status == stepsim_cli::kExitOk ? stepsim_cli::kExitBadInput : status;
+  }
+  return status;
 }

@@ -82,19 +82,21 @@ int PlanCommand(const std::vector<std::string>& args) {
     });
   }();
   if (!plan.ok()) return Fail("plan", plan.status());
+  OutputFiles files;
   if (auto p = flags.Get("html")) {
-    if (absl::Status st = WriteOutput(*p, sim::explore::PlanHtml(*plan)); !st.ok()) {
+    if (absl::Status st = files.Stage(*p, sim::explore::PlanHtml(*plan)); !st.ok()) {
       return Fail("plan", st);
     }
   }
   if (auto p = flags.Get("json")) {
     if (absl::Status st =
-            WriteOutput(*p, sim::report::JsonText(sim::explore::PlanJson(*plan)) + "\n");
+            files.Stage(*p, sim::report::JsonText(sim::explore::PlanJson(*plan)) + "\n");
         !st.ok()) {
       return Fail("plan", st);
     }
-    if (*p == "-") return kExitOk;
   }
+  if (absl::Status st = files.Commit(); !st.ok()) return Fail("plan", st);
+  if (files.writes_stdout()) return kExitOk;
   std::cout << sim::explore::PlanText(*plan);
   return kExitOk;
 }

@@ -181,12 +181,12 @@ int RunCommand(const std::vector<std::string>& args) {
   if (auto p = flags.Get("html")) {
     outputs.push_back({*p, sim::report::RunHtml(*scenario, *result, summary)});
   }
-  bool stdout_used = false;
-  for (const auto& [file, text] : outputs) {
-    if (absl::Status st = WriteOutput(file, text); !st.ok()) return Fail("run", st);
-    stdout_used = stdout_used || file == "-";
+  OutputFiles files;
+  for (auto& [file, text] : outputs) {
+    if (absl::Status st = files.Stage(file, std::move(text)); !st.ok()) return Fail("run", st);
   }
-  if (!stdout_used) std::cout << sim::report::RunText(summary);
+  if (absl::Status st = files.Commit(); !st.ok()) return Fail("run", st);
+  if (!files.writes_stdout()) std::cout << sim::report::RunText(summary);
   return kExitOk;
 }
 

@@ -1,12 +1,16 @@
 // stepsim sweep / compare / merge: many replays of one scenario.
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -106,32 +110,66 @@ absl::StatusOr<config::ScenarioLoader> Open(const FlagSet& flags, const std::str
   return config::ScenarioLoader::Open(*root, ResolveScenarioPath(path));
 }
 
-// Runs a gnuplot job in a fresh temporary folder (its data files beside its script).
-absl::Status RunGnuplot(const report::GnuplotJob& job) {
+// Runs a gnuplot job in a fresh private folder (mkdtemp: a name no one can plant beforehand),
+// its data files beside its script, and returns the SVG it drew there. gnuplot is started
+// without a shell, in that folder, with only the script's name as its argument.
+absl::StatusOr<std::string> RunGnuplot(const report::GnuplotJob& job) {
   std::error_code ec;
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path(ec) / absl::StrCat("stepsim-plot-", ::getpid());
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::FailedPreconditionError(absl::StrCat("--plot: ", ec.message()));
+  std::string dir_name =
+      (std::filesystem::temp_directory_path(ec) / "stepsim-plot-XXXXXX").string();
+  if (ec || ::mkdtemp(dir_name.data()) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--plot: cannot create a temporary folder: ", std::strerror(errno)));
+  }
+  const std::filesystem::path dir(dir_name);
+  struct RemoveAll {
+    std::filesystem::path dir;
+    ~RemoveAll() {
+      std::error_code ignored;
+      std::filesystem::remove_all(dir, ignored);
+    }
+  } cleanup{dir};
   for (const auto& [name, contents] : job.data) std::ofstream(dir / name) << contents;
   std::ofstream(dir / "plot.gp") << job.script;
-  const std::string cmd = absl::StrCat("cd '", dir.string(), "' && gnuplot plot.gp 2>&1");
-  std::string output;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) {
-    std::filesystem::remove_all(dir, ec);
-    return absl::FailedPreconditionError("--plot: cannot run gnuplot (install gnuplot-nox)");
+  int out[2];
+  if (::pipe(out) != 0) return absl::InternalError("--plot: cannot create a pipe");
+  const pid_t pid = ::fork();
+  if (pid < 0) return absl::InternalError("--plot: cannot start gnuplot");
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(out[1], STDERR_FILENO);
+    ::close(out[0]);
+    ::close(out[1]);
+    if (::chdir(dir.c_str()) == 0) {
+      char* const argv[] = {const_cast<char*>("gnuplot"), const_cast<char*>("plot.gp"), nullptr};
+      ::execvp("gnuplot", argv);
+    }
+    ::_exit(127);
   }
+  ::close(out[1]);
+  std::string output;
   char buf[512];
-  while (size_t n = fread(buf, 1, sizeof(buf), pipe)) output.append(buf, n);
-  const int rc = pclose(pipe);
-  std::filesystem::remove_all(dir, ec);
-  if (rc != 0) {
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof(buf))) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    if (output.size() < 4096) output.append(buf, static_cast<size_t>(n));
+  }
+  ::close(out[0]);
+  int wait_status = 0;
+  while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(wait_status) || WEXITSTATUS(wait_status) != 0) {
+    if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 127) {
+      return absl::FailedPreconditionError("--plot: cannot run gnuplot (install gnuplot-nox)");
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "--plot: gnuplot failed (install Debian's gnuplot-nox; tools/install-deps.sh does): ",
         output.substr(0, 300)));
   }
-  return absl::OkStatus();
+  std::ifstream svg(dir / report::kPlotSvgName, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  if (!svg || text.empty()) return absl::InternalError("--plot: gnuplot wrote no SVG");
+  return text;
 }
 
 report::TableFormat FormatOf(const FlagSet& f) {
@@ -212,28 +250,27 @@ int SweepCommand(const std::vector<std::string>& args) {
   const std::vector<std::string>& keys = outcome->keys;
   const std::vector<explore::ConfigResult>& results = outcome->results;
   const auto rows = Rows(results, sets->size());
-  bool stdout_used = false;
+  OutputFiles files;
   if (auto p = flags.Get("json")) {
     const std::string text = explore::SweepJsonText(loader->path(), *outcome) + "\n";
-    if (absl::Status st = WriteOutput(*p, text); !st.ok()) return Fail("sweep", st);
-    stdout_used = *p == "-";
+    if (absl::Status st = files.Stage(*p, text); !st.ok()) return Fail("sweep", st);
   }
   if (auto p = flags.Get("csv")) {
     if (absl::Status st =
-            WriteOutput(*p, report::SweepTable(keys, rows, report::TableFormat::kCsv));
+            files.Stage(*p, report::SweepTable(keys, rows, report::TableFormat::kCsv));
         !st.ok()) {
       return Fail("sweep", st);
     }
-    stdout_used = stdout_used || *p == "-";
   }
   if (auto p = flags.Get("plot")) {
     std::vector<std::string> metrics = {"peak", "step"};
     if (auto m = flags.Get("metrics")) metrics = absl::StrSplit(*m, ',');
     const std::string title = PlotTitle(*loader, *sets, keys);
-    const std::string svg = std::filesystem::absolute(*p).string();
-    auto job = report::PlotSweep(svg, title, keys, rows, metrics);
+    auto job = report::PlotSweep(title, keys, rows, metrics);
     if (!job.ok()) return Fail("sweep", job.status());
-    if (absl::Status st = RunGnuplot(*job); !st.ok()) return Fail("sweep", st);
+    auto svg = RunGnuplot(*job);
+    if (!svg.ok()) return Fail("sweep", svg.status());
+    if (absl::Status st = files.Stage(*p, *std::move(svg)); !st.ok()) return Fail("sweep", st);
   }
   const std::string held = BatchHeld(*loader, *sets, keys);
   if (auto p = flags.Get("html")) {
@@ -242,10 +279,10 @@ int SweepCommand(const std::vector<std::string>& args) {
                      " over ", absl::StrJoin(keys, ", "));
     const std::string page =
         report::RowsHtml(title, std::string(absl::StripAsciiWhitespace(held)), keys, rows);
-    if (absl::Status st = WriteOutput(*p, page); !st.ok()) return Fail("sweep", st);
-    stdout_used = stdout_used || *p == "-";
+    if (absl::Status st = files.Stage(*p, page); !st.ok()) return Fail("sweep", st);
   }
-  if (!stdout_used) std::cout << held << report::SweepTable(keys, rows, FormatOf(flags));
+  if (absl::Status st = files.Commit(); !st.ok()) return Fail("sweep", st);
+  if (!files.writes_stdout()) std::cout << held << report::SweepTable(keys, rows, FormatOf(flags));
   return kExitOk;
 }
 
@@ -326,11 +363,10 @@ int CompareCommand(const std::vector<std::string>& args) {
     rows.push_back(row);
   }
   const nlohmann::ordered_json j = explore::CompareJson(loader->path(), stages, results);
-  bool stdout_used = false;
+  OutputFiles files;
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, report::JsonText(j) + "\n"); !st.ok())
+    if (absl::Status st = files.Stage(*p, report::JsonText(j) + "\n"); !st.ok())
       return Fail("compare", st);
-    stdout_used = *p == "-";
   }
   const std::vector<std::string> labels = finetune ? std::vector<std::string>{"method", "stage"}
                                                    : std::vector<std::string>{"stage", "mode"};
@@ -339,22 +375,21 @@ int CompareCommand(const std::vector<std::string>& args) {
                     : report::CompareTable(labels, rows, format);
   };
   if (auto p = flags.Get("csv")) {
-    if (absl::Status st = WriteOutput(*p, table(report::TableFormat::kCsv)); !st.ok()) {
+    if (absl::Status st = files.Stage(*p, table(report::TableFormat::kCsv)); !st.ok()) {
       return Fail("compare", st);
     }
-    stdout_used = stdout_used || *p == "-";
   }
   if (auto p = flags.Get("html")) {
     const std::string title =
         absl::StrFormat("stepsim compare: %s, %s on %d GPUs, %d micro-batch%s per step", base->name,
                         base->model.name, base->cluster.gpus(), base->micro_batches(),
                         base->micro_batches() == 1 ? "" : "es");
-    if (absl::Status st = WriteOutput(*p, report::RowsHtml(title, "", labels, rows)); !st.ok()) {
+    if (absl::Status st = files.Stage(*p, report::RowsHtml(title, "", labels, rows)); !st.ok()) {
       return Fail("compare", st);
     }
-    stdout_used = stdout_used || *p == "-";
   }
-  if (!stdout_used) {
+  if (absl::Status st = files.Commit(); !st.ok()) return Fail("compare", st);
+  if (!files.writes_stdout()) {
     std::cout << absl::StrFormat("%s: %s, %d GPUs, %d micro-batch%s per step\n\n", base->name,
                                  base->model.name, base->cluster.gpus(), base->micro_batches(),
                                  base->micro_batches() == 1 ? "" : "es")

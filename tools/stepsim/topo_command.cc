@@ -37,8 +37,9 @@ int TopoCommand(const std::vector<std::string>& args) {
   auto topo = sim::cluster::Topology::Build(file->cluster);
   if (!topo.ok()) return Fail("topo", topo.status());
   const auto s = topo->Summary();
+  OutputFiles files;
   if (auto dot = flags.Get("dot")) {
-    if (absl::Status st = WriteOutput(*dot, topo->Dot()); !st.ok()) return Fail("topo", st);
+    if (absl::Status st = files.Stage(*dot, topo->Dot()); !st.ok()) return Fail("topo", st);
   }
   // Bus bandwidth of a 1 GiB collective over every GPU, per algorithm.
   sim::cost::GraphCostModel model(*topo, file->cluster, sim::CollectiveAlgorithm::kAuto);
@@ -76,10 +77,11 @@ int TopoCommand(const std::vector<std::string>& args) {
       {"bisection_bytes_per_s", s.bisection.bytes_per_s()},
       {"bus_bandwidth_bytes_per_s", bus}};
   if (auto p = flags.Get("json")) {
-    if (absl::Status st = WriteOutput(*p, sim::report::JsonText(j) + "\n"); !st.ok())
+    if (absl::Status st = files.Stage(*p, sim::report::JsonText(j) + "\n"); !st.ok())
       return Fail("topo", st);
-    if (*p == "-") return kExitOk;
   }
+  if (absl::Status st = files.Commit(); !st.ok()) return Fail("topo", st);
+  if (files.writes_stdout()) return kExitOk;
   // A multi-node NVLink domain was folded into one priced node (config::FoldNvlinkDomain).
   const sim::NodeSpec& node = file->cluster.node;
   const std::string domain =

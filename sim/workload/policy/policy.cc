@@ -139,9 +139,18 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
     env.b.AddMemToLast(
         {MemWhen::kEnd, MemCategory::kGradients, -ComputeBytes(env.group_params[g])});
   }
-  for (const Part& part : Parts(env, env.group_params[g], env.group_experts[g], env.shard_group)) {
+  // The layer's gradients are one allocation (the backward's, MemCategory::kGradients), however
+  // many parts reduce them: an MoE layer's dense part and its experts each reduce-scatter over
+  // their own group, and the whole is freed once, by the last part (the ledger matches a free to
+  // an allocation of its size).
+  const std::vector<Part> parts =
+      Parts(env, env.group_params[g], env.group_experts[g], env.shard_group);
+  const Bytes all_layer_grads = ComputeBytes(env.group_params[g]);
+  for (size_t pi = 0; pi < parts.size(); ++pi) {
+    const Part& part = parts[pi];
     const Bytes grads = Bytes::Count(ReduceBytes() * part.params);
     const Bytes layer_grads = ComputeBytes(part.params);
+    const Bytes freed = pi + 1 == parts.size() ? all_layer_grads : Bytes();
     Op rs =
         env.b.Collective("reduce_scatter", CollectiveKind::kReduceScatter, grads, part.group, g);
     env.b.Spec(rs).buckets = LayerReduceBuckets(grads);
@@ -161,15 +170,15 @@ void DataParallelPolicy::AfterBackward(DpEnv& env, int32_t g) {
       copy.group = g;
       const int32_t copied = env.b.Add(copy, deps,
                                        {{MemWhen::kStart, MemCategory::kCommBuffers, grads},
-                                        {MemWhen::kEnd, MemCategory::kGradients, -layer_grads}});
+                                        {MemWhen::kEnd, MemCategory::kGradients, -freed}});
       id = env.b.Add(rs, {copied}, {{MemWhen::kEnd, MemCategory::kCommBuffers, -grads}});
     } else {
       const Bytes buffer = LayerReduceBuffer(grads);
-      id = env.b.Add(rs, deps,
-                     {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
-                      {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
-                      {MemWhen::kEnd, MemCategory::kGradients,
-                       GradientsIntoBucket() ? Bytes() : -layer_grads}});
+      id = env.b.Add(
+          rs, deps,
+          {{MemWhen::kStart, MemCategory::kCommBuffers, buffer},
+           {MemWhen::kEnd, MemCategory::kCommBuffers, -buffer},
+           {MemWhen::kEnd, MemCategory::kGradients, GradientsIntoBucket() ? Bytes() : -freed}});
     }
     const int64_t local = (part.params + part.shard_degree - 1) / part.shard_degree;
     if (!plan_.hybrid) {

@@ -1,0 +1,99 @@
+#include "sim/base/text_escape.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace sim {
+
+namespace {
+
+bool IsControl(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
+
+}  // namespace
+
+std::string HtmlEscape(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      case '\t':
+      case '\n':
+        out += c;
+        break;
+      default:
+        if (IsControl(c)) {
+          out += "\xEF\xBF\xBD";  // U+FFFD
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string GnuplotString(absl::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      out += "''";
+    } else if (IsControl(c)) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  out += '\'';
+  return out;
+}
+
+std::string CsvCell(absl::string_view text) {
+  std::string cell(text);
+  if (!cell.empty() && cell != "-") {
+    const char c = cell[0];
+    double number = 0;
+    const bool formula = c == '=' || c == '+' || c == '-' || c == '@' || c == '\t' || c == '\r';
+    if (formula && !absl::SimpleAtod(cell, &number)) cell = absl::StrCat("'", cell);
+  }
+  if (cell.find_first_of(",\"\r\n") == std::string::npos) return cell;
+  std::string out = "\"";
+  for (char c : cell) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
+std::string DotString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (IsControl(c)) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+}  // namespace sim

@@ -1,0 +1,226 @@
+// The stepsim command against files from strangers (docs/security.md): text from a model, a
+// fabric or a --vary value reaches the plot, the pages, the CSV, the DOT graph and the trace as
+// text and runs nothing; outputs are written whole or not at all, whatever sits at their paths.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "tests/cli_run.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A private folder for one test, removed at its end.
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag) {
+    std::string name =
+        (fs::temp_directory_path() / absl::StrCat("stepsim-", tag, "-XXXXXX")).string();
+    REQUIRE(::mkdtemp(name.data()) != nullptr);
+    path = name;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// RFC 4180 cells of a CSV text (quoted cells with "" for a quote), row by row.
+std::vector<std::vector<std::string>> CsvRows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows(1);
+  std::string cell;
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cell += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      rows.back().push_back(cell);
+      cell.clear();
+    } else if (c == '\n') {
+      rows.back().push_back(cell);
+      cell.clear();
+      rows.emplace_back();
+    } else {
+      cell += c;
+    }
+  }
+  if (rows.back().empty()) rows.pop_back();
+  return rows;
+}
+
+// A model name that is shell, gnuplot, HTML and spreadsheet code at once; each command in it
+// would create a marker file in `dir`.
+std::string HostileName(const TempDir& dir) {
+  return absl::StrCat("x`touch ", dir / "ran1", "`\\\" ; system \\\"touch ", dir / "ran2",
+                      "\\\" ; print '<script>alert(1)</script>=cmd|x");
+}
+
+std::vector<std::string> Markers(const TempDir& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    if (absl::StartsWith(e.path().filename().string(), "ran")) found.push_back(e.path());
+  }
+  return found;
+}
+
+TEST_CASE("a hostile model name and --vary value stay text in plot, pages, CSV and trace",
+          "[cli][security]") {
+  TempDir dir("hostile");
+  std::string model = Slurp(STEPSIM_SOURCE_DIR "/tests/golden/tiny-model.yaml");
+  model.replace(model.find("name: tiny-llama"), 16,
+                absl::StrCat("name: \"", HostileName(dir), "\""));
+  WriteFile(dir / "m.yaml", model);
+  WriteFile(dir / "s.yaml",
+            "schema_version: 1\nname: t\nmodel: ./m.yaml\ncluster: {node: dgx-h100, nodes: 1}\n"
+            "training: {global_batch: 16, seq_len: 1024}\n");
+  // The --vary value: a backquote command, a quote, a newline and a formula.
+  const std::string vary = absl::StrCat("name=y`touch ", dir / "ran3", "`,=HYPERLINK(\"a\")");
+  const Result sweep = Stepsim(absl::StrCat(
+      "sweep ", dir / "s.yaml", " --vary training.micro_batch=1,2 --vary '", vary, "' --plot ",
+      dir / "p.svg", " --csv ", dir / "p.csv", " --html ", dir / "p.html"));
+  INFO(sweep.out);
+  REQUIRE(sweep.status == 0);
+  CHECK(Markers(dir).empty());
+  // The plot drew the name as text (gnuplot's SVG escapes < and &).
+  const std::string svg = Slurp(dir / "p.svg");
+  CHECK(absl::StrContains(svg, "touch "));
+  CHECK(!absl::StrContains(svg, "<script>"));
+  const std::string html = Slurp(dir / "p.html");
+  CHECK(!absl::StrContains(html, "<script>alert"));
+  CHECK(absl::StrContains(html, "=HYPERLINK"));
+  // Every CSV row has the header's cells, and none would start a spreadsheet formula.
+  const auto rows = CsvRows(Slurp(dir / "p.csv"));
+  REQUIRE(rows.size() == 5);
+  for (const auto& row : rows) {
+    CHECK(row.size() == rows[0].size());
+    for (const std::string& cell : row) {
+      INFO(cell);
+      if (cell.empty() || cell == "-") continue;
+      CHECK((cell[0] != '=' && cell[0] != '+' && cell[0] != '@'));
+    }
+  }
+  CHECK(rows[2][1] == "'=HYPERLINK(\"a\")");
+
+  const Result run = Stepsim(absl::StrCat("run ", dir / "s.yaml", " --trace ", dir / "t.json",
+                                          " --html ", dir / "r.html", " --timeline ", dir / "t.csv",
+                                          " --json ", dir / "r.json"));
+  INFO(run.out);
+  REQUIRE(run.status == 0);
+  CHECK(Markers(dir).empty());
+  CHECK(!absl::StrContains(Slurp(dir / "r.html"), "<script>"));
+  CHECK(absl::StrContains(Slurp(dir / "r.html"), "print &#39;&lt;script&gt;"));
+  CHECK_NOTHROW(nlohmann::json::parse(Slurp(dir / "t.json")));
+}
+
+TEST_CASE("a fabric's hostile names stay DOT strings", "[cli][security]") {
+  TempDir dir("dot");
+  std::string fabric = Slurp(STEPSIM_SOURCE_DIR "/topologies/fabrics/explicit-dumbbell.yaml");
+  fabric = absl::StrReplaceAll(
+      fabric, {{"name: explicit-dumbbell", "name: 'fab\" } ; x'"}, {"tor-a", "'tor\"a\\'"}});
+  WriteFile(dir / "f.yaml", fabric);
+  std::string cluster = Slurp(STEPSIM_SOURCE_DIR "/topologies/commodity-dumbbell.yaml");
+  cluster =
+      absl::StrReplaceAll(cluster, {{"fabric: explicit-dumbbell", "fabric: " + dir / "f.yaml"}});
+  WriteFile(dir / "c.yaml", cluster);
+  const Result r = Stepsim(absl::StrCat("topo ", dir / "c.yaml", " --dot ", dir / "g.dot"));
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const std::string dot = Slurp(dir / "g.dot");
+  CHECK(absl::StartsWith(dot, "graph \"fab\\\" } ; x\" {\n"));
+  CHECK(absl::StrContains(dot, "\"tor\\\"a\\\\\" [shape=ellipse];"));
+}
+
+TEST_CASE("outputs replace a planted symlink, never write through it", "[cli][security]") {
+  TempDir dir("symlink");
+  WriteFile(dir / "victim", "keep me\n");
+  fs::create_symlink(dir / "victim", dir / "r.json");
+  const Result r = Stepsim(absl::StrCat("run tests/golden/zero3.yaml --json ", dir / "r.json"));
+  REQUIRE(r.status == 0);
+  CHECK(Slurp(dir / "victim") == "keep me\n");
+  CHECK(!fs::is_symlink(dir / "r.json"));
+  CHECK_NOTHROW(nlohmann::json::parse(Slurp(dir / "r.json")));
+  // No temporary is left beside the output.
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) entries += e.path().empty() ? 0 : 1;
+  CHECK(entries == 2);
+}
+
+TEST_CASE("a bad later output path leaves no earlier output behind", "[cli][security]") {
+  TempDir dir("partial");
+  const Result r = Stepsim(absl::StrCat("run tests/golden/zero3.yaml --json ", dir / "r.json",
+                                        " --html ", dir / "missing/r.html"));
+  CHECK(r.status == 2);
+  CHECK(absl::StrContains(r.out, "--html"));
+  CHECK(!fs::exists(dir / "r.json"));
+  const Result same =
+      Stepsim(absl::StrCat("sweep tests/golden/zero3.yaml --vary "
+                           "training.seq_len=512 --json ",
+                           dir / "x", " --csv ", dir / "x"));
+  CHECK(same.status == 2);
+  CHECK(absl::StrContains(same.out, "--json and --csv both name"));
+}
+
+TEST_CASE("a full disk or standard output fails the command and keeps the old file",
+          "[cli][security]") {
+  TempDir dir("full");
+  WriteFile(dir / "r.json", "old\n");
+  // A file-size limit of 1 KiB with SIGXFSZ ignored: the write fails with EFBIG, as on a full disk.
+  const Result big = Shell(absl::StrCat("trap '' XFSZ; ulimit -f 1; " STEPSIM_BINARY
+                                        " run tests/golden/zero3.yaml --json ",
+                                        dir / "r.json"));
+  CHECK(big.status == 2);
+  CHECK(absl::StrContains(big.out, "write failed"));
+  CHECK(Slurp(dir / "r.json") == "old\n");
+  // The command's stdout to /dev/full, its stderr to the test (Shell's 2>&1 is outside).
+  const Result json =
+      Shell("{ " STEPSIM_BINARY " run tests/golden/zero3.yaml --json - >/dev/full; }");
+  CHECK(json.status == 2);
+  CHECK(absl::StrContains(json.out, "standard output: write failed"));
+  const Result text = Shell("{ " STEPSIM_BINARY " run tests/golden/zero3.yaml >/dev/full; }");
+  CHECK(text.status == 2);
+  CHECK(absl::StrContains(text.out, "standard output: write failed"));
+  const Result device = Stepsim("run tests/golden/zero3.yaml --json /dev/full");
+  CHECK(device.status == 2);
+  CHECK(absl::StrContains(device.out, "/dev/full: write failed"));
+}
+
+TEST_CASE("two processes writing one output leave one whole report", "[cli][security]") {
+  TempDir dir("concurrent");
+  const Result r = Shell(absl::StrCat("for i in 1 2 3 4; do " STEPSIM_BINARY
+                                      " sweep tests/golden/zero3.yaml --vary "
+                                      "training.seq_len=256,512,1024 --json ",
+                                      dir / "s.json", " & done; wait"));
+  CHECK(r.status == 0);
+  const auto j = nlohmann::json::parse(Slurp(dir / "s.json"));
+  CHECK(j["results"].size() == 3);
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir.path)) entries += e.path().empty() ? 0 : 1;
+  CHECK(entries == 1);
+}
+
+}  // namespace
