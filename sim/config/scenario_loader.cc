@@ -733,8 +733,7 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
   }
   // ZeRO-3 / FULL_SHARD gathers would have to gather experts over their own data-parallel group
   // (not modelled: DeepSpeed-MoE refuses ZeRO-3, Megatron-Core uses the distributed optimizer).
-  const FsdpSharding fsdp =
-      par.sharding.value_or(par.zero == 3 ? FsdpSharding::kFullShard : FsdpSharding::kNoShard);
+  const FsdpSharding fsdp = FsdpShardingOf(par);
   const bool full_shard = par.framework == Framework::kFsdp ? fsdp == FsdpSharding::kFullShard ||
                                                                   fsdp == FsdpSharding::kHybridShard
                                                             : par.zero == 3;
@@ -787,12 +786,23 @@ void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& err
     errors.Add(at("parallel", "overlap_param_gather"), "parallel.overlap_param_gather",
                "overlap_param_gather belongs to framework megatron (its distributed optimizer)");
   }
-  if (pp > 1 && par.framework != Framework::kMegatron && par.zero >= 2) {
+  if (pp > 1 && par.framework != Framework::kMegatron && par.framework != Framework::kFsdp &&
+      par.zero >= 2) {
     // DeepSpeed: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
     errors.Add(at("parallel", "zero"), "parallel.zero",
                absl::StrCat("zero ", par.zero, " with pp ", pp,
                             ": ZeRO-2/3 are not combined with pipeline parallelism (DeepSpeed "
                             "refuses it); use zero 0 or 1"));
+  }
+  if (pp > 1 && par.framework == Framework::kFsdp && fsdp != FsdpSharding::kNoShard) {
+    // Every sharded FSDP strategy (SHARD_GRAD_OP included: zero 1 and 2) gathers per layer, which
+    // the pipeline's lowering does not model yet.
+    const bool named = par.sharding.has_value();
+    errors.Add(at("parallel", named ? "sharding" : "zero"),
+               named ? "parallel.sharding" : "parallel.zero",
+               absl::StrCat("fsdp ", Name(fsdp), " with pp ", pp,
+                            ": sharded FSDP is not modelled with pipeline parallelism; use "
+                            "sharding no_shard (zero 0), or deepspeed or megatron at zero 1"));
   }
   if ((tp > 1 || pp > 1 || cp > 1) && par.framework == Framework::kFsdp &&
       par.sharding == FsdpSharding::kHybridShard) {

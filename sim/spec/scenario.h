@@ -306,8 +306,7 @@ struct ParallelSpec {
   // sim/workload/policy/). DeepSpeed counts its buckets in elements (`deepspeed` below).
   std::optional<Bytes> bucket;
   DeepSpeedSpec deepspeed;
-  // FSDP only: the sharding strategy; when absent it follows `zero` (0 NO_SHARD, 2 SHARD_GRAD_OP,
-  // 3 FULL_SHARD).
+  // FSDP only: the sharding strategy; when absent it follows `zero` (FsdpShardingOf).
   std::optional<FsdpSharding> sharding;
   // FSDP only: which implementation. 1: FullyShardedDataParallel (FSDP1), whose flat parameter
   // is all-gathered into and reduce-scattered from in place. 2: fully_shard (FSDP2, torchtitan),
@@ -326,6 +325,14 @@ struct ParallelSpec {
   // its bucket, so the gradients exist once (4 B/param) instead of twice (8 B/param).
   bool gradient_as_bucket_view = false;
 };
+
+// FSDP's strategy for a layout: `sharding` when given, else from `zero` (0 NO_SHARD, 1 and 2
+// SHARD_GRAD_OP, 3 FULL_SHARD). The loader's checks and the FSDP policy both read it here.
+inline FsdpSharding FsdpShardingOf(const ParallelSpec& p) {
+  return p.sharding.value_or(p.zero == 3   ? FsdpSharding::kFullShard
+                             : p.zero == 0 ? FsdpSharding::kNoShard
+                                           : FsdpSharding::kShardGradOp);
+}
 
 struct RuntimeSpec {
   // GPU memory the process holds outside PyTorch's caching allocator: the CUDA context, NCCL's

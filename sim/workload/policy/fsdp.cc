@@ -54,11 +54,7 @@ class FsdpPolicy : public DataParallelPolicy {
 ShardingPlan ShardingOf(const Scenario& s) {
   ShardingPlan plan;
   plan.shard_degree = Placement(s).GradientGroup().size;
-  const FsdpSharding mode =
-      s.parallel.sharding.value_or(s.parallel.zero == 3   ? FsdpSharding::kFullShard
-                                   : s.parallel.zero == 0 ? FsdpSharding::kNoShard
-                                                          : FsdpSharding::kShardGradOp);
-  switch (mode) {
+  switch (FsdpShardingOf(s.parallel)) {
     case FsdpSharding::kNoShard:
       plan.stage = 0;
       break;
