@@ -2,8 +2,8 @@
 // across each framework, model family (dense and mixture-of-experts) and parallelism, replays
 // without an internal check firing, and its folded report (sim/replay/fold.h) is the unfolded
 // one byte for byte, text and JSON — but for a step that does not fit by its tensors alone,
-// whose reserved peak past capacity may differ (docs/folding.md). The generator is seeded, so a failure reproduces; the layout
-// is printed with it. At least 2,000 layouts run in each CI pass.
+// whose reserved peak past capacity may differ (docs/folding.md). The generator is seeded, so a
+// failure reproduces; the layout is printed with it. At least 2,000 layouts run in each CI pass.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <optional>
@@ -25,8 +25,8 @@ class LayoutGenerator {
   explicit LayoutGenerator(uint32_t seed) : rng_(seed) {}
 
   std::vector<config::Override> Next() {
-    const std::string model = Pick({"tiny-model.yaml", "tiny-moe.yaml", "tiny-moe.yaml",
-                                    "gpt2-xl", "mpt-7b", "llama3.2-3b", "qwen1.5-moe-a2.7b"});
+    const std::string model = Pick({"tiny-model.yaml", "tiny-moe.yaml", "tiny-moe.yaml", "gpt2-xl",
+                                    "mpt-7b", "llama3.2-3b", "qwen1.5-moe-a2.7b"});
     const bool moe = model == "tiny-moe.yaml" || model == "qwen1.5-moe-a2.7b";
     const std::string framework = Pick({"deepspeed", "fsdp", "megatron", "ddp", "torchtune"});
     const std::string tp = Pick({"1", "1", "2", "4"});

@@ -23,6 +23,18 @@ TEST_CASE("bandwidth keeps bits and bytes apart", "[units]") {
   CHECK(ParseBandwidth("1 GiB/s")->bytes_per_s() == 1073741824.0);
 }
 
+TEST_CASE("a bandwidth or FLOP rate too slow to price is refused where it is read", "[units]") {
+  // Below 1 MB/s or 1 GFLOP/s one op of a real model would outlast the replay's clock.
+  CHECK(ParseBandwidth("1 MB/s")->bytes_per_s() == 1e6);
+  CHECK(ParseBandwidth("0 Gb/s")->bytes_per_s() == 0);  // "none" (a node without NICs)
+  CHECK(ParseBandwidth("3 B/s").status().message() ==
+        "bandwidth '3 B/s' is below the 1 MB/s stepsim prices (0 means none)");
+  CHECK(!ParseBandwidth("0.5 MB/s").ok());
+  CHECK(ParseFlopRate("1 GFLOP/s")->per_second() == 1e9);
+  CHECK(ParseFlopRate("10 FLOP/s").status().message() ==
+        "FLOP rate '10 FLOP/s' is below the 1 GFLOP/s stepsim prices (0 means none)");
+}
+
 TEST_CASE("FLOP rates and durations", "[units]") {
   CHECK(ParseFlopRate("312 TFLOP/s")->per_second() == 312e12);
   CHECK(ParseFlopRate("2.25 PFLOP/s")->per_second() == 2.25e15);

@@ -224,3 +224,52 @@ TEST_CASE("two processes writing one output leave one whole report", "[cli][secu
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("numbers past their bounds are refused before any work, with exit 2", "[cli][security]") {
+  auto expect2 = [](const std::string& args, const std::string& message) {
+    INFO(args);
+    const Result r = Stepsim(args);
+    CHECK(r.status == 2);
+    CHECK(absl::StrContains(r.out, message));
+  };
+  std::string many;
+  for (int i = 1; i <= 1001; ++i) absl::StrAppend(&many, i == 1 ? "" : ",", i);
+  expect2(absl::StrCat("sweep tests/golden/zero3.yaml --vary training.seq_len=", many,
+                       " --vary training.micro_batch=", many),
+          "1001 x 1001 values make more than the 1000000 configurations one sweep runs");
+  expect2("plan llama2-7b --price H100-SXM5-80GB=nan", "(a finite price, 0 or more)");
+  expect2("plan llama2-7b --price H100-SXM5-80GB=inf", "(a finite price, 0 or more)");
+  expect2("plan llama2-7b --price NO-SUCH-GPU=2", "--price: unknown GPU 'NO-SUCH-GPU'");
+  expect2("plan llama2-7b --price H100-SXM5-80GB=2 --price h100-sxm5-80gb=3", "priced twice");
+  expect2("plan llama2-7b --gpu H100-SXM5-80GB --price H200-SXM-141GB=2",
+          "H200-SXM-141GB is not among the GPUs planned for");
+  expect2("plan llama2-7b --days inf", "--days: expected a positive number");
+  expect2(
+      "calibrate scenarios/validation/mpt-h100.yaml --gpu H100-SXM5-80GB --out /dev/null "
+      "--fix comm_efficiency=nan",
+      "comm_efficiency = nan is outside its bounds");
+}
+
+TEST_CASE("a shard whose configurations all fail still writes its rows, and merge finishes",
+          "[cli][security]") {
+  TempDir dir("shards");
+  const std::string vary = "--vary parallel.tp=1,3";  // tp 3 divides nothing: its row fails
+  const Result a = Stepsim(
+      absl::StrCat("sweep tests/golden/zero3.yaml ", vary, " --shard 1/2 --json ", dir / "a.json"));
+  const Result b = Stepsim(
+      absl::StrCat("sweep tests/golden/zero3.yaml ", vary, " --shard 2/2 --json ", dir / "b.json"));
+  CHECK(a.status == 0);
+  INFO(b.out);
+  REQUIRE(b.status == 0);
+  const auto shard = nlohmann::json::parse(Slurp(dir / "b.json"));
+  REQUIRE(shard["results"].size() == 1);
+  CHECK(absl::StrContains(shard["results"][0]["error"].get<std::string>(), "tp 3 must divide"));
+  const Result merged =
+      Stepsim(absl::StrCat("merge ", dir / "a.json", " ", dir / "b.json", " --json -"));
+  REQUIRE(merged.status == 0);
+  CHECK(nlohmann::json::parse(merged.out)["results"].size() == 2);
+}
+
+}  // namespace

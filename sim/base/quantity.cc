@@ -124,15 +124,32 @@ absl::StatusOr<Bytes> ParseBytes(absl::string_view text) {
   return Bytes::Round(*v);
 }
 
+// The slowest link and the slowest processor stepsim prices: 1 MB/s (below a 10 Mb/s Ethernet
+// port) and 1 GFLOP/s (below one CPU core). Below them, one op of a real model outlasts the
+// 2^63 picoseconds (106 days) the replay's clock counts, so they are refused where they are
+// read; 0 stays allowed where a file means "none" (a node without NICs).
+constexpr double kMinBandwidth = 1e6;
+constexpr double kMinFlopRate = 1e9;
+
 absl::StatusOr<Bandwidth> ParseBandwidth(absl::string_view text) {
   auto v = Scale(text, BandwidthUnits(), "bandwidth");
   if (!v.ok()) return v.status();
+  if (*v != 0 && !(*v >= kMinBandwidth)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bandwidth '", absl::StripAsciiWhitespace(text),
+                     "' is below the 1 MB/s stepsim prices (0 means none)"));
+  }
   return Bandwidth::BytesPerSecond(*v);
 }
 
 absl::StatusOr<FlopRate> ParseFlopRate(absl::string_view text) {
   auto v = Scale(text, FlopRateUnits(), "FLOP rate");
   if (!v.ok()) return v.status();
+  if (*v != 0 && !(*v >= kMinFlopRate)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FLOP rate '", absl::StripAsciiWhitespace(text),
+                     "' is below the 1 GFLOP/s stepsim prices (0 means none)"));
+  }
   return FlopRate::PerSecond(*v);
 }
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
@@ -68,6 +69,24 @@ absl::StatusOr<Vary> ParseVary(absl::string_view key_equals_values) {
     if (!*range) v.values.push_back(std::string(item));
   }
   return v;
+}
+
+absl::StatusOr<size_t> ProductSize(const std::vector<Vary>& varies) {
+  size_t n = 1;
+  for (const Vary& v : varies) {
+    if (v.values.empty()) return size_t{0};
+  }
+  for (const Vary& v : varies) {
+    if (n > kMaxSweepConfigurations / v.values.size()) {
+      std::vector<std::string> counts;
+      for (const Vary& w : varies) counts.push_back(absl::StrCat(w.values.size()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--vary: ", absl::StrJoin(counts, " x "), " values make more than the ",
+          kMaxSweepConfigurations, " configurations one sweep runs; vary fewer values"));
+    }
+    n *= v.values.size();
+  }
+  return n;
 }
 
 std::vector<std::vector<config::Override>> Product(const std::vector<Vary>& varies) {

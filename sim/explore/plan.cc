@@ -255,6 +255,23 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
   // Work units in a fixed order: per GPU type, the smallest-count search, then one unit per
   // whole-node cluster size. A shard runs a contiguous slice of them.
   std::vector<std::pair<std::string, int64_t>> units;  // (GPU, nodes; 0 = smallest-count search)
+  // --price names: each a catalog GPU the plan considers (FindGpu: case-insensitive, with the
+  // nearest name), keyed here by the catalog's spelling.
+  std::map<std::string, double> prices;
+  for (const auto& [name, usd] : req.prices) {
+    auto gpu = config::FindGpu(catalogs->gpus, name);
+    if (!gpu.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--price: ", gpu.status().message()));
+    bool considered = false;
+    for (const std::string& g : req.gpus) {
+      considered = considered || absl::AsciiStrToLower(g) == absl::AsciiStrToLower(gpu->name);
+    }
+    if (!considered) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--price: ", gpu->name, " is not among the GPUs planned for (--gpu); add it there"));
+    }
+    prices[gpu->name] = usd;
+  }
   for (const std::string& gpu_name : req.gpus) {
     auto gpu = config::FindGpu(catalogs->gpus, gpu_name);
     if (!gpu.ok()) return gpu.status();
@@ -298,7 +315,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
                        "; add one (GPUs per node, NVLink and NIC bandwidth) to plan with it"));
     }
     std::optional<double> price = gpu->price_per_hour_usd;
-    if (auto it = req.prices.find(gpu->name); it != req.prices.end()) price = it->second;
+    if (auto it = prices.find(gpu->name); it != prices.end()) price = it->second;
     bool in_slice = false;
     for (int64_t i = begin; i < end; ++i) in_slice = in_slice || units[i].first == gpu->name;
     if (in_slice) {

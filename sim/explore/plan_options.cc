@@ -4,6 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -55,7 +56,9 @@ constexpr double kMaxLoraRank = 1 << 20;
 absl::Status Positive(absl::string_view shown, absl::string_view value,
                       std::optional<double>& slot) {
   double x = 0;
-  if (!absl::SimpleAtod(value, &x) || !(x > 0)) return Bad(shown, "a positive number", value);
+  if (!absl::SimpleAtod(value, &x) || !(x > 0) || !std::isfinite(x)) {
+    return Bad(shown, "a positive number", value);
+  }
   slot = x;
   return absl::OkStatus();
 }
@@ -87,8 +90,16 @@ absl::Status SetPlanOption(PlanRequest& req, absl::string_view name, absl::strin
   if (name == "price") {
     std::pair<std::string, std::string> kv = absl::StrSplit(value, absl::MaxSplits('=', 1));
     double usd = 0;
-    if (kv.first.empty() || !absl::SimpleAtod(kv.second, &usd) || usd < 0) {
-      return Bad(shown, "GPU=USD_PER_HOUR", value);
+    if (kv.first.empty() || !absl::SimpleAtod(kv.second, &usd) || !(usd >= 0) ||
+        !std::isfinite(usd)) {
+      return Bad(shown, "GPU=USD_PER_HOUR (a finite price, 0 or more)", value);
+    }
+    // Names are matched to the catalog by Plan (case-insensitively, as --gpu is); the same name
+    // twice is a mistake, not a later price winning.
+    for (const auto& [gpu, price] : req.prices) {
+      if (absl::AsciiStrToLower(gpu) == absl::AsciiStrToLower(kv.first)) {
+        return absl::InvalidArgumentError(absl::StrCat(shown, ": ", kv.first, " is priced twice"));
+      }
     }
     req.prices[kv.first] = usd;
     return absl::OkStatus();

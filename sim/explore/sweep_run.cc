@@ -14,6 +14,7 @@ absl::StatusOr<SweepOutcome> RunSweep(const config::ScenarioLoader& loader,
   if (request.varies.empty()) return absl::InvalidArgumentError("give at least one --vary");
   SweepOutcome out;
   for (const Vary& v : request.varies) out.keys.push_back(v.key);
+  if (auto size = ProductSize(request.varies); !size.ok()) return size.status();
   const std::vector<std::vector<config::Override>> product = Product(request.varies);
   out.total = product.size();
   out.slice = request.shard ? SliceOf(*request.shard, out.total) : Slice{0, out.total};
@@ -26,7 +27,11 @@ absl::StatusOr<SweepOutcome> RunSweep(const config::ScenarioLoader& loader,
     configs.push_back(std::move(c));
   }
   out.results = RunConfigs(loader, configs, request.jobs, progress);
-  if (absl::Status st = AllFailed(out.results); !st.ok()) return st;
+  // A shard answers with its rows, failed ones included (each with its error), so that `merge`
+  // can finish the sweep; a whole sweep in which nothing ran is the user's mistake (exit 2).
+  if (!request.shard) {
+    if (absl::Status st = AllFailed(out.results); !st.ok()) return st;
+  }
   return out;
 }
 

@@ -177,7 +177,7 @@ absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const Fi
     if (it == CalibrationParams().end()) {
       return absl::InvalidArgumentError(absl::StrCat("unknown calibration parameter '", name, "'"));
     }
-    if (value < it->low || value > it->high) {
+    if (!(value >= it->low && value <= it->high)) {  // NaN is outside too
       return absl::InvalidArgumentError(absl::StrFormat("%s = %g is outside its bounds [%g, %g]",
                                                         name, value, it->low, it->high));
     }
