@@ -270,6 +270,11 @@ TEST_CASE("a shard whose configurations all fail still writes its rows, and merg
       Stepsim(absl::StrCat("merge ", dir / "a.json", " ", dir / "b.json", " --json -"));
   REQUIRE(merged.status == 0);
   CHECK(nlohmann::json::parse(merged.out)["results"].size() == 2);
+  // A shard nested past any report's depth is refused, not recursed into (it crashed merge).
+  WriteFile(dir / "deep.json", absl::StrCat(std::string(100000, '['), std::string(100000, ']')));
+  const Result deep = Stepsim(absl::StrCat("merge ", dir / "a.json", " ", dir / "deep.json"));
+  CHECK(deep.status == 2);
+  CHECK(absl::StrContains(deep.out, "nested more than 64 levels deep"));
 }
 
 }  // namespace

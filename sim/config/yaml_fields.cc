@@ -236,6 +236,59 @@ void CheckSchemaVersion(const YAML::Node& root, YamlErrors& errors) {
   }
 }
 
+namespace {
+
+// YAML aliases (*name) share a node: a mapping that names itself through one is a cycle, and
+// aliases of aliases double at every level (a few hundred bytes expand to 2^25 nodes). Every
+// reader walks the document as a tree, so a document is refused unless its tree, aliases
+// expanded, is finite and of a size a stepsim file has: kMaxYamlNodes nodes, kMaxYamlDepth
+// levels (the deepest stepsim key, a case's scenario's `set:`, is six).
+constexpr int64_t kMaxYamlNodes = 1'000'000;
+constexpr int kMaxYamlDepth = 64;
+
+struct AliasWalk {
+  const std::string& path;
+  int64_t nodes = 0;
+  std::vector<YAML::Node> open;  // the mappings and lists from the root to the current node
+
+  absl::Status Visit(const YAML::Node& node) {
+    const auto at = [&](const YAML::Node& n, absl::string_view what) {
+      const YAML::Mark m = n.Mark();
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", m.line + 1, ":", m.column + 1, ": ", what));
+    };
+    if (++nodes > kMaxYamlNodes) {
+      return at(node, absl::StrCat("the document, its aliases expanded, holds more than ",
+                                   kMaxYamlNodes, " nodes"));
+    }
+    if (!node.IsMap() && !node.IsSequence()) return absl::OkStatus();
+    for (const YAML::Node& o : open) {
+      if (o.is(node)) return at(node, "an alias (*name) refers to a node that holds it");
+    }
+    if (open.size() >= kMaxYamlDepth) {
+      return at(node, absl::StrCat("nested more than ", kMaxYamlDepth, " levels deep"));
+    }
+    open.push_back(node);
+    for (const auto& child : node) {
+      if (node.IsMap()) {
+        if (absl::Status st = Visit(child.first); !st.ok()) return st;
+        if (absl::Status st = Visit(child.second); !st.ok()) return st;
+      } else if (absl::Status st = Visit(child); !st.ok()) {
+        return st;
+      }
+    }
+    open.pop_back();
+    return absl::OkStatus();
+  }
+};
+
+absl::Status CheckAliases(const YAML::Node& doc, const std::string& path) {
+  AliasWalk walk{path, 0, {}};
+  return walk.Visit(doc);
+}
+
+}  // namespace
+
 absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::string& path) {
   // YAML allows no C0 control character but tab, line feed and carriage return (YAML 1.2
   // §5.1); yaml-cpp 0.7 loops without end on some inputs holding NUL bytes (found by
@@ -295,6 +348,7 @@ absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::
         content ? absl::StrCat(path, ": not a YAML mapping (no document could be read from it)")
                 : absl::StrCat(path, ": empty: no YAML mapping in it (only comments or nothing)"));
   }
+  if (absl::Status st = CheckAliases(doc, path); !st.ok()) return st;
   if (!doc.IsMap()) {
     const YAML::Mark m = doc.Mark();
     return absl::InvalidArgumentError(absl::StrCat(path, ":", m.line + 1, ":", m.column + 1,

@@ -236,6 +236,38 @@ Json CompareJson(const std::string& scenario, const std::vector<CompareStage>& s
   return j;
 }
 
+absl::StatusOr<nlohmann::ordered_json> ParseShardJson(absl::string_view text,
+                                                      const std::string& path) {
+  // The nesting depth, read off the text before parsing: brackets outside strings.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxShardDepth) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ": nested more than ", kMaxShardDepth,
+                                                       " levels deep: not a stepsim report"));
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not JSON: ", e.what()));
+  }
+}
+
 absl::StatusOr<Json> MergeSweeps(std::vector<Json> shards, const std::vector<std::string>& files) {
   if (shards.empty()) return absl::InvalidArgumentError("no sweep shards to merge");
   struct Part {

@@ -58,6 +58,14 @@ nlohmann::ordered_json CompareJson(const std::string& scenario,
                                    const std::vector<CompareStage>& stages,
                                    const std::vector<ConfigResult>& results);
 
+// A shard's JSON text (a `sweep` or `plan --shard` report) parsed, or InvalidArgument naming
+// `path`: not JSON, or nested deeper than any report stepsim writes (kMaxShardDepth levels;
+// the parsed value's copies, writing and destruction recurse once per level, so a few KB of
+// brackets would otherwise exhaust the stack).
+inline constexpr int kMaxShardDepth = 64;
+absl::StatusOr<nlohmann::ordered_json> ParseShardJson(absl::string_view text,
+                                                      const std::string& path);
+
 // Joins `sweep --shard K/N` JSON reports (any order; `files` name them in errors) into the
 // report of the whole sweep, checking that each has the shape SweepJson writes and that they
 // tile one sweep exactly.

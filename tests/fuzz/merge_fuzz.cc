@@ -5,12 +5,10 @@
 #include "sim/explore/sweep.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  nlohmann::ordered_json j;
-  try {
-    j = nlohmann::ordered_json::parse(data, data + size);
-  } catch (const nlohmann::json::exception&) {
-    return 0;  // the command reports "not JSON"
-  }
+  auto parsed = sim::explore::ParseShardJson(
+      absl::string_view(reinterpret_cast<const char*>(data), size), "fuzz.json");
+  if (!parsed.ok()) return 0;  // the command reports it
+  const nlohmann::ordered_json j = *std::move(parsed);
   if (j.is_object() && j.contains("pareto")) {
     auto p = sim::explore::PlanFromJson(j, "fuzz.json");
     if (!p.ok()) return 0;

@@ -417,12 +417,9 @@ int MergeCommand(const std::vector<std::string>& args) {
   for (const std::string& path : flags.positional()) {
     auto text = sim::ReadInputFile(path);
     if (!text.ok()) return Fail("merge", text.status());
-    try {
-      shards.push_back(nlohmann::ordered_json::parse(*text));
-    } catch (const nlohmann::json::exception& e) {
-      return Fail("merge",
-                  absl::InvalidArgumentError(absl::StrCat(path, ": not JSON: ", e.what())));
-    }
+    auto shard = explore::ParseShardJson(*text, path);
+    if (!shard.ok()) return Fail("merge", shard.status());
+    shards.push_back(*std::move(shard));
     const auto& j = shards.back();
     if (!j.contains("shard") || !(j.contains("results") || j.contains("pareto"))) {
       return Fail("merge", absl::InvalidArgumentError(absl::StrCat(
