@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -17,10 +18,16 @@ void ParallelFor(size_t n, int jobs, const std::function<void(size_t)>& fn) {
   const int threads = std::max(1, std::min<int>(jobs, static_cast<int>(n)));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) {
-    pool.emplace_back([&] {
-      KeepThreadHeapForReplays();
-      work();
-    });
+    // A thread the system cannot make (a --jobs beyond the process limit) is one fewer worker:
+    // every index still runs, on the threads there are, to the same results.
+    try {
+      pool.emplace_back([&] {
+        KeepThreadHeapForReplays();
+        work();
+      });
+    } catch (const std::system_error&) {
+      break;
+    }
   }
   work();
   for (std::thread& t : pool) t.join();

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/parallel.h"
+#include "sim/base/stop_request.h"
 #include "sim/replay/step_bound.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
@@ -423,6 +424,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       });
       ParallelFor(family.size(), req.jobs, [&](size_t k) {
         tracker.Update([](PlanProgress& p) { ++p.loading; });
+        if (StopRequested()) return;  // left unloaded, as a batch that rounds to nothing
         Candidate& c = family[k];
         c.overrides.insert(c.overrides.begin(), {"cluster.nodes", absl::StrCat(nodes)});
         // The batch in tokens, as sequences: the nearest whole number of micro-batches on every
@@ -623,6 +625,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
         }
         std::vector<std::optional<replay::ComputeProfile>> profiles(first_of_layout.size());
         ParallelFor(first_of_layout.size(), req.jobs, [&](size_t l) {
+          if (StopRequested()) return;  // no profile: no lower bound, nothing pruned
           const Candidate& c = candidates[first_of_layout[l]];
           auto p = c.config.pp_chunks > 1 ? replay::AverageComputeProfile(*c.scenario)
                                           : replay::StepComputeProfile(*c.scenario);

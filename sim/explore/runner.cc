@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "sim/base/parallel.h"
+#include "sim/base/stop_request.h"
 #include "sim/cost/collective_cost.h"
 #include "sim/report/run_summary.h"
 
@@ -14,12 +15,15 @@ int DefaultJobs() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 namespace {
 
-// Replays `scenario` (or keeps why it could not be loaded) into `out`. Each worker keeps the
+// Replays `scenario` (or keeps why it could not be loaded) into `out`; Cancelled without a
+// replay once a stop is requested (sim/base/stop_request.h). Each worker keeps the
 // collective models of the clusters it replayed (configurations of one cluster share them); the
 // caller's thread keeps its own across calls.
 void RunOne(const absl::StatusOr<Scenario>& scenario, ConfigResult& out) {
   thread_local cost::CostModelCache models;
-  if (!scenario.ok()) {
+  if (StopRequested()) {
+    out.status = absl::CancelledError("interrupted");
+  } else if (!scenario.ok()) {
     out.status = scenario.status();
   } else if (auto r = replay::Simulate(*scenario, {}, models); !r.ok()) {
     out.status = r.status();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/base/parallel.h"
+#include "sim/base/stop_request.h"
 #include "sim/cost/compute_cost.h"
 #include "sim/report/run_summary.h"
 #include "sim/report/table.h"
@@ -101,6 +102,10 @@ std::vector<CaseResult> RunCases(const std::vector<ValidationCase>& cases, int j
     res.id = c.id;
     res.source = c.source;
     res.group = std::filesystem::path(c.file).stem().string();
+    if (StopRequested()) {  // sim/base/stop_request.h: results to be discarded
+      res.skipped = "interrupted";
+      return;
+    }
     if (c.skip) {
       res.skipped = *c.skip;
       return;

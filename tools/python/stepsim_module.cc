@@ -16,9 +16,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "sim/base/bad_input.h"
+#include "sim/base/stop_request.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/plan.h"
 #include "sim/explore/plan_options.h"
@@ -43,6 +50,11 @@ namespace py = pybind11;
 using Json = nlohmann::ordered_json;
 
 namespace {
+
+// Raises the Status as stepsim.ScenarioError or RuntimeError (defined under "errors").
+[[noreturn]] void Raise(const absl::Status& st,
+                        std::vector<sim::config::ConfigProblem> problems = {},
+                        bool from_dict = false);
 
 // ---- JSON <-> Python ---------------------------------------------------------------------
 
@@ -75,23 +87,38 @@ py::object ToPython(const Json& j) {
 
 // A Python value as JSON (a scenario given as a dict; a --set value that is a list or a
 // mapping). TypeError for anything YAML cannot hold.
-Json FromPython(const py::handle& o, const std::string& where) {
+Json FromPython(const py::handle& o, const std::string& where, int depth = 0) {
+  // A scenario nests six levels at most; a dict or list that holds itself never ends.
+  constexpr int kMaxDepth = 64;
+  if (depth > kMaxDepth) {
+    Raise(absl::InvalidArgumentError(
+        absl::StrCat(where, ": nested more than ", kMaxDepth,
+                     " levels deep (a dict or list that holds itself?)")));
+  }
   if (o.is_none()) return nullptr;
   if (py::isinstance<py::bool_>(o)) return o.cast<bool>();
-  if (py::isinstance<py::int_>(o)) return o.cast<int64_t>();
+  if (py::isinstance<py::int_>(o)) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(o.ptr(), &overflow);
+    if (overflow != 0) {
+      Raise(absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", py::str(o).cast<std::string>(), " is beyond 64-bit integers")));
+    }
+    return static_cast<int64_t>(v);
+  }
   if (py::isinstance<py::float_>(o)) return o.cast<double>();
   if (py::isinstance<py::str>(o)) return o.cast<std::string>();
   if (py::isinstance<py::dict>(o)) {
     Json j = Json::object();
     for (const auto& [k, v] : o.cast<py::dict>()) {
       const std::string key = py::str(k).cast<std::string>();
-      j[key] = FromPython(v, where.empty() ? key : absl::StrCat(where, ".", key));
+      j[key] = FromPython(v, where.empty() ? key : absl::StrCat(where, ".", key), depth + 1);
     }
     return j;
   }
   if (py::isinstance<py::list>(o) || py::isinstance<py::tuple>(o)) {
     Json j = Json::array();
-    for (const auto& v : o) j.push_back(FromPython(v, where));
+    for (const auto& v : o) j.push_back(FromPython(v, where, depth + 1));
     return j;
   }
   throw py::type_error(absl::StrCat(where, ": expected a number, string, bool, list or dict, got ",
@@ -155,9 +182,8 @@ py::object OrNone(int n) {
 
 // Raises the Status as stepsim.ScenarioError (bad input) or RuntimeError (internal). A scenario
 // given as a dict has no lines: its problems keep the key path only.
-[[noreturn]] void Raise(const absl::Status& st,
-                        std::vector<sim::config::ConfigProblem> problems = {},
-                        bool from_dict = false) {
+[[noreturn]] void Raise(const absl::Status& st, std::vector<sim::config::ConfigProblem> problems,
+                        bool from_dict) {
   const std::string message(st.message());
   if (!sim::IsBadInput(st)) throw std::runtime_error(message);
   if (problems.empty()) problems = ProblemsOf(message);
@@ -198,6 +224,58 @@ template <class T>
 T OrRaise(absl::StatusOr<T> v) {
   if (!v.ok()) Raise(v.status());
   return *std::move(v);
+}
+
+// Runs `work` (which must not touch Python objects) on a thread of its own while this thread
+// keeps the interpreter's signals: Ctrl-C (or any handler that raises) is seen within 50 ms,
+// asks the work to stop (sim/base/stop_request.h: each configuration not yet replayed finishes
+// at once), waits for it, and raises the handler's exception (KeyboardInterrupt). Without a
+// thread to run on, the work runs here, uninterruptible.
+void RunInterruptible(const std::function<void()>& work) {
+  std::exception_ptr error;
+  bool interrupted = false;
+  {
+    py::gil_scoped_release unlocked;
+    std::mutex m;
+    std::condition_variable cv;
+    bool finished = false;
+    std::optional<std::thread> worker;
+    try {
+      worker.emplace([&] {
+        try {
+          work();
+        } catch (...) {
+          error = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(m);
+        finished = true;
+        cv.notify_one();
+      });
+    } catch (const std::system_error&) {
+      work();
+      finished = true;
+    }
+    std::unique_lock<std::mutex> lock(m);
+    while (!finished) {
+      if (cv.wait_for(lock, std::chrono::milliseconds(50), [&] { return finished; })) break;
+      lock.unlock();
+      {
+        py::gil_scoped_acquire held;
+        if (!interrupted && PyErr_CheckSignals() != 0) {
+          interrupted = true;
+          sim::RequestStop();
+        }
+      }
+      lock.lock();
+    }
+    lock.unlock();
+    if (worker) worker->join();
+  }
+  if (interrupted) {
+    sim::ClearStopRequest();
+    throw py::error_already_set();  // the exception PyErr_CheckSignals set
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 // ---- arguments ---------------------------------------------------------------------------
@@ -248,6 +326,11 @@ ScenarioSource Source(const sim::config::DataRoot& root, const py::object& scena
     auto loader = sim::config::ScenarioLoader::FromText(root, text, "<dict>");
     if (!loader.ok()) Raise(loader.status(), {}, true);
     return {*std::move(loader), true};
+  }
+  if (!py::isinstance<py::str>(scenario) && !py::hasattr(scenario, "__fspath__")) {
+    throw py::type_error(
+        absl::StrCat("scenario: expected a path (str or os.PathLike) or a dict, got ",
+                     py::str(scenario.get_type()).cast<std::string>()));
   }
   const std::string path = StringList(scenario, "scenario").front();
   auto loader = sim::config::ScenarioLoader::Open(root, root.ResolveScenarioPath(path));
@@ -308,10 +391,7 @@ py::object Sweep(const py::object& scenario, const py::dict& vary, const py::obj
   if (!shard.is_none())
     request.shard = OrRaise(sim::explore::ParseShard(shard.cast<std::string>()));
   absl::StatusOr<sim::explore::SweepOutcome> outcome;
-  {
-    py::gil_scoped_release unlocked;
-    outcome = sim::explore::RunSweep(source.loader, request, nullptr);
-  }
+  RunInterruptible([&] { outcome = sim::explore::RunSweep(source.loader, request, nullptr); });
   if (!outcome.ok()) Raise(outcome.status(), {}, source.from_dict);
   return ToPython(sim::explore::SweepJson(source.loader.path(), *outcome));
 }
@@ -343,10 +423,7 @@ py::object Compare(const py::object& scenario, const py::object& set, const py::
     if (request.ep.empty()) Raise(absl::InvalidArgumentError("ep: give at least one degree"));
   }
   absl::StatusOr<sim::explore::CompareOutcome> outcome;
-  {
-    py::gil_scoped_release unlocked;
-    outcome = sim::explore::RunCompare(source.loader, request, nullptr);
-  }
+  RunInterruptible([&] { outcome = sim::explore::RunCompare(source.loader, request, nullptr); });
   if (!outcome.ok()) Raise(outcome.status(), {}, source.from_dict);
   return ToPython(
       sim::explore::CompareJson(source.loader.path(), outcome->stages, outcome->results));
@@ -381,10 +458,7 @@ py::object Plan(const std::string& model, const py::object& calibration, const p
   }
   if (req.gpus.empty()) req.gpus = OrRaise(sim::explore::DefaultPlanGpus(root));
   absl::StatusOr<sim::explore::PlanResult> plan;
-  {
-    py::gil_scoped_release unlocked;
-    plan = sim::explore::Plan(root, req, nullptr);
-  }
+  RunInterruptible([&] { plan = sim::explore::Plan(root, req, nullptr); });
   if (!plan.ok()) Raise(plan.status());
   return ToPython(sim::explore::PlanJson(*plan));
 }
@@ -395,10 +469,7 @@ py::object Validate(const py::object& cases, bool cross_validate, const py::obje
   const std::vector<std::string> files = StringList(cases, "cases");
   const int n = Jobs(jobs);
   absl::StatusOr<sim::validate::ValidationRun> run;
-  {
-    py::gil_scoped_release unlocked;
-    run = sim::validate::ValidateFiles(root, files, n, cross_validate);
-  }
+  RunInterruptible([&] { run = sim::validate::ValidateFiles(root, files, n, cross_validate); });
   if (!run.ok()) Raise(run.status());
   return ToPython(sim::validate::ValidationRunJson(*run));
 }
@@ -501,6 +572,15 @@ class ScenarioError(ValueError):
   py::object scenario_error = ns["ScenarioError"];
   scenario_error.attr("__module__") = "stepsim";
   m.attr("ScenarioError") = scenario_error;
+  // A value of the wrong type that pybind11 could not convert (a str for jobs, 2**70 for an int
+  // argument) is the caller's TypeError, not an internal RuntimeError.
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const py::cast_error& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());
+    }
+  });
 
   m.def("run", &Run, py::arg("scenario"), py::arg("set") = py::none(), py::kw_only(),
         py::arg("calibration") = py::none(), py::arg("explicit_ranks") = false,
