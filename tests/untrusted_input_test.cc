@@ -278,3 +278,46 @@ TEST_CASE("a shard whose configurations all fail still writes its rows, and merg
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("a list value in flow form reaches the scenario through --set and a case's set:",
+          "[cli]") {
+  // The same two recompute modules as a flow list on the command line and in a case file, and
+  // as the scenario file's own comma-joined text: one report.
+  const std::string base =
+      "run tests/golden/zero3.yaml --set training.recompute=selective --json - --set ";
+  const Result flow = Stepsim(base + "'training.recompute_modules=[core_attn, mlp]'");
+  const Result joined = Stepsim(base + "training.recompute_modules=core_attn,mlp");
+  REQUIRE(flow.status == 0);
+  REQUIRE(joined.status == 0);
+  auto without_overrides = [](const std::string& text) {
+    auto j = nlohmann::json::parse(text);
+    j.erase("overrides");
+    j.erase("scenario");
+    return j;
+  };
+  CHECK(without_overrides(flow.out) == without_overrides(joined.out));
+  const Result bad = Stepsim(base + "'training.recompute_modules=[core_attn, bogus]'");
+  CHECK(bad.status == 2);
+  CHECK(absl::StrContains(bad.out,
+                          "--set training.recompute_modules (over tests/golden/zero3.yaml): "
+                          "unknown recompute module 'bogus'"));
+  const Result open = Stepsim(base + "'training.recompute_modules=[core_attn, mlp'");
+  CHECK(open.status == 2);
+  CHECK(absl::StrContains(open.out, "is not a YAML flow list or mapping"));
+
+  TempDir dir("flow-case");
+  WriteFile(dir / "cases.yaml",
+            absl::StrCat("schema_version: 1\ncases:\n  - id: flow\n    source: test\n"
+                         "    measured: {step_s: 1.0}\n    scenario:\n      base: ",
+                         STEPSIM_SOURCE_DIR "/tests/golden/zero3.yaml",
+                         "\n      set: {training.recompute: selective, "
+                         "training.recompute_modules: [core_attn, mlp]}\n"));
+  const Result c = Stepsim(absl::StrCat("validate ", dir / "cases.yaml", " --json -"));
+  INFO(c.out);
+  REQUIRE(c.status == 0);
+  CHECK(absl::StrContains(c.out, "\"flow\""));
+}
+
+}  // namespace

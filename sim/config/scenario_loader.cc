@@ -68,6 +68,24 @@ constexpr int64_t kMaxCount = int64_t{1} << 40;
 // replay is bounded by the program's size instead (sim/workload/lowering.h).
 constexpr int64_t kMaxMicroBatches = int64_t{1} << 30;
 
+// A copy of `n` built node by node, so that it has no position: positions parsed from a --set
+// value would point into the value's text as if it were the scenario file. `n` is a checked
+// tree (CheckYamlTree): finite and at most 64 levels deep.
+YAML::Node Unplaced(const YAML::Node& n) {
+  if (n.IsSequence()) {
+    YAML::Node out(YAML::NodeType::Sequence);
+    for (const YAML::Node& item : n) out.push_back(Unplaced(item));
+    return out;
+  }
+  if (n.IsMap()) {
+    YAML::Node out(YAML::NodeType::Map);
+    for (const auto& kv : n) out[Unplaced(kv.first)] = Unplaced(kv.second);
+    return out;
+  }
+  if (n.IsScalar()) return YAML::Node(n.Scalar());
+  return YAML::Node(YAML::NodeType::Null);
+}
+
 absl::Status ApplyOverride(YAML::Node root, const Override& o) {
   // Keys and values are text that reports and JSON write back: a byte that is not UTF-8 is
   // refused here (the message quotes the text before it), not met by the JSON writer.
@@ -93,7 +111,21 @@ absl::Status ApplyOverride(YAML::Node root, const Override& o) {
     node[parts[i]] = child;
     node.reset(node[parts[i]]);
   }
-  // A node built from a string has no position, so errors about it say "--set KEY".
+  // A node built from a string has no position, so errors about it say "--set KEY". A value in
+  // YAML's flow form ([q, v] or {k: v}) is the list or mapping it writes, as in a scenario file.
+  const absl::string_view value = absl::StripLeadingAsciiWhitespace(o.value);
+  if (absl::StartsWith(value, "[") || absl::StartsWith(value, "{")) {
+    YAML::Node flow;
+    try {
+      flow = YAML::Load(o.value);
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--set ", o.key, ": '", o.value, "' is not a YAML flow list or mapping: ", e.msg));
+    }
+    if (absl::Status st = CheckYamlTree(flow, absl::StrCat("--set ", o.key)); !st.ok()) return st;
+    node[parts.back()] = Unplaced(flow);
+    return absl::OkStatus();
+  }
   node[parts.back()] = YAML::Node(o.value);
   return absl::OkStatus();
 }

@@ -282,12 +282,12 @@ struct AliasWalk {
   }
 };
 
-absl::Status CheckAliases(const YAML::Node& doc, const std::string& path) {
-  AliasWalk walk{path, 0, {}};
-  return walk.Visit(doc);
-}
-
 }  // namespace
+
+absl::Status CheckYamlTree(const YAML::Node& node, const std::string& path) {
+  AliasWalk walk{path, 0, {}};
+  return walk.Visit(node);
+}
 
 absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::string& path) {
   // YAML allows no C0 control character but tab, line feed and carriage return (YAML 1.2
@@ -348,7 +348,7 @@ absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::
         content ? absl::StrCat(path, ": not a YAML mapping (no document could be read from it)")
                 : absl::StrCat(path, ": empty: no YAML mapping in it (only comments or nothing)"));
   }
-  if (absl::Status st = CheckAliases(doc, path); !st.ok()) return st;
+  if (absl::Status st = CheckYamlTree(doc, path); !st.ok()) return st;
   if (!doc.IsMap()) {
     const YAML::Mark m = doc.Mark();
     return absl::InvalidArgumentError(absl::StrCat(path, ":", m.line + 1, ":", m.column + 1,

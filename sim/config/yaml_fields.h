@@ -103,4 +103,9 @@ absl::StatusOr<YAML::Node> LoadYamlFile(const std::string& path);
 // The same for text already read; `path` names it in errors.
 absl::StatusOr<YAML::Node> ParseYamlMapping(const std::string& text, const std::string& path);
 
+// Whether `node`, its aliases expanded, is a finite tree of at most 1,000,000 nodes and 64
+// levels (ParseYamlMapping checks every file so); InvalidArgument at the place, named by
+// `path`, otherwise.
+absl::Status CheckYamlTree(const YAML::Node& node, const std::string& path);
+
 }  // namespace sim::config

@@ -85,3 +85,12 @@ def test_ctrl_c_interrupts_a_long_call_within_a_second(call):
     # Measured on the 2-core test machine: 0.2 s (sweep) to 0.7 s (plan); one configuration's
     # replay and the thread's join at most.
     assert waited < 1.0
+
+
+def test_a_list_value_in_set_is_the_list_the_scenario_file_writes():
+    joined = stepsim.run(ZERO3, set={"training.recompute": "selective",
+                                     "training.recompute_modules": "core_attn,mlp"})
+    for value in (["core_attn", "mlp"], "[core_attn, mlp]"):
+        r = stepsim.run(ZERO3, set={"training.recompute": "selective",
+                                    "training.recompute_modules": value})
+        assert r["memory"] == joined["memory"] and r["time"] == joined["time"]
