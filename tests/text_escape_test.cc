@@ -69,5 +69,12 @@ TEST_CASE("a DOT string escapes quotes and backslashes", "[escape]") {
   }
 }
 
+TEST_CASE("a YAML string escapes quotes, backslashes and controls", "[escape]") {
+  CHECK(YamlString("plain") == "\"plain\"");
+  CHECK(YamlString("a\"b\\c: #d") == "\"a\\\"b\\\\c: #d\"");
+  CHECK(YamlString("line\nnext") == "\"line\\x0anext\"");
+  CHECK(CommentLine("a\nschema_version: 9") == "a schema_version: 9");
+}
+
 }  // namespace
 }  // namespace sim

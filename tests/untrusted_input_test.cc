@@ -321,3 +321,25 @@ TEST_CASE("a list value in flow form reaches the scenario through --set and a ca
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("a calibration file is read back whatever its cases' names", "[cli][security]") {
+  // A case file's name is a source in the calibration file; quotes, a colon, a comment sign and
+  // a backslash in it made a file that --calibration refused.
+  TempDir dir("calibration");
+  const std::string cases = dir / "we\"ird, ]: #x\\.yaml";
+  fs::copy_file(STEPSIM_SOURCE_DIR "/scenarios/validation/mpt-h100.yaml", cases);
+  const Result fit = Stepsim(absl::StrCat("calibrate '", cases,
+                                          "' --gpu H100-SXM5-80GB --params gemm_efficiency "
+                                          "--out ",
+                                          dir / "cal.yaml"));
+  INFO(fit.out);
+  REQUIRE(fit.status == 0);
+  const Result back = Stepsim(
+      absl::StrCat("run tests/golden/zero3.yaml --calibration ", dir / "cal.yaml", " --json -"));
+  INFO(back.out);
+  CHECK(back.status == 0);
+}
+
+}  // namespace

@@ -96,4 +96,28 @@ std::string DotString(absl::string_view text) {
   return out;
 }
 
+std::string YamlString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (IsControl(c)) {
+      absl::StrAppend(&out, "\\x", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+    } else {
+      out += c;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string CommentLine(absl::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (IsControl(c)) c = ' ';
+  }
+  return out;
+}
+
 }  // namespace sim

@@ -31,4 +31,12 @@ std::string CsvCell(absl::string_view text);
 // space (the DOT language, "ID": a double-quoted string in which \" is the only escape).
 std::string DotString(absl::string_view text);
 
+// A YAML double-quoted scalar, quotes included (YAML 1.2 §7.3.1): \ and " escaped, control
+// characters as \xNN, so that a name read back is the name written.
+std::string YamlString(absl::string_view text);
+
+// Text for one line of a comment in a YAML or shell file: control characters (a newline
+// would end the comment and start content) as a space.
+std::string CommentLine(absl::string_view text);
+
 }  // namespace sim

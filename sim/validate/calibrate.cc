@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/text_escape.h"
 #include "sim/report/table.h"
 
 namespace sim::validate {
@@ -314,11 +315,14 @@ std::string FitText(const FitResult& fit) {
 }
 
 std::string CalibrationFileText(const FitResult& fit, const std::string& command) {
-  std::string out = absl::StrCat("# Written by `", command, "`.\n",
-                                 "# Read it back with --calibration FILE (run, sweep, compare, "
-                                 "plan, validate); terms it does\n",
-                                 "# not set keep the catalog's values for the GPU.\n",
-                                 "schema_version: 1\n", "gpu: ", fit.gpu, "\n", "calibration:\n");
+  // Every text from the inputs (the command line, the GPU and the case files' names) is written
+  // as YAML reads it back (YamlString, CommentLine): `--calibration FILE` takes what this writes.
+  std::string out =
+      absl::StrCat("# Written by `", CommentLine(command), "`.\n",
+                   "# Read it back with --calibration FILE (run, sweep, compare, "
+                   "plan, validate); terms it does\n",
+                   "# not set keep the catalog's values for the GPU.\n", "schema_version: 1\n",
+                   "gpu: ", YamlString(fit.gpu), "\n", "calibration:\n");
   for (const CalibrationParam& p : CalibrationParams()) {
     const auto in = [&](const std::vector<std::string>& v) {
       return std::find(v.begin(), v.end(), p.name) != v.end();
@@ -331,15 +335,18 @@ std::string CalibrationFileText(const FitResult& fit, const std::string& command
       absl::StrAppendFormat(&out, "  %s: %.4f\n", p.name, v);
     }
   }
+  std::vector<std::string> sources;
+  for (const std::string& source : fit.sources) sources.push_back(YamlString(source));
   absl::StrAppendFormat(&out, "  fit: {sources: [%s], cases: %d, in_sample_mape: %.2f}\n",
-                        absl::StrJoin(fit.sources, ", "), fit.cases, fit.mape);
+                        absl::StrJoin(sources, ", "), fit.cases, fit.mape);
   absl::StrAppendFormat(
-      &out,
-      "  note: \"fitted by stepsim calibrate to the step times of %d %s cases (%s): %s moved%s, "
-      "step-time MAPE %.2f%% -> %.2f%%\"\n",
-      fit.cases, fit.gpu, absl::StrJoin(fit.sources, ", "), absl::StrJoin(fit.params, ", "),
-      fit.pinned.empty() ? "" : absl::StrCat(", ", absl::StrJoin(fit.pinned, ", "), " pinned"),
-      fit.start_mape, fit.mape);
+      &out, "  note: %s\n",
+      YamlString(absl::StrFormat(
+          "fitted by stepsim calibrate to the step times of %d %s cases (%s): %s moved%s, "
+          "step-time MAPE %.2f%% -> %.2f%%",
+          fit.cases, fit.gpu, absl::StrJoin(fit.sources, ", "), absl::StrJoin(fit.params, ", "),
+          fit.pinned.empty() ? "" : absl::StrCat(", ", absl::StrJoin(fit.pinned, ", "), " pinned"),
+          fit.start_mape, fit.mape)));
   return out;
 }
 
