@@ -23,6 +23,22 @@ TEST_CASE("bandwidth keeps bits and bytes apart", "[units]") {
   CHECK(ParseBandwidth("1 GiB/s")->bytes_per_s() == 1073741824.0);
 }
 
+TEST_CASE("durations saturate at the clock's ends instead of wrapping", "[units]") {
+  const Duration max = Duration::Picoseconds(INT64_MAX), min = Duration::Picoseconds(INT64_MIN);
+  const Duration day = Duration::FromSeconds(86400);
+  CHECK(max + day == max);
+  CHECK(min - day == min);
+  CHECK(day - min == max);
+  CHECK(day * (INT64_MAX / 1000) == max);
+  CHECK(day * -(INT64_MAX / 1000) == min);
+  Duration sum = day;
+  for (int i = 0; i < 200; ++i) sum += day * 1000;  // 200,000 days: past the clock, not negative
+  CHECK(sum == max);
+  CHECK(Duration::FromSeconds(1e300) == max);
+  CHECK(Duration::FromSeconds(-1e300) == min);
+  CHECK((day + day).picoseconds() == 2 * day.picoseconds());
+}
+
 TEST_CASE("a bandwidth or FLOP rate too slow to price is refused where it is read", "[units]") {
   // Below 1 MB/s or 1 GFLOP/s one op of a real model would outlast the replay's clock.
   CHECK(ParseBandwidth("1 MB/s")->bytes_per_s() == 1e6);

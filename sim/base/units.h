@@ -81,7 +81,9 @@ class Duration {
   static Duration FromSeconds(double s) {
     const double ps = s * 1e12;
     if (!(ps > -0x1p63 && ps < 0x1p63)) [[unlikely]] {
-      OutOfRange(s);  // non-finite, or beyond int64 picoseconds: an internal check fails
+      if (ps >= 0x1p63) return Duration(INT64_MAX);  // past the clock: saturated, as sums are
+      if (ps <= -0x1p63) return Duration(INT64_MIN);
+      OutOfRange(s);  // NaN: an internal check fails
     }
     return Duration(ps >= 0 ? static_cast<int64_t>(ps + 0.5) : -static_cast<int64_t>(-ps + 0.5));
   }
@@ -94,17 +96,21 @@ class Duration {
   constexpr double seconds() const { return static_cast<double>(ps_) * 1e-12; }
   constexpr double microseconds() const { return static_cast<double>(ps_) * 1e-6; }
 
-  constexpr Duration operator+(Duration o) const { return Duration(ps_ + o.ps_); }
-  constexpr Duration operator-(Duration o) const { return Duration(ps_ - o.ps_); }
-  constexpr Duration& operator+=(Duration o) {
-    ps_ += o.ps_;
-    return *this;
+  // Sums, differences and multiples saturate at ±(2^63 − 1) ps instead of wrapping: a step past
+  // the clock (inputs within their bounds can add up to more than 106 days) stays past it, and
+  // Simulate refuses it (kClockLimit), rather than coming out negative.
+  constexpr Duration operator+(Duration o) const { return Duration(Saturated(ps_, o.ps_)); }
+  constexpr Duration operator-(Duration o) const {
+    return o.ps_ == INT64_MIN ? Duration(Saturated(Saturated(ps_, INT64_MAX), 1))
+                              : Duration(Saturated(ps_, -o.ps_));
   }
-  constexpr Duration& operator-=(Duration o) {
-    ps_ -= o.ps_;
-    return *this;
+  constexpr Duration& operator+=(Duration o) { return *this = *this + o; }
+  constexpr Duration& operator-=(Duration o) { return *this = *this - o; }
+  constexpr Duration operator*(int64_t k) const {
+    int64_t out = 0;
+    if (__builtin_mul_overflow(ps_, k, &out)) out = (ps_ < 0) != (k < 0) ? INT64_MIN : INT64_MAX;
+    return Duration(out);
   }
-  constexpr Duration operator*(int64_t k) const { return Duration(ps_ * k); }
   // One of n equal shares, rounded down to the picosecond.
   constexpr Duration operator/(int64_t n) const { return Duration(ps_ / n); }
   // The ratio of two durations (a share of the step, a slowdown).
@@ -115,6 +121,11 @@ class Duration {
 
  private:
   [[noreturn]] static void OutOfRange(double s);
+  static constexpr int64_t Saturated(int64_t a, int64_t b) {
+    int64_t out = 0;
+    if (__builtin_add_overflow(a, b, &out)) out = b > 0 ? INT64_MAX : INT64_MIN;
+    return out;
+  }
   constexpr explicit Duration(int64_t ps) : ps_(ps) {}
   int64_t ps_ = 0;
 };

@@ -986,6 +986,13 @@ absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options) 
 absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options,
                                       cost::CostModelCache& models) {
   auto r = SimulateOnce(s, options, models);
+  // Durations saturate (sim/base/units.h); a step at or past the limit ran past the clock.
+  if (r.ok() && r->step >= kClockLimit) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "the step of ", s.micro_batches(),
+        " micro-batches runs past what stepsim counts (2^62 picoseconds, about 53 days): a "
+        "bandwidth, rate or latency far below any real cluster's, or fewer micro-batches"));
+  }
   if (!r.ok() || !s.model.moe) return r;
   r->expert_load = ScenarioShape(s).expert_load;
   // The same step with balanced routing (the same capacity rule), when that loads the replayed

@@ -122,6 +122,11 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
 
 // Lowers the scenario, builds its cost models (the roofline of its GPU, its cluster graph) and
 // replays: what every command runs.
+// The longest step Simulate reports: Durations saturate at 2^63 − 1 ps, and a step at or past
+// 2^62 ps (53 days) is OutOfRange instead (a step that long comes from inputs far from any real
+// cluster: a few bytes per second, a latency of days).
+inline constexpr Duration kClockLimit = Duration::Picoseconds(int64_t{1} << 62);
+
 absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options);
 // The same, with the collective model taken from (and kept in) `models`: for a worker that
 // replays many configurations (sim/explore/runner.h). The same report as without.
