@@ -94,3 +94,62 @@ def test_a_list_value_in_set_is_the_list_the_scenario_file_writes():
         r = stepsim.run(ZERO3, set={"training.recompute": "selective",
                                     "training.recompute_modules": value})
         assert r["memory"] == joined["memory"] and r["time"] == joined["time"]
+
+
+def random_value(rng, depth=0):
+    """A value of any kind Python code might pass: scalars of every type, odd strings, and
+    nested lists and dicts."""
+    kinds = ["int", "float", "str", "bool", "none", "bytes", "object"]
+    if depth < 4:
+        kinds += ["list", "dict"]
+    kind = rng.choice(kinds)
+    if kind == "int":
+        return rng.choice([0, 1, -1, 7, 2**31, 2**63 - 1, 2**63, -2**64, 10**30])
+    if kind == "float":
+        return rng.choice([0.5, -1.5, float("nan"), float("inf"), -float("inf"), 1e308, 5e-324])
+    if kind == "str":
+        return rng.choice(["", "x", "1", "none", "[q, v]", "{a: 1}", "[", "é", "\x00", "a\nb",
+                           "*a", "&a [*a]", "`touch x`", "1e999", "-0", "4 GiB", "deepspeed"])
+    if kind == "bool":
+        return rng.choice([True, False])
+    if kind == "none":
+        return None
+    if kind == "bytes":
+        return b"\xff\xfe"
+    if kind == "object":
+        return object()
+    if kind == "list":
+        return [random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(["a", "training", "seq_len", 1, "", "x.y"]): random_value(rng, depth + 1)
+            for _ in range(rng.randrange(4))}
+
+
+KEYS = ["training.seq_len", "training.micro_batch", "training.recompute", "parallel.zero",
+        "parallel.tp", "training.finetune.targets", "training.recompute_modules", "model",
+        "cluster.nodes", "parallel.deepspeed", "no.such.key", "", ".", "training..seq_len"]
+
+
+def test_random_values_raise_only_user_errors():
+    """A generator of arguments: whatever it draws, each call returns a report or raises
+    TypeError or ScenarioError: never RuntimeError, never a crash."""
+    import random
+    rng = random.Random(20261206)
+    outcomes = {"report": 0, "TypeError": 0, "ScenarioError": 0}
+    for _ in range(300):
+        call = rng.choice(["run_set", "run_dict", "sweep"])
+        try:
+            if call == "run_set":
+                stepsim.run(ZERO3, set={rng.choice(KEYS): random_value(rng)})
+            elif call == "run_dict":
+                stepsim.run({"schema_version": 1, "name": "t", "model": "llama2-7b",
+                             "cluster": {"node": "dgx-h100", "nodes": 1},
+                             rng.choice(["training", "parallel", "x"]): random_value(rng)})
+            else:
+                stepsim.sweep(ZERO3, {rng.choice(KEYS): random_value(rng)}, jobs=1)
+            outcomes["report"] += 1
+        except stepsim.ScenarioError:
+            outcomes["ScenarioError"] += 1
+        except TypeError:
+            outcomes["TypeError"] += 1
+    # Every kind of outcome was reached, so the generator exercised each path.
+    assert all(n > 0 for n in outcomes.values()), outcomes
