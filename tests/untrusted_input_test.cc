@@ -343,3 +343,25 @@ TEST_CASE("a calibration file is read back whatever its cases' names", "[cli][se
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("a cluster or an op listing too large to build is refused before it is built",
+          "[cli][security]") {
+  const Result nodes = Stepsim(
+      "run scenarios/default.yaml --set cluster.nodes=1000000 --set training.global_batch=8000000");
+  CHECK(nodes.status == 2);
+  CHECK(absl::StrContains(nodes.out, "8000000 GPUs, above the 1048576 stepsim models"));
+  const Result collective =
+      Stepsim("collective all_reduce --node dgx-h100 --nodes 1000000 --sizes 1G");
+  CHECK(collective.status == 2);
+  CHECK(absl::StrContains(collective.out, "above the 1048576 GPUs stepsim models"));
+  const Result dump =
+      Stepsim("run scenarios/default.yaml --set training.global_batch=65536 --dump-ops");
+  CHECK(dump.status == 2);
+  CHECK(absl::StrContains(dump.out,
+                          "--dump-ops prints every op of every micro-batch: at most "
+                          "20000 micro-batch x layer groups, and this step has 167936"));
+}
+
+}  // namespace

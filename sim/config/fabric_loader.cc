@@ -178,6 +178,11 @@ absl::StatusOr<ClusterSpec> ResolveCluster(const DataRoot& root, absl::string_vi
   auto g = FindGpu(catalogs->gpus, c.node.gpu);
   if (!g.ok()) return g.status();
   c.gpu = *g;
+  if (c.gpus() > kMaxClusterGpus) {
+    return absl::InvalidArgumentError(absl::StrCat("--nodes: ", nodes, " nodes of ",
+                                                   c.node.gpus_per_node, " GPUs are above the ",
+                                                   kMaxClusterGpus, " GPUs stepsim models"));
+  }
   if (auto problem = FoldNvlinkDomain(c)) return absl::InvalidArgumentError("--nodes: " + *problem);
   if (fabric) {
     auto f = LoadFabric(root, *fabric, FabricLimits{nodes, c.node.nics_per_node});
@@ -230,7 +235,13 @@ absl::StatusOr<ClusterTopologyFile> LoadClusterTopology(const DataRoot& root,
       out.cluster.gpu = *g;
     }
   }
-  if (auto problem = FoldNvlinkDomain(out.cluster)) errors.Add(r["nodes"], "nodes", *problem);
+  if (out.cluster.gpus() > kMaxClusterGpus) {
+    errors.Add(r["nodes"], "nodes",
+               absl::StrCat(out.cluster.nodes, " nodes of ", out.cluster.node.gpus_per_node,
+                            " GPUs are above the ", kMaxClusterGpus, " GPUs stepsim models"));
+  } else if (auto problem = FoldNvlinkDomain(out.cluster)) {
+    errors.Add(r["nodes"], "nodes", *problem);
+  }
   const FabricLimits limits{out.cluster.nodes, out.cluster.node.nics_per_node};
   const YAML::Node f = Child(r, "fabric");
   if (!f.IsDefined()) {

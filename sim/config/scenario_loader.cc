@@ -225,7 +225,13 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
       }
     }
   }
-  if (auto problem = FoldNvlinkDomain(c)) {
+  if (c.gpus() > kMaxClusterGpus) {
+    // The replay and the cluster graph grow with the GPUs (8 million took 17 GB).
+    errors.Add(node["nodes"] ? node["nodes"] : node, "cluster.nodes",
+               absl::StrCat(c.nodes, " nodes of ", c.node.gpus_per_node, " GPUs are ", c.gpus(),
+                            " GPUs, above the ", kMaxClusterGpus,
+                            " stepsim models (2^20: ten times the largest clusters built)"));
+  } else if (auto problem = FoldNvlinkDomain(c)) {
     errors.Add(node["nodes"] ? node["nodes"] : node, "cluster.nodes", *problem);
   }
   if (c.nodes > 1 && (c.node.nics_per_node == 0 || c.node.nic_bandwidth.bytes_per_s() <= 0)) {

@@ -138,6 +138,10 @@ enum class ParallelDim { kTp, kCp, kDp, kPp };
 // formula and Blackwell tree caps differ (src/graph/tuning.cc at v2.27.7 and v2.28.3).
 enum class NcclRelease { k2_27, k2_28 };
 
+// The most GPUs a cluster may have: 2^20, ten times the largest clusters built (about 10^5 GPUs
+// in 2025). The cluster graph and the replay grow with them (8 million GPUs took 17 GB).
+inline constexpr int64_t kMaxClusterGpus = int64_t{1} << 20;
+
 struct ClusterSpec {
   GpuSpec gpu;
   NodeSpec node;

@@ -128,6 +128,17 @@ int RunCommand(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (flags.Has("dump-ops")) {
+    // Every op of every micro-batch, one line each (no folding): bounded, as the text and the
+    // lowered program grow with the step (a line per op, some 30 ops per layer).
+    constexpr int64_t kMaxDumpGroups = 20'000;
+    const int64_t groups = scenario->micro_batches() * (scenario->model.layers + 2);
+    if (groups > kMaxDumpGroups) {
+      return Fail("run", absl::InvalidArgumentError(absl::StrCat(
+                             "--dump-ops prints every op of every micro-batch: at most ",
+                             kMaxDumpGroups, " micro-batch x layer groups, and this step has ",
+                             groups, " (", scenario->micro_batches(),
+                             " micro-batches); lower training.global_batch to see its ops")));
+    }
     auto program = sim::Lower(*scenario);
     if (!program.ok()) return Fail("run", program.status());
     std::cout << sim::report::DumpOps(*program);
