@@ -356,6 +356,11 @@ TEST_CASE("a cluster or an op listing too large to build is refused before it is
       Stepsim("collective all_reduce --node dgx-h100 --nodes 1000000 --sizes 1G");
   CHECK(collective.status == 2);
   CHECK(absl::StrContains(collective.out, "above the 1048576 GPUs stepsim models"));
+  // A geometric factor near 2^63 overflowed and looped without end.
+  const Result sizes =
+      Stepsim("collective all_reduce --node dgx-h100 --sizes 8..8G:x4611686018427387904 --json -");
+  CHECK(sizes.status == 0);
+  CHECK(nlohmann::json::parse(sizes.out)["rows"].size() == 1);
   const Result dump =
       Stepsim("run scenarios/default.yaml --set training.global_batch=65536 --dump-ops");
   CHECK(dump.status == 2);

@@ -86,7 +86,12 @@ absl::StatusOr<std::vector<int64_t>> ParseSizes(absl::string_view text) {
         return absl::InvalidArgumentError(
             absl::StrCat("--sizes: '", step, "': a geometric step is x2 or more"));
       }
-      for (int64_t v = *lo; v <= *hi; v *= f) out.push_back(v);
+      // v * f is computed only when it stays at or below hi (a factor near 2^63 overflowed
+      // and looped without end).
+      for (int64_t v = *lo;; v *= f) {
+        out.push_back(v);
+        if (v > *hi / f) break;
+      }
     } else if (absl::StartsWith(step, "+")) {
       auto d = ParseSize(step.substr(1));
       if (!d.ok()) return d.status();
@@ -101,6 +106,10 @@ absl::StatusOr<std::vector<int64_t>> ParseSizes(absl::string_view text) {
     }
   }
   if (out.empty()) return absl::InvalidArgumentError("--sizes: no size given");
+  if (out.size() > 10'000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sizes: ", out.size(), " sizes, above the 10000 rows one table holds"));
+  }
   return out;
 }
 
