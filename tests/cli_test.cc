@@ -40,7 +40,7 @@ TEST_CASE("help for the command and each subcommand", "[cli]") {
     CHECK(absl::StrContains(ledger.out, flag));
   }
   for (const char* cmd : {"run", "sweep", "compare", "plan", "merge", "validate", "calibrate",
-                          "topo", "collective"}) {
+                          "topo", "collective", "list"}) {
     INFO(cmd);
     Result r = Stepsim(std::string(cmd) + " --help");
     CHECK(r.status == 0);
@@ -768,3 +768,64 @@ TEST_CASE("inputs that used to abort exit 2 and name the file", "[cli][reliabili
         absl::StrCat(dir.string(), "/zero3-\xef\xbf\xbd.yaml"));
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// The entries of a catalog file ("  - name: X" lines), or the .yaml files of a folder.
+size_t CatalogEntries(const std::string& file) {
+  size_t n = 0;
+  for (absl::string_view line : absl::StrSplit(Slurp(file), '\n')) {
+    n += absl::StartsWith(line, "  - name: ") ? 1 : 0;
+  }
+  return n;
+}
+size_t YamlFiles(const std::string& dir) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    n += e.path().extension() == ".yaml" ? 1 : 0;
+  }
+  return n;
+}
+
+TEST_CASE("list shows every catalog entry, and what each GPU's calibration rests on", "[cli]") {
+  const std::string src = STEPSIM_SOURCE_DIR;
+  const std::vector<std::pair<std::string, size_t>> expected = {
+      {"models", YamlFiles(src + "/models")},
+      {"gpus", CatalogEntries(src + "/topologies/gpus.yaml")},
+      {"nodes", CatalogEntries(src + "/topologies/nodes.yaml")},
+      {"fabrics", YamlFiles(src + "/topologies/fabrics")},
+      // The cluster files: topologies/ less its two catalogs, and topologies/systems/.
+      {"systems", YamlFiles(src + "/topologies") - 2 + YamlFiles(src + "/topologies/systems")}};
+  for (const auto& [catalog, count] : expected) {
+    INFO(catalog);
+    const Result r = Stepsim("list " + catalog + " --json -");
+    REQUIRE(r.status == 0);
+    const auto rows = nlohmann::json::parse(r.out)[catalog];
+    CHECK(rows.size() == count);
+    for (const auto& row : rows) CHECK(row.contains("name"));
+    const Result text = Stepsim("list " + catalog);
+    CHECK(text.status == 0);
+  }
+  // The catalog's calibration files say which GPU each fit was made on: a GPU that names its own
+  // file was fitted to its own step times, one that names another's borrows it, one with none
+  // rests on datasheets.
+  const auto gpus = nlohmann::json::parse(Stepsim("list gpus --json -").out)["gpus"];
+  for (const auto& g : gpus) {
+    const std::string name = g["name"];
+    const std::string basis = g["calibration"];
+    INFO(name << ": " << basis);
+    const bool own = std::filesystem::exists(src + "/topologies/calibrations/" + name + ".yaml");
+    if (own) {
+      CHECK(absl::StartsWith(basis, "fitted to its own measured step times"));
+    } else if (g["calibrated_on"].is_null()) {
+      CHECK(basis == "datasheet only, uncalibrated (first estimates)");
+    } else {
+      CHECK(absl::StartsWith(basis, "not fitted on this GPU: "));
+    }
+  }
+  const Result bad = Stepsim("list gpu");
+  CHECK(bad.status == 2);
+  CHECK(absl::StrContains(bad.out, "unknown catalog 'gpu' (did you mean 'gpus'?)"));
+}
+
+}  // namespace

@@ -69,7 +69,7 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
   if (auto v = ReadDouble(k("comm_efficiency"), errors, 0.01, 1.0)) c.comm_efficiency = *v;
   if (auto v = ReadDouble(k("nvls_efficiency"), errors, 0.01, 1.0)) c.nvls_efficiency = *v;
   if (auto v = ReadDouble(k("overlap_slowdown"), errors, 1.0, 4.0)) c.overlap_slowdown = *v;
-  ReadString(k("note"), errors);
+  if (auto v = ReadString(k("note"), errors)) c.note = *v;
 }
 
 // A calibration file's parsed text, by path: the GPU catalog names one file for many GPUs (23
@@ -96,6 +96,9 @@ absl::StatusOr<CalibrationFile> ReadCalibrationFile(const std::string& path,
   f.file = path;
   f.calibration = base;
   if (auto name = ReadString({*doc, "gpu", "", /*required=*/true}, errors)) f.gpu = *name;
+  // The catalog's note about this GPU stays; a file's own note replaces it only where the
+  // catalog has none.
+  const std::string catalog_note = base.note;
   const YAML::Node cal = Child(*doc, "calibration");
   if (!cal.IsDefined()) {
     errors.Add(*doc, "calibration", "missing required key");
@@ -103,6 +106,8 @@ absl::StatusOr<CalibrationFile> ReadCalibrationFile(const std::string& path,
     ReadCalibration(cal, "calibration", f.calibration, errors);
   }
   if (!errors.empty()) return errors.ToStatus();
+  f.calibration.fitted_gpu = f.gpu;
+  if (!catalog_note.empty()) f.calibration.note = catalog_note;
   return f;
 }
 
@@ -256,6 +261,8 @@ absl::StatusOr<CalibrationFile> LoadCalibrationFile(const DataRoot& root, const 
   auto f = ReadCalibrationFile(path, g->calibration);
   if (!f.ok()) return f.status();
   f->gpu = g->name;
+  f->calibration.fitted_gpu = g->name;
+  f->calibration.note = absl::StrCat("--calibration ", path);
   return f;
 }
 

@@ -63,6 +63,11 @@ struct GpuCalibration {
   // The case files (by name, without .yaml) the compute efficiencies were fitted to; validate
   // --cross-validate refits without each in turn. Empty: first estimates, fitted to nothing.
   std::vector<std::string> fit_sources;
+  // What the numbers rest on, for people (`stepsim list gpus`): the catalog's note, and the GPU
+  // whose measured step times the compute terms were fitted to (a calibration file's `gpu:`;
+  // empty: no fit, first estimates from datasheets).
+  std::string note;
+  std::string fitted_gpu;
   bool operator==(const GpuCalibration&) const = default;
 };
 

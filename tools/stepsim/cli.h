@@ -43,5 +43,6 @@ int ValidateCommand(const std::vector<std::string>& args);
 int CalibrateCommand(const std::vector<std::string>& args);
 int CollectiveCommand(const std::vector<std::string>& args);
 int TopoCommand(const std::vector<std::string>& args);
+int ListCommand(const std::vector<std::string>& args);
 
 }  // namespace stepsim_cli

@@ -34,7 +34,9 @@ std::string TopHelp() {
       "  calibrate CASES  fit a GPU type's calibration to measured step times (--gpu, --out)\n"
       "  topo CLUSTER     the cluster graph: switches, links, bisection, collective bus "
       "bandwidth\n"
-      "  collective KIND  one collective across message sizes, as nccl-tests prints it\n\n"
+      "  collective KIND  one collective across message sizes, as nccl-tests prints it\n"
+      "  list CATALOG     what models/ and topologies/ hold: models, gpus (with what each\n"
+      "                   GPU's time calibration rests on), nodes, fabrics, systems\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
       "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
       "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
@@ -62,10 +64,11 @@ int Dispatch(const std::vector<std::string>& args) {
   if (command == "calibrate") return stepsim_cli::CalibrateCommand(rest);
   if (command == "topo") return stepsim_cli::TopoCommand(rest);
   if (command == "collective") return stepsim_cli::CollectiveCommand(rest);
+  if (command == "list") return stepsim_cli::ListCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
             << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge",
-                                         "validate", "calibrate", "topo", "collective"})
+                                         "validate", "calibrate", "topo", "collective", "list"})
             << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
 }
