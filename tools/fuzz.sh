@@ -17,7 +17,7 @@ seconds=${1:-1800}
 shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(scenario model fabric catalog cases set merge writers)
-bash tools/install-deps.sh
+bash tools/install-deps.sh --test
 command -v clang++ >/dev/null || { apt-get install -y -qq clang >/dev/null; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSTEPSIM_FUZZ=ON -DSTEPSIM_SANITIZE=ON -DSTEPSIM_WERROR=OFF -DSTEPSIM_BENCHMARKS=OFF >/dev/null

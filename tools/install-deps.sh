@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages stepsim needs, only those that are missing (run as root).
 # Run by tools/quickstart.sh; tools/test.sh adds --test for what only the test suite needs
-# (clang-format 14 for the format check, chromium to render the HTML report headless, pytest and
-# pandas for the Python bindings' tests, Pillow to read the plot's rendering). pybind11-dev and python3-dev build `import stepsim`.
+# (Catch2 and Google Benchmark for the suite and the benchmarks, clang-format 14 for the format
+# check, chromium to render the HTML report headless, pytest and pandas for the Python
+# bindings' tests, Pillow to read the plot's rendering). pybind11-dev and python3-dev build `import stepsim`.
 set -euo pipefail
-packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libabsl-dev catch2
-          nlohmann-json3-dev libbenchmark-dev gnuplot-nox pybind11-dev python3-dev)
-if [ "${1:-}" = "--test" ]; then packages+=(clang-format chromium python3-pytest python3-pandas python3-pil); fi
+packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libabsl-dev
+          nlohmann-json3-dev gnuplot-nox pybind11-dev python3-dev)
+if [ "${1:-}" = "--test" ]; then
+  packages+=(catch2 libbenchmark-dev clang-format chromium python3-pytest python3-pandas
+             python3-pil)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

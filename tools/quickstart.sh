@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Quick start: install what is missing, build stepsim (Release) into build-release/ with its
 # Python module, make `import stepsim` work for python3, and run stepsim on its default scenario
-# (scenarios/default.yaml).
+# (scenarios/default.yaml). Only what a user runs is built: the tests, fuzz targets and
+# benchmarks are built by tools/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install-deps.sh
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DSTEPSIM_PYTHON=ON \
-      -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
-cmake --build build-release
+      -DSTEPSIM_TESTS=OFF -DSTEPSIM_BENCHMARKS=OFF -DPython3_EXECUTABLE=/usr/bin/python3 >/dev/null
+cmake --build build-release --target stepsim stepsim_python
 # A .pth file in each python3's site-packages (Debian's, and the one first on PATH when that is
 # another of the same version) puts build-release/python on its path, as `pip install -e` would:
 # a rebuild is picked up without reinstalling.
