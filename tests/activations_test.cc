@@ -1,5 +1,5 @@
-// SPEC §3.2: the op-level accounting of sim/workload/layer_ops reproduces Korthikanti et al.
-// 2022 Table 2 to the byte, for the GPT layer, for every TP/SP/recompute row.
+// docs/model.md "Activations": the op-level accounting of sim/workload/layer_ops reproduces
+// Korthikanti et al. 2022 Table 2 to the byte, for the GPT layer, for every TP/SP/recompute row.
 #include <catch2/catch.hpp>
 
 #include "sim/workload/layer_ops.h"

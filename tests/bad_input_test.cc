@@ -159,8 +159,8 @@ TEST_CASE("an inline cluster needs its node description", "[config]") {
   CHECK(s->cluster.node.nic_bandwidth.bytes_per_s() == 200e9 / 8);
 }
 
-TEST_CASE("the README's table of scenario keys is the key registry", "[config]") {
-  std::ifstream in(STEPSIM_SOURCE_DIR "/README.md");
+TEST_CASE("the reference's table of scenario keys is the key registry", "[config]") {
+  std::ifstream in(STEPSIM_SOURCE_DIR "/docs/reference.md");
   REQUIRE(in);
   std::stringstream text;
   text << in.rdbuf();

@@ -307,9 +307,10 @@ TEST_CASE("without a pipeline, a window whose three replays do not repeat yet sl
 
 TEST_CASE("folded and unfolded reports are byte-identical across the sweep check's grid",
           "[fold]") {
-  // The contract's sweep grid (../shared/checks/sweep-throughput), at three of its six
-  // sequence lengths: each ZeRO stage, recompute and micro-batch size, which between them fold
-  // by state (with the allocator replayed alone or not) and on three replays.
+  // The contract's sweep grid (the sweep-throughput contract check (144 default-shape
+  // configurations, 2 jobs)), at three of its six sequence lengths: each ZeRO stage, recompute and
+  // micro-batch size, which between them fold by state (with the allocator replayed alone or not)
+  // and on three replays.
   int by_state = 0, by_results = 0, allocator_alone = 0;
   for (const char* seq : {"1024", "4096", "16384"}) {
     for (const char* zero : {"0", "1", "2", "3"}) {

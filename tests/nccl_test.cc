@@ -1,5 +1,6 @@
 // Predicted collective bus bandwidth and algorithm against published nccl-tests and rccl-tests
-// runs (../shared/validation/collectives.yaml), on the systems of topologies/systems/.
+// runs (the published nccl-tests runs stepsim is validated on (collectives.yaml)), on the systems
+// of topologies/systems/.
 //
 // What each run is to the model: the transports' ramps were fitted to one curve each
 // (tools/fit-transport-ramps.py: A100 Azure for NVLink, H100 Azure for NVLS, MI300X for Infinity
@@ -17,10 +18,10 @@
 // fit: efa-rdma's efficiency is EFA's 0.84 from p4de and the B200's nvls_efficiency comes from
 // one 8-GPU node.
 //
-// kCoreWeaveGb200: GB200 NVL72 all-reduce runs published outside ../shared/validation, in the
-// README of github.com/coreweave/nccl-tests ("Expected Performance", GB200, NCCL 2.26.2,
-// NCCL_MNNVL_ENABLE=1; commit cb86553), out-of-place busbw: one rack of 72 GPUs, two racks
-// (144) and 20 racks (1440) over 4x 400 Gb/s InfiniBand per compute tray.
+// kCoreWeaveGb200: GB200 NVL72 all-reduce runs published outside the published measurements stepsim
+// is validated on, in the README of github.com/coreweave/nccl-tests ("Expected Performance", GB200,
+// NCCL 2.26.2, NCCL_MNNVL_ENABLE=1; commit cb86553), out-of-place busbw: one rack of 72 GPUs, two
+// racks (144) and 20 racks (1440) over 4x 400 Gb/s InfiniBand per compute tray.
 #include <catch2/catch.hpp>
 #include <cstdio>
 
@@ -40,7 +41,8 @@ ClusterSpec System(const char* file) {
   return f->cluster;
 }
 
-// nccl-tests' bus bandwidth: the bytes each GPU sends (SPEC §2) over the time, in GB/s.
+// nccl-tests' bus bandwidth: the bytes each GPU sends (docs/model.md "Conventions") over the time,
+// in GB/s.
 double BusBandwidthGBps(CollectiveKind kind, Bytes m, int64_t n, Duration time) {
   return static_cast<double>(BytesSentPerGpu(kind, m, n).count()) / time.seconds() / 1e9;
 }

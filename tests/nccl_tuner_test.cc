@@ -167,7 +167,8 @@ TEST_CASE("NCCL's NVLS search on one node: a channel per GPU, so ring on 4 GPUs 
   // head's twice, so a link carries n + 1 channels; on a DGX H100 (364.5 GB/s of NVLink at its
   // efficiency) that is 364.5 / 5 = 72.9 -> the 60 GB/s search speed for 4 GPUs and
   // 364.5 / 9 = 40.5 -> 40 for 8, bwInter raised to 60 either way. NCCL 2.27.7 ran ring on 4
-  // of an H200 node's GPUs (stas00's all_reduce_perf log, ../shared/validation).
+  // of an H200 node's GPUs (stas00's all_reduce_perf log, the published measurements stepsim is
+  // validated on).
   const config::DataRoot root{STEPSIM_SOURCE_DIR};
   auto c = config::ResolveCluster(root, "dgx-h100", 1, std::nullopt);
   REQUIRE(c.ok());

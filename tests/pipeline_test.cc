@@ -218,7 +218,8 @@ TEST_CASE("megatron preset: distributed optimizer states, and what its overlaps 
   const Scenario plain = megatron("zero: 0");
   const Scenario distopt = megatron("zero: 1");
   REQUIRE(plain.dp() == 4);
-  // SPEC §3.1: 18 B/param without the distributed optimizer, 6 + 12/N with it (N = 4).
+  // docs/model.md "Model states": 18 B/param without the distributed optimizer, 6 + 12/N with it (N
+  // = 4).
   const int64_t params = StageParameters(plain)[0];
   CHECK(PersistentStates(plain).total() == Bytes::Count(18 * params));
   CHECK(PersistentStates(distopt).total() ==
@@ -351,8 +352,8 @@ TEST_CASE("context parallelism splits each GPU's tokens and all-gathers K and V"
         per_gather * 32 * cp.micro_batches());
 }
 
-// Korthikanti et al. 2022 Table 2 (SPEC §3.2) through the replay: the activation peak grows by
-// exactly one table row per decoder layer added.
+// Korthikanti et al. 2022 Table 2 (docs/model.md "Activations") through the replay: the activation
+// peak grows by exactly one table row per decoder layer added.
 TEST_CASE("the replay reproduces Korthikanti Table 2 for TP, SP and recompute", "[pipeline]") {
   const int64_t s = 2048, b = 1, h = 6144, a = 64;
   const std::string gpt22b = R"(schema_version: 1

@@ -1,5 +1,5 @@
-// The step replay against SPEC §3.3-3.4 and the op-level accounting; expected values derived
-// here from the formulas.
+// The step replay against docs/model.md "Communication per optimizer step", docs/model.md "ZeRO-3
+// transients" and the op-level accounting; expected values derived here from the formulas.
 #include "sim/replay/replay.h"
 
 #include <catch2/catch.hpp>
@@ -59,7 +59,8 @@ TEST_CASE("megatron all-reduces fp32 gradients in bf16 and fp16 ones in fp16", "
   };
   const auto [bf16, s] = reduced("bf16");
   const auto [fp16, s16] = reduced("fp16");
-  // One all-reduce of the whole buffer: 2 M (n - 1) / n per GPU (SPEC §2), M = bytes x P.
+  // One all-reduce of the whole buffer: 2 M (n - 1) / n per GPU (docs/model.md "Conventions"), M =
+  // bytes x P.
   const int64_t n = s.dp();
   const int64_t params = CountParameters(s.model).total;
   CHECK(bf16 == 2 * (4 * params) * (n - 1) / n);

@@ -1,4 +1,5 @@
-// SPEC §3.1: every number of the static ledger, derived here from the per-kind bytes.
+// docs/model.md "Model states": every number of the static ledger, derived here from the per-kind
+// bytes.
 #include "sim/workload/static_ledger.h"
 
 #include <catch2/catch.hpp>

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Re-derive the transports' size ramps (sim/spec/transport.cc) from nccl-tests curves.
 
-For each transport, one public all-reduce curve of ../shared/validation/collectives.yaml on a
+For each transport, one public all-reduce curve of the published nccl-tests runs stepsim is validated on (collectives.yaml) on a
 system described in topologies/systems/, priced with the algorithm FITS names (auto: what
 NCCL's tuner runs; ABCI's one curve is read as CollNet for SHARP and as a tree for InfiniBand).
 At each measured size S, stepsim collective gives NCCL's latency L(S) for what runs there and
@@ -85,9 +85,10 @@ def interpolate(points, s):
 
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("collectives", help="the published nccl-tests runs (collectives.yaml)")
     ap.add_argument("--stepsim", default=os.path.join(ROOT, "build", "tools", "stepsim"))
     args = ap.parse_args()
-    data = yaml.safe_load(open(os.path.join(ROOT, "..", "shared", "validation", "collectives.yaml")))
+    data = yaml.safe_load(open(args.collectives))
     runs = {r["id"]: r for r in data["runs"]}
     fitted = {}
     for transport, (system, run_id, algo) in FITS.items():

@@ -1,9 +1,9 @@
 #pragma once
-// Which failures are the user's bad input: the command line exits 2 for them (SPEC §5) and the
-// Python bindings raise stepsim.ScenarioError; any other code is an internal failure (exit 1,
-// RuntimeError). The loaders return InvalidArgument (malformed input), NotFound (a name or file
-// that does not exist) or FailedPrecondition (input that conflicts with the cluster); the
-// replay OutOfRange (a step beyond the clock) and Unimplemented (a layout not modelled).
+// Which failures are the user's bad input: the command line exits 2 for them (docs/model.md "The
+// report") and the Python bindings raise stepsim.ScenarioError; any other code is an internal
+// failure (exit 1, RuntimeError). The loaders return InvalidArgument (malformed input), NotFound (a
+// name or file that does not exist) or FailedPrecondition (input that conflicts with the cluster);
+// the replay OutOfRange (a step beyond the clock) and Unimplemented (a layout not modelled).
 
 #include "absl/status/status.h"
 

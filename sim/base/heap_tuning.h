@@ -6,8 +6,7 @@
 // the 2-core development machine, a virtual machine (tools/bench/replay_bench, the same
 // RelWithDebInfo binary without and with this, interleaved, median of 3): the default
 // scenario's folded replay 48.7 ms, a third of it in the kernel's page-fault path, and 16.4 ms
-// with the heap kept; `stepsim calibrate` of the A100 fit about 26 s -> 15 s (README
-// "Benchmarks").
+// with the heap kept; `stepsim calibrate` of the A100 fit about 26 s -> 15 s (docs/benchmarks.md).
 
 namespace sim {
 

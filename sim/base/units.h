@@ -1,5 +1,5 @@
 #pragma once
-// Physical quantities as distinct types (STYLE.md "Units are types").
+// Physical quantities as distinct types (units are types: each line checkable by reading it alone).
 //
 // - Bytes: exact int64 count, signed so that ledger deltas are Bytes too.
 // - Duration: int64 picoseconds, the engine's clock. Floating seconds enter only through

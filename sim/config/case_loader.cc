@@ -1,6 +1,6 @@
-// Validation case files (SPEC §6): `cases:` entries with id, source, measured values, the
-// source's conventions, an optional `skip:` reason, and a scenario — inline, or `base: PATH`
-// (relative to the case file) plus `set: {KEY: VALUE}` overrides.
+// Validation case files (docs/model.md "Validation data"): `cases:` entries with id, source,
+// measured values, the source's conventions, an optional `skip:` reason, and a scenario — inline,
+// or `base: PATH` (relative to the case file) plus `set: {KEY: VALUE}` overrides.
 
 #include <filesystem>
 #include <limits>

@@ -151,7 +151,8 @@ class ScenarioLoader {
   std::shared_ptr<const Impl> impl_;
 };
 
-// Loads a validation case file (SPEC §6), every case's scenario resolved and validated.
+// Loads a validation case file (docs/model.md "Validation data"), every case's scenario resolved
+// and validated.
 absl::StatusOr<std::vector<ValidationCase>> LoadCases(const DataRoot& root,
                                                       const std::string& file);
 

@@ -1,9 +1,10 @@
 #pragma once
-// The registry of scenario keys (SPEC §4, §7): every key a scenario file may hold, with its
-// type, its default and what it means. The loader takes each section's allowed keys from it
-// (unknown keys and "did you mean" use it), `stepsim run --list-keys` prints it, and the README's
-// table of scenario keys is its Markdown rendering (a test compares them). Defaults are read off
-// a default-constructed Scenario (sim/spec/scenario.h), so each is still written once.
+// The registry of scenario keys (docs/reference.md "Scenario files", docs/reference.md): every key
+// a scenario file may hold, with its type, its default and what it means. The loader takes each
+// section's allowed keys from it (unknown keys and "did you mean" use it), `stepsim run
+// --list-keys` prints it, and docs/reference.md's table of scenario keys is its Markdown rendering
+// (a test compares them). Defaults are read off a default-constructed Scenario
+// (sim/spec/scenario.h), so each is still written once.
 
 #include <string>
 #include <vector>
@@ -25,7 +26,7 @@ const std::vector<ScenarioKey>& ScenarioKeys();
 // The keys allowed directly under `section` ("" for the top level): the last path component.
 std::vector<std::string> SectionKeys(absl::string_view section);
 
-// The README table: "| key | type | default | meaning |" and one row per key.
+// docs/reference.md's table: "| key | type | default | meaning |" and one row per key.
 std::string ScenarioKeysMarkdown();
 
 }  // namespace sim::config

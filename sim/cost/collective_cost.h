@@ -1,6 +1,6 @@
 #pragma once
-// Time of a collective (SPEC §3.5). The replay asks a CollectiveCostModel; the one stepsim
-// builds prices every collective on the cluster graph (graph_collective.h).
+// Time of a collective (docs/model.md "Time"). The replay asks a CollectiveCostModel; the one
+// stepsim builds prices every collective on the cluster graph (graph_collective.h).
 
 #include <memory>
 #include <string>

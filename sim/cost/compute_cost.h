@@ -1,5 +1,5 @@
 #pragma once
-// Time of a compute op on one GPU (SPEC §3.5): a roofline with calibrated efficiencies,
+// Time of a compute op on one GPU (docs/model.md "Time"): a roofline with calibrated efficiencies,
 //   c = FLOPs / (peak × eff_class) × waves × (1 + k_overhead · mean(1/K)) for GEMMs (waves the
 //       time of the kernels' output tiles in whole waves over the GPU's SMs relative to their
 //       FLOPs, Op::waves, sim/workload/gemm_waves.h; K the reduction length of each kernel the
@@ -45,8 +45,9 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision,
 //   NVMe I/O   bytes / (NVMe bandwidth / GPUs per node).
 // kPcieEfficiency 0.8: pinned cudaMemcpy reaches 24-26 GB/s of a Gen4 x16 link's 31.5 (CUDA
 // samples' bandwidthTest on A100 systems). kHostMemoryEfficiency 0.5: a first estimate, not
-// fitted (no offloaded step time in ../shared/validation): DeepSpeed's CPU Adam is a streaming
-// AVX kernel bound by DRAM bandwidth; half the STREAM-peak is typical of multi-socket servers.
+// fitted (no offloaded step time in the published measurements stepsim is validated on):
+// DeepSpeed's CPU Adam is a streaming AVX kernel bound by DRAM bandwidth; half the STREAM-peak is
+// typical of multi-socket servers.
 inline constexpr double kPcieEfficiency = 0.8;
 inline constexpr double kHostMemoryEfficiency = 0.5;
 Duration HostDuration(const Op& op, const HostSpec& host, int64_t gpus_per_node);

@@ -1,5 +1,5 @@
 #pragma once
-// Micro-batch folding (README "Folding"): the micro-batches between warm-up and cool-down run
+// Micro-batch folding (docs/folding.md): the micro-batches between warm-up and cool-down run
 // the same ops with the same memory actions, and the replay's state repeats from one to the
 // next in integer picoseconds and bytes. Instead of lowering and replaying all M of them, the
 // step is replayed at a few lengths K, K + d, K + 2d, ... (d = 1, or pp for the interleaved

@@ -1,5 +1,5 @@
 #pragma once
-// Forked replays (README "Folding"): the short replays of a fold run programs that agree op for
+// Forked replays (docs/folding.md): the short replays of a fold run programs that agree op for
 // op over a long prefix (the first micro-batches) and differ after it (one more micro-batch, or
 // the optimizer step). Replaying the longest and, at the last moment the prefix alone decides,
 // handing a copy of its state to each shorter program gives every replay exactly as it would

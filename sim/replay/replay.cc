@@ -323,9 +323,9 @@ class ReplayListener {
     return {task / n, task % n};
   }
 
-  // Communication kernels take SMs and HBM bandwidth from the compute beside them (SPEC §3.5):
-  // while a collective or send runs on its GPU, a compute-stream kernel progresses at
-  // 1 / overlap_slowdown of its rate alone, and at its full rate the rest of its time.
+  // Communication kernels take SMs and HBM bandwidth from the compute beside them (docs/model.md
+  // "Time"): while a collective or send runs on its GPU, a compute-stream kernel progresses at 1 /
+  // overlap_slowdown of its rate alone, and at its full rate the rest of its time.
   Duration Stretch(Duration alone) const {
     return Duration::FromSeconds(alone.seconds() * slowdown_);
   }

@@ -1,5 +1,5 @@
 #pragma once
-// A fold on the replay's state (README "Micro-batch folding"). The replay of a fold's program
+// A fold on the replay's state (docs/folding.md). The replay of a fold's program
 // of K + d micro-batches passes a state F1 where the program a period shorter parts from it
 // (sim/replay/prefix_watch.h) and, a period on, a state F2 where the program a period longer
 // would. When F2 is F1 one period on — every running op, queued event, free time and running

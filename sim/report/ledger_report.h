@@ -1,7 +1,8 @@
 #pragma once
-// `stepsim ledger`: the static ledger (SPEC §3.1) and, with a model and a sequence length, the
-// op-level activation bytes per layer (SPEC §3.2), as a table for people and as JSON (SPEC §5
-// keys: params, bytes_per_param, per_gpu_bytes, activation_bytes_per_layer).
+// `stepsim ledger`: the static ledger (docs/model.md "Model states") and, with a model and a
+// sequence length, the op-level activation bytes per layer (docs/model.md "Activations"), as a
+// table for people and as JSON (docs/model.md "The report" keys: params, bytes_per_param,
+// per_gpu_bytes, activation_bytes_per_layer).
 
 #include <cstdint>
 #include <optional>

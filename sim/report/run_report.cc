@@ -28,7 +28,8 @@ nlohmann::ordered_json StaticJson(const StateSplit& st) {
           {"host", st.host.count()},           {"nvme", st.nvme.count()}};
 }
 
-// SPEC §5's memory and time keys for every pipeline stage (one entry without pp).
+// docs/model.md "The report"'s memory and time keys for every pipeline stage (one entry without
+// pp).
 nlohmann::ordered_json StagesJson(const RunSummary& r) {
   nlohmann::ordered_json stages = nlohmann::ordered_json::array();
   for (const StageSummary& st : r.stages) {

@@ -1,7 +1,7 @@
 #pragma once
-// Observers of a replay: the run report (SPEC §5) for people and as JSON, the Chrome/Perfetto
-// trace and the CSV memory timeline. All output is deterministic: the same replay gives the same
-// bytes.
+// Observers of a replay: the run report (docs/model.md "The report") for people and as JSON, the
+// Chrome/Perfetto trace and the CSV memory timeline. All output is deterministic: the same replay
+// gives the same bytes.
 
 #include <optional>
 #include <string>
@@ -14,7 +14,7 @@
 
 namespace sim::report {
 
-// Renderers of a run's summary: the SPEC §5 JSON report and the text report.
+// Renderers of a run's summary: the docs/model.md "The report" JSON report and the text report.
 nlohmann::ordered_json RunJson(const RunSummary& r);
 std::string RunText(const RunSummary& r);
 

@@ -1,11 +1,12 @@
 #pragma once
-// The typed result of one run: everything the run report (SPEC §5) says, computed once from the
-// scenario and its replay. Text, JSON, sweep rows, compare tables, plan and validate all read
-// these fields; none of them parses a rendered report back.
+// The typed result of one run: everything the run report (docs/model.md "The report") says,
+// computed once from the scenario and its replay. Text, JSON, sweep rows, compare tables, plan and
+// validate all read these fields; none of them parses a rendered report back.
 //
-// Conventions (SPEC §2): FLOPs in `*_flops_total` are totals over the cluster per step (per-GPU
-// work × GPUs; TP/CP ranks each do their share); MFU and HFU divide by step × GPUs × the dense
-// peak of the compute dtype. Memory is per GPU, of the simulated GPU with the highest peak
+// Conventions (docs/model.md "Conventions"): FLOPs in `*_flops_total` are totals over the cluster
+// per step (per-GPU work × GPUs; TP/CP ranks each do their share); MFU and HFU divide by step ×
+// GPUs × the dense peak of the compute dtype. Memory is per GPU, of the simulated GPU with the
+// highest peak
 // (`peak_gpu`, on pipeline stage `peak_stage`); time keys are the busiest stage's
 // (`time_stage`).
 

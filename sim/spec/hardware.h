@@ -13,8 +13,8 @@ namespace sim {
 
 enum class Dtype { kFp32, kTf32, kBf16, kFp16, kFp8 };
 
-// Per-GPU-type calibration of the cost model (SPEC §3.5): one set of numbers per GPU type,
-// never per case. Efficiencies are fractions of the datasheet peak.
+// Per-GPU-type calibration of the cost model (docs/model.md "Time"): one set of numbers per GPU
+// type, never per case. Efficiencies are fractions of the datasheet peak.
 struct GpuCalibration {
   // Large GEMMs in whole waves of tiles, fraction of dense peak (partial tiles and waves are
   // priced apart: Op::waves, sim/workload/gemm_waves.h).

@@ -1,6 +1,7 @@
 #pragma once
 // What a byte of GPU memory holds. The replay's ledger keeps one running total per category; the
-// report's peak breakdown (SPEC §5 peak_breakdown_bytes) uses these names in this order.
+// report's peak breakdown (docs/model.md "The report" peak_breakdown_bytes) uses these names in
+// this order.
 
 #include <array>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 // One training job (scenarios/NAME.yaml) after loading, resolution of catalog names and
 // validation. The member initialisers below are the documented defaults of every optional key
-// (README "Scenario files" lists them); no other place in the code writes a default.
+// (docs/reference.md "Scenario files" lists them); no other place in the code writes a default.
 
 #include <algorithm>
 #include <array>

@@ -1,10 +1,11 @@
 #pragma once
-// How NCCL moves bytes over one kind of link (SPEC §4 "fabrics name a transport"): the fraction
-// of the link's line rate a large collective reaches, and how that fraction ramps up with the
-// message size. Inter-node transports are named by fabrics (`transport:`), the intra-node one
-// by node types (`intra_node_transport:`). The table is compiled in (transport.cc) with what
-// each number rests on; tools/fit-transport-ramps.py re-derives the ramps from the nccl-tests
-// curves of ../shared/validation/collectives.yaml.
+// How NCCL moves bytes over one kind of link (docs/reference.md "Scenario files" "fabrics name a
+// transport"): the fraction of the link's line rate a large collective reaches, and how that
+// fraction ramps up with the message size. Inter-node transports are named by fabrics
+// (`transport:`), the intra-node one by node types (`intra_node_transport:`). The table is compiled
+// in (transport.cc) with what each number rests on; tools/fit-transport-ramps.py re-derives the
+// ramps from the nccl-tests curves of the published nccl-tests runs stepsim is validated on
+// (collectives.yaml).
 
 #include <optional>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
-// A validation case (scenarios/validation/*.yaml, SPEC §6): a scenario plus what a real run
-// measured, the conventions of its source and the citation.
+// A validation case (scenarios/validation/*.yaml, docs/model.md "Validation data"): a scenario plus
+// what a real run measured, the conventions of its source and the citation.
 
 #include <cstdint>
 #include <map>
@@ -25,7 +25,7 @@ struct DeepSpeedEstimatorInput {
   double buffer_factor = 1.5;
 };
 
-// How a source counted FLOPs for its MFU/HFU (../shared/validation/README.md).
+// How a source counted FLOPs for its MFU/HFU (docs/model.md "Validation data").
 enum class FlopConvention { kStepsim, kMegatronHw, kKorthikanti, kMosaicml, kTorchtitan };
 // What a source's memory figure is.
 enum class MemoryConvention { kAllocated, kReserved, kActive };

@@ -1,7 +1,7 @@
 #pragma once
 // `stepsim validate`: replays validation cases and compares stepsim's predictions with what real
 // runs measured, each metric normalised to the source's own convention first
-// (../shared/validation/README.md):
+// (docs/model.md "Validation data"):
 //
 //   stepsim      MFU = model FLOPs (fwd + bwd, attention halved by flash) / (step·GPUs·peak)
 //   mosaicml     per sequence 3·(2·N·s + 4·L·h·s²), N all parameters; HFU uses 4 instead of 3

@@ -94,8 +94,8 @@ enum class OpClass { kGemm, kAttention, kMemoryBound, kPcieCopy, kHostCompute, k
 
 // FlashAttention's backward runs five matmuls to the forward's two (it recomputes QK^T and the
 // softmax): 2.5 times the forward's FLOPs (Dao 2023, FlashAttention-2, arXiv 2307.08691, section
-// 3.1.2). Model FLOPs count a backward as twice the forward (SPEC §2): the other half forward is
-// hardware FLOPs only.
+// 3.1.2). Model FLOPs count a backward as twice the forward (docs/model.md "Conventions"): the
+// other half forward is hardware FLOPs only.
 inline constexpr double kFlashBackwardFactor = 2.5;
 
 // Where a layer op meets tensor and context parallelism (Megatron-LM, Shoeybi et al. 2019 §3;
@@ -150,8 +150,8 @@ struct LayerOp {
   // Part of the attention core (QK^T, softmax, dropout, AV; or the flash kernel): what selective
   // recompute (module core_attn) re-runs in the backward.
   bool core = false;
-  // The other selective recompute modules that re-run it (layer_ops.cc tags them; README
-  // "Activation checkpointing").
+  // The other selective recompute modules that re-run it (layer_ops.cc tags them;
+  // docs/reference.md "Activation checkpointing").
   RecomputeModules rerun_by = 0;
   // The fraction of the op that per-op checkpointing re-runs: 0 for the cached matmuls and
   // attention, the recomputed matmuls' share of a fused GEMM (wk of qkv, w3 of gate_up), 1 for

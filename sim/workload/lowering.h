@@ -2,7 +2,8 @@
 // Lowering: (model, training, parallel layout) -> the op program of one data-parallel rank for
 // one optimizer step (sim/workload/program.h). Time-free and deterministic.
 //
-// What a framework gathers, reduces and does at the step's end (SPEC §3.1, §3.3, §3.4) is its
+// What a framework gathers, reduces and does at the step's end (docs/model.md "Model states",
+// docs/model.md "Communication per optimizer step", docs/model.md "ZeRO-3 transients") is its
 // data-parallel policy's (sim/workload/policy/: deepspeed.cc, fsdp.cc, megatron.cc); lowering
 // asks the policy and never branches on the framework. The mechanics it drives: ZeRO-3 gathers
 // `prefetch` groups ahead (the gather of group g + p is launched, and its buffer allocated, when

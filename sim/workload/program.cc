@@ -15,7 +15,7 @@ Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size) {
     case CollectiveKind::kAllReduce:
       return tensor * (2 * (n - 1)) / n;
     case CollectiveKind::kSendRecv:
-      return tensor;  // the sender's; SPEC §5 send_recv
+      return tensor;  // the sender's; docs/model.md "The report" send_recv
     case CollectiveKind::kNone:
       return Bytes();
   }

@@ -132,9 +132,9 @@ struct Op {
   int32_t mem_begin = 0, mem_start = 0, mem_finish = 0, mem_end = 0;
 };
 
-// A collective: the full tensor M (SPEC §2: ring all-gather/reduce-scatter send M(n-1)/n per
-// GPU, all-reduce 2M(n-1)/n) over `group`, launched as `buckets` collectives of equal size.
-// kSendRecv: member 0 of each copy sends M to member 1 (a pipeline stage boundary).
+// A collective: the full tensor M (docs/model.md "Conventions": ring all-gather/reduce-scatter send
+// M(n-1)/n per GPU, all-reduce 2M(n-1)/n) over `group`, launched as `buckets` collectives of equal
+// size. kSendRecv: member 0 of each copy sends M to member 1 (a pipeline stage boundary).
 // kAllToAll: each member's buffer of M bytes is split in n, member i's j-th slice going to
 // member j (expert parallelism's dispatch and combine): M(n-1)/n sent per GPU.
 struct CollectiveSpec {
@@ -165,7 +165,7 @@ struct OpProgram {
   int64_t tokens_per_micro_batch = 0;
 };
 
-// Bytes each GPU sends for one collective (SPEC §2, ring algorithms).
+// Bytes each GPU sends for one collective (docs/model.md "Conventions", ring algorithms).
 Bytes BytesSentPerGpu(CollectiveKind kind, Bytes tensor, int64_t group_size);
 
 // "mb3 L12 bwd qkv" — for summaries, traces and timelines.

@@ -1,7 +1,8 @@
 #pragma once
-// The static ledger of model states (SPEC §3.1): bytes per parameter by kind and per-GPU model
-// states for ZeRO 0–3 at a sharding degree N. This is the textbook arithmetic that the replay's
-// first row shows; the replay allocates exactly these persistent states, then adds transients.
+// The static ledger of model states (docs/model.md "Model states"): bytes per parameter by kind and
+// per-GPU model states for ZeRO 0–3 at a sharding degree N. This is the textbook arithmetic that
+// the replay's first row shows; the replay allocates exactly these persistent states, then adds
+// transients.
 
 #include <array>
 #include <cstdint>
@@ -36,7 +37,7 @@ struct BytesPerParam {
   }
 };
 
-// SPEC §3.1 table rows, by framework:
+// docs/model.md "Model states" table rows, by framework:
 //  deepspeed: weights 2 (fp8: 1, the textbook row), grads 2 in the compute dtype, fp32 master 4,
 //             optimizer m/v: AdamW 4 + 4, SGD momentum 4 + 0, 8-bit Adam 1 + 1.
 //  fsdp:      the sharded fp32 parameter is the master copy; gradients kept sharded in fp32

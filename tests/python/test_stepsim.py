@@ -213,14 +213,14 @@ def test_bad_arguments_are_type_errors():
         stepsim.to_dataframe({"neither": 1})
 
 
-def test_the_readme_notebook_example_runs(capsys):
-    pytest.importorskip("pandas", reason="the README's example converts a sweep (python3-pandas)")
-    readme = open("README.md").read()
-    section = readme[readme.index("### Python"):]
+def test_the_reference_notebook_example_runs(capsys):
+    pytest.importorskip("pandas", reason="the reference's example converts a sweep (python3-pandas)")
+    readme = open("docs/reference.md").read()
+    section = readme[readme.index("## Python"):]
     code = section[section.index("```python\n") + len("```python\n"):]
     code = code[:code.index("```")]
     namespace = {}
-    exec(compile(code, "README.md (Python example)", "exec"), namespace)
+    exec(compile(code, "docs/reference.md (Python example)", "exec"), namespace)
     df = namespace["df"]
     assert len(df) == 8 and "memory.peak_bytes" in df.columns
     out = capsys.readouterr().out

@@ -13,7 +13,7 @@ What each line times:
     loading excluded): the default scenario, GPT-3 175B (scenarios/gpt3-175b-korthikanti.yaml,
     64 micro-batches) and Llama 3 405B on 16,384 GPUs (scenarios/llama3-405b-8k.yaml; the
     bench builds its 2,048-node fabric each time).
-  - sweep: the command ../shared/checks/sweep-throughput times, the whole process with loading
+  - sweep: the command the sweep-throughput contract check (144 default-shape configurations, 2 jobs) times, the whole process with loading
     and the JSON report: 144 default-shape configurations on 2 jobs.
   - plan: `stepsim plan` as the issue's acceptance writes it, the whole process.
 """

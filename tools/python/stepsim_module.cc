@@ -552,8 +552,9 @@ py::object ToDataFrame(const py::dict& result) {
 PYBIND11_MODULE(stepsim, m) {
   m.doc() =
       "stepsim: replays one LLM training step layer by layer over a modeled GPU cluster.\n"
-      "Each function returns what the command's --json writes (SPEC section 5), as Python\n"
-      "objects; bad input raises stepsim.ScenarioError with file, line, column and key_path.";
+      "Each function returns what the command's --json writes (docs/model.md, 'The report'),\n"
+      "as Python objects; bad input raises stepsim.ScenarioError with file, line, column and "
+      "key_path.";
   py::object value_error = py::reinterpret_borrow<py::object>(PyExc_ValueError);
   py::dict ns;
   ns["ValueError"] = value_error;

@@ -12,7 +12,8 @@
 
 namespace stepsim_cli {
 
-// SPEC §5: 0 success (a job that does not fit is a successful answer), 2 bad input, 1 internal.
+// docs/model.md "The report": 0 success (a job that does not fit is a successful answer), 2 bad
+// input, 1 internal.
 constexpr int kExitOk = 0;
 constexpr int kExitInternal = 1;
 constexpr int kExitBadInput = 2;

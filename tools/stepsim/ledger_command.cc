@@ -1,4 +1,5 @@
-// stepsim ledger [MODEL] [--params COUNT] [--gpus N] ...: the static ledger (SPEC §3.1, §3.2).
+// stepsim ledger [MODEL] [--params COUNT] [--gpus N] ...: the static ledger (docs/model.md "Model
+// states", docs/model.md "Activations").
 
 #include <algorithm>
 #include <cmath>
@@ -71,10 +72,11 @@ absl::StatusOr<sim::RecomputeModules> Modules(const std::string& list) {
 FlagSet LedgerFlags() {
   return FlagSet(
       "stepsim ledger [MODEL] [--params COUNT] [--gpus N] [flags]",
-      "Prints the static ledger of SPEC §3.1: bytes per parameter by kind and the per-GPU model\n"
-      "states under ZeRO 0-3 at N data-parallel GPUs; with a MODEL (a name in models/ or a path)\n"
-      "and --seq-len, also the activation bytes one layer keeps for backward under\n"
-      "none/selective/full recompute, derived op by op (SPEC §3.2).",
+      "Prints the static ledger (docs/model.md, 'Model states'): bytes per parameter by kind\n"
+      "and the per-GPU model states under ZeRO 0-3 at N data-parallel GPUs; with a MODEL (a\n"
+      "name in models/ or a path) and --seq-len, also the activation bytes one layer keeps for\n"
+      "backward under none/selective/full recompute, derived op by op (docs/model.md,\n"
+      "'Activations').",
       {{"params", "COUNT", "parameter count (70e9, 7B, 175e9); default: derived from MODEL"},
        {"gpus", "N", "data-parallel (sharding) degree N; default 8"},
        {"framework", "F", "deepspeed (default, the textbook rows) | fsdp | megatron"},

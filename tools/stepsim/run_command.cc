@@ -52,13 +52,15 @@ FlagSet RunFlags() {
   return FlagSet(
       "stepsim run SCENARIO [--set KEY=VALUE]... [--json PATH] [--trace PATH [--trace-steps A..B] "
       "[--trace-stages A..B]] [--timeline PATH] [--html PATH]",
-      "Loads a scenario (SPEC §4), applies the overrides in order, validates it and replays one\n"
-      "optimizer step layer by layer: prints whether it fits, the per-GPU peak (when, in which\n"
-      "op, and what is live then), the step time split (with the pipeline bubble and a table per\n"
-      "stage when pp > 1), MFU/HFU, tokens/s and the bytes each GPU sends per collective kind.",
+      "Loads a scenario (docs/reference.md, 'Scenario files'), applies the overrides in order,\n"
+      "validates it and replays one optimizer step layer by layer: prints whether it fits, the\n"
+      "per-GPU peak (when, in which op, and what is live then), the step time split (with the\n"
+      "pipeline bubble and a table per stage when pp > 1), MFU/HFU, tokens/s and the bytes each\n"
+      "GPU sends per collective kind.",
       {{"set", "KEY=VALUE", "override any scenario key by its dotted path, e.g. parallel.zero=2",
         true},
-       {"json", "PATH", "write the JSON report (SPEC §5 keys) to PATH (- = standard output)"},
+       {"json", "PATH",
+        "write the JSON report (docs/model.md, 'The report') to PATH (- = standard output)"},
        {"trace", "PATH",
         "write a Chrome/Perfetto trace: per simulated GPU (one per pipeline stage) "
         "compute, communication and send tracks and a memory counter (open in "

@@ -18,12 +18,12 @@ namespace stepsim_cli {
 int ValidateCommand(const std::vector<std::string>& args) {
   FlagSet flags(
       "stepsim validate [CASES.yaml...] [--json PATH]",
-      "Replays validation cases (SPEC §6; default: every file in scenarios/validation/) and\n"
-      "prints, per case and metric, the measured value, stepsim's prediction in the source's\n"
-      "FLOP and memory conventions, and the signed error; then the mean absolute percentage\n"
-      "error per metric and per source, the skipped cases with their reasons, and the measured\n"
-      "runs the replay does not fit (a memory error). Case files may live anywhere: check\n"
-      "stepsim against your own cluster's measurements.",
+      "Replays validation cases (docs/model.md, 'Validation data'; default: every file in\n"
+      "scenarios/validation/) and prints, per case and metric, the measured value, stepsim's\n"
+      "prediction in the source's FLOP and memory conventions, and the signed error; then the\n"
+      "mean absolute percentage error per metric and per source, the skipped cases with their\n"
+      "reasons, and the measured runs the replay does not fit (a memory error). Case files may\n"
+      "live anywhere: check stepsim against your own cluster's measurements.",
       {{"json", "PATH",
         "write {cases, skipped, not_fitting, mape, mape_by_source[, cross_validated_mape]} (- = "
         "standard output)"},
