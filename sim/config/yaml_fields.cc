@@ -102,8 +102,10 @@ bool CheckMapping(const YAML::Node& map, absl::string_view path,
 namespace {
 
 // Returns the scalar text of map[name], or nullopt when absent/not a scalar (recording errors).
+// A `map` that is not a mapping has no keys (Child): its own reader reports what it is, and
+// yaml-cpp's operator[] on a scalar would throw (a GPU entry that is one word did).
 std::optional<std::string> Scalar(const Key& key, YamlErrors& errors) {
-  const YAML::Node node = key.map[std::string(key.name)];
+  const YAML::Node node = Child(key.map, key.name);
   const std::string path = JoinPath(key.parent_path, key.name);
   if (!node.IsDefined() || node.IsNull()) {
     if (key.required) errors.Add(key.map, path, "missing required key");
@@ -116,7 +118,7 @@ std::optional<std::string> Scalar(const Key& key, YamlErrors& errors) {
   return node.Scalar();
 }
 
-YAML::Node At(const Key& key) { return key.map[std::string(key.name)]; }
+YAML::Node At(const Key& key) { return Child(key.map, key.name); }
 
 template <typename T, typename Parser>
 std::optional<T> ReadDimensioned(const Key& key, YamlErrors& errors, Parser parse) {
