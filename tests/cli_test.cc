@@ -442,6 +442,20 @@ TEST_CASE("sweep plots through gnuplot when it is installed", "[cli]") {
   CHECK(absl::StrContains(text, "<svg"));
   CHECK(absl::StrContains(text, "training.seq_len"));
   CHECK(absl::StrContains(text, "GPU capacity"));
+  // The extension picks the format: a PNG file holds a PNG (its signature, RFC 2083 §3.1), and
+  // an extension gnuplot is not asked to draw is refused before any replay.
+  const std::string png = "/tmp/stepsim-cli-sweep/plot.png";
+  std::filesystem::remove(png);
+  Result p =
+      Stepsim("sweep tests/golden/zero3.yaml --vary training.seq_len=512,1024 --plot " + png);
+  CHECK(p.status == 0);
+  CHECK(absl::StartsWith(Slurp(png), "\x89PNG\r\n\x1a\n"));
+  const std::string pdf = "/tmp/stepsim-cli-sweep/plot.pdf";
+  Result bad =
+      Stepsim("sweep tests/golden/zero3.yaml --vary training.seq_len=512,1024 --plot " + pdf);
+  CHECK(bad.status == 2);
+  CHECK(absl::StrContains(bad.out, "name a .svg or .png file"));
+  CHECK(!std::filesystem::exists(pdf));
 }
 
 TEST_CASE("compare and plan print their tables", "[cli]") {

@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -165,7 +166,15 @@ std::string FinetuneTable(const std::vector<std::string>& label_names, const std
   return Render(header, table, format);
 }
 
-absl::StatusOr<GnuplotJob> PlotSweep(const std::string& title,
+absl::StatusOr<PlotFormat> PlotFormatOf(const std::string& path) {
+  const std::string ext = absl::AsciiStrToLower(std::filesystem::path(path).extension().string());
+  if (ext == ".svg") return PlotFormat::kSvg;
+  if (ext == ".png") return PlotFormat::kPng;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--plot ", path, ": name a .svg or .png file (the extension picks the format)"));
+}
+
+absl::StatusOr<GnuplotJob> PlotSweep(PlotFormat format, const std::string& title,
                                      const std::vector<std::string>& label_names,
                                      const std::vector<Row>& rows,
                                      const std::vector<std::string>& metrics) {
@@ -208,14 +217,16 @@ absl::StatusOr<GnuplotJob> PlotSweep(const std::string& title,
   }
   if (series.empty()) return absl::FailedPreconditionError("--plot: no configuration ran");
   GnuplotJob job;
+  job.output = format == PlotFormat::kPng ? "plot.png" : "plot.svg";
   // Every text from the inputs (the title, the varied keys and values) enters the script as a
   // single-quoted gnuplot string (GnuplotString): never inside double quotes, where gnuplot
   // would run a backquoted command. The terminal is noenhanced, so ^ _ @ { } print as they are.
   std::string script = absl::StrFormat(
-      "set terminal svg size 900,%d dynamic noenhanced font 'sans,11' background rgb 'white'\n"
+      "set terminal %s size 900,%d noenhanced font 'sans,11' background rgb 'white'\n"
       "set output %s\nset multiplot layout %d,1 title %s\n"
       "set grid\nset key outside right top\nset xlabel %s\n",
-      360 * static_cast<int>(metrics.size()), GnuplotString(kPlotSvgName), metrics.size(),
+      format == PlotFormat::kPng ? "pngcairo" : "svg dynamic",
+      360 * static_cast<int>(metrics.size()), GnuplotString(job.output), metrics.size(),
       GnuplotString(title), GnuplotString(label_names[0]));
   if (numeric_x) {
     double lo = 1e300, hi = 0;

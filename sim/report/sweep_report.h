@@ -40,19 +40,25 @@ std::string FinetuneTable(const std::vector<std::string>& label_names, const std
                           TableFormat format);
 
 // A gnuplot run: its script and the data files it reads, by bare name. The caller writes them
-// into a private folder, runs gnuplot there, and reads the SVG it drew from kPlotSvgName in
+// into a private folder, runs gnuplot there, and reads the picture it drew from `output` in
 // that folder (the library runs nothing). No text from the inputs is in the script except as
 // single-quoted gnuplot strings (sim/base/text_escape.h), and none is in the data files.
 struct GnuplotJob {
   std::string script;
   std::vector<std::pair<std::string, std::string>> data;  // (file name, contents)
+  std::string output;                                     // the picture's file name
 };
-inline constexpr char kPlotSvgName[] = "plot.svg";
+
+// The picture formats --plot writes, named by the file's extension.
+enum class PlotFormat { kSvg, kPng };
+// The format a --plot path's extension names (.svg or .png, any case); InvalidArgument for
+// any other, so that the command refuses before it runs anything.
+absl::StatusOr<PlotFormat> PlotFormatOf(const std::string& path);
 
 // Plots `metrics` (any of: peak, step, activations, mfu, exposed_comm) against the first label,
-// one line per combination of the other labels, into kPlotSvgName; peak plots carry the GPU
-// capacity as a line.
-absl::StatusOr<GnuplotJob> PlotSweep(const std::string& title,
+// one line per combination of the other labels, as SVG or PNG (gnuplot's svg and pngcairo
+// terminals); peak plots carry the GPU capacity as a line.
+absl::StatusOr<GnuplotJob> PlotSweep(PlotFormat format, const std::string& title,
                                      const std::vector<std::string>& label_names,
                                      const std::vector<Row>& rows,
                                      const std::vector<std::string>& metrics);

@@ -105,7 +105,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     rows.push_back(std::move(row));
   }
   for (const char* metric : {"peak", "step"}) {
-    auto job = sim::report::PlotSweep(parts[2], keys, rows, {metric});
+    auto job =
+        sim::report::PlotSweep(sim::report::PlotFormat::kSvg, parts[2], keys, rows, {metric});
     if (job.ok()) CheckGnuplot(job->script);
   }
   const auto csv = CsvRows(sim::report::SweepTable(keys, rows, sim::report::TableFormat::kCsv));

@@ -111,8 +111,8 @@ absl::StatusOr<config::ScenarioLoader> Open(const FlagSet& flags, const std::str
 }
 
 // Runs a gnuplot job in a fresh private folder (mkdtemp: a name no one can plant beforehand),
-// its data files beside its script, and returns the SVG it drew there. gnuplot is started
-// without a shell, in that folder, with only the script's name as its argument.
+// its data files beside its script, and returns the picture it drew there (job.output). gnuplot is
+// started without a shell, in that folder, with only the script's name as its argument.
 absl::StatusOr<std::string> RunGnuplot(const report::GnuplotJob& job) {
   std::error_code ec;
   std::string dir_name =
@@ -166,9 +166,9 @@ absl::StatusOr<std::string> RunGnuplot(const report::GnuplotJob& job) {
         "--plot: gnuplot failed (install Debian's gnuplot-nox; tools/install-deps.sh does): ",
         output.substr(0, 300)));
   }
-  std::ifstream svg(dir / report::kPlotSvgName, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
-  if (!svg || text.empty()) return absl::InternalError("--plot: gnuplot wrote no SVG");
+  std::ifstream picture(dir / job.output, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(picture)), std::istreambuf_iterator<char>());
+  if (!picture || text.empty()) return absl::InternalError("--plot: gnuplot drew nothing");
   return text;
 }
 
@@ -211,11 +211,15 @@ int SweepCommand(const std::vector<std::string>& args) {
        {"html", "PATH",
         "write one self-contained page: peak (with the capacity) and step against the first "
         "varied key, and the table"},
-       {"plot", "FILE.svg", "plot metrics against the first varied key (gnuplot)"},
+       {"plot", "FILE.svg|png",
+        "plot metrics against the first varied key (gnuplot; the extension picks SVG or PNG)"},
        {"metrics", "LIST", "plotted metrics: peak,step (default), activations, mfu, exposed_comm"},
        {"shard", "K/N",
         "run only the K-th of N slices of the product (merge with stepsim merge)"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("sweep", st);
+  if (auto p = flags.Get("plot")) {  // the format, before any work
+    if (auto format = report::PlotFormatOf(*p); !format.ok()) return Fail("sweep", format.status());
+  }
   if (flags.help_requested()) {
     std::cout << flags.Help();
     return kExitOk;
@@ -266,7 +270,7 @@ int SweepCommand(const std::vector<std::string>& args) {
     std::vector<std::string> metrics = {"peak", "step"};
     if (auto m = flags.Get("metrics")) metrics = absl::StrSplit(*m, ',');
     const std::string title = PlotTitle(*loader, *sets, keys);
-    auto job = report::PlotSweep(title, keys, rows, metrics);
+    auto job = report::PlotSweep(*report::PlotFormatOf(*p), title, keys, rows, metrics);
     if (!job.ok()) return Fail("sweep", job.status());
     auto svg = RunGnuplot(*job);
     if (!svg.ok()) return Fail("sweep", svg.status());
