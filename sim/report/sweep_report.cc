@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "sim/base/text_escape.h"
 #include "sim/report/table.h"
 
@@ -268,7 +267,7 @@ absl::StatusOr<GnuplotJob> PlotSweep(PlotFormat format, const std::string& title
         lo = std::min(lo, v);
         hi = std::max(hi, v);
         double x = static_cast<double>(index);
-        if (numeric_x) absl::SimpleAtod(r->labels[0], &x);
+        if (numeric_x && !absl::SimpleAtod(r->labels[0], &x)) x = static_cast<double>(index);
         out << absl::StrFormat("%.17g", x) << " " << v << "\n";
         ++index;
       }
