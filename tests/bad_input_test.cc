@@ -168,6 +168,45 @@ TEST_CASE("the reference's table of scenario keys is the key registry", "[config
   CHECK(text.str().find(config::ScenarioKeysMarkdown()) != std::string::npos);
 }
 
+TEST_CASE("every integer key's documented range is the range the loader enforces", "[config]") {
+  // Each integer key at its documented ends and one past them: the ends pass the key's own
+  // check (other checks may still refuse the layout, never with the range message), one past
+  // is refused with exactly the documented range.
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  auto loader = config::ScenarioLoader::Open(root, STEPSIM_SOURCE_DIR "/scenarios/default.yaml");
+  REQUIRE(loader.ok());
+  int checked = 0;
+  for (const config::ScenarioKey& key : config::ScenarioKeys()) {
+    if (!absl::StartsWith(key.type, "integer")) continue;
+    const auto range = config::IntegerRangeOf(key.path);
+    INFO(key.path << " " << key.type);
+    REQUIRE(range.has_value());
+    const auto refusal = [&](int64_t v) {
+      return absl::StrCat("must be between ", range->min, " and ", range->max, ", got ", v);
+    };
+    // A MoE model, so that the expert keys are read; etp needs ep.
+    std::vector<config::Override> base = {{"model", "mixtral-8x7b"}};
+    for (int64_t v : {range->min, range->max}) {
+      auto s = loader->Load([&] {
+        auto o = base;
+        o.push_back({key.path, absl::StrCat(v)});
+        return o;
+      }());
+      if (!s.ok()) CHECK_FALSE(absl::StrContains(s.status().message(), refusal(v)));
+    }
+    for (int64_t v : {range->min - 1, range->max + 1}) {
+      auto o = base;
+      o.push_back({key.path, absl::StrCat(v)});
+      auto s = loader->Load(o);
+      REQUIRE_FALSE(s.ok());
+      CHECK(absl::StrContains(s.status().message(), absl::StrCat("--set ", key.path, " (over ")));
+      CHECK(absl::StrContains(s.status().message(), refusal(v)));
+    }
+    ++checked;
+  }
+  CHECK(checked >= 20);
+}
+
 TEST_CASE("every registered scenario key is read by the loader", "[config]") {
   // Each section's keys come from the registry: a key the loader does not know would be
   // accepted silently, so each one is set to a malformed value and must be rejected by name.

@@ -1,10 +1,14 @@
 #include "sim/config/scenario_keys.h"
 
+#include <bit>
+
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
 #include "sim/spec/enum_names.h"
 #include "sim/spec/scenario.h"
 
@@ -26,6 +30,28 @@ std::string BytesText(Bytes b) {
 }
 
 std::string Bool(bool b) { return b ? "true" : "false"; }
+
+// One end of an integer range: decimal, or 2^N for powers of two from 2^20 up.
+std::string RangeEnd(int64_t v) {
+  if (v >= (int64_t{1} << 20) && (v & (v - 1)) == 0)
+    return absl::StrCat("2^", std::countr_zero(static_cast<uint64_t>(v)));
+  return absl::StrCat(v);
+}
+
+std::optional<int64_t> ParseRangeEnd(absl::string_view text) {
+  int64_t v = 0;
+  if (absl::ConsumePrefix(&text, "2^")) {
+    if (!absl::SimpleAtoi(text, &v) || v < 0 || v > 62) return std::nullopt;
+    return int64_t{1} << v;
+  }
+  if (!absl::SimpleAtoi(text, &v)) return std::nullopt;
+  return v;
+}
+
+// An integer key's type: its range, both ends included (IntegerRangeOf reads it back).
+std::string Integer(int64_t min, int64_t max) {
+  return absl::StrCat("integer ", RangeEnd(min), "..", RangeEnd(max));
+}
 
 // An element count as DeepSpeed's configs write it: "5e8", "1e9".
 std::string Count(int64_t n) {
@@ -53,12 +79,13 @@ std::vector<ScenarioKey> Build() {
       {"cluster", "mapping", "required", "the cluster: a node type and a count, or a node inline"},
       {"cluster.node", "name", "—",
        "a node type of `topologies/nodes.yaml`; or describe it inline"},
-      {"cluster.nodes", "integer >= 1", absl::StrCat(d.cluster.nodes), "nodes in the cluster"},
+      {"cluster.nodes", Integer(1, kMaxClusterGpus), absl::StrCat(d.cluster.nodes),
+       "nodes in the cluster"},
       {"cluster.gpu", "name", "the node type's", "a GPU of `topologies/gpus.yaml`"},
-      {"cluster.gpus_per_node", "integer >= 1", "the node type's", "GPUs per node"},
+      {"cluster.gpus_per_node", Integer(1, 1024), "the node type's", "GPUs per node"},
       {"cluster.intra_node_bandwidth", "bandwidth", "the node type's",
        "NVLink bandwidth per GPU, one direction"},
-      {"cluster.nics_per_node", "integer >= 0", "the node type's", "NICs per node"},
+      {"cluster.nics_per_node", Integer(0, 1024), "the node type's", "NICs per node"},
       {"cluster.nic_bandwidth", "bandwidth", "the node type's", "bandwidth of each NIC"},
       {"cluster.intra_node_transport", "nvlink | xgmi | pcie", "the node type's",
        "how the node's GPUs reach each other (NCCL's intra-node latencies and ramp)"},
@@ -72,12 +99,13 @@ std::vector<ScenarioKey> Build() {
       {"cluster.fabric", "name | path | mapping", "non-blocking rail-optimised fat tree",
        "a fabric in `topologies/fabrics/`, a path, or an inline mapping"},
       {"training", "mapping", "all defaults", "the job"},
-      {"training.seq_len", "integer >= 1", absl::StrCat(t.seq_len), "tokens per sequence"},
-      {"training.micro_batch", "integer >= 1", absl::StrCat(t.micro_batch),
+      {"training.seq_len", Integer(1, int64_t{1} << 24), absl::StrCat(t.seq_len),
+       "tokens per sequence"},
+      {"training.micro_batch", Integer(1, int64_t{1} << 20), absl::StrCat(t.micro_batch),
        "sequences per micro-batch per data-parallel rank"},
-      {"training.global_batch", "integer >= 1", "micro_batch × dp",
+      {"training.global_batch", Integer(1, int64_t{1} << 40), "micro_batch × dp",
        "sequences per optimizer step; m = global / (micro × dp)"},
-      {"training.global_batch_tokens", "integer >= 1", "none (global_batch decides)",
+      {"training.global_batch_tokens", Integer(1, int64_t{1} << 40), "none (global_batch decides)",
        "tokens per optimizer step; sets global_batch to the nearest multiple of micro × dp "
        "(× pp interleaved) of seq_len-token sequences, over any global_batch given"},
       {"training.precision", OneOf<Precision>(), std::string(Name(t.precision)),
@@ -86,9 +114,9 @@ std::vector<ScenarioKey> Build() {
        "optimizer whose states are held"},
       {"training.recompute", OneOf<Recompute>(), std::string(Name(t.recompute)),
        "activation checkpointing (op: torchtitan's per-op selective checkpointing)"},
-      {"training.recompute_every", "integer 1..4096", absl::StrCat(t.recompute_every),
+      {"training.recompute_every", Integer(1, 4096), absl::StrCat(t.recompute_every),
        "only every K-th layer checkpointed (torchtitan `selective_ac_option: K`)"},
-      {"training.recompute_layers", "integer 1..4096", "every layer",
+      {"training.recompute_layers", Integer(1, 4096), "every layer",
        "full recompute of N layers (Megatron-LM `--recompute-num-layers`)"},
       {"training.recompute_method", OneOf<RecomputeMethod>(), std::string(Name(t.recompute_method)),
        "uniform: groups of N layers re-run at once; block: the first N of each stage"},
@@ -112,13 +140,13 @@ std::vector<ScenarioKey> Build() {
       {"training.loss", OneOf<LossKernel>(), "framework's",
        "cross-entropy kernel (deepspeed, fsdp, ddp: eager; megatron: vocab_parallel; torchtune: "
        "chunked; llm-foundry's fused_crossentropy: flash_attn)"},
-      {"training.loss_chunks", "integer 1..1024", absl::StrCat(t.loss_chunks),
+      {"training.loss_chunks", Integer(1, 1024), absl::StrCat(t.loss_chunks),
        "chunks of the chunked losses (torchtune `num_output_chunks`)"},
       {"training.routing", "mapping", "balanced", "MoE models: tokens per expert"},
       {"training.routing.distribution", OneOf<RoutingDistribution>(), "balanced",
        "balanced: equal shares; zipf: expert i gets a share ∝ 1 / i^skew"},
       {"training.routing.skew", "number 0..4", "1", "the Zipf exponent"},
-      {"training.routing.seed", "integer >= 0", "0",
+      {"training.routing.seed", Integer(0, int64_t{1} << 40), "0",
        "shuffles which EP rank holds which popularity rank"},
       {"training.routing.capacity_factor", "number 0.01..64", "dropless",
        "each expert takes at most T·k·cf / E token copies; the rest are dropped"},
@@ -131,7 +159,8 @@ std::vector<ScenarioKey> Build() {
       {"training.finetune.method", OneOf<FinetuneMethod>(), std::string(Name(t.finetune.method)),
        "full: every weight trained; lora: adapters on 16-bit frozen weights; qlora: on NF4 "
        "weights"},
-      {"training.finetune.rank", "integer >= 1", absl::StrCat(t.finetune.rank), "adapter rank r"},
+      {"training.finetune.rank", Integer(1, 65536), absl::StrCat(t.finetune.rank),
+       "adapter rank r"},
       {"training.finetune.alpha", "number", absl::StrFormat("%g", t.finetune.alpha),
        "adapter scale numerator (alpha / r; no effect on memory or time)"},
       {"training.finetune.targets", "list of " + OneOf<LoraTarget>(), "q, v, o, gate, up, down",
@@ -140,13 +169,13 @@ std::vector<ScenarioKey> Build() {
       {"parallel.framework", OneOf<Framework>(), std::string(Name(p.framework)),
        "the framework preset (sim/workload/policy/)"},
       {"parallel.zero", "0 | 1 | 2 | 3", absl::StrCat(p.zero), "ZeRO stage"},
-      {"parallel.tp", "integer >= 1", absl::StrCat(p.tp), "tensor-parallel degree"},
-      {"parallel.pp", "integer >= 1", absl::StrCat(p.pp), "pipeline-parallel degree"},
-      {"parallel.cp", "integer >= 1", absl::StrCat(p.cp),
+      {"parallel.tp", Integer(1, 1024), absl::StrCat(p.tp), "tensor-parallel degree"},
+      {"parallel.pp", Integer(1, 1024), absl::StrCat(p.pp), "pipeline-parallel degree"},
+      {"parallel.cp", Integer(1, 1024), absl::StrCat(p.cp),
        "context-parallel degree; dp = GPUs / (tp × pp × cp)"},
-      {"parallel.ep", "integer >= 1", absl::StrCat(p.ep),
+      {"parallel.ep", Integer(1, 65536), absl::StrCat(p.ep),
        "expert-parallel degree (MoE models): etp × ep divides tp × cp × dp; ep the experts"},
-      {"parallel.etp", "integer >= 1", "tp",
+      {"parallel.etp", Integer(1, 1024), "tp",
        "expert tensor-parallel degree (MoE models): splits each expert's matrices"},
       {"parallel.sequence_parallel", "true | false", Bool(p.sequence_parallel),
        "sequence parallelism; needs tp > 1"},
@@ -154,11 +183,11 @@ std::vector<ScenarioKey> Build() {
        "placement, innermost first"},
       {"parallel.pp_schedule", OneOf<PipelineSchedule>(), std::string(Name(p.pp_schedule)),
        "pipeline schedule"},
-      {"parallel.pp_chunks", "integer >= 1", absl::StrCat(p.pp_chunks),
+      {"parallel.pp_chunks", Integer(1, 64), absl::StrCat(p.pp_chunks),
        "model chunks per stage (interleaved needs ≥ 2 and m a multiple of pp)"},
-      {"parallel.first_stage_layers", "integer >= 0", "even split",
+      {"parallel.first_stage_layers", Integer(0, 100000), "even split",
        "decoder layers of the first stage (or first model chunk); pp × pp_chunks ≥ 3"},
-      {"parallel.last_stage_layers", "integer >= 0", "even split",
+      {"parallel.last_stage_layers", Integer(0, 100000), "even split",
        "decoder layers of the last stage (or last model chunk); pp × pp_chunks ≥ 3"},
       {"parallel.tp_comm_overlap", "true | false", Bool(p.tp_comm_overlap),
        "TP/CP collectives beside the GEMMs they feed (Megatron-LM `--tp-comm-overlap`)"},
@@ -167,7 +196,7 @@ std::vector<ScenarioKey> Build() {
        "(`--overlap-grad-reduce`)"},
       {"parallel.overlap_param_gather", "true | false", Bool(p.overlap_param_gather),
        "megatron distributed optimizer: all-gather beside the next forward"},
-      {"parallel.prefetch", "integer 0..64", "framework's",
+      {"parallel.prefetch", Integer(0, 64), "framework's",
        absl::StrCat("ZeRO-3 layers gathered ahead (fsdp: ", ParallelSpec::kDefaultPrefetchLayers,
                     "; deepspeed counts elements, `parallel.deepspeed`, unless this is set)")},
       {"parallel.bucket", "bytes", "framework's",
@@ -248,6 +277,20 @@ std::string ScenarioKeysMarkdown() {
                     cell(k.meaning), " |\n");
   }
   return out;
+}
+
+std::optional<IntegerRange> IntegerRangeOf(absl::string_view path) {
+  for (const ScenarioKey& k : ScenarioKeys()) {
+    if (k.path != path) continue;
+    absl::string_view type = k.type;
+    if (!absl::ConsumePrefix(&type, "integer ")) return std::nullopt;
+    const size_t dots = type.find("..");
+    if (dots == absl::string_view::npos) return std::nullopt;
+    auto min = ParseRangeEnd(type.substr(0, dots)), max = ParseRangeEnd(type.substr(dots + 2));
+    if (!min || !max) return std::nullopt;
+    return IntegerRange{*min, *max};
+  }
+  return std::nullopt;
 }
 
 }  // namespace sim::config

@@ -86,6 +86,14 @@ YAML::Node Unplaced(const YAML::Node& n) {
   return YAML::Node(YAML::NodeType::Null);
 }
 
+// An integer key read within the range the key registry documents for it (IntegerRangeOf), so
+// that `stepsim run --list-keys` and the reference state the bounds the loader enforces.
+std::optional<int64_t> ReadRegisteredInt(const Key& key, YamlErrors& errors) {
+  const auto range = IntegerRangeOf(JoinPath(key.parent_path, key.name));
+  SIM_CHECK(range.has_value(), "an integer key without a range in the key registry");
+  return ReadInt(key, errors, range->min, range->max);
+}
+
 absl::Status ApplyOverride(YAML::Node root, const Override& o) {
   // Keys and values are text that reports and JSON write back: a byte that is not UTF-8 is
   // refused here (the message quotes the text before it), not met by the JSON writer.
@@ -201,10 +209,10 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
       c.node.gpu = g->name;
     }
   }
-  if (auto v = ReadInt(k("nodes"), errors, 1, kMaxCount)) c.nodes = *v;
-  if (auto v = ReadInt(k("gpus_per_node"), errors, 1, 1024)) c.node.gpus_per_node = *v;
+  if (auto v = ReadRegisteredInt(k("nodes"), errors)) c.nodes = *v;
+  if (auto v = ReadRegisteredInt(k("gpus_per_node"), errors)) c.node.gpus_per_node = *v;
   if (auto v = ReadBandwidth(k("intra_node_bandwidth"), errors)) c.node.intra_node_bandwidth = *v;
-  if (auto v = ReadInt(k("nics_per_node"), errors, 0, 1024)) c.node.nics_per_node = *v;
+  if (auto v = ReadRegisteredInt(k("nics_per_node"), errors)) c.node.nics_per_node = *v;
   if (auto v = ReadBandwidth(k("nic_bandwidth"), errors)) c.node.nic_bandwidth = *v;
   if (auto v = ReadTransportName(k("intra_node_transport"), false, errors)) {
     c.node.intra_node_transport = *v;
@@ -290,7 +298,7 @@ void ReadFinetune(const YAML::Node& node, FinetuneSpec& f, YamlErrors& errors) {
   if (!CheckMapping(node, p, SectionKeys(p), errors)) return;
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
   if (auto v = ReadEnum<FinetuneMethod>(k("method"), errors)) f.method = *v;
-  if (auto v = ReadInt(k("rank"), errors, 1, 65536)) f.rank = *v;
+  if (auto v = ReadRegisteredInt(k("rank"), errors)) f.rank = *v;
   if (auto v = ReadDouble(k("alpha"), errors, 1e-6, 1e9)) f.alpha = *v;
   if (const YAML::Node targets = Child(node, "targets"); targets.IsDefined()) {
     if (auto list = ReadNameList<LoraTarget>(targets, p + ".targets", "projection", errors)) {
@@ -309,7 +317,7 @@ void ReadRouting(const YAML::Node& node, RoutingSpec& r, YamlErrors& errors) {
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
   if (auto v = ReadEnum<RoutingDistribution>(k("distribution"), errors)) r.distribution = *v;
   if (auto v = ReadDouble(k("skew"), errors, 0.0, 4.0)) r.skew = *v;
-  if (auto v = ReadInt(k("seed"), errors, 0, kMaxCount)) r.seed = *v;
+  if (auto v = ReadRegisteredInt(k("seed"), errors)) r.seed = *v;
   if (auto v = ReadDouble(k("capacity_factor"), errors, 0.01, 64.0)) r.capacity_factor = *v;
   if (auto v = ReadBool(k("pad_to_capacity"), errors)) r.pad_to_capacity = *v;
   if (r.pad_to_capacity && !r.capacity_factor) {
@@ -325,18 +333,18 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
     return;
   }
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
-  if (auto v = ReadInt(k("seq_len"), errors, 1, int64_t{1} << 24)) t.seq_len = *v;
-  if (auto v = ReadInt(k("micro_batch"), errors, 1, int64_t{1} << 20)) t.micro_batch = *v;
-  if (auto v = ReadInt(k("global_batch"), errors, 1, kMaxCount)) t.global_batch = *v;
-  if (auto v = ReadInt(k("global_batch_tokens"), errors, 1, kMaxCount)) {
+  if (auto v = ReadRegisteredInt(k("seq_len"), errors)) t.seq_len = *v;
+  if (auto v = ReadRegisteredInt(k("micro_batch"), errors)) t.micro_batch = *v;
+  if (auto v = ReadRegisteredInt(k("global_batch"), errors)) t.global_batch = *v;
+  if (auto v = ReadRegisteredInt(k("global_batch_tokens"), errors)) {
     t.global_batch_tokens = *v;
   }
   if (auto v = ReadEnum<Precision>(k("precision"), errors)) t.precision = *v;
   if (auto v = ReadEnum<OptimizerKind>(k("optimizer"), errors)) t.optimizer = *v;
   if (auto v = ReadEnum<OptimizerImpl>(k("optimizer_impl"), errors)) t.optimizer_impl = *v;
   if (auto v = ReadEnum<Recompute>(k("recompute"), errors)) t.recompute = *v;
-  if (auto v = ReadInt(k("recompute_every"), errors, 1, 4096)) t.recompute_every = *v;
-  if (auto v = ReadInt(k("recompute_layers"), errors, 1, 4096)) t.recompute_layers = *v;
+  if (auto v = ReadRegisteredInt(k("recompute_every"), errors)) t.recompute_every = *v;
+  if (auto v = ReadRegisteredInt(k("recompute_layers"), errors)) t.recompute_layers = *v;
   if (auto v = ReadEnum<RecomputeMethod>(k("recompute_method"), errors)) t.recompute_method = *v;
   if (const YAML::Node m = Child(node, "recompute_modules"); m.IsDefined()) {
     if (auto list = ReadNameList<RecomputeModule>(m, "training.recompute_modules",
@@ -352,7 +360,7 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<KernelFusion>(k("kernels"), errors)) t.kernels = *v;
   if (auto v = ReadEnum<KernelFusion>(k("norm_kernel"), errors)) t.norm_kernel = *v;
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
-  if (auto v = ReadInt(k("loss_chunks"), errors, 1, 1024)) t.loss_chunks = *v;
+  if (auto v = ReadRegisteredInt(k("loss_chunks"), errors)) t.loss_chunks = *v;
   if (auto v = ReadBool(k("optimizer_in_backward"), errors)) t.optimizer_in_backward = *v;
   if (const YAML::Node r = Child(node, "routing"); r.IsDefined()) {
     ReadRouting(r, t.routing, errors);
@@ -410,15 +418,15 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   auto k = [&](absl::string_view name) { return Key{node, name, p, false}; };
   if (auto v = ReadEnum<Framework>(k("framework"), errors)) par.framework = *v;
   if (auto v = ReadInt(k("zero"), errors, 0, 3)) par.zero = *v;
-  if (auto v = ReadInt(k("tp"), errors, 1, 1024)) par.tp = *v;
-  if (auto v = ReadInt(k("pp"), errors, 1, 1024)) par.pp = *v;
-  if (auto v = ReadInt(k("cp"), errors, 1, 1024)) par.cp = *v;
-  if (auto v = ReadInt(k("ep"), errors, 1, 1 << 16)) par.ep = *v;
-  if (auto v = ReadInt(k("etp"), errors, 1, 1024)) par.etp = *v;
+  if (auto v = ReadRegisteredInt(k("tp"), errors)) par.tp = *v;
+  if (auto v = ReadRegisteredInt(k("pp"), errors)) par.pp = *v;
+  if (auto v = ReadRegisteredInt(k("cp"), errors)) par.cp = *v;
+  if (auto v = ReadRegisteredInt(k("ep"), errors)) par.ep = *v;
+  if (auto v = ReadRegisteredInt(k("etp"), errors)) par.etp = *v;
   if (auto v = ReadEnum<PipelineSchedule>(k("pp_schedule"), errors)) par.pp_schedule = *v;
-  if (auto v = ReadInt(k("pp_chunks"), errors, 1, 64)) par.pp_chunks = *v;
-  if (auto v = ReadInt(k("first_stage_layers"), errors, 0, 100000)) par.first_stage_layers = *v;
-  if (auto v = ReadInt(k("last_stage_layers"), errors, 0, 100000)) par.last_stage_layers = *v;
+  if (auto v = ReadRegisteredInt(k("pp_chunks"), errors)) par.pp_chunks = *v;
+  if (auto v = ReadRegisteredInt(k("first_stage_layers"), errors)) par.first_stage_layers = *v;
+  if (auto v = ReadRegisteredInt(k("last_stage_layers"), errors)) par.last_stage_layers = *v;
   if (auto v = ReadBool(k("tp_comm_overlap"), errors)) par.tp_comm_overlap = *v;
   if (auto v = ReadBool(k("overlap_grad_reduce"), errors)) par.overlap_grad_reduce = *v;
   if (auto v = ReadBool(k("overlap_param_gather"), errors)) par.overlap_param_gather = *v;
@@ -433,7 +441,7 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
     }
   }
   if (auto v = ReadBool(k("sequence_parallel"), errors)) par.sequence_parallel = *v;
-  if (auto v = ReadInt(k("prefetch"), errors, 0, 64)) par.prefetch = *v;
+  if (auto v = ReadRegisteredInt(k("prefetch"), errors)) par.prefetch = *v;
   if (const YAML::Node d = Child(node, "deepspeed"); d.IsDefined()) {
     const std::string dp = "parallel.deepspeed";
     if (CheckMapping(d, dp, SectionKeys(dp), errors)) {
