@@ -79,10 +79,12 @@ int main(int argc, char** argv) {
   sim::KeepHeapForReplays();
   const int status = Dispatch(std::vector<std::string>(argv + 1, argv + argc));
   // Text still in standard output's buffer is written now: a full disk or a closed pipe turns
-  // an exit 0 into an error, so lost text is never reported as success.
+  // an exit 0 into an error, so lost text is never reported as success. (A command that failed
+  // has said why; its exit status stands.)
+  if (status != stepsim_cli::kExitOk) return status;
   if (absl::Status st = stepsim_cli::FlushStandardOutput(); !st.ok()) {
     std::cerr << "stepsim: " << st.message() << "\n";
-    return status == stepsim_cli::kExitOk ? stepsim_cli::kExitBadInput : status;
+    return stepsim_cli::kExitBadInput;
   }
   return status;
 }
