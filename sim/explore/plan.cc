@@ -380,6 +380,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       });
     };
     for (int64_t nodes = 1; nodes * gpn <= req.max_gpus; nodes *= 2) {
+      if (StopRequested()) return absl::CancelledError("interrupted");
       if (!mine(gpu->name, nodes)) continue;
       const int64_t n = nodes * gpn;
       std::vector<Candidate> family;
@@ -826,6 +827,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
     std::optional<report::RunSummary> hi_run;
     for (int64_t n = std::max<int64_t>(lo, 1); n <= req.max_gpus;
          n = n < gpn ? n + 1 : (n / gpn + 1) * gpn) {
+      if (StopRequested()) return absl::CancelledError("interrupted");
       if (auto r = fits_at(n)) {
         hi = n;
         hi_run = std::move(r);
@@ -841,6 +843,7 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
       continue;
     }
     while (*hi - lo > 1) {
+      if (StopRequested()) return absl::CancelledError("interrupted");
       const int64_t mid = lo + (*hi - lo) / 2;
       if (auto r = fits_at(mid)) {
         hi = mid;

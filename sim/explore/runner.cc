@@ -41,7 +41,11 @@ std::vector<ConfigResult> RunConfigs(const config::ScenarioLoader& loader,
   std::atomic<size_t> done{0};
   ParallelFor(configs.size(), jobs, [&](size_t i) {
     results[i].overrides = configs[i];
-    RunOne(loader.Load(configs[i]), results[i]);
+    if (StopRequested()) {  // not even loaded: its result is discarded
+      results[i].status = absl::CancelledError("interrupted");
+    } else {
+      RunOne(loader.Load(configs[i]), results[i]);
+    }
     const size_t d = ++done;
     if (progress) progress(d, configs.size());
   });
