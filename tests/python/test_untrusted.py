@@ -82,8 +82,8 @@ def test_ctrl_c_interrupts_a_long_call_within_a_second(call):
     child.communicate(timeout=60)
     waited = time.monotonic() - sent
     assert child.returncode == 3  # KeyboardInterrupt reached Python
-    # Measured on the 2-core test machine under load (load average 3.5): 0.02-0.24 s; one configuration's
-    # replay and the thread's join at most.
+    # Measured on the 2-core test machine under a load average of 3.5: 0.02-0.24 s (one
+    # configuration's replay and the thread's join at most).
     assert waited < 1.0
 
 
