@@ -88,21 +88,20 @@ std::string Invariant(const ReplayResult& r) {
   return out;
 }
 
-// Whether a stream beside the compute stream is busy for a whole period on some stage: its
-// PCIe copies, or its collectives and sends (their busy time on every stream together, an
-// upper bound on any one's), take at least as long per period as the step grows. Such a stream
-// falls behind the compute stream a little every period: the ops queued on it, and the buffers
-// they hold, grow with the step, in steps that three short replays can miss (an offloaded
-// optimizer whose gradient copies outpace PCIe held one more bucket every two or three
-// micro-batches: equal peaks at 6, 7 and 8 micro-batches, 35 GiB instead of 25 at 32).
+// Whether the PCIe stream is busy for a whole period on some stage: its copies take at least as
+// long per period as the step grows. It then falls behind the compute stream a little every
+// period: the copies queued on it, and the buffers they hold, grow with the step, in steps that
+// three short replays can miss (an offloaded optimizer whose gradient copies outpace PCIe held
+// one more bucket every two or three micro-batches: equal peaks at 6, 7 and 8 micro-batches,
+// 35 GiB instead of 25 at 32). Collectives are not tested so: their busy time sums several
+// streams, which may exceed the period without any falling behind, and refusing those folds
+// replayed the sweep grid's communication-bound steps in full (a fifth slower); 8,000 random
+// layouts showed no collective stream that fell behind.
 bool SideStreamSaturated(const std::vector<ReplayResult>& runs) {
   const ReplayResult &b = runs[1], &c = runs[2];
   const Duration period = c.step - b.step;
   for (size_t st = 0; st < c.stages.size() && st < b.stages.size(); ++st) {
-    if (c.stages[st].pcie - b.stages[st].pcie >= period ||
-        c.stages[st].comm - b.stages[st].comm >= period) {
-      return true;
-    }
+    if (c.stages[st].pcie - b.stages[st].pcie >= period) return true;
   }
   return false;
 }
