@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tests/cli_run.h"
+#include "tests/csv_rows.h"
 
 namespace {
 
@@ -38,39 +39,6 @@ struct TempDir {
 
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
-}
-
-// RFC 4180 cells of a CSV text (quoted cells with "" for a quote), row by row.
-std::vector<std::vector<std::string>> CsvRows(const std::string& text) {
-  std::vector<std::vector<std::string>> rows(1);
-  std::string cell;
-  bool quoted = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        cell += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cell += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      rows.back().push_back(cell);
-      cell.clear();
-    } else if (c == '\n') {
-      rows.back().push_back(cell);
-      cell.clear();
-      rows.emplace_back();
-    } else {
-      cell += c;
-    }
-  }
-  if (rows.back().empty()) rows.pop_back();
-  return rows;
 }
 
 // A model name that is shell, gnuplot, HTML and spreadsheet code at once; each command in it
@@ -114,7 +82,7 @@ TEST_CASE("a hostile model name and --vary value stay text in plot, pages, CSV a
   CHECK(!absl::StrContains(html, "<script>alert"));
   CHECK(absl::StrContains(html, "=HYPERLINK"));
   // Every CSV row has the header's cells, and none would start a spreadsheet formula.
-  const auto rows = CsvRows(Slurp(dir / "p.csv"));
+  const auto rows = sim::testing::CsvRows(Slurp(dir / "p.csv"));
   REQUIRE(rows.size() == 5);
   for (const auto& row : rows) {
     CHECK(row.size() == rows[0].size());

@@ -80,14 +80,19 @@ std::string CsvCell(absl::string_view text) {
   return out;
 }
 
-std::string DotString(absl::string_view text) {
+namespace {
+
+// A double-quoted string in which \ escapes " and \ (DOT and YAML alike); each control
+// character is written by `control`.
+template <class Control>
+std::string BackslashQuoted(absl::string_view text, Control control) {
   std::string out = "\"";
   for (char c : text) {
     if (c == '"' || c == '\\') {
       out += '\\';
       out += c;
     } else if (IsControl(c)) {
-      out += ' ';
+      control(out, c);
     } else {
       out += c;
     }
@@ -96,20 +101,16 @@ std::string DotString(absl::string_view text) {
   return out;
 }
 
+}  // namespace
+
+std::string DotString(absl::string_view text) {
+  return BackslashQuoted(text, [](std::string& out, char) { out += ' '; });
+}
+
 std::string YamlString(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (IsControl(c)) {
-      absl::StrAppend(&out, "\\x", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
-    } else {
-      out += c;
-    }
-  }
-  out += '"';
-  return out;
+  return BackslashQuoted(text, [](std::string& out, char c) {
+    absl::StrAppend(&out, "\\x", absl::Hex(static_cast<unsigned char>(c), absl::kZeroPad2));
+  });
 }
 
 std::string CommentLine(absl::string_view text) {

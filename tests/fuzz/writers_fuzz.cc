@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/base/text_escape.h"
 #include "sim/report/sweep_report.h"
+#include "tests/csv_rows.h"
 
 namespace {
 
@@ -46,35 +47,6 @@ void CheckGnuplot(const std::string& script) {
     }
     Require(!quoted);
   }
-}
-
-std::vector<std::vector<std::string>> CsvRows(const std::string& text) {
-  std::vector<std::vector<std::string>> rows(1);
-  std::string cell;
-  bool quoted = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
-        cell += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cell += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',' || c == '\n') {
-      rows.back().push_back(cell);
-      cell.clear();
-      if (c == '\n') rows.emplace_back();
-    } else {
-      cell += c;
-    }
-  }
-  if (rows.back().empty()) rows.pop_back();
-  return rows;
 }
 
 // A string literal opened at text[0] by `quote` ends only at the last character, with
@@ -109,7 +81,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         sim::report::PlotSweep(sim::report::PlotFormat::kSvg, parts[2], keys, rows, {metric});
     if (job.ok()) CheckGnuplot(job->script);
   }
-  const auto csv = CsvRows(sim::report::SweepTable(keys, rows, sim::report::TableFormat::kCsv));
+  const auto csv =
+      sim::testing::CsvRows(sim::report::SweepTable(keys, rows, sim::report::TableFormat::kCsv));
   Require(csv.size() == rows.size() + 1);
   for (size_t r = 0; r < rows.size(); ++r) {
     for (size_t k = 0; k < 2; ++k) {
