@@ -1,0 +1,132 @@
+// Tensor, sequence, context and expert parallelism's collectives around the layer ops.
+
+#include "sim/workload/lowerer/lowerer.h"
+
+namespace sim::lowering_internal {
+
+int32_t Lowerer::WithComms(const Op& x, absl::Span<const int32_t> deps, MemList mem,
+                           std::initializer_list<ModelParallelComm> pre,
+                           std::initializer_list<ModelParallelComm> post, bool async) {
+  const bool overlap = s_.parallel.tp_comm_overlap || async;
+  bool first = true;
+  auto emit = [&](const ModelParallelComm& c) {
+    if (c.group->size <= 1) return;
+    Op op = Collective(c.name, c.kind, c.tensor, *c.group, x.group);
+    op.pass = x.pass;
+    op.stream = overlap ? StreamKind::kTpComm : StreamKind::kCompute;
+    absl::InlinedVector<int32_t, 8> d;  // AnchorDeps() and `deps`, without a heap vector
+    if (overlap) {
+      if (const auto anchor = b_.last_compute()) d.push_back(*anchor);
+    }
+    if (first) {
+      for (int32_t x : deps) d.push_back(x);
+    }
+    first = false;
+    const Bytes buffer = c.buffer ? c.tensor : Bytes();
+    // Beside x, the buffer exists from launch (x may start before the collective does).
+    const int32_t id = Add(
+        op, d, {{overlap ? MemWhen::kIssue : MemWhen::kStart, MemCategory::kCommBuffers, buffer}});
+    if (overlap) b_.AddOverlapped(id);
+    if (c.buffer) mem.emplace_back(MemWhen::kEnd, MemCategory::kCommBuffers, -buffer);
+  };
+  for (const auto& c : pre) emit(c);
+  if (overlap) {
+    for (const auto& c : post) emit(c);
+  }
+  const int32_t id = Add(x, first || overlap ? deps : absl::Span<const int32_t>(), mem);
+  if (!overlap) {
+    for (const auto& c : post) emit(c);
+  }
+  return id;
+}
+
+int32_t Lowerer::WithExpertAllToAll(const LayerOp& lo, const Op& x, absl::Span<const int32_t> deps,
+                                    MemList mem, bool backward) {
+  const int64_t k = s_.model.moe->top_k, local = tokens_ / rep_;
+  const Bytes sent = Bytes::Count(
+      kCompute * s_.model.hidden *
+      static_cast<int64_t>(std::llround(static_cast<double>(local * k) * shape_.expert_load)));
+  const Bytes gathered =
+      Bytes::Count(kCompute * s_.model.hidden * RoutedTokenCopies(shape_, local, k));
+  const bool toward = (lo.role == ParallelRole::kEpDispatch) != backward;
+  auto a2a = [&] {
+    Op op = Collective(lo.role == ParallelRole::kEpDispatch ? "ep_dispatch" : "ep_combine",
+                       CollectiveKind::kAllToAll, sent, ep_group_, x.group);
+    op.pass = x.pass;
+    op.stream = StreamKind::kCompute;
+    return op;
+  };
+  auto etp = [&](absl::string_view name, CollectiveKind kind) {
+    Op op = Collective(name, kind, gathered, etp_group_, x.group);
+    op.pass = x.pass;
+    op.stream = StreamKind::kCompute;
+    return op;
+  };
+  if (toward) {
+    const int32_t id = Add(x, deps, mem);
+    if (ep_group_.size > 1) Add(a2a(), {}, {});
+    if (etp_group_.size > 1) Add(etp("etp_all_gather", CollectiveKind::kAllGather), {}, {});
+    return id;
+  }
+  std::vector<int32_t> before(deps.begin(), deps.end());
+  if (etp_group_.size > 1) {
+    before = {Add(etp("etp_reduce_scatter", CollectiveKind::kReduceScatter), before, {})};
+  }
+  if (ep_group_.size > 1) {
+    Add(a2a(), before, {{MemWhen::kStart, MemCategory::kCommBuffers, sent}});
+    mem.emplace_back(MemWhen::kEnd, MemCategory::kCommBuffers, -sent);
+    return Add(x, {}, mem);
+  }
+  return Add(x, before, mem);
+}
+
+int32_t Lowerer::LayerOpWithComms(const LayerOp& lo, const Op& x, absl::Span<const int32_t> deps,
+                                  MemList mem, bool backward) {
+  // Without TP and CP no op has collectives of its own (the common, hot case).
+  if (lo.role == ParallelRole::kNone ||
+      (tp_group_.size <= 1 && cp_group_.size <= 1 && ep_group_.size <= 1 && etp_group_.size <= 1)) {
+    return Add(x, deps, mem);
+  }
+  if (lo.role == ParallelRole::kEpDispatch || lo.role == ParallelRole::kEpCombine) {
+    return WithExpertAllToAll(lo, x, deps, std::move(mem), backward);
+  }
+  const bool sp = s_.parallel.sequence_parallel;
+  const CollectiveKind reduce = sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+  const Bytes kv = Bytes::Count(kCompute * 2 * s_.training.seq_len * s_.training.micro_batch *
+                                s_.model.kv_heads * s_.model.head_dim() / s_.parallel.tp);
+  const ModelParallelComm gather_in{"tp_all_gather", CollectiveKind::kAllGather, act_bytes_,
+                                    &tp_group_, true};
+  const ModelParallelComm reduce_out{sp ? "tp_reduce_scatter" : "tp_all_reduce", reduce, act_bytes_,
+                                     &tp_group_, false};
+  const ModelParallelComm gather_kv{"cp_all_gather_kv", CollectiveKind::kAllGather, kv, &cp_group_,
+                                    true};
+  const ModelParallelComm reduce_dkv{"cp_reduce_scatter_dkv", CollectiveKind::kReduceScatter, kv,
+                                     &cp_group_, false};
+  switch (lo.role) {
+    case ParallelRole::kNone:
+      break;
+    case ParallelRole::kColumn:
+      if (!backward)
+        return sp ? WithComms(x, deps, std::move(mem), {gather_in}, {})
+                  : WithComms(x, deps, std::move(mem), {}, {});
+      // Backward: the input again for the weight gradient (SP), the input gradient reduced.
+      // Megatron-LM launches both asynchronously beside the input- and weight-gradient GEMMs
+      // (LinearWithGradAccumulationAndAsyncCommunication, on by default since 2021).
+      return sp ? WithComms(x, deps, std::move(mem), {gather_in}, {reduce_out},
+                            policy_->AsyncTpBackward())
+                : WithComms(x, deps, std::move(mem), {}, {reduce_out}, policy_->AsyncTpBackward());
+    case ParallelRole::kRow:
+      if (!backward) return WithComms(x, deps, std::move(mem), {}, {reduce_out});
+      return sp ? WithComms(x, deps, std::move(mem), {gather_in}, {})
+                : WithComms(x, deps, std::move(mem), {}, {});
+    case ParallelRole::kCpKv:
+      return backward ? WithComms(x, deps, std::move(mem), {gather_kv}, {reduce_dkv})
+                      : WithComms(x, deps, std::move(mem), {gather_kv}, {});
+    case ParallelRole::kEpDispatch:
+    case ParallelRole::kEpCombine:
+      break;  // above
+  }
+  return Add(x, deps, mem);
+}
+
+}  // namespace sim::lowering_internal
