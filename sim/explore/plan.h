@@ -15,7 +15,7 @@
 //    the batch is the request's tokens rounded per layout to whole micro-batches per rank;
 //    configurations whose static states plus kept activations exceed the HBM are pruned
 //    before replay; every rejected family is reported with its reason.
-// 3. What keeps it affordable (plan.cc): rounds by recompute policy, lightest first (a heavier
+// 3. What keeps it affordable (planner.cc): rounds by recompute policy, lightest first (a heavier
 //    policy of a layout only when the lighter did not fit); layouts of many micro-batches
 //    screened at pp and pp + 2 of them (pp and 2 pp interleaved) and extrapolated (the step is
 //    linear from there), bounded below after the first short run and dropped when slower than
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "sim/config/catalog.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan_progress.h"
@@ -165,6 +166,9 @@ absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest&
 // The Pareto set of fitting configurations: those no other is both faster and cheaper than;
 // configurations without a price are left out.
 std::vector<PlanFit> ParetoFrontier(const std::vector<PlanFit>& fits);
+
+// A layout as the plan's JSON writes it (the keys of docs/reference.md's plan report).
+nlohmann::ordered_json PlanConfigJson(const PlanConfig& c);
 
 // Sorts rejections into the canonical order (GPU, GPU count, configuration), whatever the
 // sharding.

@@ -19,25 +19,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-Json ConfigJson(const PlanConfig& c) {
-  Json j = {{"zero", c.zero},
-            {"micro_batch", c.micro_batch},
-            {"recompute", Name(c.recompute)},
-            {"prefetch", c.prefetch ? Json(*c.prefetch) : Json(nullptr)}};
-  if (c.ModelParallel()) {
-    j["framework"] = Name(Framework::kMegatron);
-    j["tp"] = c.tp;
-    j["pp"] = c.pp;
-    j["cp"] = c.cp;
-    if (c.ep > 1) j["ep"] = c.ep;
-    j["pp_chunks"] = c.pp_chunks;
-    j["first_stage_layers"] = c.first_stage_layers;
-    j["last_stage_layers"] = c.last_stage_layers;
-    j["sequence_parallel"] = c.SequenceParallel();
-  }
-  return j;
-}
-
 Json BreakdownJson(const memory::Breakdown& b) {
   Json j;
   for (int c = 0; c < kNumMemCategories; ++c) j[std::string(kMemCategoryNames[c])] = b[c].count();
@@ -47,7 +28,7 @@ Json BreakdownJson(const memory::Breakdown& b) {
 Json FitJson(const PlanFit& f) {
   Json j = {{"gpu", f.gpu},
             {"gpus", f.gpus},
-            {"config", ConfigJson(f.config)},
+            {"config", PlanConfigJson(f.config)},
             {"global_batch", f.global_batch},
             {"step_s", f.step_s},
             {"days", f.days},
@@ -210,25 +191,6 @@ std::string ConfigLabel(const PlanConfig& c) {
   return absl::StrFormat("ZeRO-%d mb%d %s", c.zero, c.micro_batch, Name(c.recompute));
 }
 
-void SortRejected(std::vector<PlanRejection>& rejected) {
-  // Each key built once, not twice per comparison: a plan rejects thousands of layouts, and
-  // building their JSON inside the comparisons took 2.5 % of `plan llama2-70b --gpu
-  // H100-SXM5-80GB --max-gpus 256`'s instructions, on one thread (callgrind).
-  using Key = std::tuple<std::string, int64_t, std::string>;
-  std::vector<std::pair<Key, size_t>> keyed;
-  keyed.reserve(rejected.size());
-  for (size_t i = 0; i < rejected.size(); ++i) {
-    const PlanRejection& r = rejected[i];
-    keyed.emplace_back(Key{r.gpu, r.gpus, report::JsonText(ConfigJson(r.config), -1)}, i);
-  }
-  // Ties keep their order (the index breaks them), as a stable sort by the key would.
-  std::sort(keyed.begin(), keyed.end());
-  std::vector<PlanRejection> sorted;
-  sorted.reserve(rejected.size());
-  for (const auto& [key, i] : keyed) sorted.push_back(std::move(rejected[i]));
-  rejected = std::move(sorted);
-}
-
 Json PlanJson(const PlanResult& p) {
   Json out;
   out["schema_version"] = 1;
@@ -244,7 +206,7 @@ Json PlanJson(const PlanResult& p) {
       continue;
     }
     out["min_gpus"][m.gpu] = {{"gpus", *m.gpus},
-                              {"config", ConfigJson(m.config)},
+                              {"config", PlanConfigJson(m.config)},
                               {"peak_bytes", m.peak.count()},
                               {"capacity_bytes", m.capacity.count()},
                               {"binding", m.binding},
@@ -262,7 +224,7 @@ Json PlanJson(const PlanResult& p) {
   for (const PlanRejection& r : p.rejected) {
     Json j = {{"gpu", r.gpu},
               {"gpus", r.gpus},
-              {"config", ConfigJson(r.config)},
+              {"config", PlanConfigJson(r.config)},
               {"kind", Name(r.kind)},
               {"reason", r.reason}};
     if (r.floor) j["floor_bytes"] = r.floor->count();
