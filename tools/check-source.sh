@@ -3,7 +3,9 @@
 #  1. every C++ file is formatted as .clang-format says (clang-format 14, Debian 12);
 #  2. no header or source in sim/ includes a layer above its own. The layers and what each may
 #     include mirror the libraries' link order in sim/CMakeLists.txt (STYLE "The shape of the
-#     house"), so a dependency pointing the wrong way fails here even where it would compile.
+#     house"), so a dependency pointing the wrong way fails here even where it would compile;
+#  3. no code outside sim/workload/policy/ branches on the framework (== / != / case
+#     Framework::k...): it asks the framework's traits (sim/workload/policy/framework_traits.h).
 # Prints each offence and exits 1 if there is any.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +23,7 @@ done
 declare -A allowed=(
   [base]="base"
   [spec]="base spec"
-  [config]="base spec config"
+  [config]="base spec workload config"
   [workload]="base spec workload"
   [engine]="base engine"
   [memory]="base spec memory"
@@ -43,4 +45,9 @@ for f in $(find sim -name '*.cc' -o -name '*.h' | sort); do
     esac
   done < <(grep -nE '^#include "sim/' "$f" || true)
 done
+while IFS= read -r hit; do
+  echo "$hit: branches on the framework outside sim/workload/policy/; ask TraitsOf(framework)"
+  status=1
+done < <(grep -rnE '(==|!=|case) *(sim::)?Framework::k' sim tools --include='*.cc' --include='*.h' |
+  grep -v '^sim/workload/policy/' | cut -d: -f1,2 || true)
 exit $status

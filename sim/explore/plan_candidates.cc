@@ -7,6 +7,7 @@
 #include "sim/base/check.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/params.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim::explore {
 
@@ -42,13 +43,7 @@ std::vector<Candidate> DataParallelCandidates(const std::string& gpu, int64_t n,
   // The product by an odometer over the dimensions' value indices, the last fastest.
   std::vector<size_t> at(dims.size(), 0);
   while (true) {
-    Candidate c{
-        gpu,
-        n,
-        PlanConfig{.prefetch = framework == Framework::kDeepSpeed
-                                   ? std::nullopt
-                                   : std::optional<int64_t>(ParallelSpec::kDefaultPrefetchLayers)},
-        {}};
+    Candidate c{gpu, n, PlanConfig{.prefetch = TraitsOf(framework).DefaultPrefetch()}, {}};
     for (size_t d = 0; d < dims.size(); ++d) {
       const std::string& v = dims[d].values[at[d]];
       dims[d].set(c.config, v);

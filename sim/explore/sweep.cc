@@ -15,6 +15,7 @@
 #include "sim/report/json_text.h"
 #include "sim/report/run_report.h"
 #include "sim/spec/enum_names.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim::explore {
 
@@ -56,36 +57,10 @@ absl::StatusOr<Slice> ShardOf(const Json& j, const std::string& file, size_t& to
 
 std::vector<CompareStage> CompareStages(const Scenario& base) {
   std::vector<CompareStage> stages;
-  switch (base.parallel.framework) {
-    case Framework::kFsdp:
-      for (FsdpSharding mode : {FsdpSharding::kNoShard, FsdpSharding::kShardGradOp,
-                                FsdpSharding::kFullShard, FsdpSharding::kHybridShard}) {
-        const int zero = mode == FsdpSharding::kNoShard       ? 0
-                         : mode == FsdpSharding::kShardGradOp ? 2
-                                                              : 3;
-        stages.push_back({zero,
-                          std::string(Name(mode)),
-                          {{"parallel.zero", absl::StrCat(zero)},
-                           {"parallel.sharding", std::string(Name(mode))}}});
-      }
-      break;
-    case Framework::kMegatron:
-      // Megatron-LM shards only the optimizer (its distributed optimizer, ZeRO-1-like).
-      stages.push_back({0, "megatron", {{"parallel.zero", "0"}}});
-      stages.push_back({1, "megatron distributed optimizer", {{"parallel.zero", "1"}}});
-      break;
-    case Framework::kDdp:
-      stages.push_back({0, "ddp", {{"parallel.zero", "0"}}});
-      break;
-    case Framework::kTorchtune:
-      stages.push_back({0, "torchtune", {{"parallel.zero", "0"}}});
-      stages.push_back({3, "torchtune fsdp2", {{"parallel.zero", "3"}}});
-      break;
-    case Framework::kDeepSpeed:
-      for (int zero = 0; zero <= 3; ++zero) {
-        stages.push_back({zero, "deepspeed", {{"parallel.zero", absl::StrCat(zero)}}});
-      }
-      break;
+  for (ShardingStage& st : TraitsOf(base.parallel.framework).ShardingStages()) {
+    CompareStage c{st.zero, std::move(st.label), {}};
+    for (auto& [key, value] : st.overrides) c.overrides.push_back({key, value});
+    stages.push_back(std::move(c));
   }
   return stages;
 }
@@ -96,14 +71,11 @@ absl::StatusOr<std::vector<CompareStage>> FinetuneStages(const Scenario& base,
   const int zero = static_cast<int>(base.parallel.zero);
   for (const std::string& m : methods) {
     if (m == "offload") {
-      const Framework fw = base.parallel.framework;
-      const bool megatron = fw == Framework::kMegatron;
-      const bool fsdp_like = fw == Framework::kFsdp || fw == Framework::kTorchtune;
-      CompareStage st{megatron ? 1 : 3, "full, optimizer offloaded", {}};
-      st.overrides = {
-          {"training.finetune.method", "full"},
-          {"parallel.zero", megatron ? "1" : "3"},
-          {fsdp_like ? "parallel.offload.params" : "parallel.offload.optimizer", "cpu"}};
+      const FrameworkTraits& traits = TraitsOf(base.parallel.framework);
+      CompareStage st{traits.OffloadStage(), "full, optimizer offloaded", {}};
+      st.overrides = {{"training.finetune.method", "full"},
+                      {"parallel.zero", absl::StrCat(traits.OffloadStage())},
+                      {std::string(traits.OffloadKey()), "cpu"}};
       stages.push_back(st);
       continue;
     }

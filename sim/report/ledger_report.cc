@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "sim/report/table.h"
 #include "sim/workload/params.h"
+#include "sim/workload/policy/framework_traits.h"
 #include "sim/workload/static_ledger.h"
 
 namespace sim::report {
@@ -20,7 +21,7 @@ std::string StageFormula(const BytesPerParam& b, Framework fw, int stage) {
   int64_t whole = 0, sharded = 0;
   for (const StateKind* k :
        {&b.weights, &b.gradients, &b.master_weights, &b.optimizer_m, &b.optimizer_v}) {
-    if (fw == Framework::kFsdp && stage == 3 && k == &b.weights) continue;
+    if (k == &b.weights && !TraitsOf(fw).KeepsWeightsAt(stage)) continue;
     const bool s = k->sharded_from_stage && stage >= *k->sharded_from_stage;
     (s ? sharded : whole) += k->bytes_per_param;
   }
@@ -30,21 +31,10 @@ std::string StageFormula(const BytesPerParam& b, Framework fw, int stage) {
 }
 
 std::string KindLabel(absl::string_view kind, Framework fw, OptimizerKind opt, Precision p) {
-  if (kind == "weights") {
-    if (fw == Framework::kDdp) return "weights (fp32, AMP)";
-    return p == Precision::kFp8 && fw == Framework::kDeepSpeed ? "weights (fp8)" : "weights (bf16)";
+  if (kind == "weights" || kind == "gradients" || kind == "master_weights") {
+    return TraitsOf(fw).StateLabel(kind, p);
   }
-  if (kind == "gradients") {
-    return fw == Framework::kDdp         ? "gradients (fp32 + DDP bucket copy)"
-           : fw == Framework::kDeepSpeed ? "gradients (bf16)"
-           : fw == Framework::kTorchtune ? "gradients (bf16, sharded)"
-           : fw == Framework::kFsdp      ? "gradients (fp32, sharded)"
-                                         : "gradients (fp32 main_grad)";
-  }
-  if (kind == "master_weights") {
-    return fw == Framework::kTorchtune ? "master weights (none)" : "master weights (fp32)";
-  }
-  const std::string state = fw == Framework::kTorchtune ? "bf16" : "fp32";
+  const std::string state(TraitsOf(fw).MomentDtype());
   if (opt == OptimizerKind::kSgd) {
     return kind == "optimizer_m" ? absl::StrCat("momentum (", state, ")") : "-";
   }

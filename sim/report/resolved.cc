@@ -5,6 +5,7 @@
 #include "sim/report/table.h"
 #include "sim/spec/enum_names.h"
 #include "sim/workload/params.h"
+#include "sim/workload/policy/framework_traits.h"
 #include "sim/workload/policy/policy.h"
 
 namespace sim::report {
@@ -66,7 +67,7 @@ std::string ResolvedScenarioText(const Scenario& s) {
                             FormatCount(rule.elements->max_reuse))
           : absl::StrFormat("prefetch %d layer%s", rule.layers, rule.layers == 1 ? "" : "s");
   const std::string bucket =
-      p.framework == Framework::kDeepSpeed
+      TraitsOf(p.framework).BucketInElements()
           ? absl::StrFormat("bucket %s elements%s",
                             FormatCount(p.bucket ? p.bucket->count() / 2 : ds.reduce_bucket_size),
                             ds.contiguous_gradients ? " (contiguous)" : "")

@@ -11,6 +11,7 @@
 #include "sim/report/table.h"
 #include "sim/spec/enum_names.h"
 #include "sim/workload/lowering.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim::report {
 
@@ -191,11 +192,8 @@ std::string RunText(const RunSummary& r) {
   }
   absl::StrAppendFormat(&out, ", %d micro-batch%s\n", r.micro_batches,
                         r.micro_batches == 1 ? "" : "es");
-  if (r.framework == Framework::kMegatron && r.zero >= 2) {
-    absl::StrAppendFormat(&out,
-                          "note: megatron has no ZeRO-%d; parallel.zero %d is read as its "
-                          "distributed optimizer (ZeRO-1-like)\n",
-                          r.zero, r.zero);
+  if (const auto note = TraitsOf(r.framework).ZeroNote(r.zero)) {
+    absl::StrAppend(&out, "note: ", *note, "\n");
   }
   if (r.batch_tokens > 0) {
     absl::StrAppendFormat(&out,

@@ -7,6 +7,8 @@
 #include "sim/workload/params.h"
 #include "sim/workload/pipeline_schedule.h"
 #include "sim/workload/placement.h"
+#include "sim/workload/policy/framework_traits.h"
+#include "sim/workload/policy/policy.h"
 
 namespace sim {
 
@@ -133,9 +135,10 @@ std::vector<int64_t> StageParameters(const Scenario& s) {
 StateSplit PersistentStates(const Scenario& s, int32_t stage) {
   const ShardingPlan plan = PlanSharding(s);
   const Framework fw = s.parallel.framework;
+  const FrameworkTraits& traits = TraitsOf(fw);
   BytesPerParam bpp = StateBytesPerParam(fw, s.training.optimizer, s.training.precision);
   if (s.training.precision == Precision::kFp8) bpp.weights.bytes_per_param = 2 + 1;
-  if (fw == Framework::kDdp && s.parallel.gradient_as_bucket_view) {
+  if (traits.GradientsAreBucketViews(s.parallel)) {
     bpp.gradients.bytes_per_param = 4;  // .grad is a view of the bucket: one fp32 copy
   }
   const bool adapters = s.training.finetune.adapters();
@@ -160,15 +163,12 @@ StateSplit PersistentStates(const Scenario& s, int32_t stage) {
     st.adapters = st.weights;
     st.weights = plan.stage == 3 ? base.CeilDiv(n) : base;
   }
-  // torchtune, and PyTorch DDP since torch 2.0 (zero_grad's set_to_none=True default): .grad is
-  // created by the backward and dropped after the step. DDP's fp32 buckets stay (reducer.cpp
-  // allocates them once); with gradient_as_bucket_view .grad is a view of them, held throughout.
-  // Measured on an H200 (docs/measurements/h200-2026-12-04): DDP's Llama 3.2 3B step ends with
-  // parameters, buckets and Adam states (47.94 GiB), no .grad.
-  st.lazy_gradients =
-      fw == Framework::kTorchtune || (fw == Framework::kDdp && !s.parallel.gradient_as_bucket_view);
+  // Lazy gradients (FrameworkTraits::LazyGradients): torchtune, and PyTorch DDP without
+  // gradient_as_bucket_view. Measured on an H200 (docs/measurements/h200-2026-12-04): DDP's
+  // Llama 3.2 3B step ends with parameters, buckets and Adam states (47.94 GiB), no .grad.
+  st.lazy_gradients = traits.LazyGradients(s.parallel);
   st.lazy_gradient_bytes_per_param = bpp.gradients.bytes_per_param;
-  if (fw == Framework::kDdp && st.lazy_gradients) {
+  if (traits.BucketsBesideLazyGradients(s.parallel)) {
     st.lazy_gradient_bytes_per_param = 4;  // the fp32 .grad; the other 4 B are the buckets
     st.kept_gradients = st.gradients / 2;
   }
@@ -190,16 +190,15 @@ StateSplit PersistentStates(const Scenario& s, int32_t stage) {
     // torchtune move gradients and optimizer states with it (CPUOffload(offload_params=True)).
     move(st.weights, off.params);
     move(st.adapters, off.params);
-    if (fw == Framework::kFsdp || fw == Framework::kTorchtune) {
+    if (traits.OffloadsStatesWithParams()) {
       move(st.gradients, OffloadTarget::kCpu);
       move(st.optimizer, off.params);
     }
   }
   if (off.optimizer != OffloadTarget::kNone && st.optimizer > Bytes()) {
     move(st.optimizer, off.optimizer);
-    if (fw == Framework::kDeepSpeed) {
-      // ZeRO-Offload keeps the fp32 gradient partition on the host; from ZeRO-2 on the GPU holds
-      // no gradient partition (deepspeed/runtime/zero/stage_1_and_2.py, cpu_offload).
+    if (traits.OffloadKeepsHostGradients()) {
+      // From ZeRO-2 on the GPU holds no gradient partition.
       const int64_t local = plan.stage >= 1 ? (trained + n - 1) / n : trained;
       st.host += Bytes::Count(4 * local);
       if (plan.stage >= 2) st.gradients = Bytes();

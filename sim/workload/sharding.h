@@ -20,8 +20,6 @@ struct ShardingPlan {
   bool hybrid = false;                   // replicate shards across nodes (fsdp hybrid_shard)
   bool keep_params_to_backward = false;  // fsdp shard_grad_op
 };
-// Each framework's rule is in its policy (sim/workload/policy/).
-ShardingPlan PlanSharding(const Scenario& s);
 
 // Parameters per GPU of each group (embedding, decoder layers, final norm + head), after TP
 // sharding: matrices ÷ t, norms and learned positions replicated. The model's own parameters,

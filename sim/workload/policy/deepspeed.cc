@@ -21,7 +21,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "sim/workload/placement.h"
+#include "sim/workload/policy/framework_traits.h"
 #include "sim/workload/policy/policy.h"
 
 namespace sim {
@@ -112,6 +114,68 @@ static ShardingPlan ShardingOf(const Scenario& s) {
 
 std::unique_ptr<DataParallelPolicy> MakeDeepSpeedPolicy(const Scenario& s) {
   return std::make_unique<DeepSpeedPolicy>(s, ShardingOf(s));
+}
+
+namespace {
+
+class DeepSpeedTraitsImpl final : public FrameworkTraits {
+ public:
+  BytesPerParam StateBytes(int64_t m, int64_t v, Precision precision) const override {
+    BytesPerParam b;
+    b.weights = {"weights", precision == Precision::kFp8 ? 1 : 2, 3};
+    b.gradients = {"gradients", 2, 2};
+    b.master_weights = {"master_weights", 4, 1};
+    b.optimizer_m = {"optimizer_m", m, 1};
+    b.optimizer_v = {"optimizer_v", v, 1};
+    return b;
+  }
+  bool HasStage(int) const override { return true; }
+  // ZeRO-Offload keeps the fp32 gradient partition on the host; from ZeRO-2 on the GPU holds
+  // no gradient partition (deepspeed/runtime/zero/stage_1_and_2.py, cpu_offload).
+  bool OffloadKeepsHostGradients() const override { return true; }
+  bool GathersInElements() const override { return true; }
+  bool BucketInElements() const override { return true; }
+  std::string StateLabel(absl::string_view kind, Precision precision) const override {
+    if (kind == "weights") return precision == Precision::kFp8 ? "weights (fp8)" : "weights (bf16)";
+    if (kind == "gradients") return "gradients (bf16)";
+    return "master weights (fp32)";
+  }
+  std::vector<ShardingStage> ShardingStages() const override {
+    std::vector<ShardingStage> stages;
+    for (int zero = 0; zero <= 3; ++zero) {
+      stages.push_back({zero, "deepspeed", {{"parallel.zero", absl::StrCat(zero)}}});
+    }
+    return stages;
+  }
+  void CheckLayout(const Scenario& s, std::vector<KeyProblem>& out) const override {
+    const ParallelSpec& par = s.parallel;
+    CheckZeroWithPipeline(s, out);
+    if (par.prefetch && par.deepspeed.stage3_limits_set) {
+      out.push_back({"parallel.prefetch",
+                     "parallel.prefetch gathers whole layers ahead, in place of DeepSpeed's "
+                     "element counts (parallel.deepspeed.stage3_*): set one or the other"});
+    }
+  }
+  void CheckOffload(const Scenario& s, std::vector<KeyProblem>& out) const override {
+    const OffloadSpec& o = s.parallel.offload;
+    if (o.optimizer != OffloadTarget::kNone && s.parallel.zero == 0) {
+      out.push_back({"parallel.offload.optimizer",
+                     "DeepSpeed offloads the optimizer from ZeRO-1 on (offload_optimizer); set "
+                     "parallel.zero >= 1"});
+    }
+    if (o.params != OffloadTarget::kNone && s.parallel.zero != 3) {
+      out.push_back({"parallel.offload.params",
+                     "DeepSpeed offloads parameters at ZeRO-3 only (offload_param); set "
+                     "parallel.zero: 3"});
+    }
+  }
+};
+
+}  // namespace
+
+const FrameworkTraits& DeepSpeedTraits() {
+  static const DeepSpeedTraitsImpl traits;
+  return traits;
 }
 
 }  // namespace sim

@@ -17,7 +17,9 @@
 // FSDP1 gathers into its flat parameter and reduces from its flat gradient in place, casting
 // to the reduce dtype on its post-backward stream.
 
+#include "absl/strings/str_cat.h"
 #include "sim/workload/placement.h"
+#include "sim/workload/policy/framework_traits.h"
 #include "sim/workload/policy/policy.h"
 
 namespace sim {
@@ -78,6 +80,96 @@ ShardingPlan ShardingOf(const Scenario& s) {
 
 std::unique_ptr<DataParallelPolicy> MakeFsdpPolicy(const Scenario& s) {
   return std::make_unique<FsdpPolicy>(s, ShardingOf(s));
+}
+
+namespace {
+
+// FSDP's rules (the strategy from FsdpShardingOf): ZeRO-3 is FULL_SHARD, 2 SHARD_GRAD_OP, 0
+// NO_SHARD.
+class FsdpTraitsImpl final : public FrameworkTraits {
+ public:
+  BytesPerParam StateBytes(int64_t m, int64_t v, Precision) const override {
+    BytesPerParam b;
+    b.weights = {"weights", 2, 3};
+    b.gradients = {"gradients", 4, 2};
+    b.master_weights = {"master_weights", 4, 2};
+    b.optimizer_m = {"optimizer_m", m, 2};
+    b.optimizer_v = {"optimizer_v", v, 2};
+    return b;
+  }
+  bool HasStage(int stage) const override { return stage != 1; }
+  // FULL_SHARD keeps no persistent bf16 weights: the fp32 shard is the parameter and the bf16
+  // copy exists only while gathered (the replay's gathered_params).
+  bool KeepsWeightsAt(int stage) const override { return stage != 3; }
+  bool OffloadsStatesWithParams() const override { return true; }
+  absl::string_view OffloadKey() const override { return "parallel.offload.params"; }
+  bool FullyShards(const ParallelSpec& p) const override {
+    const FsdpSharding f = FsdpShardingOf(p);
+    return f == FsdpSharding::kFullShard || f == FsdpSharding::kHybridShard;
+  }
+  std::string StateLabel(absl::string_view kind, Precision) const override {
+    if (kind == "weights") return "weights (bf16)";
+    if (kind == "gradients") return "gradients (fp32, sharded)";
+    return "master weights (fp32)";
+  }
+  std::vector<ShardingStage> ShardingStages() const override {
+    std::vector<ShardingStage> stages;
+    for (FsdpSharding mode : {FsdpSharding::kNoShard, FsdpSharding::kShardGradOp,
+                              FsdpSharding::kFullShard, FsdpSharding::kHybridShard}) {
+      const int zero = mode == FsdpSharding::kNoShard       ? 0
+                       : mode == FsdpSharding::kShardGradOp ? 2
+                                                            : 3;
+      stages.push_back({zero,
+                        std::string(Name(mode)),
+                        {{"parallel.zero", absl::StrCat(zero)},
+                         {"parallel.sharding", std::string(Name(mode))}}});
+    }
+    return stages;
+  }
+  void CheckLayout(const Scenario& s, std::vector<KeyProblem>& out) const override {
+    const ParallelSpec& par = s.parallel;
+    const FsdpSharding fsdp = FsdpShardingOf(par);
+    if (par.pp > 1 && fsdp != FsdpSharding::kNoShard) {
+      // Every sharded FSDP strategy (SHARD_GRAD_OP included: zero 1 and 2) gathers per layer,
+      // which the pipeline's lowering does not model yet.
+      out.push_back({par.sharding ? "parallel.sharding" : "parallel.zero",
+                     absl::StrCat("fsdp ", Name(fsdp), " with pp ", par.pp,
+                                  ": sharded FSDP is not modelled with pipeline parallelism; use "
+                                  "sharding no_shard (zero 0), or deepspeed or megatron at zero "
+                                  "1")});
+    }
+    if ((par.tp > 1 || par.pp > 1 || par.cp > 1) && par.sharding == FsdpSharding::kHybridShard) {
+      out.push_back({"parallel.sharding", "hybrid_shard is modelled without tp, pp or cp"});
+    }
+  }
+  void CheckOffload(const Scenario& s, std::vector<KeyProblem>& out) const override {
+    CheckCpuOffload(s, out);
+  }
+};
+
+}  // namespace
+
+void CheckCpuOffload(const Scenario& s, std::vector<KeyProblem>& out) {
+  const OffloadSpec& o = s.parallel.offload;
+  if (o.optimizer != OffloadTarget::kNone && o.params == OffloadTarget::kNone) {
+    out.push_back({"parallel.offload.optimizer",
+                   "FSDP offloads parameters, gradients and optimizer states together "
+                   "(CPUOffload(offload_params=True)): set parallel.offload.params: cpu instead"});
+  }
+  if (o.params == OffloadTarget::kNvme || o.optimizer == OffloadTarget::kNvme) {
+    out.push_back({"parallel.offload.params",
+                   "FSDP offloads to CPU memory only; NVMe offload is DeepSpeed's "
+                   "(ZeRO-Infinity)"});
+  }
+  if (o.params != OffloadTarget::kNone && s.parallel.zero != 3) {
+    out.push_back({"parallel.offload.params",
+                   "CPU offload is modelled for fully sharded training: set parallel.zero: 3"});
+  }
+}
+
+const FrameworkTraits& FsdpTraits() {
+  static const FsdpTraitsImpl traits;
+  return traits;
 }
 
 }  // namespace sim

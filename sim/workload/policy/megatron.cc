@@ -15,7 +15,9 @@
 //   - the backward's TP all-reduce / all-gather run asynchronously beside the weight-gradient
 //     GEMM (LinearWithGradAccumulationAndAsyncCommunication, on by default since 2021).
 
+#include "absl/strings/str_format.h"
 #include "sim/workload/placement.h"
+#include "sim/workload/policy/framework_traits.h"
 #include "sim/workload/policy/policy.h"
 
 namespace sim {
@@ -93,6 +95,62 @@ static ShardingPlan ShardingOf(const Scenario& s) {
 
 std::unique_ptr<DataParallelPolicy> MakeMegatronPolicy(const Scenario& s) {
   return std::make_unique<MegatronPolicy>(s, ShardingOf(s));
+}
+
+namespace {
+
+class MegatronTraitsImpl final : public FrameworkTraits {
+ public:
+  // main_grad is fp32 for bf16 (arguments.py forces --accumulate-allreduce-grads-in-fp32 for
+  // bf16: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"); in fp16
+  // that flag defaults off and main_grad is the parameters' fp16.
+  BytesPerParam StateBytes(int64_t m, int64_t v, Precision precision) const override {
+    BytesPerParam b;
+    b.weights = {"weights", 2, std::nullopt};
+    b.gradients = {"gradients", precision == Precision::kFp16 ? 2 : 4, std::nullopt};
+    b.master_weights = {"master_weights", 4, 1};
+    b.optimizer_m = {"optimizer_m", m, 1};
+    b.optimizer_v = {"optimizer_v", v, 1};
+    return b;
+  }
+  bool HasStage(int stage) const override { return stage <= 1; }
+  std::optional<std::string> ZeroNote(int64_t zero) const override {
+    if (zero < 2) return std::nullopt;
+    return absl::StrFormat(
+        "megatron has no ZeRO-%d; parallel.zero %d is read as its distributed optimizer "
+        "(ZeRO-1-like)",
+        zero, zero);
+  }
+  int OffloadStage() const override { return 1; }
+  std::string StateLabel(absl::string_view kind, Precision) const override {
+    if (kind == "weights") return "weights (bf16)";
+    if (kind == "gradients") return "gradients (fp32 main_grad)";
+    return "master weights (fp32)";
+  }
+  // Megatron-LM shards only the optimizer (its distributed optimizer, ZeRO-1-like).
+  std::vector<ShardingStage> ShardingStages() const override {
+    return {{0, "megatron", {{"parallel.zero", "0"}}},
+            {1, "megatron distributed optimizer", {{"parallel.zero", "1"}}}};
+  }
+  void CheckOffload(const Scenario& s, std::vector<KeyProblem>& out) const override {
+    const OffloadSpec& o = s.parallel.offload;
+    if (o.params != OffloadTarget::kNone) {
+      out.push_back({"parallel.offload.params",
+                     "Megatron-LM offloads the optimizer (--optimizer-cpu-offload), not "
+                     "parameters"});
+    }
+    if (o.optimizer == OffloadTarget::kNvme) {
+      out.push_back(
+          {"parallel.offload.optimizer", "Megatron-LM offloads the optimizer to CPU memory only"});
+    }
+  }
+};
+
+}  // namespace
+
+const FrameworkTraits& MegatronTraits() {
+  static const MegatronTraitsImpl traits;
+  return traits;
 }
 
 }  // namespace sim

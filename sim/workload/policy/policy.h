@@ -198,6 +198,9 @@ class DataParallelPolicy {
 };
 
 // The policy of the scenario's framework (the one place that switches on it).
+// The scenario's sharding plan, by its framework's rule (the policy's sharding()).
+ShardingPlan PlanSharding(const Scenario& s);
+
 std::unique_ptr<DataParallelPolicy> MakeDataParallelPolicy(const Scenario& s);
 
 // The frameworks' policies (one file each).

@@ -11,6 +11,7 @@
 //     `compile: True` (training.loss: chunked_compiled).
 
 #include "sim/workload/placement.h"
+#include "sim/workload/policy/framework_traits.h"
 #include "sim/workload/policy/policy.h"
 
 namespace sim {
@@ -49,6 +50,52 @@ std::unique_ptr<DataParallelPolicy> MakeTorchtunePolicy(const Scenario& s) {
   plan.stage = s.parallel.zero == 3 ? 3 : 0;
   plan.shard_degree = Placement(s).GradientGroup().size;
   return std::make_unique<TorchtunePolicy>(s, plan);
+}
+
+namespace {
+
+class TorchtuneTraitsImpl final : public FrameworkTraits {
+ public:
+  // torchtune loads the model in bf16 and trains it there: no fp32 master, AdamW's moments in
+  // the parameters' dtype (torch.optim keeps state like its parameter), all sharded by FSDP2
+  // fully_shard (recipes/full_finetune_distributed.py); zero 0 = one GPU.
+  BytesPerParam StateBytes(int64_t m, int64_t v, Precision precision) const override {
+    BytesPerParam b;
+    b.weights = {"weights", precision == Precision::kFp8 ? 1 : 2, 3};
+    b.gradients = {"gradients", 2, 2};
+    b.master_weights = {"master_weights", 0, 1};
+    b.optimizer_m = {"optimizer_m", m == 4 ? 2 : m, 1};
+    b.optimizer_v = {"optimizer_v", v == 4 ? 2 : v, 1};
+    return b;
+  }
+  bool HasStage(int stage) const override { return stage == 0 || stage == 3; }
+  // torchtune's optimizer step sets .grad to None: the backward creates it each step.
+  bool LazyGradients(const ParallelSpec&) const override { return true; }
+  bool OffloadsStatesWithParams() const override { return true; }
+  absl::string_view OffloadKey() const override { return "parallel.offload.params"; }
+  std::string StateLabel(absl::string_view kind, Precision) const override {
+    if (kind == "weights") return "weights (bf16)";
+    if (kind == "gradients") return "gradients (bf16, sharded)";
+    return "master weights (none)";
+  }
+  absl::string_view MomentDtype() const override { return "bf16"; }
+  std::vector<ShardingStage> ShardingStages() const override {
+    return {{0, "torchtune", {{"parallel.zero", "0"}}},
+            {3, "torchtune fsdp2", {{"parallel.zero", "3"}}}};
+  }
+  void CheckLayout(const Scenario& s, std::vector<KeyProblem>& out) const override {
+    CheckZeroWithPipeline(s, out);
+  }
+  void CheckOffload(const Scenario& s, std::vector<KeyProblem>& out) const override {
+    CheckCpuOffload(s, out);
+  }
+};
+
+}  // namespace
+
+const FrameworkTraits& TorchtuneTraits() {
+  static const TorchtuneTraitsImpl traits;
+  return traits;
 }
 
 }  // namespace sim

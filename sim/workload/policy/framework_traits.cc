@@ -1,0 +1,61 @@
+#include "sim/workload/policy/framework_traits.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace sim {
+
+const FrameworkTraits& TraitsOf(Framework framework) {
+  switch (framework) {
+    case Framework::kDdp:
+      return DdpTraits();
+    case Framework::kDeepSpeed:
+      return DeepSpeedTraits();
+    case Framework::kFsdp:
+      return FsdpTraits();
+    case Framework::kMegatron:
+      return MegatronTraits();
+    case Framework::kTorchtune:
+      return TorchtuneTraits();
+  }
+  return DeepSpeedTraits();
+}
+
+std::vector<KeyProblem> ForeignKeyProblems(const Scenario& s, const KeyWritten& written) {
+  const ParallelSpec& par = s.parallel;
+  const Framework fw = par.framework;
+  std::vector<KeyProblem> out;
+  if (fw != Framework::kMegatron && par.overlap_param_gather) {
+    out.push_back({"parallel.overlap_param_gather",
+                   "overlap_param_gather belongs to framework megatron (its distributed "
+                   "optimizer)"});
+  }
+  if (written("parallel.deepspeed") && fw != Framework::kDeepSpeed) {
+    out.push_back(
+        {"parallel.deepspeed",
+         absl::StrCat("parallel.deepspeed holds DeepSpeed's settings; framework is ", Name(fw))});
+  }
+  if (par.gradient_as_bucket_view && fw != Framework::kDdp) {
+    out.push_back({"parallel.gradient_as_bucket_view",
+                   "gradient_as_bucket_view belongs to framework ddp (PyTorch "
+                   "DistributedDataParallel)"});
+  }
+  if (par.fsdp_version != 1 && fw != Framework::kFsdp) {
+    out.push_back({"parallel.fsdp_version", "fsdp_version belongs to framework fsdp"});
+  }
+  if (par.sharding && fw != Framework::kFsdp) {
+    out.push_back({"parallel.sharding", "sharding strategies belong to framework fsdp"});
+  }
+  return out;
+}
+
+void CheckZeroWithPipeline(const Scenario& s, std::vector<KeyProblem>& out) {
+  if (s.parallel.pp > 1 && s.parallel.zero >= 2) {
+    // DeepSpeed: "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
+    out.push_back(
+        {"parallel.zero", absl::StrCat("zero ", s.parallel.zero, " with pp ", s.parallel.pp,
+                                       ": ZeRO-2/3 are not combined with pipeline parallelism "
+                                       "(DeepSpeed refuses it); use zero 0 or 1")});
+  }
+}
+
+}  // namespace sim
