@@ -175,10 +175,10 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
   return j;
 }
 
-std::string RunText(const RunSummary& r) {
-  const Bytes cap = r.capacity;
-  const bool pipelined = r.stages.size() > 1;
-  std::string out;
+namespace {
+
+// The title line: the run, the cluster and the layout; notes on how keys were read.
+void AppendTitle(const RunSummary& r, std::string& out) {
   const std::string name = r.Title();
   absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", name, r.model, r.gpus,
                         r.gpu, r.node, Name(r.framework), r.replayed_zero_stage, r.dp);
@@ -219,6 +219,12 @@ std::string RunText(const RunSummary& r) {
     }
   }
   out += "\n";
+}
+
+// The verdict (FITS / DOES NOT FIT), the term that decides it, and the peak's moment.
+void AppendVerdict(const RunSummary& r, std::string& out) {
+  const Bytes cap = r.capacity;
+  const bool pipelined = r.stages.size() > 1;
   // Reserved = allocated tensors + the allocator's cached, unused segments + the runtime
   // reserve: the verdict names the term that decides.
   const Bytes tensors = r.peak - r.runtime_reserved;
@@ -261,7 +267,10 @@ std::string RunText(const RunSummary& r) {
   absl::StrAppendFormat(
       &out, "Peak at t = %s in %s (GPU %d%s)\n\n", FormatSeconds(r.peak_at.seconds()), r.peak_op,
       r.peak_gpu, pipelined ? absl::StrCat(", pipeline stage ", r.peak_stage) : std::string());
+}
 
+// Memory per GPU at the peak by category, beside the static ledger; host memory.
+void AppendMemory(const RunSummary& r, std::string& out) {
   const StateSplit& st = r.static_states;
   Table mem({"memory per GPU", "at peak", "at peak", "static ledger"});
   for (int c = 0; c < kNumMemCategories; ++c) {
@@ -294,7 +303,11 @@ std::string RunText(const RunSummary& r) {
     out += "\n";
   }
   out += "\n";
+}
 
+// The step's time split, each stage's under a pipeline, and the busy links.
+void AppendTime(const RunSummary& r, std::string& out) {
+  const bool pipelined = r.stages.size() > 1;
   const double step_s = r.step.seconds();
   Table time({"time per step", "seconds", "share"});
   auto row = [&](const char* name, double v) {
@@ -335,6 +348,10 @@ std::string RunText(const RunSummary& r) {
     absl::StrAppendFormat(&out, "  PCIe copies busy %.4f s (hidden %.4f s)\n\n", r.pcie.seconds(),
                           std::max(0.0, r.pcie.seconds() - r.exposed_pcie.seconds()));
   }
+}
+
+// Experts' routing and imbalance; throughput and MFU.
+void AppendExpertsAndThroughput(const RunSummary& r, std::string& out) {
   if (r.moe) {
     absl::StrAppendFormat(&out, "Experts: %d, top %d, %s routing", r.experts, r.top_k,
                           EnumName(r.routing.distribution));
@@ -362,6 +379,10 @@ std::string RunText(const RunSummary& r) {
                         "TFLOP/s dense %s\n\n",
                         r.tokens_per_s, r.tokens_per_s_per_gpu, 100 * r.mfu, 100 * r.hfu,
                         r.peak_rate.tflops(), Name(r.precision));
+}
+
+// Communication per GPU per collective kind, and the replay's size.
+void AppendCommunication(const RunSummary& r, std::string& out) {
   Table comm({"per GPU per step", "sent GB", "time s", "bus GB/s", "algorithm", "protocol",
               "busiest link (transfers)"});
   for (const CollectiveSummary& c : r.collectives) {
@@ -390,6 +411,18 @@ std::string RunText(const RunSummary& r) {
                         : r.simulated_ranks == static_cast<int32_t>(r.stages.size())
                             ? "s, one per pipeline stage"
                             : "s");
+}
+
+}  // namespace
+
+std::string RunText(const RunSummary& r) {
+  std::string out;
+  AppendTitle(r, out);
+  AppendVerdict(r, out);
+  AppendMemory(r, out);
+  AppendTime(r, out);
+  AppendExpertsAndThroughput(r, out);
+  AppendCommunication(r, out);
   return out;
 }
 
