@@ -23,9 +23,6 @@ using cost::LinkClass;
 
 namespace {
 
-using listener_internal::Moves;
-using listener_internal::ReplayListener;
-
 // Each stage's host issues its ops one after another in program order (the order lowering
 // emitted them, which is the order the training loop launches them), each taking
 // compute.Dispatch(op): an op may not start before the host has issued it. The host never waits

@@ -12,7 +12,7 @@ void Lowerer::EmbeddingForward(std::vector<int32_t> deps, const GatherFrees& fre
   Hooks(0, "embedding", /*backward=*/false, deps, mem);
   WithComms(Compute("embedding", OpPass::kForward, OpClass::kMemoryBound, Flops(),
                     Bytes::Count(2 * kCompute * tokens_ * h), 0),
-            deps, mem, {}, {TpReduce()});
+            deps, std::move(mem), {}, {TpReduce()});
 }
 
 void Lowerer::HeadForward(std::vector<int32_t> deps, const GatherFrees& free_gather) {
@@ -39,7 +39,7 @@ void Lowerer::HeadForward(std::vector<int32_t> deps, const GatherFrees& free_gat
   std::vector<int32_t> head_deps;
   Hooks(g, "lm_head", /*backward=*/false, head_deps, head_mem);
   if (s_.parallel.sequence_parallel) {
-    WithComms(head, head_deps, head_mem, {gather}, {});
+    WithComms(head, head_deps, std::move(head_mem), {gather}, {});
   } else {
     Add(head, head_deps, head_mem);
   }
@@ -95,9 +95,9 @@ void Lowerer::HeadBackward(std::vector<int32_t> deps, const GatherFrees& free_ga
   std::vector<int32_t> head_deps;
   Hooks(g, "lm_head", /*backward=*/true, head_deps, head_mem);
   if (s_.parallel.sequence_parallel) {
-    WithComms(head, head_deps, head_mem, {TpGather()}, {TpReduce()});
+    WithComms(head, head_deps, std::move(head_mem), {TpGather()}, {TpReduce()});
   } else {
-    WithComms(head, head_deps, head_mem, {}, {TpReduce()});
+    WithComms(head, head_deps, std::move(head_mem), {}, {TpReduce()});
   }
   MemList norm_mem = {{MemWhen::kStart, MemCategory::kActivations, hidden},
                       {MemWhen::kEnd, MemCategory::kActivations, -hidden},
@@ -122,7 +122,7 @@ void Lowerer::EmbeddingBackward(std::vector<int32_t> deps, const GatherFrees& fr
               Bytes::Count(s_.training.finetune.adapters() ? 0 : 3 * kCompute * tokens_ * h), 0);
   // With SP the output gradient arrives reduce-scattered: gathered again for the lookup.
   if (s_.parallel.sequence_parallel) {
-    WithComms(emb, deps, mem, {TpGather()}, {});
+    WithComms(emb, deps, std::move(mem), {TpGather()}, {});
   } else {
     Add(emb, deps, mem);
   }

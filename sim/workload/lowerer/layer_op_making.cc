@@ -16,18 +16,6 @@ Op Lowerer::Compute(absl::string_view name, OpPass pass, OpClass cls, Flops flop
   return op;
 }
 
-Op Lowerer::FromLayerOp(const LayerOp& lo, OpPass pass, int32_t g) const {
-  const std::less<const LayerOp*> before;
-  const bool dense = !dense_ops_.empty() && !before(&lo, dense_ops_.data()) &&
-                     before(&lo, dense_ops_.data() + dense_ops_.size());
-  const std::vector<LayerOp>& from = dense ? dense_ops_ : layer_ops_;
-  const auto i = static_cast<size_t>(&lo - from.data());
-  SIM_CHECK(i < from.size(), "a layer op of neither of the lowering's layers");
-  Op op = (dense ? dense_made_ : layer_made_)[static_cast<size_t>(pass)][i];
-  op.group = g;
-  return op;
-}
-
 std::array<std::vector<Op>, 3> Lowerer::MakeLayerOps(const std::vector<LayerOp>& ops) const {
   std::array<std::vector<Op>, 3> made;
   for (OpPass pass : {OpPass::kForward, OpPass::kRecompute, OpPass::kBackward}) {

@@ -4,7 +4,7 @@
 
 namespace sim::lowering_internal {
 
-int32_t Lowerer::WithComms(const Op& x, absl::Span<const int32_t> deps, MemList mem,
+int32_t Lowerer::WithComms(const Op& x, absl::Span<const int32_t> deps, MemList&& mem,
                            std::initializer_list<ModelParallelComm> pre,
                            std::initializer_list<ModelParallelComm> post, bool async) {
   const bool overlap = s_.parallel.tp_comm_overlap || async;
@@ -41,7 +41,7 @@ int32_t Lowerer::WithComms(const Op& x, absl::Span<const int32_t> deps, MemList 
 }
 
 int32_t Lowerer::WithExpertAllToAll(const LayerOp& lo, const Op& x, absl::Span<const int32_t> deps,
-                                    MemList mem, bool backward) {
+                                    MemList&& mem, bool backward) {
   const int64_t k = s_.model.moe->top_k, local = tokens_ / rep_;
   const Bytes sent = Bytes::Count(
       kCompute * s_.model.hidden *
@@ -81,7 +81,7 @@ int32_t Lowerer::WithExpertAllToAll(const LayerOp& lo, const Op& x, absl::Span<c
 }
 
 int32_t Lowerer::LayerOpWithComms(const LayerOp& lo, const Op& x, absl::Span<const int32_t> deps,
-                                  MemList mem, bool backward) {
+                                  MemList&& mem, bool backward) {
   // Without TP and CP no op has collectives of its own (the common, hot case).
   if (lo.role == ParallelRole::kNone ||
       (tp_group_.size <= 1 && cp_group_.size <= 1 && ep_group_.size <= 1 && etp_group_.size <= 1)) {
