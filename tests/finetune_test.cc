@@ -151,7 +151,7 @@ TEST_CASE("offloading the optimizer moves its states to the host and prices PCIe
   adam.bytes_moved = Bytes::Count(30 * shard);
   CHECK(cost::HostDuration(adam, host, 8).seconds() ==
         Approx(30.0 * shard / (409.6e9 * cost::kHostMemoryEfficiency / 8)));
-  CHECK(ron.pcie.seconds() > 0);
+  CHECK(ron.times.pcie.seconds() > 0);
 }
 
 TEST_CASE("NVMe offload keeps the states on the node's drives and prices their I/O", "[offload]") {
@@ -176,10 +176,10 @@ TEST_CASE("NVMe offload keeps the states on the node's drives and prices their I
     s.cluster.gpu.calibration.overlap_slowdown = 1.0;
     return s;
   };
-  CHECK(Run(unstretched(nvme)).compute.seconds() ==
-        Approx(Run(unstretched(cpu)).compute.seconds()).epsilon(1e-9));
+  CHECK(Run(unstretched(nvme)).times.compute.seconds() ==
+        Approx(Run(unstretched(cpu)).times.compute.seconds()).epsilon(1e-9));
   // Reading and writing 12 B/param of states at 30.4 GB/s shared by 8 GPUs, beside the update.
-  CHECK(rn.optimizer.seconds() - rc.optimizer.seconds() >
+  CHECK(rn.times.optimizer.seconds() - rc.times.optimizer.seconds() >
         2.0 * 12.0 * static_cast<double>(shard) / (30.4e9 / 8) * 0.99);
 }
 
@@ -202,7 +202,7 @@ TEST_CASE("activation offload moves the checkpoints to host memory", "[offload]"
   const int act = static_cast<int>(MemCategory::kActivations);
   CHECK(roff.category_peaks[act] - ron.category_peaks[act] >= checkpoint * 30);
   CHECK(ron.reserved_peak <= roff.reserved_peak);
-  CHECK(ron.pcie.seconds() > 0);
+  CHECK(ron.times.pcie.seconds() > 0);
 }
 
 TEST_CASE("torchtune gradients exist only from the backward to the step", "[finetune]") {

@@ -164,7 +164,7 @@ TEST_CASE("send_recv bytes are the activations and gradients crossing stage boun
     const int64_t expected = 2 * m * (pp * v - 1) * tensor / pp;
     INFO("pp " << pp << " v " << v);
     CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kSendRecv)].count() == expected);
-    CHECK(r.bubble > Duration::Zero());
+    CHECK(r.times.bubble > Duration::Zero());
   }
 }
 
@@ -176,7 +176,7 @@ TEST_CASE("simulating every DP replica of every stage gives the same answer", "[
   REQUIRE(r.ok());
   CHECK(r->simulated_ranks == 4);
   CHECK(r->step == one.step);
-  CHECK(r->bubble == one.bubble);
+  CHECK(r->times.bubble == one.times.bubble);
   for (int32_t gpu = 0; gpu < 4; ++gpu) {
     CHECK(r->ledgers[gpu].peak() == one.ledgers[gpu % 2].peak());
   }
@@ -201,7 +201,7 @@ TEST_CASE("uneven first and last model chunks, with and without interleaving", "
   CHECK(LayersPerVirtualStage(s) == std::vector<int64_t>{1, 5, 5, 5, 5, 5, 5, 1});
   const replay::ReplayResult r = Run(s);
   CHECK(r.program.stages == 4);
-  CHECK(r.bubble > Duration::Zero());
+  CHECK(r.times.bubble > Duration::Zero());
 }
 
 TEST_CASE("megatron preset: distributed optimizer states, and what its overlaps hide",
@@ -234,8 +234,8 @@ TEST_CASE("megatron preset: distributed optimizer states, and what its overlaps 
     CHECK(r->comm_bytes_sent[static_cast<int>(CollectiveKind::kReduceScatter)] ==
           base.comm_bytes_sent[static_cast<int>(CollectiveKind::kReduceScatter)]);
   }
-  CHECK(grads.exposed_comm < base.exposed_comm);
-  CHECK(params_ag.exposed_comm < grads.exposed_comm);
+  CHECK(grads.times.exposed_comm < base.times.exposed_comm);
+  CHECK(params_ag.times.exposed_comm < grads.times.exposed_comm);
   CHECK(params_ag.step < grads.step);
 }
 

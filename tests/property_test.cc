@@ -79,7 +79,7 @@ TEST_CASE("random valid layouts: memory returns, step covers compute, threads ag
     if (!one[i].status.ok()) continue;  // a layout lowering refuses (e.g. fsdp ZeRO-1)
     ++replayed;
     const report::RunSummary& r = *one[i].summary;
-    CHECK(r.step >= r.compute + r.recompute + r.optimizer);
+    CHECK(r.step >= r.times.compute + r.times.recompute + r.times.optimizer);
     CHECK(r.peak >= r.static_states.total());
     CHECK(r.reserved_peak >= r.peak);
     for (Bytes b : r.peak_breakdown) CHECK(b >= Bytes());

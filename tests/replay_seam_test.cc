@@ -56,9 +56,9 @@ TEST_CASE("replay of a hand-written program: compute, an exposed collective, com
   const ReplayResult r = Replay(p, FixedCompute(), FixedComm(), Bytes::Count(1000), {});
   // 2 s, then 5 s the compute stream waits for, then 3 s.
   CHECK(r.step == Duration::FromSeconds(2 + 5 + 3));
-  CHECK(r.compute == Duration::FromSeconds(2 + 3));
-  CHECK(r.exposed_comm == Duration::FromSeconds(5));
-  CHECK(r.comm == Duration::FromSeconds(5));
+  CHECK(r.times.compute == Duration::FromSeconds(2 + 3));
+  CHECK(r.times.exposed_comm == Duration::FromSeconds(5));
+  CHECK(r.times.comm == Duration::FromSeconds(5));
   // Persistent 100 B plus the 10 B kept from the start of a to the end of c.
   CHECK(r.ledgers[0].peak() == Bytes::Count(110));
   CHECK(r.ledgers[0].Transient() == Bytes());
@@ -111,8 +111,8 @@ TEST_CASE("a kernel slows only while a collective runs beside it", "[replay]") {
   p.ops = {y, copy, reduce};
   const ReplayResult r = Replay(p, HalvedBesideComm(), FixedComm(), Bytes::Count(1000), {});
   CHECK(r.step == Duration::FromSeconds(8.5));
-  CHECK(r.compute == Duration::FromSeconds(8.5));
-  CHECK(r.overlap_stretch == Duration::FromSeconds(2.5));
+  CHECK(r.times.compute == Duration::FromSeconds(8.5));
+  CHECK(r.times.overlap_stretch == Duration::FromSeconds(2.5));
 }
 
 OpProgram ThreeOps() {

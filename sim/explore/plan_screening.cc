@@ -198,7 +198,7 @@ std::vector<size_t> Planner::FirstScreen(GpuSearch& g, Round& r, const std::vect
     const report::RunSummary& run = *run_result.summary;
     const double m1 = static_cast<double>(ScreenSizes(c)->first);
     const double m = static_cast<double>(MicroBatches(c, c.global_batch));
-    double busiest = (run.compute + run.recompute).seconds();
+    double busiest = (run.times.compute + run.times.recompute).seconds();
     for (const report::StageSummary& st : run.stages) {
       busiest = std::max(busiest, (st.times.compute + st.times.recompute).seconds());
     }

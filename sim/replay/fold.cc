@@ -24,12 +24,7 @@ void ForEachAdditive(ReplayResult& r, F&& f) {
   dur(r.step);
   r.events = static_cast<uint64_t>(f(static_cast<int64_t>(r.events)));
   r.ops = f(r.ops);
-  for (StageTimes& t : r.stages) {
-    for (Duration* d : {&t.compute, &t.recompute, &t.optimizer, &t.comm, &t.pcie, &t.exposed_comm,
-                        &t.exposed_pcie, &t.bubble, &t.overlap_stretch}) {
-      dur(*d);
-    }
-  }
+  for (StageTimes& t : r.stages) ForEachTime(t, [&](absl::string_view, Duration& d) { dur(d); });
   for (auto& c : r.collectives) {
     c.count = f(c.count);
     dur(c.time);

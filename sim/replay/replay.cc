@@ -198,16 +198,7 @@ void PickTimeStage(ReplayResult& r) {
   for (int32_t i = 0; i < static_cast<int32_t>(r.stages.size()); ++i) {
     if (busy(r.stages[i]) > busy(r.stages[r.time_stage])) r.time_stage = i;
   }
-  const StageTimes& t = r.stages[r.time_stage];
-  r.compute = t.compute;
-  r.recompute = t.recompute;
-  r.optimizer = t.optimizer;
-  r.comm = t.comm;
-  r.exposed_comm = t.exposed_comm;
-  r.pcie = t.pcie;
-  r.exposed_pcie = t.exposed_pcie;
-  r.bubble = t.bubble;
-  r.overlap_stretch = t.overlap_stretch;
+  r.times = r.stages[r.time_stage];
 }
 
 }  // namespace

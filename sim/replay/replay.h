@@ -58,6 +58,22 @@ struct StageTimes {
   Duration overlap_stretch;  // extra compute time beside collectives (overlap_slowdown)
 };
 
+// Calls f(key, duration) for each of StageTimes' fields, with the key and in the order of the
+// JSON report's `time`: folding scales them all, the summary and renderers read them. A field
+// added to StageTimes is added here once.
+template <class Times, class F>
+void ForEachTime(Times& t, F&& f) {
+  f("compute_s", t.compute);
+  f("recompute_s", t.recompute);
+  f("comm_s", t.comm);
+  f("exposed_comm_s", t.exposed_comm);
+  f("optimizer_s", t.optimizer);
+  f("bubble_s", t.bubble);
+  f("overlap_stretch_s", t.overlap_stretch);
+  f("pcie_s", t.pcie);
+  f("exposed_pcie_s", t.exposed_pcie);
+}
+
 struct ReplayResult {
   OpProgram program;
   // The program replayed: with folding, that of the last short replay (sim/replay/fold.h),
@@ -68,11 +84,7 @@ struct ReplayResult {
 
   Duration step;
   // The pacing stage's times (the one with the most compute): the report's time keys.
-  Duration compute, recompute, optimizer, comm;
-  Duration exposed_comm;
-  Duration pcie, exposed_pcie;
-  Duration bubble;
-  Duration overlap_stretch;
+  StageTimes times;
   int32_t time_stage = 0;
   std::vector<StageTimes> stages;
 

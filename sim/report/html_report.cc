@@ -297,12 +297,12 @@ std::string TimeTable(const RunSummary& r) {
     out += html::TableRow({name, absl::StrFormat("%.4f", d.seconds()),
                            absl::StrFormat("%.1f %%", step > 0 ? 100 * d.seconds() / step : 0.0)});
   };
-  add("compute (fwd+bwd)", r.compute);
-  add("recompute", r.recompute);
-  add("exposed communication", r.exposed_comm);
-  add("optimizer", r.optimizer);
-  if (r.bubble > Duration::Zero()) add("pipeline bubble", r.bubble);
-  if (r.exposed_pcie > Duration::Zero()) add("exposed offload copies", r.exposed_pcie);
+  add("compute (fwd+bwd)", r.times.compute);
+  add("recompute", r.times.recompute);
+  add("exposed communication", r.times.exposed_comm);
+  add("optimizer", r.times.optimizer);
+  if (r.times.bubble > Duration::Zero()) add("pipeline bubble", r.times.bubble);
+  if (r.times.exposed_pcie > Duration::Zero()) add("exposed offload copies", r.times.exposed_pcie);
   add("step", r.step);
   return out + "</table>";
 }

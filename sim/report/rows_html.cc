@@ -81,7 +81,7 @@ std::string RowsHtml(const std::string& title, const std::string& held,
            {std::string(s.fits ? "yes" : "no"), absl::StrFormat("%.2f", s.reserved_peak.gib()),
             absl::StrFormat("%.2f", s.peak.gib()), absl::StrFormat("%.4f", s.step.seconds()),
             absl::StrFormat("%.4f", s.mfu), absl::StrFormat("%.1f", s.tokens_per_s_per_gpu),
-            absl::StrFormat("%.4f", s.exposed_comm.seconds()),
+            absl::StrFormat("%.4f", s.times.exposed_comm.seconds()),
             absl::StrFormat("%.3f", static_cast<double>(sent.count()) / 1e9), std::string()}) {
         cells.push_back(v);
       }

@@ -109,17 +109,10 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                  {"host_capacity_bytes", r.host_capacity.count()},
                  {"host_fits", r.host_fits},
                  {"nvme_bytes", r.nvme.count()}};
-  j["time"] = {{"step_s", r.step.seconds()},
-               {"compute_s", r.compute.seconds()},
-               {"recompute_s", r.recompute.seconds()},
-               {"comm_s", r.comm.seconds()},
-               {"exposed_comm_s", r.exposed_comm.seconds()},
-               {"optimizer_s", r.optimizer.seconds()},
-               {"bubble_s", r.bubble.seconds()},
-               {"overlap_stretch_s", r.overlap_stretch.seconds()},
-               {"pcie_s", r.pcie.seconds()},
-               {"exposed_pcie_s", r.exposed_pcie.seconds()},
-               {"stage", r.time_stage}};
+  nlohmann::ordered_json time = {{"step_s", r.step.seconds()}};
+  replay::ForEachTime(r.times, [&](const char* key, Duration d) { time[key] = d.seconds(); });
+  time["stage"] = r.time_stage;
+  j["time"] = std::move(time);
   if (r.moe) {
     nlohmann::ordered_json moe = {{"experts", r.experts},
                                   {"top_k", r.top_k},
@@ -314,12 +307,13 @@ void AppendTime(const RunSummary& r, std::string& out) {
     time.AddRow({name, absl::StrFormat("%.4f", v),
                  step_s > 0 ? absl::StrFormat("%.1f%%", 100 * v / step_s) : "-"});
   };
-  row("compute (fwd+bwd)", r.compute.seconds());
-  row("recompute", r.recompute.seconds());
-  row("exposed communication", r.exposed_comm.seconds());
-  row("optimizer", r.optimizer.seconds());
-  if (r.pcie > Duration::Zero()) row("exposed PCIe (offload)", r.exposed_pcie.seconds());
-  if (pipelined) row("pipeline bubble", r.bubble.seconds());
+  row("compute (fwd+bwd)", r.times.compute.seconds());
+  row("recompute", r.times.recompute.seconds());
+  row("exposed communication", r.times.exposed_comm.seconds());
+  row("optimizer", r.times.optimizer.seconds());
+  if (r.times.pcie > Duration::Zero())
+    row("exposed PCIe (offload)", r.times.exposed_pcie.seconds());
+  if (pipelined) row("pipeline bubble", r.times.bubble.seconds());
   row("step", step_s);
   absl::StrAppend(&out, time.Render());
   if (pipelined) {
@@ -339,14 +333,15 @@ void AppendTime(const RunSummary& r, std::string& out) {
   absl::StrAppendFormat(&out,
                         "  communication busy %.4f s (overlapped %.4f s); compute slowed by "
                         "overlap %.4f s\n\n",
-                        r.comm.seconds(),
-                        std::max(0.0, r.comm.seconds() - r.exposed_comm.seconds()),
-                        r.overlap_stretch.seconds());
-  if (r.pcie > Duration::Zero()) {
+                        r.times.comm.seconds(),
+                        std::max(0.0, r.times.comm.seconds() - r.times.exposed_comm.seconds()),
+                        r.times.overlap_stretch.seconds());
+  if (r.times.pcie > Duration::Zero()) {
     // Drop the blank line the communication line ended with, to keep the two together.
     out.pop_back();
-    absl::StrAppendFormat(&out, "  PCIe copies busy %.4f s (hidden %.4f s)\n\n", r.pcie.seconds(),
-                          std::max(0.0, r.pcie.seconds() - r.exposed_pcie.seconds()));
+    absl::StrAppendFormat(&out, "  PCIe copies busy %.4f s (hidden %.4f s)\n\n",
+                          r.times.pcie.seconds(),
+                          std::max(0.0, r.times.pcie.seconds() - r.times.exposed_pcie.seconds()));
   }
 }
 

@@ -110,15 +110,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
 
   // Time of the busiest stage.
   o.step = r.step;
-  o.compute = r.compute;
-  o.recompute = r.recompute;
-  o.comm = r.comm;
-  o.exposed_comm = r.exposed_comm;
-  o.optimizer = r.optimizer;
-  o.bubble = r.bubble;
-  o.overlap_stretch = r.overlap_stretch;
-  o.pcie = r.pcie;
-  o.exposed_pcie = r.exposed_pcie;
+  o.times = r.times;
   o.time_stage = r.time_stage;
 
   // Work: per-GPU averages times the GPUs.

@@ -116,8 +116,8 @@ struct RunSummary {
   bool gpu_fits = false;  // every GPU's reserved_peak <= capacity
 
   // ---- time -----------------------------------------------------------------------------
-  Duration step, compute, recompute, comm, exposed_comm, optimizer, bubble, overlap_stretch;
-  Duration pcie, exposed_pcie;  // offload copies: busy time, and the part compute waited for
+  Duration step;
+  replay::StageTimes times;  // of the pacing stage, time_stage (ReplayResult::times)
   int32_t time_stage = 0;
 
   // ---- work and throughput ----------------------------------------------------------------

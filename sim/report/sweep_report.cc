@@ -75,7 +75,7 @@ std::string SweepTable(const std::vector<std::string>& label_names, const std::v
       row.push_back(absl::StrFormat("%.4f", r.summary->step.seconds()));
       row.push_back(absl::StrFormat("%.4f", r.summary->mfu));
       row.push_back(absl::StrFormat("%.1f", r.summary->tokens_per_s_per_gpu));
-      row.push_back(absl::StrFormat("%.4f", r.summary->exposed_comm.seconds()));
+      row.push_back(absl::StrFormat("%.4f", r.summary->times.exposed_comm.seconds()));
       row.push_back("");
     }
     table.push_back(row);
@@ -121,8 +121,8 @@ std::string CompareTable(const std::vector<std::string>& label_names, const std:
     kinds.push_back(sent);
     for (Bytes v : kinds) row.push_back(absl::StrFormat("%.2f", v.gb()));
     row.push_back(base > Bytes() ? absl::StrFormat("%.2f", sent / base) : "-");
-    row.push_back(absl::StrFormat("%.3f", r.summary->comm.seconds()));
-    row.push_back(absl::StrFormat("%.3f", r.summary->exposed_comm.seconds()));
+    row.push_back(absl::StrFormat("%.3f", r.summary->times.comm.seconds()));
+    row.push_back(absl::StrFormat("%.3f", r.summary->times.exposed_comm.seconds()));
     row.push_back(absl::StrFormat("%.3f", r.summary->step.seconds()));
     row.push_back(absl::StrFormat("%.4f", r.summary->mfu));
     row.push_back("");
@@ -189,7 +189,7 @@ absl::StatusOr<GnuplotJob> PlotSweep(PlotFormat format, const std::string& title
       {"step", {"step time (s)", [](const RunSummary& j) { return j.step.seconds(); }}},
       {"mfu", {"MFU", [](const RunSummary& j) { return j.mfu; }}},
       {"exposed_comm", {"exposed communication (s)", [](const RunSummary& j) {
-                          return j.exposed_comm.seconds();
+                          return j.times.exposed_comm.seconds();
                         }}}};
   for (const std::string& m : metrics) {
     if (!known.count(m)) {
