@@ -442,6 +442,8 @@ TEST_CASE("sweep plots through gnuplot when it is installed", "[cli]") {
   CHECK(absl::StrContains(text, "<svg"));
   CHECK(absl::StrContains(text, "training.seq_len"));
   CHECK(absl::StrContains(text, "GPU capacity"));
+  // No recompute does not fit at these lengths (124 GiB at 4K): those points are ringed apart.
+  CHECK(absl::StrContains(text, "ringed: does not fit"));
   // The extension picks the format: a PNG file holds a PNG (its signature, RFC 2083 §3.1), and
   // an extension gnuplot is not asked to draw is refused before any replay.
   const std::string png = "/tmp/stepsim-cli-sweep/plot.png";
@@ -519,6 +521,32 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
   CHECK(absl::StrContains(none.out, "none of the Pareto set meets it"));
   CHECK(Stepsim("plan llama2-70b --days -3").status == 2);
   CHECK(Stepsim("plan llama2-70b --budget lots").status == 2);
+}
+
+TEST_CASE("compare's page charts what each ZeRO stage sends, as a multiple of DDP's", "[cli]") {
+  const std::string page = "/tmp/stepsim-cli-pages/compare-comm.html";
+  std::filesystem::create_directories("/tmp/stepsim-cli-pages");
+  // The default scenario: 70B on 32 GPUs, 32 micro-batches per step.
+  Result c = Stepsim("compare scenarios/default.yaml --html " + page);
+  REQUIRE(c.status == 0);
+  const std::string html = Slurp(page);
+  CHECK(absl::StrContains(html, "id=\"comm-chart\""));
+  // Per step over n ranks and P parameters of 2 bytes: DDP's ring all-reduce sends
+  // 2 (n-1)/n 2P; ZeRO-1 one reduce-scatter and one all-gather, the same; ZeRO-2 a
+  // reduce-scatter per micro-batch and one all-gather, (m + 1)/2 times DDP: 16.5 at m = 32.
+  CHECK(absl::StrContains(html, "ZeRO-1 deepspeed: 1.00x DDP"));
+  CHECK(absl::StrContains(html, "ZeRO-2 deepspeed: 16.50x DDP"));
+  CHECK(absl::StrContains(html, "With 32 micro-batches per step, ZeRO-2 and ZeRO-3 send"));
+  // Only ZeRO-3 fits (70B on 32 x 80 GB): the other three stages' points are hollow in the peak
+  // and step charts (6), and in the communication chart per kind they send (ZeRO-0 all-reduce,
+  // ZeRO-1 and ZeRO-2 reduce-scatter and all-gather: 5); each chart's legend shows one (3).
+  size_t hollow = 0;
+  for (size_t at = html.find("point apart"); at != std::string::npos;
+       at = html.find("point apart", at + 1)) {
+    ++hollow;
+  }
+  CHECK(hollow == 6 + 5 + 3);
+  CHECK(absl::StrContains(html, "hollow: does not fit"));
 }
 
 TEST_CASE("compare --finetune puts the methods side by side, plan takes adapters",

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "sim/base/text_escape.h"
 
 namespace sim::report::html {
@@ -48,7 +49,7 @@ constexpr std::array<Style, 8> kStyles = {{{"#4e79a7", "", 0},
                                            {"#9c755f", "2 3", 1},
                                            {"#edc948", "10 3 2 3", 2}}};
 
-std::string Marker(int shape, double x, double y, const char* colour) {
+std::string FilledMarker(int shape, double x, double y, const char* colour) {
   switch (shape) {
     case 1:
       return absl::StrFormat(
@@ -74,6 +75,16 @@ std::string Marker(int shape, double x, double y, const char* colour) {
       return absl::StrFormat("<circle class=\"point\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"",
                              x, y, colour);
   }
+}
+
+// A marker's opening tag; `apart` draws it hollow (white inside, its colour as the outline), as
+// the charts draw configurations that do not fit.
+std::string Marker(int shape, double x, double y, const char* colour, bool apart = false) {
+  if (!apart) return FilledMarker(shape, x, y, colour);
+  std::string m = FilledMarker(shape, x, y, shape == 4 ? colour : "#fff");
+  absl::StrReplaceAll({{"class=\"point\"", "class=\"point apart\""}}, &m);
+  if (shape == 4) return m + " opacity=\"0.45\"";
+  return m + absl::StrFormat(" style=\"stroke:%s;stroke-width:1.8\"", colour);
 }
 
 }  // namespace
@@ -191,7 +202,7 @@ std::string Chart(const XYChart& c) {
                             points, st.colour, st.dash);
     }
     for (const auto& p : s.points) {
-      absl::StrAppend(&out, Marker(st.marker, sx(k, p.x), py(p.y), st.colour), "><title>",
+      absl::StrAppend(&out, Marker(st.marker, sx(k, p.x), py(p.y), st.colour, p.apart), "><title>",
                       Escape(p.hover), "</title>",
                       st.marker == 1   ? "</rect>"
                       : st.marker == 4 ? "</path>"
@@ -200,6 +211,15 @@ std::string Chart(const XYChart& c) {
     }
     absl::StrAppend(&legend, "<li><svg width=\"18\" height=\"12\" aria-hidden=\"true\">",
                     Marker(st.marker, 9, 6, st.colour), "/></svg>", Escape(s.name), "</li>");
+  }
+  bool any_apart = false;
+  for (const Series& s : c.series) {
+    for (const auto& p : s.points) any_apart = any_apart || p.apart;
+  }
+  if (any_apart && !c.apart_label.empty()) {
+    absl::StrAppend(
+        &legend, "<li class=\"apart-legend\"><svg width=\"18\" height=\"12\" aria-hidden=\"true\">",
+        Marker(0, 9, 6, "#555", true), "/></svg>", Escape(c.apart_label), "</li>");
   }
   return out + "</svg>" + legend + "</ul>";
 }

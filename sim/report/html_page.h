@@ -30,6 +30,7 @@ struct Series {
     int x = 0;
     double y = 0;
     std::string hover;
+    bool apart = false;  // drawn hollow: a configuration that does not fit (XYChart::apart_label)
   };
   std::vector<Point> points;
 };
@@ -43,6 +44,8 @@ struct XYChart {
   std::optional<double> limit;  // a horizontal dashed line (the usable capacity)
   std::string limit_label;
   bool lines = true;  // join each series' points (false: a scatter)
+  // The legend's entry for hollow points (Series::Point::apart), shown when any is.
+  std::string apart_label;
 };
 // An SVG chart: a log y axis when the values span more than 10x, each series with its own
 // marker shape and dash so that coincident lines stay visible, and a legend.

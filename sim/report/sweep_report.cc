@@ -268,7 +268,7 @@ absl::StatusOr<GnuplotJob> PlotSweep(PlotFormat format, const std::string& title
         hi = std::max(hi, v);
         double x = static_cast<double>(index);
         if (numeric_x && !absl::SimpleAtod(r->labels[0], &x)) x = static_cast<double>(index);
-        out << absl::StrFormat("%.17g", x) << " " << v << "\n";
+        out << absl::StrFormat("%.17g", x) << " " << v << " " << (r->summary->fits ? 1 : 0) << "\n";
         ++index;
       }
       job.data.push_back({file, out.str()});
@@ -277,6 +277,16 @@ absl::StatusOr<GnuplotJob> PlotSweep(PlotFormat format, const std::string& title
       plots.push_back(
           absl::StrFormat("'%s' using 1:2 with linespoints lw 2 dt %d pt %d ps 1.3 title %s", file,
                           si % 5 + 1, si % 13 + 1, GnuplotString(series_names[si])));
+    }
+    // Configurations that do not fit, ringed in grey (the third column is 0): a step time of one
+    // is what it would take on GPUs with room for it, and must not read as an option.
+    bool any_apart = false;
+    for (const Row& r : rows) any_apart = any_apart || (r.error.empty() && !r.summary->fits);
+    for (size_t si = 0; any_apart && si < series_names.size(); ++si) {
+      plots.push_back(absl::StrFormat(
+          "'%s-%d.dat' using 1:($3 == 0 ? $2 : 1/0) with points pt 6 ps 2.4 lw 1.5 lc rgb "
+          "'grey50' %s",
+          m, si, si == 0 ? "title 'ringed: does not fit'" : "notitle"));
     }
     if (m == "peak") {
       // A constant: horizontal at the usable capacity whatever the x axis.

@@ -388,7 +388,9 @@ int CompareCommand(const std::vector<std::string>& args) {
         absl::StrFormat("stepsim compare: %s, %s on %d GPUs, %d micro-batch%s per step", base->name,
                         base->model.name, base->cluster.gpus(), base->micro_batches(),
                         base->micro_batches() == 1 ? "" : "es");
-    if (absl::Status st = files.Stage(*p, report::RowsHtml(title, "", labels, rows)); !st.ok()) {
+    if (absl::Status st = files.Stage(*p, finetune ? report::RowsHtml(title, "", labels, rows)
+                                                   : report::CompareHtml(title, labels, rows));
+        !st.ok()) {
       return Fail("compare", st);
     }
   }
