@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 
 namespace sim::report {
 
@@ -33,6 +34,22 @@ std::string Table::Render(int indent) const {
   size_t total = 0;
   for (size_t w : width) total += w;
   out += pad + std::string(total + 2 * (width.size() - 1), '-') + "\n";
+  for (const auto& r : rows_) out += line(r);
+  return out;
+}
+
+std::string Table::Markdown() const {
+  auto line = [&](const std::vector<std::string>& row) {
+    std::string out = "|";
+    for (size_t i = 0; i < header_.size(); ++i) {
+      absl::StrAppend(&out, " ", absl::StrReplaceAll(i < row.size() ? row[i] : "", {{"|", "\\|"}}),
+                      " |");
+    }
+    return out + "\n";
+  };
+  std::string out = line(header_) + "|";
+  for (size_t i = 0; i < header_.size(); ++i) out += i == 0 ? " --- |" : " ---: |";
+  out += "\n";
   for (const auto& r : rows_) out += line(r);
   return out;
 }

@@ -15,6 +15,9 @@ class Table {
   void AddRow(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
   // Renders with `indent` spaces before each line; a rule under the header.
   std::string Render(int indent = 2) const;
+  // As a Markdown table: the first column left-aligned, the rest right-aligned; a `|` in a cell
+  // is escaped, so that text from a catalog file cannot open a column.
+  std::string Markdown() const;
 
  private:
   std::vector<std::string> header_;

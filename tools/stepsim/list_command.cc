@@ -185,11 +185,12 @@ absl::StatusOr<Listing> Systems(const sim::config::DataRoot& root) {
 
 int ListCommand(const std::vector<std::string>& args) {
   FlagSet flags(
-      "stepsim list models|gpus|nodes|fabrics|systems [--json PATH]",
+      "stepsim list models|gpus|nodes|fabrics|systems [--json PATH] [--markdown]",
       "Lists what a catalog holds (models/, topologies/gpus.yaml, topologies/nodes.yaml,\n"
       "topologies/fabrics/, the cluster files of topologies/ and topologies/systems/),\n"
       "with each entry's key figures; for GPUs, what their time calibration rests on.",
-      {{"json", "PATH", "write {<catalog>: [{name, ...}]} (- = standard output)"}});
+      {{"json", "PATH", "write {<catalog>: [{name, ...}]} (- = standard output)"},
+       {"markdown", "", "print the table as Markdown (docs/reference.md's catalog tables)"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("list", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
@@ -227,7 +228,7 @@ int ListCommand(const std::vector<std::string>& args) {
     }
     if (*p == "-") return kExitOk;
   }
-  std::cout << listing->table.Render(0);
+  std::cout << (flags.Has("markdown") ? listing->table.Markdown() : listing->table.Render(0));
   return kExitOk;
 }
 

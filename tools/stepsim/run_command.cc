@@ -86,7 +86,7 @@ FlagSet RunFlags() {
        {"dump-ops", "", "print the lowered op program (one line per op) instead of replaying"},
        {"resolved", "", "print the resolved scenario instead of replaying"},
        {"list-keys", "", "print every scenario key with its type, default and meaning"},
-       {"markdown", "", "with --list-keys: as the Markdown table of the README"},
+       {"markdown", "", "with --list-keys: as the Markdown table of docs/reference.md"},
        CalibrationFlag()});
 }
 
