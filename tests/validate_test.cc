@@ -125,6 +125,10 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   int replayed_beside = 0;
   int step_n = 0, mpt_n = 0, table5_n = 0, memory_n = 0, tune_n = 0, ran = 0, skipped = 0;
   int not_fitting = 0;
+  // Megatron-Core + Transformer Engine (NeMo on DGX H100, SimuMax's B200 rows), held out of
+  // every fit: where the H100 calibration and the B200 datasheet stand on that stack.
+  double nemo_sum = 0, b200_step_sum = 0;
+  int nemo_n = 0, b200_step_n = 0, te_not_fitting = 0;
   for (const auto& r : results) {
     if (r.skipped) {
       ++skipped;
@@ -132,8 +136,25 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
       continue;
     }
     ++ran;
-    not_fitting += r.not_fitting.has_value();
+    const bool megatron_te = r.group == "nemo-dgxc-h100" || r.group == "simumax-b200";
+    (megatron_te ? te_not_fitting : not_fitting) += r.not_fitting.has_value();
     for (const auto& m : r.metrics) {
+      if (megatron_te) {
+        // Reached when these cases were added (nothing fitted to them; issue 66 asks for 5 %):
+        // NeMo steps +11.7 .. +42.9 %, MAPE 21.4 % (Llama 3.1 +16.6 .. +42.9 %, Nemotron-4
+        // +22.2 .. +39.3 %, GPT-3 175B +11.7 .. +29.0 %, fp8 the furthest; Grok-1 -3.7 .. +7.9 %);
+        // B200 steps -20.6 .. -32.4 % (datasheet rates on the H100's efficiencies), allocated
+        // peaks -1.9 .. -3.1 %, reserved peaks -4.1 .. -8.1 % (the allocator cache Megatron/TE
+        // runs hold). Guards that may only tighten.
+        if (m.metric == "step_s") {
+          CHECK(std::abs(m.error_pct) < (r.group == "simumax-b200" ? 35.0 : 45.0));
+          (r.group == "simumax-b200" ? b200_step_sum : nemo_sum) += std::abs(m.error_pct);
+          ++(r.group == "simumax-b200" ? b200_step_n : nemo_n);
+        } else if (m.metric == "peak_memory") {
+          CHECK(std::abs(m.error_pct) < (absl::EndsWith(r.id, "_reserved") ? 9.0 : 4.0));
+        }
+        continue;
+      }
       if (r.group == "h200-measured") {
         // Llama 3.2 3B trained on one H200 by tools/measure/gpu_measure.py (docs/measurements/),
         // nothing fitted to them. Allocated peaks: MAPE 0.6 %, the worst DDP without
@@ -278,6 +299,14 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   // stepsim's eager one; and Qwen3-235B (82.4 GiB) until its `--recompute-modules layernorm
   // moe_act` was modelled. A guard that may only go down.
   CHECK(not_fitting == 0);
+  // Megatron/TE runs replayed as not fitting (issue 66 asks for none): 6 when added, by 1.2 to
+  // 17.6 GiB (Llama 3.1 405B fp8 on 576 and 1,152 GPUs, 8B fp8 on 8, Nemotron-4 340B bf16 on
+  // 128 and fp8 on 128 and 256).
+  CHECK(te_not_fitting <= 6);
+  CHECK(nemo_n == 88);
+  CHECK(nemo_sum / nemo_n <= 21.5);  // 21.4 % reached
+  CHECK(b200_step_n == 18);
+  CHECK(b200_step_sum / b200_step_n <= 26.1);  // 26.0 % reached
   CHECK(h200_n == 17);
   CHECK(h200_sum / h200_n <= 0.7);  // 0.6 % reached
   CHECK(memory_n >= 6);
