@@ -125,8 +125,8 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   int replayed_beside = 0;
   int step_n = 0, mpt_n = 0, table5_n = 0, memory_n = 0, tune_n = 0, ran = 0, skipped = 0;
   int not_fitting = 0;
-  // Megatron-Core + Transformer Engine (NeMo on DGX H100, SimuMax's B200 rows), held out of
-  // every fit: where the H100 calibration and the B200 datasheet stand on that stack.
+  // Megatron-Core + Transformer Engine: NeMo on DGX H100 (held out of every fit: where the H100
+  // calibration stands on that stack) and SimuMax's B200 rows (the B200's fit).
   double nemo_sum = 0, b200_step_sum = 0;
   int nemo_n = 0, b200_step_n = 0, te_not_fitting = 0;
   for (const auto& r : results) {
@@ -140,14 +140,17 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
     (megatron_te ? te_not_fitting : not_fitting) += r.not_fitting.has_value();
     for (const auto& m : r.metrics) {
       if (megatron_te) {
-        // Reached when these cases were added (nothing fitted to them; issue 66 asks for 5 %):
-        // NeMo steps +11.7 .. +42.9 %, MAPE 21.4 % (Llama 3.1 +16.6 .. +42.9 %, Nemotron-4
-        // +22.2 .. +39.3 %, GPT-3 175B +11.7 .. +29.0 %, fp8 the furthest; Grok-1 -3.7 .. +7.9 %);
-        // B200 steps -20.6 .. -32.4 % (datasheet rates on the H100's efficiencies), allocated
-        // peaks -1.9 .. -3.1 %, reserved peaks -4.1 .. -8.1 % (the allocator cache Megatron/TE
-        // runs hold). Guards that may only tighten.
+        // NeMo on H100, held out of every fit (issue 66 asks for 5 %): steps +11.7 .. +42.9 %,
+        // MAPE 21.4 % (Llama 3.1 +16.6 .. +42.9 %, Nemotron-4 +22.2 .. +39.3 %, GPT-3 175B
+        // +11.7 .. +29.0 %, fp8 the furthest; Grok-1 -3.7 .. +7.9 %). B200: its calibration is
+        // fitted to these 18 steps (tools/calibrate.sh): -17.2 .. +6.0 %, MAPE 5.1 % (on the
+        // H100's efficiencies before, -20.6 .. -32.4 %); each model left out, 4.6 % (DeepSeek-V3
+        // from Llama) and 12.3 % (Llama from DeepSeek-V3); the TP 8 rows the furthest (-11.9 ..
+        // -17.2 %: TP communication priced on NVLink 5 with a first-estimate efficiency). Peaks,
+        // nothing fitted: allocated -1.9 .. -3.1 %, reserved -4.1 .. -8.1 % (the allocator
+        // cache these runs hold). Guards that may only tighten.
         if (m.metric == "step_s") {
-          CHECK(std::abs(m.error_pct) < (r.group == "simumax-b200" ? 35.0 : 45.0));
+          CHECK(std::abs(m.error_pct) < (r.group == "simumax-b200" ? 18.0 : 45.0));
           (r.group == "simumax-b200" ? b200_step_sum : nemo_sum) += std::abs(m.error_pct);
           ++(r.group == "simumax-b200" ? b200_step_n : nemo_n);
         } else if (m.metric == "peak_memory") {
@@ -306,7 +309,7 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   CHECK(nemo_n == 88);
   CHECK(nemo_sum / nemo_n <= 21.5);  // 21.4 % reached
   CHECK(b200_step_n == 18);
-  CHECK(b200_step_sum / b200_step_n <= 26.1);  // 26.0 % reached
+  CHECK(b200_step_sum / b200_step_n <= 5.1);  // 5.08 % reached (fitted; 26.0 % before)
   CHECK(h200_n == 17);
   CHECK(h200_sum / h200_n <= 0.7);  // 0.6 % reached
   CHECK(memory_n >= 6);

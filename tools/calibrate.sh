@@ -27,6 +27,11 @@ trap 'rm -rf "$tmp"' EXIT
 # are what the fit is judged on.
 "$exe" calibrate scenarios/validation/mpt-h100.yaml \
   --from-defaults --gpu H100-SXM5-80GB --out "$tmp/H100-SXM5-80GB.yaml"
+# B200: SimuMax's measured B200 rows (Megatron-Core + Transformer Engine, one 8 x B200 node, bf16:
+# truncated Llama 3 70B at TP 1-8 / PP 2 and DeepSeek-V3 at EP 4-8). Its efficiencies are those
+# of that stack's kernels (cuBLASLt GEMMs, TE/cuDNN attention); GB200 and GB300 borrow them.
+"$exe" calibrate scenarios/validation/simumax-b200.yaml \
+  --from-defaults --gpu B200-SXM-180GB --out "$tmp/B200-SXM-180GB.yaml"
 # The files record their invocation: name the shipped path, not the scratch one, so that a
 # refit that changes no number changes no byte.
 sed -i "s|$tmp/|$out/|g" "$tmp"/*.yaml
