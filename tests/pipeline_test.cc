@@ -266,6 +266,15 @@ TEST_CASE("megatron preset: distributed optimizer states, and what its overlaps 
   CHECK(PersistentStates(plain).total() == Bytes::Count(18 * params));
   CHECK(PersistentStates(distopt).total() ==
         Bytes::Count(2 * params + 4 * params + 3 * (4 * ((params + 3) / 4))));
+  // Gradients kept and reduced in bf16 (grad_reduce_in_fp32 off; NeMo's grad_sync_dtype bf16):
+  // the gradient buffer is 2 bytes a parameter, and the reduce-scatter sends half.
+  const Scenario bf16_grads = megatron("zero: 1, reduce_dtype: bf16");
+  CHECK(PersistentStates(bf16_grads).gradients == Bytes::Count(2 * params));
+  CHECK(PersistentStates(distopt).gradients == Bytes::Count(4 * params));
+  const auto sent = [](const replay::ReplayResult& r) {
+    return r.comm_bytes_sent[static_cast<int>(CollectiveKind::kReduceScatter)].count();
+  };
+  CHECK(2 * sent(Run(bf16_grads)) == sent(Run(distopt)));
   const replay::ReplayResult base = Run(distopt);
   const replay::ReplayResult grads = Run(megatron("zero: 1, overlap_grad_reduce: true"));
   const replay::ReplayResult params_ag =

@@ -140,14 +140,15 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
     (megatron_te ? te_not_fitting : not_fitting) += r.not_fitting.has_value();
     for (const auto& m : r.metrics) {
       if (megatron_te) {
-        // NeMo on H100, held out of every fit (issue 66 asks for 5 %): steps +11.7 .. +42.9 %,
-        // MAPE 21.4 % (Llama 3.1 +16.6 .. +42.9 %, Nemotron-4 +22.2 .. +39.3 %, GPT-3 175B
-        // +11.7 .. +29.0 %, fp8 the furthest; Grok-1 -3.7 .. +7.9 %). B200: its calibration is
-        // fitted to these 18 steps (tools/calibrate.sh): -17.2 .. +6.0 %, MAPE 5.1 % (on the
-        // H100's efficiencies before, -20.6 .. -32.4 %); each model left out, 4.6 % (DeepSeek-V3
-        // from Llama) and 12.3 % (Llama from DeepSeek-V3); the TP 8 rows the furthest (-11.9 ..
-        // -17.2 %: TP communication priced on NVLink 5 with a first-estimate efficiency). Peaks,
-        // nothing fitted: allocated -1.9 .. -3.1 %, reserved -4.1 .. -8.1 % (the allocator
+        // NeMo on H100, held out of every fit (issue 66 asks for 5 %): steps -3.7 .. +40.9 %,
+        // MAPE 19.5 % (Llama 3.1 +16.2 .. +40.9 %, Nemotron-4 +19.5 .. +32.4 %, GPT-3 175B
+        // +10.2 .. +26.6 %, fp8 the furthest; Grok-1 -3.7 .. +7.6 %); 21.4 % while the
+        // gradients were reduced in fp32 where the recipes reduce them in bf16. B200: its
+        // calibration is fitted to these 18 steps (tools/calibrate.sh): -17.2 .. +6.0 %, MAPE 5.1 %
+        // (on the H100's efficiencies before, -20.6 .. -32.4 %); each model left out, 4.6 %
+        // (DeepSeek-V3 from Llama) and 12.3 % (Llama from DeepSeek-V3); the TP 8 rows the furthest
+        // (-11.9 .. -17.2 %: TP communication priced on NVLink 5 with a first-estimate efficiency).
+        // Peaks, nothing fitted: allocated -1.9 .. -3.1 %, reserved -4.1 .. -8.1 % (the allocator
         // cache these runs hold). Guards that may only tighten.
         if (m.metric == "step_s") {
           CHECK(std::abs(m.error_pct) < (r.group == "simumax-b200" ? 18.0 : 45.0));
@@ -302,12 +303,12 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   // stepsim's eager one; and Qwen3-235B (82.4 GiB) until its `--recompute-modules layernorm
   // moe_act` was modelled. A guard that may only go down.
   CHECK(not_fitting == 0);
-  // Megatron/TE runs replayed as not fitting (issue 66 asks for none): 6 when added, by 1.2 to
-  // 17.6 GiB (Llama 3.1 405B fp8 on 576 and 1,152 GPUs, 8B fp8 on 8, Nemotron-4 340B bf16 on
-  // 128 and fp8 on 128 and 256).
-  CHECK(te_not_fitting <= 6);
+  // Megatron/TE runs replayed as not fitting (issue 66 asks for none): Nemotron-4 340B on 128
+  // GPUs, bf16 (+1.5 GiB) and fp8 (+6.9 GiB); 6 while Megatron's gradient buffer was fp32 in
+  // runs that keep it in bf16.
+  CHECK(te_not_fitting <= 2);
   CHECK(nemo_n == 88);
-  CHECK(nemo_sum / nemo_n <= 21.5);  // 21.4 % reached
+  CHECK(nemo_sum / nemo_n <= 19.6);  // 19.5 % reached
   CHECK(b200_step_n == 18);
   CHECK(b200_step_sum / b200_step_n <= 5.1);  // 5.08 % reached (fitted; 26.0 % before)
   CHECK(h200_n == 17);

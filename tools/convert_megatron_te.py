@@ -125,6 +125,7 @@ def write(name, header, cases):
 
 
 def parallel_line(tp, pp, cp, ep, vp, extra=""):
+    """Megatron-Core's layout: the distributed optimizer (zero 1), SP with TP, interleaving."""
     p = f"parallel: {{framework: megatron, zero: 1, tp: {tp}, pp: {pp}, cp: {cp}"
     if ep > 1:
         p += f", ep: {ep}"
@@ -170,7 +171,8 @@ def nemo_cases(path):
             f"cluster: {{node: dgx-h100, nodes: {gpus // 8}}}",
             f"training: {{seq_len: {seq}, micro_batch: {mbs}, global_batch: {gbs}, recompute: {recompute}, "
             f"attention: flash, precision: {r['precision']}}}",
-            parallel_line(tp, pp, cp, ep, vp)]
+            # distributed_fused_adam with grad_sync_dtype bf16: gradients bucketed and reduced in bf16.
+            parallel_line(tp, pp, cp, ep, vp, extra=", reduce_dtype: bf16")]
         case = {"id": r["id"],
                 "source": f"NVIDIA/dgxc-benchmarking {r['first_release']} ({tags[r['first_release']][:8]}), {r['file']}",
                 "measured": {"step_s": r["measured"]["step_s"]},

@@ -228,7 +228,7 @@ std::vector<ScenarioKey> Build() {
        "fsdp only: 1 FullyShardedDataParallel (flat parameters, in place); 2 fully_shard "
        "(torchtitan: copies after each all-gather and before each reduce-scatter)"},
       {"parallel.reduce_dtype", "bf16 | fp16 | fp32", "framework's",
-       "gradient reduction dtype (the compute dtype; megatron: fp32)"},
+       "gradient reduction dtype (the compute dtype; megatron: fp32, and its gradient buffer's)"},
       {"parallel.collective", OneOf<CollectiveAlgorithm>(), std::string(Name(p.collective)),
        "collective algorithm (auto: what NCCL's tuner runs per collective)"},
       {"parallel.gradient_as_bucket_view", "true | false", Bool(p.gradient_as_bucket_view),

@@ -137,6 +137,7 @@ StateSplit PersistentStates(const Scenario& s, int32_t stage) {
   const Framework fw = s.parallel.framework;
   const FrameworkTraits& traits = TraitsOf(fw);
   BytesPerParam bpp = StateBytesPerParam(fw, s.training.optimizer, s.training.precision);
+  traits.AdjustStateBytes(s, bpp);
   if (s.training.precision == Precision::kFp8) bpp.weights.bytes_per_param = 2 + 1;
   if (traits.GradientsAreBucketViews(s.parallel)) {
     bpp.gradients.bytes_per_param = 4;  // .grad is a view of the bucket: one fp32 copy

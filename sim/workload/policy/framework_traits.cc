@@ -4,6 +4,20 @@
 
 namespace sim {
 
+int64_t DtypeBytes(Dtype d) {
+  switch (d) {
+    case Dtype::kFp32:
+    case Dtype::kTf32:
+      return 4;
+    case Dtype::kBf16:
+    case Dtype::kFp16:
+      return 2;
+    case Dtype::kFp8:
+      return 1;
+  }
+  return 2;
+}
+
 const FrameworkTraits& TraitsOf(Framework framework) {
   switch (framework) {
     case Framework::kDdp:

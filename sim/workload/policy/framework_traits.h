@@ -41,6 +41,9 @@ class FrameworkTraits {
   // Bytes per parameter of each state kind, with the optimizer's moments of `m` and `v` bytes
   // in fp32 (StateBytesPerParam).
   virtual BytesPerParam StateBytes(int64_t m, int64_t v, Precision precision) const = 0;
+  // The bytes per parameter a scenario's settings change from StateBytes (Megatron's gradient
+  // buffer in parallel.reduce_dtype); none by default.
+  virtual void AdjustStateBytes(const Scenario& /*s*/, BytesPerParam& /*b*/) const {}
   // Whether the framework has ZeRO stage `stage` as the sharding plan reads it (ShardingPlan).
   virtual bool HasStage(int stage) const = 0;
   // Whether the 16-bit weights persist at `stage` (FSDP's FULL_SHARD keeps only the fp32 shard).
@@ -90,6 +93,9 @@ class FrameworkTraits {
 };
 
 const FrameworkTraits& TraitsOf(Framework framework);
+
+// Bytes per element of a dtype.
+int64_t DtypeBytes(Dtype d);
 
 // Keys that belong to one framework, set under another: each refused with the key's path.
 std::vector<KeyProblem> ForeignKeyProblems(const Scenario& s, const KeyWritten& written);

@@ -113,6 +113,13 @@ class MegatronTraitsImpl final : public FrameworkTraits {
     b.optimizer_v = {"optimizer_v", v, 1};
     return b;
   }
+  // Megatron-Core keeps gradients in one buffer per model chunk, of grad_reduce_in_fp32 ? fp32 :
+  // the parameters' dtype, and reduces them in place (distributed/param_and_grad_buffer.py);
+  // NeMo's distributed_fused_adam buckets them in its grad_sync_dtype. parallel.reduce_dtype
+  // names that dtype, for the buffer as for the reduction.
+  void AdjustStateBytes(const Scenario& s, BytesPerParam& b) const override {
+    if (s.parallel.reduce_dtype) b.gradients.bytes_per_param = DtypeBytes(*s.parallel.reduce_dtype);
+  }
   bool HasStage(int stage) const override { return stage <= 1; }
   std::optional<std::string> ZeroNote(int64_t zero) const override {
     if (zero < 2) return std::nullopt;

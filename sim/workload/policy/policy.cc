@@ -3,26 +3,13 @@
 #include <algorithm>
 
 #include "sim/base/check.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim {
 
 namespace {
 
 constexpr int64_t kCompute = 2;  // bytes per compute-dtype (bf16/fp16) element
-
-int64_t DtypeBytes(Dtype d) {
-  switch (d) {
-    case Dtype::kFp32:
-    case Dtype::kTf32:
-      return 4;
-    case Dtype::kBf16:
-    case Dtype::kFp16:
-      return 2;
-    case Dtype::kFp8:
-      return 1;
-  }
-  return 2;
-}
 
 Bytes ComputeBytes(int64_t params) { return Bytes::Count(kCompute * params); }
 
