@@ -246,6 +246,26 @@ TEST_CASE("uneven first and last model chunks, with and without interleaving", "
   CHECK(r.times.bubble > Duration::Zero());
 }
 
+TEST_CASE("pp_layers gives each virtual stage its layers, and its compute follows them",
+          "[pipeline]") {
+  // 32 layers on 4 stages as 7 + 9 + 9 + 7 (ends lighter, as nanotron balances the embedding
+  // and the head), and interleaved with 2 chunks as 3 + 4 + 5 + 4 | 4 + 5 + 4 + 3.
+  Scenario s = Pipeline(/*tp=*/2, /*pp=*/4, /*m=*/8, "1f1b");
+  s.parallel.pp_layers = {7, 9, 9, 7};
+  CHECK(LayersPerVirtualStage(s) == std::vector<int64_t>{7, 9, 9, 7});
+  const replay::ReplayResult r = Run(s);
+  // A middle stage computes 9 layers to the first stage's 7 (the tiny embedding aside).
+  CHECK(r.stages[1].compute.seconds() / r.stages[0].compute.seconds() ==
+        Approx(9.0 / 7.0).epsilon(0.02));
+  Scenario v = Pipeline(2, 4, 8, "interleaved", 2);
+  v.parallel.pp_layers = {3, 4, 5, 4, 4, 5, 4, 3};
+  CHECK(LayersPerVirtualStage(v) == v.parallel.pp_layers);
+  // Stage s holds chunks s and 4 + s: 7, 9, 9, 7 layers, as above.
+  const replay::ReplayResult ri = Run(v);
+  CHECK(ri.stages[2].compute.seconds() / ri.stages[3].compute.seconds() ==
+        Approx(9.0 / 7.0).epsilon(0.03));
+}
+
 TEST_CASE("megatron preset: distributed optimizer states, and what its overlaps hide",
           "[pipeline]") {
   // TP 2, DP 4 on one node, 2 micro-batches.

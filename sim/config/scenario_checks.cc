@@ -33,6 +33,24 @@ void CheckStageLayers(const At& at, const Scenario& s, YamlErrors& errors) {
     errors.Add(at("parallel", "pp_schedule"), "parallel.pp_schedule",
                "the interleaved schedule needs pp >= 2 and pp_chunks >= 2");
   }
+  if (!par.pp_layers.empty()) {
+    if (par.first_stage_layers || par.last_stage_layers) {
+      errors.Add(at("parallel", "pp_layers"), "parallel.pp_layers",
+                 "pp_layers gives every stage's layers: not combined with first_stage_layers / "
+                 "last_stage_layers");
+      return;
+    }
+    if (pp < 2) {
+      errors.Add(at("parallel", "pp_layers"), "parallel.pp_layers",
+                 "pp_layers splits the layers over pipeline stages: needs pp >= 2");
+      return;
+    }
+    const auto given = SplitLayers(layers, pp, v, std::nullopt, std::nullopt, par.pp_layers);
+    if (!given.ok()) {
+      errors.Add(at("parallel", "pp_layers"), "parallel.pp_layers", given.status().message());
+    }
+    return;
+  }
   if ((par.first_stage_layers || par.last_stage_layers) && (pp < 2 || pp * v < 3)) {
     errors.Add(at("parallel", par.first_stage_layers ? "first_stage_layers" : "last_stage_layers"),
                "parallel", "uneven first/last stages need pp >= 2 and pp x pp_chunks >= 3");

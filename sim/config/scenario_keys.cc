@@ -189,6 +189,9 @@ std::vector<ScenarioKey> Build() {
        "decoder layers of the first stage (or first model chunk); pp × pp_chunks ≥ 3"},
       {"parallel.last_stage_layers", Integer(0, 100000), "even split",
        "decoder layers of the last stage (or last model chunk); pp × pp_chunks ≥ 3"},
+      {"parallel.pp_layers", "list of integers 1..100000", "even split",
+       "decoder layers of each virtual stage (chunk c of stage s: entry c·pp + s), summing to the "
+       "model's"},
       {"parallel.tp_comm_overlap", "true | false", Bool(p.tp_comm_overlap),
        "TP/CP collectives beside the GEMMs they feed (Megatron-LM `--tp-comm-overlap`)"},
       {"parallel.overlap_grad_reduce", "true | false", "framework's",

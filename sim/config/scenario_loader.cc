@@ -92,6 +92,46 @@ std::optional<int64_t> ReadRegisteredInt(const Key& key, YamlErrors& errors) {
   return ReadInt(key, errors, range->min, range->max);
 }
 
+// A list of integers, each within [min, max]: a YAML sequence, or one scalar of comma-separated
+// values (as --set writes it); each bad entry reported at its own position.
+std::optional<std::vector<int64_t>> ReadIntList(const YAML::Node& list, const std::string& path,
+                                                int64_t min, int64_t max, YamlErrors& errors) {
+  std::vector<std::pair<std::string, YAML::Node>> items;
+  if (list.IsSequence()) {
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].IsScalar()) {
+        errors.Add(list[i], absl::StrCat(path, "[", i, "]"), "expected an integer");
+        return std::nullopt;
+      }
+      items.push_back({list[i].Scalar(), list[i]});
+    }
+  } else if (list.IsScalar()) {
+    for (absl::string_view part : absl::StrSplit(list.Scalar(), ',', absl::SkipEmpty())) {
+      items.push_back({std::string(absl::StripAsciiWhitespace(part)), list});
+    }
+  }
+  if (items.empty()) {
+    errors.Add(list, path, "expected a non-empty list of integers");
+    return std::nullopt;
+  }
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const auto& [text, node] = items[i];
+    const std::string at = absl::StrCat(path, "[", i, "]");
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(text, &v)) {
+      errors.Add(node, at, absl::StrCat("expected an integer, got '", text, "'"));
+      return std::nullopt;
+    }
+    if (v < min || v > max) {
+      errors.Add(node, at, absl::StrCat("must be between ", min, " and ", max, ", got ", v));
+      return std::nullopt;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
 absl::Status ApplyOverride(YAML::Node root, const Override& o) {
   // Keys and values are text that reports and JSON write back: a byte that is not UTF-8 is
   // refused here (the message quotes the text before it), not met by the JSON writer.
@@ -425,6 +465,9 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   if (auto v = ReadRegisteredInt(k("pp_chunks"), errors)) par.pp_chunks = *v;
   if (auto v = ReadRegisteredInt(k("first_stage_layers"), errors)) par.first_stage_layers = *v;
   if (auto v = ReadRegisteredInt(k("last_stage_layers"), errors)) par.last_stage_layers = *v;
+  if (const YAML::Node layers = Child(node, "pp_layers"); layers.IsDefined()) {
+    if (auto v = ReadIntList(layers, "parallel.pp_layers", 1, 100000, errors)) par.pp_layers = *v;
+  }
   if (auto v = ReadBool(k("tp_comm_overlap"), errors)) par.tp_comm_overlap = *v;
   if (auto v = ReadBool(k("overlap_grad_reduce"), errors)) par.overlap_grad_reduce = *v;
   if (auto v = ReadBool(k("overlap_param_gather"), errors)) par.overlap_param_gather = *v;

@@ -78,6 +78,15 @@ std::optional<Scenario> OneFOneBReading(const Scenario& s) {
   Scenario t = s;
   t.parallel.pp_schedule = PipelineSchedule::k1F1B;
   t.parallel.pp_chunks = 1;
+  if (!s.parallel.pp_layers.empty()) {
+    // Each stage's layers, its chunks' together.
+    const int64_t p = s.parallel.pp;
+    t.parallel.pp_layers.assign(static_cast<size_t>(p), 0);
+    for (size_t i = 0; i < s.parallel.pp_layers.size(); ++i) {
+      t.parallel.pp_layers[i % static_cast<size_t>(p)] += s.parallel.pp_layers[i];
+    }
+    return t;
+  }
   auto splits = [&](std::optional<int64_t> first, std::optional<int64_t> last) {
     if (!SplitLayers(s.model.layers, s.parallel.pp, 1, first, last).ok()) return false;
     t.parallel.first_stage_layers = first;

@@ -64,9 +64,9 @@ absl::StatusOr<Duration> AverageStageComputeBound(const Scenario& s);
 absl::StatusOr<ComputeProfile> AverageComputeProfile(const Scenario& s);
 Duration AverageStageComputeBound(const ComputeProfile& profile, int64_t micro_batches);
 
-// The layout read as 1F1B over the same stages: the first and last stages' layers as given
-// where 1F1B accepts them, else split evenly, else equal ends around an even middle; none when
-// no such split exists.
+// The layout read as 1F1B over the same stages: parallel.pp_layers summed per stage; else the
+// first and last stages' layers as given where 1F1B accepts them, else split evenly, else equal
+// ends around an even middle; none when no such split exists.
 std::optional<Scenario> OneFOneBReading(const Scenario& s);
 
 }  // namespace sim::replay

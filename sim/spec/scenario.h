@@ -289,6 +289,10 @@ struct ParallelSpec {
   // --decoder-first/last-pipeline-num-layers; Llama 3 405B drops one layer from each); with
   // pp_chunks > 1, of the first and the last model chunk. Absent = the layers split evenly.
   std::optional<int64_t> first_stage_layers, last_stage_layers;
+  // Decoder layers of each virtual stage, in virtual-stage order (chunk c of stage s is entry
+  // c·pp + s), as nanotron and Megatron-LM's --pipeline-model-parallel-layout balance them by
+  // cost; empty = the split above. Each at least 1, summing to the model's layers.
+  std::vector<int64_t> pp_layers;
   // TP collectives run beside the GEMMs they feed (Megatron-LM --tp-comm-overlap); otherwise
   // the compute stream waits for them.
   bool tp_comm_overlap = false;

@@ -124,7 +124,8 @@ std::vector<PipelineSlot> PipelineEmission(const std::vector<std::vector<Pipelin
 
 std::vector<int64_t> LayersPerVirtualStage(const Scenario& s) {
   auto split = SplitLayers(s.model.layers, s.parallel.pp, s.parallel.pp_chunks,
-                           s.parallel.first_stage_layers, s.parallel.last_stage_layers);
+                           s.parallel.first_stage_layers, s.parallel.last_stage_layers,
+                           s.parallel.pp_layers);
   SIM_CHECK(split.ok(), "the scenario loader let through a pipeline split that does not work out");
   return *std::move(split);
 }

@@ -54,9 +54,9 @@ struct PipelineSlot {
 std::vector<PipelineSlot> PipelineEmission(const std::vector<std::vector<PipelineUnit>>& order,
                                            int64_t chunks);
 
-// Decoder layers per virtual stage (index c·p + s): an equal split, or the first and last
-// virtual stage (chunk 0 of stage 0, the last chunk of the last stage) as given and the rest
-// equal (checked by the scenario loader).
+// Decoder layers per virtual stage (index c·p + s): an equal split, the first and last virtual
+// stage (chunk 0 of stage 0, the last chunk of the last stage) as given and the rest equal, or
+// parallel.pp_layers (checked by the scenario loader).
 std::vector<int64_t> LayersPerVirtualStage(const Scenario& s);
 
 }  // namespace sim
