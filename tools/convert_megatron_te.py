@@ -165,8 +165,8 @@ def nemo_cases(path):
                     "Megatron's interleaved schedule asserts it, and the published layout is not "
                     "reproducible as given")
         if pp > 1 and vp > 1 and layers % (pp * vp) != 0:
-            skip = (f"{layers} layers do not split over pp {pp} x vp {vp} virtual stages "
-                    "(per-stage layer lists are not built yet)")
+            skip = (f"{layers} layers do not split evenly over pp {pp} x vp {vp} virtual stages, "
+                    "and the recipe names no per-stage split (parallel.pp_layers)")
         scenario = model_lines(m, layers, tp, max_seq_len=seq) + [
             f"cluster: {{node: dgx-h100, nodes: {gpus // 8}}}",
             f"training: {{seq_len: {seq}, micro_batch: {mbs}, global_batch: {gbs}, recompute: {recompute}, "
