@@ -33,14 +33,15 @@ GpuSpec TestGpu(double peak, double hbm) {
 }
 
 // Llama-2-7B on one GPU, 4,096-token sequences, without recompute, attention as given.
-OpProgram LowerLlama2(const char* attention) {
+OpProgram LowerLlama2(const char* attention, const char* packing = "1") {
   auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
                                 STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
                                 {{"model", "llama2-7b"},
                                  {"cluster.nodes", "1"},
                                  {"training.global_batch", "8"},
                                  {"training.recompute", "none"},
-                                 {"training.attention", attention}});
+                                 {"training.attention", attention},
+                                 {"training.packing", packing}});
   REQUIRE(s.ok());
   auto p = Lower(*s);
   REQUIRE(p.ok());
@@ -68,6 +69,24 @@ TEST_CASE("each GEMM op carries the mean 1/K of its kernels", "[compute]") {
   const OpProgram eager = LowerLlama2("eager");
   CHECK(Find(eager, "attention_scores", OpPass::kForward).inv_k == 0);
   CHECK(Find(eager, "attention_values", OpPass::kBackward).inv_k == 0);
+}
+
+TEST_CASE("packed documents: flash attention computes each document's causal attention",
+          "[compute]") {
+  // 4,096-token sequences of 8 documents of 512 (document masking, THD): each query attends to
+  // its own document's keys, so the score blocks are 8 x 512^2 of the 4,096^2 (1/8), and a
+  // query block visits 256 key/value positions on average, not 2,048.
+  const OpProgram whole = LowerLlama2("flash"), packed = LowerLlama2("flash", "8");
+  for (OpPass pass : {OpPass::kForward, OpPass::kBackward}) {
+    CHECK(Find(packed, "flash_attention", pass).flops.count() ==
+          Approx(Find(whole, "flash_attention", pass).flops.count() / 8));
+    CHECK(Find(packed, "flash_attention", pass).inv_k == Approx(2.0 / 512));
+    // The GEMMs around it are the tokens', packed or not.
+    CHECK(Find(packed, "qkv", pass).flops == Find(whole, "qkv", pass).flops);
+  }
+  // Eager attention computes the masked 4,096^2 scores all the same.
+  CHECK(Find(LowerLlama2("eager", "8"), "attention_scores", OpPass::kForward).flops ==
+        Find(LowerLlama2("eager"), "attention_scores", OpPass::kForward).flops);
 }
 
 TEST_CASE("gemm_k_overhead stretches a GEMM's math by 1 + overhead / K", "[compute]") {

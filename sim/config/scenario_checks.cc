@@ -204,6 +204,11 @@ std::optional<int64_t> CheckShapes(const YAML::Node& root, const Scenario& s, Ya
                absl::StrCat("cp ", cp, ": seq_len ", s.training.seq_len,
                             " must split into 2 x cp load-balanced chunks"));
   }
+  if (s.training.packing > s.training.seq_len) {
+    errors.Add(KeyAt(root, "training", "packing"), "training.packing",
+               absl::StrCat("packing ", s.training.packing, " documents into ", s.training.seq_len,
+                            " tokens: each document needs at least one token"));
+  }
   if (Child(Child(root, "training"), "flash_impl").IsDefined() &&
       s.training.attention != AttentionKernel::kFlash) {
     errors.Add(KeyAt(root, "training", "flash_impl"), "training.flash_impl",

@@ -142,6 +142,9 @@ std::vector<ScenarioKey> Build() {
        "chunked; llm-foundry's fused_crossentropy: flash_attn)"},
       {"training.loss_chunks", Integer(1, 1024), absl::StrCat(t.loss_chunks),
        "chunks of the chunked losses (torchtune `num_output_chunks`)"},
+      {"training.packing", Integer(1, int64_t{1} << 20), absl::StrCat(t.packing),
+       "documents of equal length packed per sequence, attending within themselves (flash: "
+       "each document's attention only)"},
       {"training.routing", "mapping", "balanced", "MoE models: tokens per expert"},
       {"training.routing.distribution", OneOf<RoutingDistribution>(), "balanced",
        "balanced: equal shares; zipf: expert i gets a share ∝ 1 / i^skew"},

@@ -399,6 +399,7 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<KernelFusion>(k("norm_kernel"), errors)) t.norm_kernel = *v;
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadRegisteredInt(k("loss_chunks"), errors)) t.loss_chunks = *v;
+  if (auto v = ReadRegisteredInt(k("packing"), errors)) t.packing = *v;
   if (auto v = ReadBool(k("optimizer_in_backward"), errors)) t.optimizer_in_backward = *v;
   if (const YAML::Node r = Child(node, "routing"); r.IsDefined()) {
     ReadRouting(r, t.routing, errors);

@@ -217,6 +217,12 @@ struct TrainingSpec {
   // optimizer_in_bwd, PyTorch _apply_optimizer_in_backward): gradients never all live at once.
   bool optimizer_in_backward = false;
   RoutingSpec routing;  // MoE models only
+  // Documents packed into each sequence, of equal length, each attending only within itself
+  // (document masking: THD layout with cu_seqlens in Transformer Engine and FlashAttention's
+  // varlen kernels, torchtune's packed datasets with flex attention's block mask). Flash
+  // attention computes each document's causal attention, so its work is 1/packing of the
+  // unpacked sequence's; eager attention computes the masked S x S scores all the same.
+  int64_t packing = 1;
 };
 
 // parallel.offload: what moves off the GPU. optimizer: the optimizer states (and the fp32

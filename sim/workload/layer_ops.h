@@ -199,6 +199,9 @@ struct ActivationShape {
   double expert_load = 1.0;
   KernelFusion kernels = KernelFusion::kFused;       // TrainingSpec::kernels
   KernelFusion norm_kernels = KernelFusion::kFused;  // TrainingSpec::NormKernels()
+  // Documents per sequence under document masking (TrainingSpec::packing): flash attention's
+  // work is each document's, 1/packing of the whole sequence's.
+  int64_t packing = 1;
 };
 
 // A norm's forward HBM traffic per element of its input and the kernels it launches

@@ -46,8 +46,10 @@ Op Lowerer::MakeLayerOp(const LayerOp& lo, OpPass pass) const {
   }
   if (lo.op_class == OpClass::kAttention && s_.training.attention == AttentionKernel::kFlash) {
     // Causal: a query block visits s / 2 key/value positions on average, whole or under
-    // context parallelism (its load-balanced chunks see the gathered sequence's keys).
-    op.inv_k = static_cast<float>(2.0 / static_cast<double>(s_.training.seq_len));
+    // context parallelism (its load-balanced chunks see the gathered sequence's keys); of its own
+    // document's, packed.
+    op.inv_k = static_cast<float>(2.0 * static_cast<double>(s_.training.packing) /
+                                  static_cast<double>(s_.training.seq_len));
   }
   if (s_.training.precision == Precision::kFp8 && lo.op_class == OpClass::kGemm && !lo.keep_16bit) {
     // Frozen weights need no weight-gradient GEMM, but the casts stay.
