@@ -425,6 +425,32 @@ TEST_CASE("context parallelism splits each GPU's tokens and all-gathers K and V"
 
 // Korthikanti et al. 2022 Table 2 (docs/model.md "Activations") through the replay: the activation
 // peak grows by exactly one table row per decoder layer added.
+TEST_CASE("ulysses context parallelism exchanges Q, K, V and the output by all-to-all",
+          "[pipeline]") {
+  // The same cp 2 layout as above with cp_kind ulysses (DeepSpeed-Ulysses; Megatron-Core's
+  // cp_comm_type a2a): per layer and micro-batch, forward, an all-to-all of the GPU's s/cp
+  // tokens of Q, K and V (32 heads, 32 KV heads: 3 tensors) before attention and one of the
+  // output (1) after; backward, the output gradient (1) and the Q, K, V gradients (3). Each
+  // sends (c-1)/c of its tensor: 8 tensors of 2 B x s/c x h per layer and micro-batch.
+  const Scenario ulysses =
+      FromText(absl::StrReplaceAll(kPipelineScenario, {{"GLOBAL", "8"},
+                                                       {"TP", "1"},
+                                                       {"PP", "1"},
+                                                       {"SCHEDULE", "1f1b"},
+                                                       {"CHUNKS", "1, cp: 2, cp_kind: ulysses"}}));
+  const replay::ReplayResult r = Run(ulysses);
+  const int64_t tensor = 2 * (4096 / 2) * 4096;  // one of Q, K, V or O: s/c tokens x h, bf16
+  const int64_t expected = 8 * tensor * (2 - 1) / 2 * 32 * ulysses.micro_batches();
+  CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kAllToAll)].count() == expected);
+  // No all-gather of K and V (zero 0, no TP: nothing else gathers), and the attention core's
+  // work is all-gather CP's: the whole sequence for half the heads.
+  CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kAllGather)].count() == 0);
+  const Scenario allgather = FromText(absl::StrReplaceAll(
+      kPipelineScenario,
+      {{"GLOBAL", "8"}, {"TP", "1"}, {"PP", "1"}, {"SCHEDULE", "1f1b"}, {"CHUNKS", "1, cp: 2"}}));
+  CHECK(Run(allgather).times.compute == r.times.compute);
+}
+
 TEST_CASE("the replay reproduces Korthikanti Table 2 for TP, SP and recompute", "[pipeline]") {
   const int64_t s = 2048, b = 1, h = 6144, a = 64;
   const std::string gpt22b = R"(schema_version: 1

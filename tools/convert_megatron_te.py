@@ -224,15 +224,16 @@ def simumax_cases(path):
             notes.append("MoE: alltoall dispatcher, grouped GEMM, capacity factor 1 padded; "
                          "the group-limited top-k router is not modelled (padding makes every "
                          "expert's work the same)")
+        cp_extra = ""
         if p.get("cp_comm_type") == "a2a":
-            skip = ("context parallelism by all-to-all (--cp-comm-type a2a, Ulysses-style) is not "
-                    "built yet; stepsim's CP is all-gather")
+            # --cp-comm-type a2a: Q, K, V and the output exchanged by all-to-all (Ulysses).
+            cp_extra = ", cp_kind: ulysses"
         scenario = model_lines(m, r["layers"], tp) + [
             "cluster: {node: dgx-b200, nodes: 1}",
             f"training: {{seq_len: {r['seq_len']}, micro_batch: {r['micro_batch']}, "
             f"global_batch: {r['global_batch']}, recompute: none, attention: flash, precision: bf16, "
             f"loss: fused{routing}}}",
-            parallel_line(tp, pp, cp, ep, vp)]
+            parallel_line(tp, pp, cp, ep, vp, extra=cp_extra)]
         source = f"MooreThreads/SimuMax {src['commit'][:8]}, docs/b200/b200_release_v1.2_summary.json, row {r['case']}"
         measured = {"step_s": round(meas["step_ms"] / 1000, 6)}
         has_memory = meas.get("peak_allocated_gib") is not None

@@ -223,6 +223,12 @@ std::optional<int64_t> CheckShapes(const YAML::Node& root, const Scenario& s, Ya
                                "9.x); %s is %.1f: use fa2",
                                s.cluster.gpu.name, *s.cluster.gpu.compute_capability));
   }
+  if (cp > 1 && s.parallel.cp_kind == CpKind::kUlysses &&
+      (m.heads / tp % cp != 0 || m.kv_heads / tp % cp != 0)) {
+    errors.Add(KeyAt(root, "parallel", "cp_kind"), "parallel.cp_kind",
+               absl::StrCat("ulysses splits the heads over cp: the ", m.heads / tp, " heads and ",
+                            m.kv_heads / tp, " KV heads per TP rank must divide by cp ", cp));
+  }
   if (cp > 1 && s.training.attention != AttentionKernel::kFlash) {
     errors.Add(KeyAt(root, "parallel", "cp"), "parallel.cp",
                "context parallelism is modelled with flash attention only (training.attention)");

@@ -176,6 +176,9 @@ std::vector<ScenarioKey> Build() {
       {"parallel.pp", Integer(1, 1024), absl::StrCat(p.pp), "pipeline-parallel degree"},
       {"parallel.cp", Integer(1, 1024), absl::StrCat(p.cp),
        "context-parallel degree; dp = GPUs / (tp × pp × cp)"},
+      {"parallel.cp_kind", OneOf<CpKind>(), std::string(EnumName(p.cp_kind)),
+       "how CP exchanges the sequence: all-gather K, V; or ulysses, all-to-all of Q, K, V and "
+       "the output (heads and KV heads per TP rank divisible by cp)"},
       {"parallel.ep", Integer(1, 65536), absl::StrCat(p.ep),
        "expert-parallel degree (MoE models): etp × ep divides tp × cp × dp; ep the experts"},
       {"parallel.etp", Integer(1, 1024), "tp",

@@ -460,6 +460,7 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
   if (auto v = ReadRegisteredInt(k("tp"), errors)) par.tp = *v;
   if (auto v = ReadRegisteredInt(k("pp"), errors)) par.pp = *v;
   if (auto v = ReadRegisteredInt(k("cp"), errors)) par.cp = *v;
+  if (auto v = ReadEnum<CpKind>(k("cp_kind"), errors)) par.cp_kind = *v;
   if (auto v = ReadRegisteredInt(k("ep"), errors)) par.ep = *v;
   if (auto v = ReadRegisteredInt(k("etp"), errors)) par.etp = *v;
   if (auto v = ReadEnum<PipelineSchedule>(k("pp_schedule"), errors)) par.pp_schedule = *v;

@@ -151,6 +151,11 @@ struct EnumNames<CollectiveAlgorithm> {
        {CollectiveAlgorithm::kAuto, "auto"}}};
 };
 template <>
+struct EnumNames<CpKind> {
+  static constexpr NameTable<CpKind, 2> kNames{
+      {{CpKind::kAllGather, "allgather"}, {CpKind::kUlysses, "ulysses"}}};
+};
+template <>
 struct EnumNames<PipelineSchedule> {
   static constexpr NameTable<PipelineSchedule, 3> kNames{
       {{PipelineSchedule::kGpipe, "gpipe"},

@@ -130,6 +130,11 @@ inline constexpr int kNumCollectiveAlgorithms = 6;  // without kAuto
 // Narayanan et al. SC21 §2.2.1) and interleaved 1F1B with `pp_chunks` model chunks per stage
 // (Megatron-LM's virtual pipeline, SC21 §2.2.2).
 enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved };
+// How context parallelism exchanges the sequence: all-gather of K and V (Llama 3; Megatron-Core's
+// cp_comm_type allgather), or all-to-all of Q, K, V before attention and of its output after,
+// each GPU attending over the whole sequence for its share of the heads (DeepSpeed-Ulysses,
+// Jacobs et al. 2023, arXiv 2309.14509; Megatron-Core's cp_comm_type a2a).
+enum class CpKind { kAllGather, kUlysses };
 // The parallel dimensions in the rank order (innermost first).
 enum class ParallelDim { kTp, kCp, kDp, kPp };
 
@@ -272,8 +277,10 @@ struct ParallelSpec {
   int64_t tp = 1;
   int64_t pp = 1;
   // Context parallelism: the sequence is split over `cp` GPUs; K and V are all-gathered over the
-  // CP group before attention (Llama 3's all-gather CP, Dubey et al. 2024 §3.3.2).
+  // CP group before attention (Llama 3's all-gather CP, Dubey et al. 2024 §3.3.2), or Q, K, V
+  // and the output exchanged by all-to-all (cp_kind ulysses).
   int64_t cp = 1;
+  CpKind cp_kind = CpKind::kAllGather;
   // Expert parallelism (MoE models), placed as Megatron-Core's "MoE parallel folding" does
   // (parallel_state.py's expert rank generator, order tp-ep-dp-pp; Liu et al. 2025, arXiv
   // 2504.14960): the tp·cp·dp GPUs of a pipeline stage are re-read as expert TP (`etp`,

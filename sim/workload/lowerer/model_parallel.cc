@@ -120,6 +120,21 @@ int32_t Lowerer::LayerOpWithComms(const LayerOp& lo, const Op& x, absl::Span<con
       return sp ? WithComms(x, deps, std::move(mem), {gather_in}, {})
                 : WithComms(x, deps, std::move(mem), {}, {});
     case ParallelRole::kCpKv:
+      if (s_.parallel.cp_kind == CpKind::kUlysses) {
+        // Each GPU's s/cp tokens of Q, K and V (of its TP heads) go out by all-to-all and come
+        // back as the whole sequence of 1/cp of the heads; the attention output returns the same
+        // way. Backward: the output gradient in, the Q, K and V gradients out.
+        const int64_t local = kCompute * s_.training.seq_len / s_.parallel.cp *
+                              s_.training.micro_batch * s_.model.head_dim() / s_.parallel.tp;
+        const Bytes qkv = Bytes::Count(local * (s_.model.heads + 2 * s_.model.kv_heads));
+        const Bytes out = Bytes::Count(local * s_.model.heads);
+        const ModelParallelComm a2a_qkv{backward ? "cp_all_to_all_dqkv" : "cp_all_to_all_qkv",
+                                        CollectiveKind::kAllToAll, qkv, &cp_group_, !backward};
+        const ModelParallelComm a2a_out{backward ? "cp_all_to_all_dout" : "cp_all_to_all_out",
+                                        CollectiveKind::kAllToAll, out, &cp_group_, backward};
+        return backward ? WithComms(x, deps, std::move(mem), {a2a_out}, {a2a_qkv})
+                        : WithComms(x, deps, std::move(mem), {a2a_qkv}, {a2a_out});
+      }
       return backward ? WithComms(x, deps, std::move(mem), {gather_kv}, {reduce_dkv})
                       : WithComms(x, deps, std::move(mem), {gather_kv}, {});
     case ParallelRole::kEpDispatch:
