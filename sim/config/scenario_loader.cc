@@ -66,70 +66,12 @@ namespace {
 
 constexpr int64_t kMaxCount = int64_t{1} << 40;
 
-// A copy of `n` built node by node, so that it has no position: positions parsed from a --set
-// value would point into the value's text as if it were the scenario file. `n` is a checked
-// tree (CheckYamlTree): finite and at most 64 levels deep.
-YAML::Node Unplaced(const YAML::Node& n) {
-  if (n.IsSequence()) {
-    YAML::Node out(YAML::NodeType::Sequence);
-    for (const YAML::Node& item : n) out.push_back(Unplaced(item));
-    return out;
-  }
-  if (n.IsMap()) {
-    YAML::Node out(YAML::NodeType::Map);
-    for (const auto& kv : n) out[Unplaced(kv.first)] = Unplaced(kv.second);
-    return out;
-  }
-  if (n.IsScalar()) return YAML::Node(n.Scalar());
-  return YAML::Node(YAML::NodeType::Null);
-}
-
 // An integer key read within the range the key registry documents for it (IntegerRangeOf), so
 // that `stepsim run --list-keys` and the reference state the bounds the loader enforces.
 std::optional<int64_t> ReadRegisteredInt(const Key& key, YamlErrors& errors) {
   const auto range = IntegerRangeOf(JoinPath(key.parent_path, key.name));
   SIM_CHECK(range.has_value(), "an integer key without a range in the key registry");
   return ReadInt(key, errors, range->min, range->max);
-}
-
-// A list of integers, each within [min, max]: a YAML sequence, or one scalar of comma-separated
-// values (as --set writes it); each bad entry reported at its own position.
-std::optional<std::vector<int64_t>> ReadIntList(const YAML::Node& list, const std::string& path,
-                                                int64_t min, int64_t max, YamlErrors& errors) {
-  std::vector<std::pair<std::string, YAML::Node>> items;
-  if (list.IsSequence()) {
-    for (size_t i = 0; i < list.size(); ++i) {
-      if (!list[i].IsScalar()) {
-        errors.Add(list[i], absl::StrCat(path, "[", i, "]"), "expected an integer");
-        return std::nullopt;
-      }
-      items.push_back({list[i].Scalar(), list[i]});
-    }
-  } else if (list.IsScalar()) {
-    for (absl::string_view part : absl::StrSplit(list.Scalar(), ',', absl::SkipEmpty())) {
-      items.push_back({std::string(absl::StripAsciiWhitespace(part)), list});
-    }
-  }
-  if (items.empty()) {
-    errors.Add(list, path, "expected a non-empty list of integers");
-    return std::nullopt;
-  }
-  std::vector<int64_t> out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const auto& [text, node] = items[i];
-    const std::string at = absl::StrCat(path, "[", i, "]");
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(text, &v)) {
-      errors.Add(node, at, absl::StrCat("expected an integer, got '", text, "'"));
-      return std::nullopt;
-    }
-    if (v < min || v > max) {
-      errors.Add(node, at, absl::StrCat("must be between ", min, " and ", max, ", got ", v));
-      return std::nullopt;
-    }
-    out.push_back(v);
-  }
-  return out;
 }
 
 absl::Status ApplyOverride(YAML::Node root, const Override& o) {

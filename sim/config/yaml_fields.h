@@ -66,7 +66,16 @@ struct Key {
 };
 
 std::optional<std::string> ReadString(const Key& key, YamlErrors& errors);
+// A copy of `n` built node by node, so that it has no position: positions parsed from a --set
+// value would point into the value's text as if it were the scenario file. `n` is a checked
+// tree (CheckYamlTree): finite and at most 64 levels deep.
+YAML::Node Unplaced(const YAML::Node& n);
+
 std::optional<int64_t> ReadInt(const Key& key, YamlErrors& errors, int64_t min, int64_t max);
+// A list of integers, each within [min, max]: a YAML sequence, or one scalar of comma-separated
+// values (as --set writes it); each bad entry reported at its own position.
+std::optional<std::vector<int64_t>> ReadIntList(const YAML::Node& list, const std::string& path,
+                                                int64_t min, int64_t max, YamlErrors& errors);
 // A whole count, written plainly or as DeepSpeed's configs do ("5e8", "200M"; sim/base/quantity.h
 // ParseCount).
 std::optional<int64_t> ReadCount(const Key& key, YamlErrors& errors, int64_t min, int64_t max);
