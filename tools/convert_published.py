@@ -17,6 +17,8 @@ import sys
 
 import yaml
 
+from case_yaml import emit_case, q
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 if len(sys.argv) != 2:
@@ -25,37 +27,9 @@ SRC = sys.argv[1]
 OUT = os.path.join(ROOT, "scenarios", "validation")
 
 
-def q(s):
-    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def source_of(r):
     s = r["source"]
     return f'{s.get("ref", "")}, {s.get("where", "")}'.strip(", ")
-
-
-def emit_case(out, case):
-    out.append(f"  - id: {case['id']}")
-    out.append(f"    source: {q(case['source'])}")
-    if case.get("skip"):
-        out.append(f"    skip: {q(case['skip'])}")
-    out.append("    measured:")
-    for k, v in case["measured"].items():
-        out.append(f"      {k}: {q(v) if isinstance(v, str) else v}")
-    out.append("    conventions:")
-    out.append(f"      flops: {case['flops']}")
-    out.append(f"      memory: {case.get('memory', 'allocated')}")
-    for note in case.get("notes", []):
-        out.append(f"    # {note}")
-    if "estimator" in case:
-        out.append("    deepspeed_estimator:")
-        for line in case["estimator"]:
-            out.append("      " + line)
-        if "scenario" not in case:
-            return
-    out.append("    scenario:")
-    for line in case["scenario"]:
-        out.append("      " + line)
 
 
 def write(name, header, cases):

@@ -47,9 +47,6 @@ class OwnedPolicy {
 
 // Lowers one step of `micro_batches` micro-batches of `s`: Run all at once, or (one stage)
 // Begin, LowerMicroBatch for each and Finish, forking where programs of different lengths part
-
-// Lowers one step of `micro_batches` micro-batches of `s`: Run all at once, or (one stage)
-// Begin, LowerMicroBatch for each and Finish, forking where programs of different lengths part
 // (StepLowering).
 class Lowerer {
  public:
