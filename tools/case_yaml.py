@@ -19,7 +19,8 @@ def emit_case(out, case):
     out.append(f"      flops: {case['flops']}")
     out.append(f"      memory: {case.get('memory', 'allocated')}")
     for note in case.get("notes", []):
-        out.append(f"    # {note}")
+        # A comment line each: a line break in a record's text would end the comment.
+        out.append("    # " + " ".join(str(note).splitlines()))
     if "estimator" in case:
         out.append("    deepspeed_estimator:")
         for line in case["estimator"]:

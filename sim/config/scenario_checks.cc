@@ -66,15 +66,6 @@ void CheckStageLayers(const At& at, const Scenario& s, YamlErrors& errors) {
   }
 }
 
-// A nested key (section.sub.key), or the nearest enclosing node that exists.
-YAML::Node At(const YAML::Node& root, absl::string_view section, absl::string_view sub,
-              absl::string_view key) {
-  const YAML::Node sec = Child(root, section);
-  const YAML::Node subnode = Child(sec, sub);
-  const YAML::Node k = Child(subnode, key);
-  return k.IsDefined() ? k : subnode.IsDefined() ? subnode : sec.IsDefined() ? sec : root;
-}
-
 // The node at a dotted key path: with `exact`, that node (undefined when absent); otherwise the
 // deepest one written along it, or the root, where an error about the key is located.
 YAML::Node NodeAtPath(const YAML::Node& root, absl::string_view path, bool exact = false) {
@@ -85,6 +76,12 @@ YAML::Node NodeAtPath(const YAML::Node& root, absl::string_view path, bool exact
     at.reset(next);  // rebinds; assignment would copy next's content into the tree
   }
   return at;
+}
+
+// A nested key (section.sub.key), or the nearest enclosing node that exists.
+YAML::Node At(const YAML::Node& root, absl::string_view section, absl::string_view sub,
+              absl::string_view key) {
+  return NodeAtPath(root, absl::StrCat(section, ".", sub, ".", key));
 }
 
 // Adapters the model can carry, ranks it can hold, and the optimizer-in-backward's conditions.
@@ -170,14 +167,9 @@ void CheckOffload(const YAML::Node& root, const Scenario& s, YamlErrors& errors)
   }
 }
 
-// Second pass: checks across sections and files, all reported together. Each cites the key the
-// user would change.
-
 // The key the user would change, or its section, or the top of the file.
 YAML::Node KeyAt(const YAML::Node& root, absl::string_view section, absl::string_view key) {
-  const YAML::Node sec = Child(root, section);
-  const YAML::Node k = Child(sec, key);
-  return k.IsDefined() ? k : sec.IsDefined() ? sec : root;
+  return NodeAtPath(root, absl::StrCat(section, ".", key));
 }
 
 // What the layout must divide (heads, widths, layers, the sequence, the GPUs) and the kernels it

@@ -210,7 +210,7 @@ int SweepCommand(const std::vector<std::string>& args) {
        {"markdown", "", "print the table as Markdown"},
        {"html", "PATH",
         "write one self-contained page: peak (with the capacity) and step against the first "
-        "varied key, and the table"},
+        "varied key (what does not fit drawn hollow), and the table"},
        {"plot", "FILE.svg|png",
         "plot metrics against the first varied key (gnuplot; the extension picks SVG or PNG)"},
        {"metrics", "LIST", "plotted metrics: peak,step (default), activations, mfu, exposed_comm"},
@@ -311,7 +311,8 @@ int CompareCommand(const std::vector<std::string>& args) {
        {"csv", "PATH", "write the table as CSV"},
        {"markdown", "", "print the table as Markdown"},
        {"html", "PATH",
-        "write one self-contained page: peak (with the capacity) and step per row, and the "
+        "write one self-contained page: peak (with the capacity) and step per row (what does "
+        "not fit drawn hollow), bytes sent per collective kind as a multiple of DDP's, and the "
         "table"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("compare", st);
   if (flags.help_requested()) {
