@@ -30,8 +30,10 @@ training: {seq_len: SEQ, micro_batch: MB, global_batch: GB, recompute: none, att
 parallel: {framework: fsdp, zero: 3}
 )";
 
-Scenario Make(const char* node, int64_t hidden, int64_t seq, int64_t mb) {
-  const std::string text = absl::StrReplaceAll(kCase, {{"HIDDEN", absl::StrCat(hidden)},
+Scenario Make(const char* node, int64_t hidden, int64_t seq, int64_t mb,
+              const char* parallel = "framework: fsdp, zero: 3") {
+  const std::string text = absl::StrReplaceAll(kCase, {{"framework: fsdp, zero: 3", parallel},
+                                                       {"HIDDEN", absl::StrCat(hidden)},
                                                        {"FFN", absl::StrCat(hidden * 7 / 2)},
                                                        {"NODE", node},
                                                        {"SEQ", absl::StrCat(seq)},
@@ -161,6 +163,22 @@ TEST_CASE("a calibration file naming an unknown GPU is refused with the nearest 
         absl::StrCat(path, ": gpu: unknown GPU 'A100-SXM4-81GB' (did you mean 'A100-SXM4-80GB'?)"));
 }
 
+TEST_CASE("a calibration file naming an unknown kernel library is refused where it stands",
+          "[calibrate]") {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "stepsim-calibrate-library.yaml").string();
+  std::ofstream(path) << "schema_version: 1\ngpu: H100-SXM5-80GB\nlibraries:\n"
+                         "  transformer-engine: {gemm_efficiency: 0.7}\n";
+  auto file = config::LoadCalibrationFile(config::DataRoot{STEPSIM_SOURCE_DIR}, path);
+  std::remove(path.c_str());
+  REQUIRE_FALSE(file.ok());
+  CHECK(std::string(file.status().message()) ==
+        absl::StrCat(path,
+                     ":4:3: libraries.transformer-engine: unknown kernel library "
+                     "'transformer-engine' (did you mean 'transformer_engine'?) (one of pytorch, "
+                     "transformer_engine)"));
+}
+
 TEST_CASE("cross-validation predicts each fitted source with a fit to the others", "[calibrate]") {
   // Two sources made with the same truth: each fold's fit to the other recovers it, so the
   // cross-validated errors are near zero while the in-sample ones (catalog calibration) are not.
@@ -179,6 +197,107 @@ TEST_CASE("cross-validation predicts each fitted source with a fit to the others
   const auto in = MapeByMetric(in_sample), out = MapeByMetric(cv.results);
   CHECK(in.at("step_s") > 5);
   CHECK(out.at("step_s") < 1);
+}
+
+// Megatron cases on H100 (Transformer Engine's kernels by default) whose measured step times
+// are the replay's with TE terms of gemm 0.55 and attention 0.45 over the catalog's H100 terms.
+std::vector<ValidationCase> SyntheticTe(const std::string& file) {
+  std::vector<ValidationCase> cases;
+  int i = 0;
+  for (int64_t hidden : {1024, 4096}) {
+    for (auto [seq, mb] : {std::pair<int64_t, int64_t>{512, 1}, {8192, 1}}) {
+      ValidationCase c;
+      c.id = absl::StrCat("te-", hidden, "-", seq);
+      c.file = file;
+      c.line = ++i;
+      c.scenario = Make("dgx-h100", hidden, seq, mb, "framework: megatron, tp: 2");
+      Scenario truth = c.scenario;
+      GpuCalibration::Library te;
+      te.library = KernelLibrary::kTransformerEngine;
+      te.gemm_efficiency = 0.55;
+      te.attention_efficiency = 0.45;
+      truth.cluster.gpu.calibration.libraries = {te};
+      auto r = replay::Simulate(truth, {});
+      REQUIRE(r.ok());
+      c.measured["step_s"] = report::Summarize(truth, *r).step.seconds();
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+TEST_CASE("a kernel library's fit recovers its terms and leaves the GPU's own", "[calibrate]") {
+  const std::vector<ValidationCase> cases = SyntheticTe("te-cases.yaml");
+  FitOptions o;
+  o.gpu = "H100-SXM5-80GB";
+  o.library = KernelLibrary::kTransformerEngine;
+  o.params = {"gemm_efficiency", "attention_efficiency"};
+  auto fit = Fit(cases, o);
+  INFO((fit.ok() ? FitText(*fit) : std::string(fit.status().message())));
+  REQUIRE(fit.ok());
+  const GpuCalibration& own = cases[0].scenario.cluster.gpu.calibration;
+  const GpuCalibration::Library* te = fit->fitted.FindLibrary(KernelLibrary::kTransformerEngine);
+  REQUIRE(te != nullptr);
+  CHECK(*te->gemm_efficiency == Approx(0.55).margin(0.01));
+  CHECK(*te->attention_efficiency == Approx(0.45).margin(0.03));
+  CHECK(te->fit_sources == std::vector<std::string>{"te-cases"});
+  CHECK(fit->mape < 0.5);
+  // The GPU's own terms, which PyTorch-kernel scenarios run with, are untouched.
+  CHECK(fit->fitted.gemm_efficiency == own.gemm_efficiency);
+  CHECK(fit->fitted.attention_efficiency == own.attention_efficiency);
+  // The file holds the library's terms alone and reads back over the catalog's calibration.
+  const std::string text = CalibrationFileText(*fit, "stepsim calibrate te");
+  CHECK(text.find("libraries:\n  transformer_engine:\n    gemm_efficiency: ") != std::string::npos);
+  CHECK(text.find("\ncalibration:") == std::string::npos);
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "stepsim-calibrate-te.yaml").string();
+  std::ofstream(path) << text;
+  auto file = config::LoadCalibrationFile(config::DataRoot{STEPSIM_SOURCE_DIR}, path);
+  std::remove(path.c_str());
+  REQUIRE(file.ok());
+  const GpuCalibration::Library* read = file->calibration.FindLibrary(te->library);
+  REQUIRE(read != nullptr);
+  CHECK(read->gemm_efficiency == te->gemm_efficiency);
+  CHECK(read->attention_efficiency == te->attention_efficiency);
+  CHECK(file->calibration.gemm_efficiency == own.gemm_efficiency);
+}
+
+TEST_CASE("a kernel library's fit refuses cases that run other kernels", "[calibrate]") {
+  std::vector<ValidationCase> cases = SyntheticTe("te-cases.yaml");
+  cases.back().scenario.training.kernel_library = KernelLibrary::kPyTorch;
+  FitOptions o;
+  o.gpu = "H100-SXM5-80GB";
+  o.library = KernelLibrary::kTransformerEngine;
+  auto fit = Fit(cases, o);
+  REQUIRE_FALSE(fit.ok());
+  CHECK(std::string(fit.status().message()) ==
+        "te-cases.yaml:4: case te-4096-8192 runs pytorch kernels, not transformer_engine: a "
+        "library's terms are fitted to cases that run it (training.kernel_library)");
+  o.params = {"roofline_blend"};
+  cases.back().scenario.training.kernel_library.reset();
+  fit = Fit(cases, o);
+  REQUIRE_FALSE(fit.ok());
+  CHECK(std::string(fit.status().message()).starts_with("'roofline_blend' is not a kernel"));
+}
+
+TEST_CASE("a library's terms price only the scenarios that run it", "[calibrate]") {
+  ValidationCase c = SyntheticTe("te-cases.yaml").back();
+  Scenario te = c.scenario, pytorch = c.scenario;
+  GpuCalibration::Library lib;
+  lib.library = KernelLibrary::kTransformerEngine;
+  lib.gemm_efficiency = 0.9;
+  te.cluster.gpu.calibration.libraries = {lib};
+  pytorch.cluster.gpu.calibration.libraries = {lib};
+  pytorch.training.kernel_library = KernelLibrary::kPyTorch;
+  auto step = [](const Scenario& s) {
+    auto r = replay::Simulate(s, {});
+    REQUIRE(r.ok());
+    return report::Summarize(s, *r).step.seconds();
+  };
+  Scenario none = c.scenario;
+  none.cluster.gpu.calibration.libraries.clear();
+  CHECK(step(pytorch) == step(none));   // pytorch: the GPU's own terms, the entry ignored
+  CHECK(step(te) < 0.95 * step(none));  // megatron's default library: faster GEMMs
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 
 #include "sim/config/loaders.h"
 #include "sim/cost/compute_cost.h"
+#include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
+#include "sim/workload/sharding.h"
 
 namespace sim {
 namespace {
@@ -63,6 +65,67 @@ TEST_CASE("fp8 GEMMs pay their casts, attention and the LM head stay bf16", "[fp
   auto b = Lower(Load("bf16"));
   REQUIRE(b.ok());
   CHECK(Find(*b, "qkv", OpPass::kForward).serial_bytes == Bytes());
+}
+
+TEST_CASE("Transformer Engine saves a linear layer's fp8 input for its weight gradient",
+          "[fp8][memory]") {
+  // Megatron's layers are TE's (kernel library transformer_engine): in fp8 each linear layer
+  // keeps the fp8 copy of its input its GEMM read, 1 B per element; PyTorch-kernel fp8 (and
+  // bf16) keep the 16-bit input. Other saved tensors (attention's, the norms') are unchanged.
+  auto load = [](std::string precision, std::string library) {
+    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                  {{"model", "llama2-7b"},
+                                   {"cluster.nodes", "1"},
+                                   {"training.global_batch", "8"},
+                                   {"training.recompute", "none"},
+                                   {"parallel.framework", "megatron"},
+                                   {"parallel.zero", "1"},
+                                   {"training.precision", precision},
+                                   {"training.kernel_library", library}});
+    REQUIRE(s.ok());
+    return LayerForwardOps(s->model, ScenarioShape(*s));
+  };
+  auto saved = [](const std::vector<LayerOp>& ops, absl::string_view op, absl::string_view t) {
+    for (const LayerOp& o : ops) {
+      for (const SavedTensor& x : o.saves) {
+        if (o.name == op && x.name == t) return x.bytes.count();
+      }
+    }
+    FAIL("no saved tensor " << t << " of " << op);
+    return int64_t{0};
+  };
+  const auto te = load("fp8", "transformer_engine"), torch = load("fp8", "pytorch"),
+             bf16 = load("bf16", "transformer_engine");
+  // T = 4096 tokens, h = 4096, Llama-2-7B's ffn 11008.
+  CHECK(saved(torch, "qkv", "qkv_in") == 2 * 4096 * 4096);
+  CHECK(saved(bf16, "qkv", "qkv_in") == 2 * 4096 * 4096);
+  CHECK(saved(te, "qkv", "qkv_in") == 4096 * 4096);
+  CHECK(saved(te, "down", "fc2_in") == 4096 * 11008);
+  CHECK(saved(te, "flash_attention", "q") == saved(torch, "flash_attention", "q"));
+}
+
+TEST_CASE("store_param_remainders keeps 2 B of master weight per parameter", "[fp8][memory]") {
+  // NeMo's distributed_fused_adam with a bf16 model: the fp32 master is the bf16 weight plus a
+  // 16-bit remainder (12 B of optimizer state per parameter become 10).
+  auto states = [](std::string remainders) {
+    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                  {{"model", "llama2-7b"},
+                                   {"cluster.nodes", "1"},
+                                   {"training.global_batch", "8"},
+                                   {"parallel.framework", "megatron"},
+                                   {"parallel.zero", "1"},
+                                   {"parallel.store_param_remainders", remainders}});
+    REQUIRE(s.ok());
+    return PersistentStates(*s, 0);
+  };
+  const StateSplit off = states("false"), on = states("true");
+  CHECK(on.weights == off.weights);
+  CHECK(on.gradients == off.gradients);
+  // master + m + v, sharded over the same DP group: (2 + 4 + 4) / (4 + 4 + 4).
+  CHECK(static_cast<double>(on.optimizer.count()) ==
+        Approx(static_cast<double>(off.optimizer.count()) * 10.0 / 12.0).epsilon(1e-6));
 }
 
 }  // namespace

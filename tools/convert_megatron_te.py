@@ -115,6 +115,13 @@ def parallel_line(tp, pp, cp, ep, vp, extra=""):
     return p + extra + "}"
 
 
+# The recipes that set ub_tp_comm_overlap true (nemo_dgxc_h100.yaml's header, read from the
+# NeMo-Framework-Launcher yamls at the release tags); Llama 8B, Grok-1 and Nemotron-4 340B set
+# it false.
+UB_TP_COMM_OVERLAP = {("llama3.1", "70b"), ("llama3.1", "405b"), ("nemotron", "15b"),
+                      ("nemo_megatron", "175b")}
+
+
 def nemo_cases(path):
     data = yaml.safe_load(open(path))
     tags = data["source"]["release_tags"]
@@ -135,7 +142,19 @@ def nemo_cases(path):
             notes.append(f"a proxy of {layers} of the model's {m['layers']} layers, as the table runs it")
         if pp == 1 and vp > 1:
             notes.append(f"VP={vp} with PP=1: no interleaving (Megatron needs pp > 1)")
-        notes.append("not modelled: TP communication overlap (userbuffers), CUDA graphs, TE's fused kernels beyond flash attention")
+        # ub_tp_comm_overlap in the recipe's yaml (the data's header): Transformer Engine's
+        # userbuffers pipeline the SP all-gather and reduce-scatter with the GEMMs they feed.
+        tp_overlap = tp > 1 and (r["family"], r["model"]) in UB_TP_COMM_OVERLAP
+        if tp_overlap:
+            notes.append("ub_tp_comm_overlap true (the recipe): parallel.tp_comm_overlap")
+        # distributed_fused_adam with a bf16 model and fp32 optimizer states: NeMo sets Apex's
+        # store_param_remainders (megatron_base_model.py setup_optimization). Grok-1 runs
+        # Megatron-Core's own distributed optimizer (mcore_distributed_optim), fp32 masters.
+        remainders = r["family"] != "grok1"
+        if remainders:
+            notes.append("distributed_fused_adam: fp32 masters as 16-bit remainders "
+                         "(parallel.store_param_remainders)")
+        notes.append("not modelled: CUDA graphs")
         recompute = "selective" if (r["family"] == "nemotron" and r["model"] == "340b") else "none"
         dp = gpus // (tp * pp * cp)
         skip = None
@@ -152,7 +171,9 @@ def nemo_cases(path):
             f"training: {{seq_len: {seq}, micro_batch: {mbs}, global_batch: {gbs}, recompute: {recompute}, "
             f"attention: flash, precision: {r['precision']}}}",
             # distributed_fused_adam with grad_sync_dtype bf16: gradients bucketed and reduced in bf16.
-            parallel_line(tp, pp, cp, ep, vp, extra=", reduce_dtype: bf16")]
+            parallel_line(tp, pp, cp, ep, vp, extra=", reduce_dtype: bf16" +
+                          (", store_param_remainders: true" if remainders else "") +
+                          (", tp_comm_overlap: true" if tp_overlap else ""))]
         case = {"id": r["id"], "flops": "stepsim",
                 "source": f"NVIDIA/dgxc-benchmarking {r['first_release']} ({tags[r['first_release']][:8]}), {r['file']}",
                 "measured": {"step_s": r["measured"]["step_s"]},

@@ -329,7 +329,9 @@ def megatron_cases(recs):
             "  norm: layernorm", "  position: learned", f"  max_seq_len: {seq}", "  tied_embeddings: true",
             "  bias: true", "  dropout: 0.1",
             f"cluster: {{node: dgx-a100-80gb, nodes: {max(1, gpus // 8)}}}",
-            f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {p.get('global_batch', mb)}, recompute: {policy}, attention: eager{precision}}}",
+            # Megatron-LM of 2021-2022, before Transformer Engine (first released late 2022): its
+            # own fused kernels over cuBLAS, not TE's modules (Megatron's default today).
+            f"training: {{seq_len: {seq}, micro_batch: {mb}, global_batch: {p.get('global_batch', mb)}, recompute: {policy}, attention: eager{precision}, kernel_library: pytorch}}",
             f"parallel: {{framework: megatron, tp: {tp}, pp: {pp}, sequence_parallel: {'true' if p.get('sp') else 'false'}{schedule}}}",
         ]
         flops = "megatron-hw" if rid.startswith(("narayanan", "megatron")) else "korthikanti"

@@ -19,42 +19,53 @@ namespace sim::config {
 
 namespace {
 
-void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
-                     YamlErrors& errors) {
-  if (!CheckMapping(
-          node, path,
-          {"gemm_efficiency", "attention_efficiency", "memory_efficiency", "roofline_blend",
-           "gemm_k_overhead", "attention_kv_overhead", "launch_overhead", "dispatch_overhead",
-           "comm_efficiency", "nvls_efficiency", "overlap_slowdown", "fit", "note"},
-          errors)) {
-    return;
+// A calibration's `fit:` record (what the fit rested on): the case files (sources) it used, for
+// cross-validation; none where the record or its sources are absent.
+std::optional<std::vector<std::string>> ReadFitSources(const YAML::Node& node,
+                                                       absl::string_view path, YamlErrors& errors) {
+  const YAML::Node fit = Child(node, "fit");
+  if (!fit.IsDefined()) return std::nullopt;
+  const std::string fp = JoinPath(path, "fit");
+  if (!CheckMapping(fit, fp, {"sources", "cases", "in_sample_mape", "command"}, errors)) {
+    return std::nullopt;
   }
-  // What the fit rested on: the case files (sources) it used, for cross-validation.
-  if (const YAML::Node fit = Child(node, "fit"); fit.IsDefined()) {
-    const std::string fp = JoinPath(path, "fit");
-    if (CheckMapping(fit, fp, {"sources", "cases", "in_sample_mape", "command"}, errors)) {
-      const YAML::Node sources = Child(fit, "sources");
-      if (sources.IsDefined() && !sources.IsSequence()) {
-        errors.Add(sources, JoinPath(fp, "sources"), "expected a list of case-file names");
-      } else if (sources.IsDefined()) {
-        c.fit_sources.clear();
-        for (size_t i = 0; i < sources.size(); ++i) {
-          if (!sources[i].IsScalar()) {
-            errors.Add(sources[i], absl::StrCat(fp, ".sources[", i, "]"),
-                       "expected a case-file name");
-          } else {
-            c.fit_sources.push_back(sources[i].Scalar());
-          }
-        }
-      }
-      auto fk = [&](absl::string_view name) { return Key{fit, name, fp, false}; };
-      ReadInt(fk("cases"), errors, 0, 1'000'000);
-      ReadDouble(fk("in_sample_mape"), errors, 0, 1e6);
-      ReadString(fk("command"), errors);
+  auto fk = [&](absl::string_view name) { return Key{fit, name, fp, false}; };
+  ReadInt(fk("cases"), errors, 0, 1'000'000);
+  ReadDouble(fk("in_sample_mape"), errors, 0, 1e6);
+  ReadString(fk("command"), errors);
+  const YAML::Node sources = Child(fit, "sources");
+  if (!sources.IsDefined()) return std::nullopt;
+  if (!sources.IsSequence()) {
+    errors.Add(sources, JoinPath(fp, "sources"), "expected a list of case-file names");
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    if (!sources[i].IsScalar()) {
+      errors.Add(sources[i], absl::StrCat(fp, ".sources[", i, "]"), "expected a case-file name");
+    } else {
+      out.push_back(sources[i].Scalar());
     }
   }
+  return out;
+}
+
+void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
+                     YamlErrors& errors) {
+  if (!CheckMapping(node, path,
+                    {"gemm_efficiency", "fp8_gemm_efficiency", "attention_efficiency",
+                     "memory_efficiency", "roofline_blend", "gemm_k_overhead",
+                     "attention_kv_overhead", "launch_overhead", "dispatch_overhead",
+                     "comm_efficiency", "nvls_efficiency", "overlap_slowdown", "fit", "note"},
+                    errors)) {
+    return;
+  }
+  if (auto sources = ReadFitSources(node, path, errors)) c.fit_sources = *std::move(sources);
   auto k = [&](absl::string_view name) { return Key{node, name, path, false}; };
   if (auto v = ReadDouble(k("gemm_efficiency"), errors, 0.01, 1.0)) c.gemm_efficiency = *v;
+  if (auto v = ReadDouble(k("fp8_gemm_efficiency"), errors, 0.01, 1.0)) {
+    c.fp8_gemm_efficiency = *v;
+  }
   if (auto v = ReadDouble(k("attention_efficiency"), errors, 0.01, 1.0)) {
     c.attention_efficiency = *v;
   }
@@ -70,6 +81,46 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
   if (auto v = ReadDouble(k("nvls_efficiency"), errors, 0.01, 1.0)) c.nvls_efficiency = *v;
   if (auto v = ReadDouble(k("overlap_slowdown"), errors, 1.0, 4.0)) c.overlap_slowdown = *v;
   if (auto v = ReadString(k("note"), errors)) c.note = *v;
+}
+
+// A calibration's `libraries:` section: per kernel library, the compute terms its kernels reach
+// (GpuCalibration::Library), each replacing an earlier entry for the same library.
+void ReadLibraries(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
+                   YamlErrors& errors) {
+  if (!node.IsMap()) {
+    errors.Add(node, path, "expected a mapping from kernel library to its calibration terms");
+    return;
+  }
+  for (const auto& entry : node) {
+    const std::string name = entry.first.Scalar();
+    const std::string lp = JoinPath(path, name);
+    const auto library = EnumFromName<KernelLibrary>(name);
+    if (!library) {
+      errors.Add(entry.first, lp,
+                 absl::StrCat("unknown kernel library '", name, "'",
+                              DidYouMean(name, EnumNameList<KernelLibrary>()), " (one of ",
+                              absl::StrJoin(EnumNameList<KernelLibrary>(), ", "), ")"));
+      continue;
+    }
+    const YAML::Node terms = entry.second;
+    if (!CheckMapping(terms, lp,
+                      {"gemm_efficiency", "fp8_gemm_efficiency", "attention_efficiency",
+                       "attention_kv_overhead", "fit", "note"},
+                      errors)) {
+      continue;
+    }
+    GpuCalibration::Library lib;
+    lib.library = *library;
+    auto k = [&](absl::string_view key) { return Key{terms, key, lp, false}; };
+    lib.gemm_efficiency = ReadDouble(k("gemm_efficiency"), errors, 0.01, 1.0);
+    lib.fp8_gemm_efficiency = ReadDouble(k("fp8_gemm_efficiency"), errors, 0.01, 1.0);
+    lib.attention_efficiency = ReadDouble(k("attention_efficiency"), errors, 0.01, 1.0);
+    lib.attention_kv_overhead = ReadDouble(k("attention_kv_overhead"), errors, 0.0, 65536.0);
+    if (auto sources = ReadFitSources(terms, lp, errors)) lib.fit_sources = *std::move(sources);
+    if (auto v = ReadString(k("note"), errors)) lib.note = *v;
+    std::erase_if(c.libraries, [&](const auto& l) { return l.library == lib.library; });
+    c.libraries.push_back(std::move(lib));
+  }
 }
 
 // A calibration file's parsed text, by path: the GPU catalog names one file for many GPUs (23
@@ -91,7 +142,7 @@ absl::StatusOr<CalibrationFile> ReadCalibrationFile(const std::string& path,
   if (!doc.ok()) return doc.status();
   YamlErrors errors(path);
   CheckSchemaVersion(*doc, errors);
-  CheckMapping(*doc, "", {"schema_version", "gpu", "calibration"}, errors);
+  CheckMapping(*doc, "", {"schema_version", "gpu", "calibration", "libraries"}, errors);
   CalibrationFile f;
   f.file = path;
   f.calibration = base;
@@ -99,14 +150,16 @@ absl::StatusOr<CalibrationFile> ReadCalibrationFile(const std::string& path,
   // The catalog's note about this GPU stays; a file's own note replaces it only where the
   // catalog has none.
   const std::string catalog_note = base.note;
+  // A file holds the GPU's own terms, a kernel library's, or both.
   const YAML::Node cal = Child(*doc, "calibration");
-  if (!cal.IsDefined()) {
-    errors.Add(*doc, "calibration", "missing required key");
-  } else {
-    ReadCalibration(cal, "calibration", f.calibration, errors);
+  const YAML::Node libraries = Child(*doc, "libraries");
+  if (!cal.IsDefined() && !libraries.IsDefined()) {
+    errors.Add(*doc, "calibration", "missing required key (or `libraries:`)");
   }
+  if (cal.IsDefined()) ReadCalibration(cal, "calibration", f.calibration, errors);
+  if (libraries.IsDefined()) ReadLibraries(libraries, "libraries", f.calibration, errors);
   if (!errors.empty()) return errors.ToStatus();
-  f.calibration.fitted_gpu = f.gpu;
+  if (cal.IsDefined()) f.calibration.fitted_gpu = f.gpu;
   if (!catalog_note.empty()) f.calibration.note = catalog_note;
   return f;
 }
@@ -205,18 +258,35 @@ static std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view 
                                       const std::string& catalog_file, ParsedFiles& calibrations,
                                       YamlErrors& errors) {
   std::optional<GpuSpec> g = ReadGpu(node, path, errors);
-  // calibration_file: a file stepsim calibrate wrote, relative to the catalog's folder, applied
-  // over the inline calibration (a same-silicon part may use another part's fit).
-  const auto file = ReadString(Key{node, "calibration_file", path, false}, errors);
-  if (!g || !file) return g;
-  const std::string full =
-      (std::filesystem::path(catalog_file).parent_path() / *file).lexically_normal().string();
-  auto f = ReadCalibrationFile(full, g->calibration, &calibrations);
-  if (!f.ok()) {
-    errors.Add(node["calibration_file"], JoinPath(path, "calibration_file"), f.status().message());
-    return g;
+  // calibration_file: a file stepsim calibrate wrote, or a list of them applied in order (the
+  // GPU's own fit, then a kernel library's), relative to the catalog's folder, over the inline
+  // calibration (a same-silicon part may use another part's fit).
+  const YAML::Node files = Child(node, "calibration_file");
+  if (!g || !files.IsDefined()) return g;
+  const std::string fpath = JoinPath(path, "calibration_file");
+  std::vector<std::pair<YAML::Node, std::string>> named;
+  if (files.IsSequence()) {
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (files[i].IsScalar()) {
+        named.emplace_back(files[i], files[i].Scalar());
+      } else {
+        errors.Add(files[i], absl::StrCat(fpath, "[", i, "]"),
+                   "expected a calibration file's path");
+      }
+    }
+  } else if (auto v = ReadString(Key{node, "calibration_file", path, false}, errors)) {
+    named.emplace_back(files, *v);
   }
-  g->calibration = f->calibration;
+  for (const auto& [at, file] : named) {
+    const std::string full =
+        (std::filesystem::path(catalog_file).parent_path() / file).lexically_normal().string();
+    auto f = ReadCalibrationFile(full, g->calibration, &calibrations);
+    if (!f.ok()) {
+      errors.Add(at, fpath, f.status().message());
+      return g;
+    }
+    g->calibration = f->calibration;
+  }
   return g;
 }
 

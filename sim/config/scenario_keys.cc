@@ -132,6 +132,10 @@ std::vector<ScenarioKey> Build() {
       {"training.kernels", OneOf<KernelFusion>(), std::string(Name(t.kernels)),
        "small kernels (fused: Megatron/TE, llm-foundry, torch.compile; eager: PyTorch eager "
        "modules as torchtitan's Llama without compile: fp32 RMSNorm, complex RoPE, repeated KV)"},
+      {"training.kernel_library", OneOf<KernelLibrary>(), "framework's",
+       "whose GEMM and attention kernels run, each priced by its own calibration terms where the "
+       "GPU has them (pytorch: cuBLAS and flash-attn/SDPA; transformer_engine: Megatron-Core and "
+       "NeMo's TE modules, cuDNN attention, TE FP8; megatron implies transformer_engine)"},
       {"training.norm_kernel", OneOf<KernelFusion>(), "training.kernels",
        "the norms' kernels where they differ (torchtitan norm_type fused_rmsnorm: fused)"},
       {"training.optimizer_impl", OneOf<OptimizerImpl>(), "framework's",
@@ -238,6 +242,9 @@ std::vector<ScenarioKey> Build() {
        "(torchtitan: copies after each all-gather and before each reduce-scatter)"},
       {"parallel.reduce_dtype", "bf16 | fp16 | fp32", "framework's",
        "gradient reduction dtype (the compute dtype; megatron: fp32, and its gradient buffer's)"},
+      {"parallel.store_param_remainders", "true | false", Bool(p.store_param_remainders),
+       "megatron only: fp32 master weights kept as 16-bit remainders beside the bf16 weights "
+       "(NeMo's distributed_fused_adam; 2 B/param instead of 4)"},
       {"parallel.collective", OneOf<CollectiveAlgorithm>(), std::string(Name(p.collective)),
        "collective algorithm (auto: what NCCL's tuner runs per collective)"},
       {"parallel.gradient_as_bucket_view", "true | false", Bool(p.gradient_as_bucket_view),

@@ -338,6 +338,7 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<AttentionKernel>(k("attention"), errors)) t.attention = *v;
   if (auto v = ReadEnum<FlashImpl>(k("flash_impl"), errors)) t.flash_impl = *v;
   if (auto v = ReadEnum<KernelFusion>(k("kernels"), errors)) t.kernels = *v;
+  if (auto v = ReadEnum<KernelLibrary>(k("kernel_library"), errors)) t.kernel_library = *v;
   if (auto v = ReadEnum<KernelFusion>(k("norm_kernel"), errors)) t.norm_kernel = *v;
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadRegisteredInt(k("loss_chunks"), errors)) t.loss_chunks = *v;
@@ -457,6 +458,7 @@ void ReadParallel(const YAML::Node& node, ParallelSpec& par, YamlErrors& errors)
           ReadEnum<Dtype>(k("reduce_dtype"), errors, {Dtype::kBf16, Dtype::kFp16, Dtype::kFp32})) {
     par.reduce_dtype = *v;
   }
+  if (auto v = ReadBool(k("store_param_remainders"), errors)) par.store_param_remainders = *v;
   if (auto v = ReadEnum<CollectiveAlgorithm>(k("collective"), errors)) par.collective = *v;
   if (auto v = ReadBool(k("gradient_as_bucket_view"), errors)) par.gradient_as_bucket_view = *v;
   if (const YAML::Node o = Child(node, "offload"); o.IsDefined()) {

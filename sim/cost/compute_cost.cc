@@ -38,9 +38,10 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision, 
   const Precision p = fp8_gemm                       ? precision
                       : precision == Precision::kFp8 ? Precision::kBf16
                                                      : precision;
-  const double eff = op.op_class == OpClass::kGemm        ? c.gemm_efficiency
-                     : op.op_class == OpClass::kAttention ? c.attention_efficiency
-                                                          : 1.0;
+  const double eff = fp8_gemm && p == Precision::kFp8 && gpu.fp8 ? c.Fp8GemmEfficiency()
+                     : op.op_class == OpClass::kGemm             ? c.gemm_efficiency
+                     : op.op_class == OpClass::kAttention        ? c.attention_efficiency
+                                                                 : 1.0;
   Duration math;
   if (op.flops > Flops() && op.op_class != OpClass::kMemoryBound) {
     math = op.flops / (PeakRate(gpu, p) * eff);

@@ -16,6 +16,7 @@
 #include "sim/replay/replay_steps.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim::replay {
 
@@ -563,7 +564,7 @@ namespace {
 absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions options,
                                           cost::CostModelCache& models) {
   auto comm = models.For(s);
-  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+  const cost::RooflineCostModel compute(CalibratedGpu(s), s.training.precision, s.cluster.node.host,
                                         s.cluster.node.gpus_per_node, s.training.flash_impl);
   if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
   options.allocator.expandable_segments = s.runtime.expandable_segments;

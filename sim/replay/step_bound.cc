@@ -6,6 +6,7 @@
 #include "sim/cost/compute_cost.h"
 #include "sim/spec/stage_split.h"
 #include "sim/workload/lowering.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim::replay {
 
@@ -16,7 +17,7 @@ namespace {
 // micro-batches of a lowering of 2d to a lowering of d, stage by stage), so one lowering gives
 // what lowerings of d and 2d gave: a third less to lower for every bound of the plan.
 absl::StatusOr<ComputeProfile> Measure(const Scenario& s, int64_t d, bool crosses) {
-  const cost::RooflineCostModel compute(s.cluster.gpu, s.training.precision, s.cluster.node.host,
+  const cost::RooflineCostModel compute(CalibratedGpu(s), s.training.precision, s.cluster.node.host,
                                         s.cluster.node.gpus_per_node, s.training.flash_impl);
   auto program = Lower(s.WithMicroBatches(2 * d));
   if (!program.ok()) return program.status();

@@ -48,13 +48,17 @@ std::string ResolvedScenarioText(const Scenario& s) {
   absl::StrAppend(&out, ", NCCL ", Name(s.cluster.nccl), "'s tuner\n");
   absl::StrAppendFormat(&out,
                         "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "
-                        "recompute %s, %s attention%s\n",
+                        "recompute %s, %s attention%s, %s kernels%s\n",
                         s.training.seq_len, s.training.micro_batch, s.training.global_batch,
                         Name(s.training.precision), Name(s.training.optimizer),
                         Name(s.training.recompute), Name(s.training.attention),
                         s.training.attention == AttentionKernel::kFlash
                             ? absl::StrCat(" (", Name(s.training.flash_impl), ")")
-                            : std::string());
+                            : std::string(),
+                        Name(KernelLibraryOf(s)),
+                        s.cluster.gpu.calibration.FindLibrary(KernelLibraryOf(s)) != nullptr
+                            ? " (their own calibration terms)"
+                            : "");
   const ParallelSpec& p = s.parallel;
   const std::unique_ptr<DataParallelPolicy> policy = MakeDataParallelPolicy(s);
   const DataParallelPolicy::GatherRule rule = policy->Gathers();

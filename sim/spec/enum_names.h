@@ -170,6 +170,13 @@ struct EnumNames<ParallelDim> {
                                                      {ParallelDim::kPp, "pp"}}};
 };
 template <>
+struct EnumNames<KernelLibrary> {
+  static constexpr NameTable<KernelLibrary, 2> kNames{
+      {{KernelLibrary::kPyTorch, "pytorch"},
+       {KernelLibrary::kTransformerEngine, "transformer_engine"}}};
+};
+
+template <>
 struct EnumNames<Dtype> {
   static constexpr NameTable<Dtype, 5> kNames{{{Dtype::kFp32, "fp32"},
                                                {Dtype::kTf32, "tf32"},

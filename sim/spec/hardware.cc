@@ -20,6 +20,24 @@ std::optional<FlopRate> GpuSpec::Peak(Dtype d) const {
   return std::nullopt;
 }
 
+const GpuCalibration::Library* GpuCalibration::FindLibrary(KernelLibrary l) const {
+  for (const Library& lib : libraries) {
+    if (lib.library == l) return &lib;
+  }
+  return nullptr;
+}
+
+GpuCalibration ForLibrary(const GpuCalibration& c, KernelLibrary library) {
+  const GpuCalibration::Library* lib = c.FindLibrary(library);
+  if (lib == nullptr) return c;
+  GpuCalibration out = c;
+  if (lib->gemm_efficiency) out.gemm_efficiency = *lib->gemm_efficiency;
+  if (lib->fp8_gemm_efficiency) out.fp8_gemm_efficiency = *lib->fp8_gemm_efficiency;
+  if (lib->attention_efficiency) out.attention_efficiency = *lib->attention_efficiency;
+  if (lib->attention_kv_overhead) out.attention_kv_overhead = *lib->attention_kv_overhead;
+  return out;
+}
+
 Bandwidth HostSpec::PcieLink() const {
   const double gts = pcie_gen <= 2 ? 2.5 * static_cast<double>(pcie_gen)
                                    : 8.0 * std::pow(2.0, static_cast<double>(pcie_gen - 3));

@@ -13,6 +13,15 @@ namespace sim {
 
 enum class Dtype { kFp32, kTf32, kBf16, kFp16, kFp8 };
 
+// The library whose kernels run a step's GEMMs and attention (training.kernel_library; a
+// framework implies one, FrameworkTraits::DefaultKernelLibrary). pytorch: cuBLAS GEMMs through
+// torch.matmul and flash attention through flash-attn or SDPA (llm-foundry, torchtitan,
+// DeepSpeed, FSDP); transformer_engine: NVIDIA Transformer Engine's modules as Megatron-Core and
+// NeMo build their layers (cuBLASLt GEMMs, cuDNN fused attention, TE's FP8 recipes with their
+// own cast, transpose and amax kernels). Each library's kernels reach their own share of the
+// peak: a GPU's calibration holds per-library terms (LibraryCalibration) over its own.
+enum class KernelLibrary { kPyTorch, kTransformerEngine };
+
 // Per-GPU-type calibration of the cost model (docs/model.md "Time"): one set of numbers per GPU
 // type, never per case. Efficiencies are fractions of the datasheet peak.
 struct GpuCalibration {
@@ -63,13 +72,36 @@ struct GpuCalibration {
   // The case files (by name, without .yaml) the compute efficiencies were fitted to; validate
   // --cross-validate refits without each in turn. Empty: first estimates, fitted to nothing.
   std::vector<std::string> fit_sources;
+  // FP8 GEMMs' share of the fp8 dense peak where it differs from 16-bit GEMMs' (absent:
+  // gemm_efficiency). Hopper's FP8 tensor cores double the rate but not the operand bandwidth
+  // to them, and an FP8 GEMM's epilogue and scaling run at the 16-bit pace, so a library's FP8
+  // kernels reach a smaller share of their peak than its bf16 ones.
+  std::optional<double> fp8_gemm_efficiency;
+  double Fp8GemmEfficiency() const { return fp8_gemm_efficiency.value_or(gemm_efficiency); }
   // What the numbers rest on, for people (`stepsim list gpus`): the catalog's note, and the GPU
   // whose measured step times the compute terms were fitted to (a calibration file's `gpu:`;
   // empty: no fit, first estimates from datasheets).
   std::string note;
   std::string fitted_gpu;
+  // A kernel library's own compute terms (a calibration file's `libraries:` section, fitted by
+  // `stepsim calibrate --library`): in force for scenarios that run that library
+  // (ForLibrary); terms a library leaves out, and libraries with no entry, keep the ones above.
+  struct Library {
+    KernelLibrary library = KernelLibrary::kPyTorch;
+    std::optional<double> gemm_efficiency, fp8_gemm_efficiency, attention_efficiency,
+        attention_kv_overhead;
+    std::vector<std::string> fit_sources;  // the case files the terms were fitted to
+    std::string note;                      // what they rest on
+    bool operator==(const Library&) const = default;
+  };
+  std::vector<Library> libraries;
+  const Library* FindLibrary(KernelLibrary l) const;
   bool operator==(const GpuCalibration&) const = default;
 };
+
+// The terms a scenario running `library` is priced with: `c` with that library's entry laid
+// over it (`c` itself where it has none).
+GpuCalibration ForLibrary(const GpuCalibration& c, KernelLibrary library);
 
 struct GpuSpec {
   std::string name;

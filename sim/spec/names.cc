@@ -23,5 +23,6 @@ absl::string_view Name(CollectiveAlgorithm a) { return EnumName(a); }
 absl::string_view Name(PipelineSchedule p) { return EnumName(p); }
 absl::string_view Name(ParallelDim d) { return EnumName(d); }
 absl::string_view Name(Dtype d) { return EnumName(d); }
+absl::string_view Name(KernelLibrary l) { return EnumName(l); }
 
 }  // namespace sim

@@ -208,6 +208,9 @@ struct TrainingSpec {
   AttentionKernel attention = AttentionKernel::kFlash;
   FlashImpl flash_impl = FlashImpl::kFa2;
   KernelFusion kernels = KernelFusion::kFused;
+  // Whose GEMM and attention kernels run (sim/spec/hardware.h KernelLibrary); absent = the
+  // framework's (FrameworkTraits::DefaultKernelLibrary).
+  std::optional<KernelLibrary> kernel_library;
   // The norms' kernels where they differ from the rest (torchtitan's 2024 presets ran a fused
   // Triton RMSNorm, `norm_type = "fused_rmsnorm"`, in an otherwise eager model); absent = kernels.
   std::optional<KernelFusion> norm_kernel;
@@ -340,6 +343,13 @@ struct ParallelSpec {
   // Gradient reduction dtype; absent = the compute dtype (FSDP MixedPrecision default follows
   // param_dtype; torchtitan sets fp32).
   std::optional<Dtype> reduce_dtype;
+  // megatron only: the fp32 master weights kept as their low 16 bits beside the bf16 weights,
+  // which are the upper 16 (2 B/param instead of 4): NeMo's distributed_fused_adam sets
+  // store_param_remainders whenever the model is bf16 and the optimizer fp32
+  // (nemo/collections/nlp/models/language_modeling/megatron_base_model.py
+  // setup_optimization; Apex DistributedFusedAdam), as Megatron-Core's precision-aware
+  // optimizer does with TE's FusedAdam (--store-param-remainders).
+  bool store_param_remainders = false;
   CollectiveAlgorithm collective = CollectiveAlgorithm::kAuto;
   OffloadSpec offload;
   // ddp only: DistributedDataParallel(gradient_as_bucket_view=True) makes each .grad a view into
@@ -406,6 +416,7 @@ absl::string_view Name(NcclRelease r);
 absl::string_view Name(Framework f);
 absl::string_view Name(FsdpSharding s);
 absl::string_view Name(Dtype d);
+absl::string_view Name(KernelLibrary l);
 absl::string_view Name(CollectiveAlgorithm a);
 absl::string_view Name(PipelineSchedule p);
 absl::string_view Name(ParallelDim d);

@@ -8,11 +8,13 @@
 #include <tuple>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/text_escape.h"
 #include "sim/report/table.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim::validate {
 
@@ -60,6 +62,9 @@ const std::vector<CalibrationParam>& CalibrationParams() {
       // how much of a kernel's memory traffic its math leaves exposed, how much a collective
       // running beside compute slows it.
       {"gemm_efficiency", 0.30, 0.95, 0.05},
+      // FP8 GEMMs' own share of the fp8 peak (GpuCalibration::fp8_gemm_efficiency), fitted on
+      // request or with a kernel library: the GPU-wide fits rest on few fp8 rows.
+      {"fp8_gemm_efficiency", 0.30, 0.95, 0.05, /*fitted_by_default=*/false},
       {"attention_efficiency", 0.05, 0.90, 0.05},
       {"roofline_blend", 0.0, 1.0, 0.10},
       // overlap_slowdown: the rate of compute beside a running collective (sim/replay/replay.cc);
@@ -89,6 +94,7 @@ const std::vector<CalibrationParam>& CalibrationParams() {
 
 std::optional<double> ParamValue(const GpuCalibration& c, absl::string_view name) {
   if (name == "gemm_efficiency") return c.gemm_efficiency;
+  if (name == "fp8_gemm_efficiency") return c.Fp8GemmEfficiency();
   if (name == "attention_efficiency") return c.attention_efficiency;
   if (name == "memory_efficiency") return c.memory_efficiency;
   if (name == "roofline_blend") return c.roofline_blend;
@@ -103,6 +109,7 @@ std::optional<double> ParamValue(const GpuCalibration& c, absl::string_view name
 
 void SetParam(GpuCalibration& c, absl::string_view name, double v) {
   if (name == "gemm_efficiency") c.gemm_efficiency = v;
+  if (name == "fp8_gemm_efficiency") c.fp8_gemm_efficiency = v;
   if (name == "attention_efficiency") c.attention_efficiency = v;
   if (name == "memory_efficiency") c.memory_efficiency = v;
   if (name == "roofline_blend") c.roofline_blend = v;
@@ -113,6 +120,42 @@ void SetParam(GpuCalibration& c, absl::string_view name, double v) {
   if (name == "overlap_slowdown") c.overlap_slowdown = v;
   if (name == "comm_efficiency") c.comm_efficiency = v;
 }
+
+const std::vector<LibraryParam>& LibraryParams() {
+  static const std::vector<LibraryParam>* const params = new std::vector<LibraryParam>{
+      {"gemm_efficiency"},
+      {"fp8_gemm_efficiency"},
+      {"attention_efficiency"},
+      {"attention_kv_overhead", /*fitted_by_default=*/false},
+  };
+  return *params;
+}
+
+namespace {
+
+// `c`'s entry for `library`, made if it has none.
+GpuCalibration::Library& LibraryEntry(GpuCalibration& c, KernelLibrary library) {
+  for (GpuCalibration::Library& l : c.libraries) {
+    if (l.library == library) return l;
+  }
+  c.libraries.push_back({});
+  c.libraries.back().library = library;
+  return c.libraries.back();
+}
+
+void SetLibraryParam(GpuCalibration::Library& l, absl::string_view name, double v) {
+  if (name == "gemm_efficiency") l.gemm_efficiency = v;
+  if (name == "fp8_gemm_efficiency") l.fp8_gemm_efficiency = v;
+  if (name == "attention_efficiency") l.attention_efficiency = v;
+  if (name == "attention_kv_overhead") l.attention_kv_overhead = v;
+}
+
+bool IsLibraryParam(absl::string_view name) {
+  return std::any_of(LibraryParams().begin(), LibraryParams().end(),
+                     [&](const LibraryParam& p) { return p.name == name; });
+}
+
+}  // namespace
 
 std::optional<double> StepTimeError(const CaseResult& r) {
   if (r.skipped) return std::nullopt;
@@ -149,7 +192,18 @@ absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const Fi
   if (cases.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("no case runs on ", o.gpu));
   }
+  if (o.library) {
+    for (const ValidationCase& c : cases) {
+      if (KernelLibraryOf(c.scenario) != *o.library) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "%s:%d: case %s runs %s kernels, not %s: a library's terms are fitted to cases that "
+            "run it (training.kernel_library)",
+            c.file, c.line, c.id, Name(KernelLibraryOf(c.scenario)), Name(*o.library)));
+      }
+    }
+  }
   FitResult fit;
+  fit.library = o.library;
   fit.gpu = cases.front().scenario.cluster.gpu.name;
   for (const ValidationCase& c : cases) {
     if (std::find(fit.sources.begin(), fit.sources.end(), GroupOf(c)) == fit.sources.end()) {
@@ -157,11 +211,33 @@ absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const Fi
     }
   }
   GpuCalibration start = cases.front().scenario.cluster.gpu.calibration;
+  // A library's fit starts from the GPU's own terms: its previous entry is dropped.
+  if (o.library) {
+    std::erase_if(start.libraries, [&](const auto& l) { return l.library == *o.library; });
+  }
+  auto library_default = [&](absl::string_view name) {
+    return std::any_of(LibraryParams().begin(), LibraryParams().end(), [&](const LibraryParam& p) {
+      return p.name == name && p.fitted_by_default;
+    });
+  };
+  std::vector<std::string> named = o.params;
+  for (const auto& f : o.fixed) named.push_back(f.first);
+  for (const std::string& name : named) {
+    if (o.library && !IsLibraryParam(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", name, "' is not a kernel library's term (a library fit moves ",
+          absl::StrJoin(
+              LibraryParams(), ", ",
+              [](std::string* out, const LibraryParam& p) { absl::StrAppend(out, p.name); }),
+          ")"));
+    }
+  }
   // The parameters the search moves.
   std::vector<const CalibrationParam*> free;
   for (const CalibrationParam& p : CalibrationParams()) {
+    const bool by_default = o.library ? library_default(p.name) : p.fitted_by_default;
     const bool listed = o.params.empty()
-                            ? p.fitted_by_default
+                            ? by_default
                             : std::find(o.params.begin(), o.params.end(), p.name) != o.params.end();
     const bool pinned = std::any_of(o.fixed.begin(), o.fixed.end(),
                                     [&](const auto& f) { return f.first == p.name; });
@@ -182,21 +258,31 @@ absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const Fi
       return absl::InvalidArgumentError(absl::StrFormat("%s = %g is outside its bounds [%g, %g]",
                                                         name, value, it->low, it->high));
     }
-    SetParam(start, name, value);
+    if (o.library && IsLibraryParam(name)) {
+      SetLibraryParam(LibraryEntry(start, *o.library), name, value);
+    } else {
+      SetParam(start, name, value);
+    }
   }
   for (const auto& f : o.fixed) fit.pinned.push_back(f.first);
   // The first estimates for what the search moves; the rest keeps the catalog's values.
-  if (o.start_from_defaults) {
+  if (o.start_from_defaults && !o.library) {
     const GpuCalibration d;
     for (const CalibrationParam* p : free) SetParam(start, p->name, *ParamValue(d, p->name));
   }
+  const GpuCalibration effective = o.library ? ForLibrary(start, *o.library) : start;
   std::vector<double> x;
   for (const CalibrationParam* p : free) {
-    x.push_back(Quantize(std::clamp(*ParamValue(start, p->name), p->low, p->high)));
+    x.push_back(Quantize(std::clamp(*ParamValue(effective, p->name), p->low, p->high)));
   }
   auto calibration = [&](const std::vector<double>& v) {
     GpuCalibration c = start;
-    for (size_t i = 0; i < free.size(); ++i) SetParam(c, free[i]->name, v[i]);
+    if (o.library) {
+      GpuCalibration::Library& l = LibraryEntry(c, *o.library);
+      for (size_t i = 0; i < free.size(); ++i) SetLibraryParam(l, free[i]->name, v[i]);
+    } else {
+      for (size_t i = 0; i < free.size(); ++i) SetParam(c, free[i]->name, v[i]);
+    }
     return c;
   };
   std::map<std::vector<double>, double> seen;
@@ -296,19 +382,26 @@ absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const Fi
   fit.fitted = calibration(x);
   fit.mape = best;
   for (const CalibrationParam* p : free) fit.params.emplace_back(p->name);
+  if (o.library) LibraryEntry(fit.fitted, *o.library).fit_sources = fit.sources;
   return fit;
 }
 
 std::string FitText(const FitResult& fit) {
   report::Table t({"parameter", "start", "fitted", "bounds", ""});
+  const GpuCalibration start = fit.library ? ForLibrary(fit.start, *fit.library) : fit.start;
+  const GpuCalibration fitted = fit.library ? ForLibrary(fit.fitted, *fit.library) : fit.fitted;
   for (const CalibrationParam& p : CalibrationParams()) {
+    if (fit.library && !IsLibraryParam(p.name)) continue;
     const bool moved = std::find(fit.params.begin(), fit.params.end(), p.name) != fit.params.end();
-    t.AddRow({std::string(p.name), absl::StrFormat("%.4g", *ParamValue(fit.start, p.name)),
-              absl::StrFormat("%.4g", *ParamValue(fit.fitted, p.name)),
+    t.AddRow({std::string(p.name), absl::StrFormat("%.4g", *ParamValue(start, p.name)),
+              absl::StrFormat("%.4g", *ParamValue(fitted, p.name)),
               absl::StrFormat("%g .. %g", p.low, p.high), moved ? "fitted" : "kept"});
   }
+  const std::string what = fit.library ? absl::StrCat(" under ", Name(*fit.library),
+                                                      " kernels (start: the GPU's own terms)\n")
+                                       : std::string(" (launch and dispatch overheads in us)\n");
   return absl::StrCat(
-      "Calibration of ", fit.gpu, " (launch and dispatch overheads in us)\n", t.Render(0),
+      "Calibration of ", fit.gpu, what, t.Render(0),
       absl::StrFormat("\nstep-time MAPE %.2f%% -> %.2f%% over %d cases (%s), %d evaluations\n",
                       fit.start_mape, fit.mape, fit.cases, absl::StrJoin(fit.sources, ", "),
                       fit.evaluations));
@@ -317,61 +410,105 @@ std::string FitText(const FitResult& fit) {
 std::string CalibrationFileText(const FitResult& fit, const std::string& command) {
   // Every text from the inputs (the command line, the GPU and the case files' names) is written
   // as YAML reads it back (YamlString, CommentLine): `--calibration FILE` takes what this writes.
-  std::string out =
-      absl::StrCat("# Written by `", CommentLine(command), "`.\n",
-                   "# Read it back with --calibration FILE (run, sweep, compare, "
-                   "plan, validate); terms it does\n",
-                   "# not set keep the catalog's values for the GPU.\n", "schema_version: 1\n",
-                   "gpu: ", YamlString(fit.gpu), "\n", "calibration:\n");
+  std::string out = absl::StrCat("# Written by `", CommentLine(command), "`.\n",
+                                 "# Read it back with --calibration FILE (run, sweep, compare, "
+                                 "plan, validate); terms it does\n",
+                                 "# not set keep the catalog's values for the GPU.\n",
+                                 "schema_version: 1\n", "gpu: ", YamlString(fit.gpu), "\n");
+  // A library's terms sit one level deeper, under libraries: NAME:.
+  const std::string indent = fit.library ? "    " : "  ";
+  if (fit.library) {
+    absl::StrAppend(&out, "libraries:\n  ", Name(*fit.library), ":\n");
+  } else {
+    absl::StrAppend(&out, "calibration:\n");
+  }
+  const GpuCalibration fitted = fit.library ? ForLibrary(fit.fitted, *fit.library) : fit.fitted;
   for (const CalibrationParam& p : CalibrationParams()) {
     const auto in = [&](const std::vector<std::string>& v) {
       return std::find(v.begin(), v.end(), p.name) != v.end();
     };
     if (!in(fit.params) && !in(fit.pinned)) continue;
-    const double v = *ParamValue(fit.fitted, p.name);
+    const double v = *ParamValue(fitted, p.name);
     if (p.name == "launch_overhead" || p.name == "dispatch_overhead") {
-      absl::StrAppendFormat(&out, "  %s: \"%.4f us\"\n", p.name, v);
+      absl::StrAppendFormat(&out, "%s%s: \"%.4f us\"\n", indent, p.name, v);
     } else {
-      absl::StrAppendFormat(&out, "  %s: %.4f\n", p.name, v);
+      absl::StrAppendFormat(&out, "%s%s: %.4f\n", indent, p.name, v);
     }
   }
   std::vector<std::string> sources;
   for (const std::string& source : fit.sources) sources.push_back(YamlString(source));
-  absl::StrAppendFormat(&out, "  fit: {sources: [%s], cases: %d, in_sample_mape: %.2f}\n",
+  absl::StrAppendFormat(&out, "%sfit: {sources: [%s], cases: %d, in_sample_mape: %.2f}\n", indent,
                         absl::StrJoin(sources, ", "), fit.cases, fit.mape);
   absl::StrAppendFormat(
-      &out, "  note: %s\n",
+      &out, "%snote: %s\n", indent,
       YamlString(absl::StrFormat(
-          "fitted by stepsim calibrate to the step times of %d %s cases (%s): %s moved%s, "
+          "fitted by stepsim calibrate to the step times of %d %s cases%s (%s): %s moved%s, "
           "step-time MAPE %.2f%% -> %.2f%%",
-          fit.cases, fit.gpu, absl::StrJoin(fit.sources, ", "), absl::StrJoin(fit.params, ", "),
+          fit.cases, fit.gpu,
+          fit.library ? absl::StrCat(" under ", Name(*fit.library), " kernels") : "",
+          absl::StrJoin(fit.sources, ", "), absl::StrJoin(fit.params, ", "),
           fit.pinned.empty() ? "" : absl::StrCat(", ", absl::StrJoin(fit.pinned, ", "), " pinned"),
           fit.start_mape, fit.mape)));
   return out;
 }
 
+namespace {
+
+// What one fit produced: a GPU's own terms, or a kernel library's on that GPU, with the case
+// files it rested on.
+struct FitUnit {
+  std::string gpu;
+  std::optional<KernelLibrary> library;
+  std::vector<std::string> sources;
+  std::string Label() const { return library ? absl::StrCat(gpu, " ", Name(*library)) : gpu; }
+};
+
+// A case's model as a fold: its name, less a "-l<layers>" suffix naming its own layer count (a
+// published table's proxy with fewer layers is the same model: "llama3.1-405b-nemo-l7" folds
+// with "llama3.1-405b-nemo-l21").
+std::string ModelFold(const ModelSpec& m) {
+  const std::string suffix = absl::StrCat("-l", m.layers);
+  return absl::EndsWith(m.name, suffix) ? m.name.substr(0, m.name.size() - suffix.size()) : m.name;
+}
+
+// The fit a case's time rests on: its library's terms where its GPU has a fitted entry for the
+// library it runs, else its GPU's own.
+FitUnit UnitOf(const ValidationCase& c) {
+  const GpuCalibration& cal = c.scenario.cluster.gpu.calibration;
+  const KernelLibrary library = KernelLibraryOf(c.scenario);
+  if (const GpuCalibration::Library* l = cal.FindLibrary(library); l && !l->fit_sources.empty()) {
+    return {c.scenario.cluster.gpu.name, library, l->fit_sources};
+  }
+  return {c.scenario.cluster.gpu.name, std::nullopt, cal.fit_sources};
+}
+
+}  // namespace
+
 CrossValidation CrossValidate(const std::vector<ValidationCase>& cases,
                               const std::vector<CaseResult>& in_sample, int jobs) {
   CrossValidation cv;
   cv.results = in_sample;
-  for (const ValidationCase& c : cases) cv.gpu.push_back(c.scenario.cluster.gpu.name);
-  // GPUs in order of first appearance, and their cases that measured a time.
-  std::vector<std::string> gpus;
+  std::vector<FitUnit> unit_of;
+  for (const ValidationCase& c : cases) {
+    unit_of.push_back(UnitOf(c));
+    cv.gpu.push_back(unit_of.back().Label());
+  }
+  // Fits in order of first appearance, and their cases that measured a time.
+  std::vector<std::string> labels;
   for (size_t i = 0; i < cases.size(); ++i) {
     if (!StepTimeError(in_sample[i])) continue;
-    const std::string& g = cases[i].scenario.cluster.gpu.name;
-    if (std::find(gpus.begin(), gpus.end(), g) == gpus.end()) gpus.push_back(g);
+    if (std::find(labels.begin(), labels.end(), cv.gpu[i]) == labels.end()) {
+      labels.push_back(cv.gpu[i]);
+    }
   }
-  for (const std::string& gpu : gpus) {
+  for (const std::string& label : labels) {
     std::vector<size_t> mine;
     for (size_t i = 0; i < cases.size(); ++i) {
-      if (cases[i].scenario.cluster.gpu.name == gpu && StepTimeError(in_sample[i])) {
-        mine.push_back(i);
-      }
+      if (cv.gpu[i] == label && StepTimeError(in_sample[i])) mine.push_back(i);
     }
-    const std::vector<std::string>& sources =
-        cases[mine.front()].scenario.cluster.gpu.calibration.fit_sources;
-    CrossValidation::Gpu entry{gpu,
+    const FitUnit& unit = unit_of[mine.front()];
+    const std::vector<std::string>& sources = unit.sources;
+    CrossValidation::Gpu entry{label,
                                sources.empty()       ? "none"
                                : sources.size() == 1 ? "model"
                                                      : "source",
@@ -381,7 +518,7 @@ CrossValidation CrossValidate(const std::vector<ValidationCase>& cases,
     auto fold = [&](size_t i) -> std::optional<std::string> {
       const std::string group = GroupOf(cases[i]);
       if (std::find(sources.begin(), sources.end(), group) == sources.end()) return std::nullopt;
-      return sources.size() == 1 ? cases[i].scenario.model.name : group;
+      return sources.size() == 1 ? ModelFold(cases[i].scenario.model) : group;
     };
     for (size_t i : mine) {
       const auto f = fold(i);
@@ -404,13 +541,14 @@ CrossValidation CrossValidate(const std::vector<ValidationCase>& cases,
       }
       if (train.empty()) continue;  // nothing else to fit to: the fold keeps its prediction
       FitOptions o;
-      o.gpu = gpu;
-      o.start_from_defaults = true;
+      o.gpu = unit.gpu;
+      o.start_from_defaults = true;  // a library's fit starts from the GPU's own terms instead
+      o.library = unit.library;
       o.jobs = jobs;
       auto fit = Fit(train, o);
       if (!fit.ok()) continue;
       const std::vector<CaseResult> predicted =
-          RunCases(WithCalibration(held, gpu, fit->fitted), jobs);
+          RunCases(WithCalibration(held, unit.gpu, fit->fitted), jobs);
       for (size_t j = 0; j < held_at.size(); ++j) cv.results[held_at[j]] = predicted[j];
     }
     cv.gpus.push_back(std::move(entry));

@@ -50,11 +50,25 @@ struct FitOptions {
   // GpuCalibration's first estimates (cross-validation starts there, so that no fold inherits
   // the full fit). The others keep the catalog's values either way.
   bool start_from_defaults = false;
+  // Fit a kernel library's terms (GpuCalibration::Library) instead of the GPU's own: every case
+  // must run that library (training.kernel_library, or its framework's); the search moves
+  // LibraryParams() (default: gemm_efficiency, fp8_gemm_efficiency, attention_efficiency) and
+  // starts from the GPU's own values, the rest of the calibration kept.
+  std::optional<KernelLibrary> library;
   int jobs = 1;
 };
 
+// The terms a kernel library's entry can hold, by CalibrationParams() name; those a library fit
+// moves by default are marked.
+struct LibraryParam {
+  absl::string_view name;
+  bool fitted_by_default = true;
+};
+const std::vector<LibraryParam>& LibraryParams();
+
 struct FitResult {
   std::string gpu;
+  std::optional<KernelLibrary> library;  // FitOptions::library
   GpuCalibration start, fitted;
   std::vector<std::string> params;  // those the search moved
   std::vector<std::string> pinned;  // those --fix set
@@ -82,17 +96,19 @@ std::string CalibrationFileText(const FitResult& fit, const std::string& command
 // The fit's report: each parameter's start, fitted value and bounds, and the MAPE.
 std::string FitText(const FitResult& fit);
 
-// Leave-one-source-out: each case predicted by a calibration fitted without its source. For a
+// Leave-one-source-out: each case predicted by a calibration fitted without its source. A fit is
+// a GPU's own terms, or a kernel library's terms on that GPU (a case whose library has fitted
+// terms on its GPU is folded with that library's fit, labelled "GPU library"). For a
 // GPU whose catalog calibration was fitted to several case files (GpuCalibration::fit_sources),
 // each of those files is left out in turn and its cases predicted by a fit to the others; with
 // one such file, its cases are left out one model at a time; cases from files the calibration
 // never saw (and GPUs fitted to nothing) keep their ordinary prediction, already out of sample.
 struct CrossValidation {
   std::vector<CaseResult> results;  // in the input order
-  std::vector<std::string> gpu;     // each result's GPU
+  std::vector<std::string> gpu;     // each result's fit: its GPU, or "GPU library"
   // Per GPU: how it was folded ("source", "model" or "none": not fitted) and its folds.
   struct Gpu {
-    std::string gpu, folding;
+    std::string gpu, folding;  // gpu: the fit's label, as above
     std::vector<std::string> folds;
   };
   std::vector<Gpu> gpus;

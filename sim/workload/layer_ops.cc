@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "sim/workload/moe_routing.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim {
 
@@ -164,6 +165,9 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
   auto bytes = [](int64_t n) { return Bytes::Count(n); };
 
   LayerOp router = Gemm("router", local, h, e);
+  // Megatron-Core's TopKRouter multiplies in 16 or 32 bits (torch.nn.functional.linear in its
+  // router dtype), outside Transformer Engine's fp8 autocast.
+  router.keep_16bit = true;
   router.saves = {{"mlp_in", bytes(kAct * local * h)}};
   router.saves[0].weight_grad_input = true;
   router.sac_recompute = 0;
@@ -304,6 +308,8 @@ ActivationShape ScenarioShape(const Scenario& s) {
   shape.kernels = s.training.kernels;
   shape.norm_kernels = s.training.NormKernels();
   shape.packing = s.training.packing;
+  shape.te_fp8 = s.training.precision == Precision::kFp8 &&
+                 KernelLibraryOf(s) == KernelLibrary::kTransformerEngine;
   return shape;
 }
 
@@ -486,6 +492,14 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   LayerOp residual2 = Elementwise("mlp_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
   if (dropout) residual2.saves = {{"mlp_mask", bytes(kMask * rep_tokens * h)}};
   ops.push_back(residual2);
+  if (shape.te_fp8) {
+    for (LayerOp& op : ops) {
+      if (op.op_class != OpClass::kGemm || op.keep_16bit) continue;
+      for (SavedTensor& t : op.saves) {
+        if (t.weight_grad_input) t.bytes = Bytes::Count(t.bytes.count() / 2);
+      }
+    }
+  }
   return ops;
 }
 

@@ -202,6 +202,12 @@ struct ActivationShape {
   // Documents per sequence under document masking (TrainingSpec::packing): flash attention's
   // work is each document's, 1/packing of the whole sequence's.
   int64_t packing = 1;
+  // FP8 GEMMs through Transformer Engine (precision fp8 under kernel library
+  // transformer_engine): a linear layer saves for its weight gradient the fp8 copy of its input
+  // that its GEMM read, 1 B per element instead of 2 (TE's _Linear, _LayerNormLinear and
+  // _LayerNormMLP forward save inputmat / ln_out in fp8 when fp8 is on:
+  // transformer_engine/pytorch/module/linear.py, "saved_inputmat = inputmat").
+  bool te_fp8 = false;
 };
 
 // A norm's forward HBM traffic per element of its input and the kernels it launches

@@ -10,6 +10,7 @@
 #include "sim/config/catalog.h"
 #include "sim/explore/runner.h"
 #include "sim/report/json_text.h"
+#include "sim/spec/enum_names.h"
 #include "sim/validate/calibrate.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
@@ -20,18 +21,29 @@ namespace {
 
 nlohmann::ordered_json FitJson(const sim::validate::FitResult& fit) {
   nlohmann::ordered_json params = nlohmann::ordered_json::object();
+  // A library's fit reports the terms in force under that library.
+  const sim::GpuCalibration start =
+      fit.library ? sim::ForLibrary(fit.start, *fit.library) : fit.start;
+  const sim::GpuCalibration fitted =
+      fit.library ? sim::ForLibrary(fit.fitted, *fit.library) : fit.fitted;
   for (const sim::validate::CalibrationParam& p : sim::validate::CalibrationParams()) {
     const bool moved = std::find(fit.params.begin(), fit.params.end(), p.name) != fit.params.end();
-    params[std::string(p.name)] = {{"start", *sim::validate::ParamValue(fit.start, p.name)},
-                                   {"fitted", *sim::validate::ParamValue(fit.fitted, p.name)},
+    params[std::string(p.name)] = {{"start", *sim::validate::ParamValue(start, p.name)},
+                                   {"fitted", *sim::validate::ParamValue(fitted, p.name)},
                                    {"low", p.low},
                                    {"high", p.high},
                                    {"moved", moved}};
   }
-  return {{"schema_version", 1},    {"gpu", fit.gpu},
-          {"params", params},       {"start_mape", fit.start_mape},
-          {"mape", fit.mape},       {"cases", fit.cases},
-          {"sources", fit.sources}, {"evaluations", fit.evaluations}};
+  return {{"schema_version", 1},
+          {"gpu", fit.gpu},
+          {"library", fit.library ? nlohmann::ordered_json(std::string(sim::Name(*fit.library)))
+                                  : nlohmann::ordered_json(nullptr)},
+          {"params", params},
+          {"start_mape", fit.start_mape},
+          {"mape", fit.mape},
+          {"cases", fit.cases},
+          {"sources", fit.sources},
+          {"evaluations", fit.evaluations}};
 }
 
 }  // namespace
@@ -48,12 +60,17 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       "roofline_blend, overlap_slowdown and attention_kv_overhead; gemm_k_overhead rests on\n"
       "the GEMM kernel's tile, and memory_efficiency, launch_overhead, dispatch_overhead and\n"
       "comm_efficiency on microbenchmarks: they keep the catalog's values unless --params\n"
-      "names them.",
+      "names them. With --library NAME it fits that kernel library's terms instead\n"
+      "(gemm_efficiency, fp8_gemm_efficiency, attention_efficiency; attention_kv_overhead on\n"
+      "request), from the GPU's own values, to cases that all run the library, and FILE holds\n"
+      "them under libraries: NAME:.",
       {{"gpu", "GPU", "the GPU type (catalog name) whose calibration is fitted; required"},
        {"out", "FILE", "write the calibration file here; required"},
        {"fix", "NAME=VALUE", "pin a parameter instead of fitting it", true},
        {"params", "NAMES", "comma-separated parameters to fit (default: the compute terms)"},
        {"from-defaults", "", "start from the first estimates, not the catalog's calibration"},
+       {"library", "NAME",
+        "fit this kernel library's terms (transformer_engine, pytorch) instead of the GPU's"},
        {"skip-other-gpus", "", "leave out the cases that run on other GPUs instead of failing"},
        {"jobs", "N", "worker threads (default: all cores); the fit is the same for any N"},
        {"json", "PATH", "write the fit (parameters, MAPE, cases) as JSON (- = standard output)"},
@@ -79,6 +96,14 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   sim::validate::FitOptions options;
   options.gpu = spec->name;
   options.start_from_defaults = flags.Has("from-defaults");
+  if (auto l = flags.Get("library")) {
+    options.library = sim::EnumFromName<sim::KernelLibrary>(*l);
+    if (!options.library) {
+      return Fail("calibrate",
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "--library expects transformer_engine or pytorch, got '", *l, "'")));
+    }
+  }
   options.jobs = sim::explore::DefaultJobs();
   if (auto j = flags.Get("jobs"); j && (!absl::SimpleAtoi(*j, &options.jobs) || options.jobs < 1)) {
     return Fail("calibrate", absl::InvalidArgumentError("--jobs expects a positive integer"));

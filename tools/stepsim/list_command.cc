@@ -49,6 +49,18 @@ std::string CalibrationBasis(const sim::GpuSpec& g) {
                       sources.empty() ? "" : absl::StrCat(" (", sources, ")"));
 }
 
+// The kernel libraries with terms of their own (GpuCalibration::libraries) and what each rests
+// on, e.g. "transformer_engine: nemo-dgxc-h100"; empty where there are none.
+std::string LibraryBasis(const sim::GpuSpec& g) {
+  std::vector<std::string> out;
+  for (const sim::GpuCalibration::Library& l : g.calibration.libraries) {
+    out.push_back(absl::StrCat(
+        sim::Name(l.library), ": ",
+        l.fit_sources.empty() ? "first estimates" : absl::StrJoin(l.fit_sources, ", ")));
+  }
+  return absl::StrJoin(out, "; ");
+}
+
 absl::StatusOr<Listing> Models(const sim::config::DataRoot& root) {
   Listing l{Json::array(), sim::report::Table({"model", "family", "parameters", "active", "layers",
                                                "hidden", "heads", "kv heads", "experts"})};
@@ -76,6 +88,22 @@ absl::StatusOr<Listing> Models(const sim::config::DataRoot& root) {
   return l;
 }
 
+// Each library's terms, what they were fitted to and its note.
+Json LibrariesJson(const sim::GpuCalibration& c) {
+  Json out = Json::object();
+  auto term = [](const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); };
+  for (const sim::GpuCalibration::Library& l : c.libraries) {
+    out[std::string(sim::Name(l.library))] = {
+        {"gemm_efficiency", term(l.gemm_efficiency)},
+        {"fp8_gemm_efficiency", term(l.fp8_gemm_efficiency)},
+        {"attention_efficiency", term(l.attention_efficiency)},
+        {"attention_kv_overhead", term(l.attention_kv_overhead)},
+        {"fit_sources", l.fit_sources},
+        {"note", l.note}};
+  }
+  return out;
+}
+
 absl::StatusOr<Listing> Gpus(const sim::config::DataRoot& root) {
   auto catalogs = sim::config::LoadCatalogs(root);
   if (!catalogs.ok()) return catalogs.status();
@@ -83,7 +111,10 @@ absl::StatusOr<Listing> Gpus(const sim::config::DataRoot& root) {
             sim::report::Table({"GPU", "HBM GiB", "usable GiB", "HBM TB/s", "bf16 TFLOP/s",
                                 "fp8 TFLOP/s", "$/hour", "time calibration"})};
   for (const sim::GpuSpec& g : catalogs->gpus) {
-    const std::string basis = CalibrationBasis(g);
+    const std::string libraries = LibraryBasis(g);
+    const std::string basis =
+        libraries.empty() ? CalibrationBasis(g)
+                          : absl::StrCat(CalibrationBasis(g), "; kernel libraries: ", libraries);
     l.rows.push_back(
         {{"name", g.name},
          {"hbm_bytes", g.hbm.count()},
@@ -96,6 +127,7 @@ absl::StatusOr<Listing> Gpus(const sim::config::DataRoot& root) {
          {"calibrated_on",
           g.calibration.fitted_gpu.empty() ? Json(nullptr) : Json(g.calibration.fitted_gpu)},
          {"calibration_note", g.calibration.note},
+         {"kernel_libraries", LibrariesJson(g.calibration)},
          {"source", g.source}});
     l.table.AddRow(
         {g.name, absl::StrFormat("%.0f", g.hbm.gib()), absl::StrFormat("%.1f", g.Usable().gib()),

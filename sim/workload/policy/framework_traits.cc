@@ -34,6 +34,16 @@ const FrameworkTraits& TraitsOf(Framework framework) {
   return DeepSpeedTraits();
 }
 
+KernelLibrary KernelLibraryOf(const Scenario& s) {
+  return s.training.kernel_library.value_or(TraitsOf(s.parallel.framework).DefaultKernelLibrary());
+}
+
+GpuSpec CalibratedGpu(const Scenario& s) {
+  GpuSpec g = s.cluster.gpu;
+  g.calibration = ForLibrary(g.calibration, KernelLibraryOf(s));
+  return g;
+}
+
 std::vector<KeyProblem> ForeignKeyProblems(const Scenario& s, const KeyWritten& written) {
   const ParallelSpec& par = s.parallel;
   const Framework fw = par.framework;
@@ -52,6 +62,11 @@ std::vector<KeyProblem> ForeignKeyProblems(const Scenario& s, const KeyWritten& 
     out.push_back({"parallel.gradient_as_bucket_view",
                    "gradient_as_bucket_view belongs to framework ddp (PyTorch "
                    "DistributedDataParallel)"});
+  }
+  if (par.store_param_remainders && fw != Framework::kMegatron) {
+    out.push_back({"parallel.store_param_remainders",
+                   "store_param_remainders belongs to framework megatron (NeMo's "
+                   "distributed_fused_adam, Megatron-Core's precision-aware optimizer)"});
   }
   if (par.fsdp_version != 1 && fw != Framework::kFsdp) {
     out.push_back({"parallel.fsdp_version", "fsdp_version belongs to framework fsdp"});

@@ -83,6 +83,10 @@ class FrameworkTraits {
   virtual std::string StateLabel(absl::string_view kind, Precision precision) const = 0;
   virtual absl::string_view MomentDtype() const { return "fp32"; }
 
+  // The library whose GEMM and attention kernels the framework's layers call
+  // (training.kernel_library's default).
+  virtual KernelLibrary DefaultKernelLibrary() const { return KernelLibrary::kPyTorch; }
+
   // The sharding stages `compare` tries, in order.
   virtual std::vector<ShardingStage> ShardingStages() const = 0;
 
@@ -93,6 +97,12 @@ class FrameworkTraits {
 };
 
 const FrameworkTraits& TraitsOf(Framework framework);
+
+// The kernel library a scenario runs (training.kernel_library, else its framework's), and its GPU
+// with that library's calibration terms in force (GpuCalibration::ForLibrary): what compute is
+// priced with.
+KernelLibrary KernelLibraryOf(const Scenario& s);
+GpuSpec CalibratedGpu(const Scenario& s);
 
 // Bytes per element of a dtype.
 int64_t DtypeBytes(Dtype d);

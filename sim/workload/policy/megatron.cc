@@ -117,10 +117,18 @@ class MegatronTraitsImpl final : public FrameworkTraits {
   // the parameters' dtype, and reduces them in place (distributed/param_and_grad_buffer.py);
   // NeMo's distributed_fused_adam buckets them in its grad_sync_dtype. parallel.reduce_dtype
   // names that dtype, for the buffer as for the reduction.
+  // parallel.store_param_remainders: the master weights' low 16 bits only, their upper 16 being
+  // the bf16 weights themselves.
   void AdjustStateBytes(const Scenario& s, BytesPerParam& b) const override {
     if (s.parallel.reduce_dtype) b.gradients.bytes_per_param = DtypeBytes(*s.parallel.reduce_dtype);
+    if (s.parallel.store_param_remainders) b.master_weights.bytes_per_param = 2;
   }
   bool HasStage(int stage) const override { return stage <= 1; }
+  // Megatron-Core builds its layers from Transformer Engine's modules when TE is installed
+  // (megatron/core/models/gpt/gpt_layer_specs.py get_gpt_layer_with_transformer_engine_spec,
+  // the spec pretrain_gpt.py uses with --transformer-impl transformer_engine, the default), and
+  // NeMo's GPT models are Megatron-Core's.
+  KernelLibrary DefaultKernelLibrary() const override { return KernelLibrary::kTransformerEngine; }
   std::optional<std::string> ZeroNote(int64_t zero) const override {
     if (zero < 2) return std::nullopt;
     return absl::StrFormat(
@@ -129,6 +137,15 @@ class MegatronTraitsImpl final : public FrameworkTraits {
         zero, zero);
   }
   int OffloadStage() const override { return 1; }
+  void CheckLayout(const Scenario& s, std::vector<KeyProblem>& out) const override {
+    const Precision p = s.training.precision;
+    if (s.parallel.store_param_remainders && p != Precision::kBf16 && p != Precision::kFp8) {
+      out.push_back({"parallel.store_param_remainders",
+                     absl::StrCat("needs bf16 weights (the remainders complete them to fp32); "
+                                  "precision is ",
+                                  Name(p))});
+    }
+  }
   std::string StateLabel(absl::string_view kind, Precision) const override {
     if (kind == "weights") return "weights (bf16)";
     if (kind == "gradients") return "gradients (fp32 main_grad)";
