@@ -142,6 +142,10 @@ TEST_CASE("the calibration file reads back as the calibration that was fitted", 
   CHECK(file->calibration.attention_efficiency == fit->fitted.attention_efficiency);
   CHECK(file->calibration.roofline_blend == fit->fitted.roofline_blend);
   CHECK(file->calibration.fit_sources == fit->sources);
+  // What the fit moved, which cross-validation refits without each fold.
+  CHECK(file->calibration.fit_params == fit->params);
+  CHECK(fit->params ==
+        std::vector<std::string>{"gemm_efficiency", "attention_efficiency", "roofline_blend"});
   // The cases predict the same with the file read back: the fit's MAPE.
   const std::vector<CaseResult> r =
       RunCases(WithCalibration(cases, file->gpu, file->calibration), 1);

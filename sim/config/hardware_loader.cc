@@ -19,35 +19,43 @@ namespace sim::config {
 
 namespace {
 
-// A calibration's `fit:` record (what the fit rested on): the case files (sources) it used, for
-// cross-validation; none where the record or its sources are absent.
-std::optional<std::vector<std::string>> ReadFitSources(const YAML::Node& node,
-                                                       absl::string_view path, YamlErrors& errors) {
-  const YAML::Node fit = Child(node, "fit");
-  if (!fit.IsDefined()) return std::nullopt;
-  const std::string fp = JoinPath(path, "fit");
-  if (!CheckMapping(fit, fp, {"sources", "cases", "in_sample_mape", "command"}, errors)) {
+// A list of names under a calibration's `fit:` record (its sources or params); none where absent.
+std::optional<std::vector<std::string>> ReadNames(const YAML::Node& fit, absl::string_view key,
+                                                  absl::string_view fp, YamlErrors& errors) {
+  const YAML::Node list = Child(fit, key);
+  if (!list.IsDefined()) return std::nullopt;
+  if (!list.IsSequence()) {
+    errors.Add(list, JoinPath(fp, key), "expected a list of names");
     return std::nullopt;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].IsScalar()) {
+      errors.Add(list[i], absl::StrCat(fp, ".", key, "[", i, "]"), "expected a name");
+    } else {
+      out.push_back(list[i].Scalar());
+    }
+  }
+  return out;
+}
+
+// A calibration's `fit:` record (what the fit rested on): the case files (sources) it used and
+// the terms it moved (params), for cross-validation.
+struct FitRecord {
+  std::optional<std::vector<std::string>> sources, params;
+};
+FitRecord ReadFitRecord(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {
+  const YAML::Node fit = Child(node, "fit");
+  if (!fit.IsDefined()) return {};
+  const std::string fp = JoinPath(path, "fit");
+  if (!CheckMapping(fit, fp, {"sources", "params", "cases", "in_sample_mape", "command"}, errors)) {
+    return {};
   }
   auto fk = [&](absl::string_view name) { return Key{fit, name, fp, false}; };
   ReadInt(fk("cases"), errors, 0, 1'000'000);
   ReadDouble(fk("in_sample_mape"), errors, 0, 1e6);
   ReadString(fk("command"), errors);
-  const YAML::Node sources = Child(fit, "sources");
-  if (!sources.IsDefined()) return std::nullopt;
-  if (!sources.IsSequence()) {
-    errors.Add(sources, JoinPath(fp, "sources"), "expected a list of case-file names");
-    return std::nullopt;
-  }
-  std::vector<std::string> out;
-  for (size_t i = 0; i < sources.size(); ++i) {
-    if (!sources[i].IsScalar()) {
-      errors.Add(sources[i], absl::StrCat(fp, ".sources[", i, "]"), "expected a case-file name");
-    } else {
-      out.push_back(sources[i].Scalar());
-    }
-  }
-  return out;
+  return {ReadNames(fit, "sources", fp, errors), ReadNames(fit, "params", fp, errors)};
 }
 
 void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibration& c,
@@ -60,7 +68,9 @@ void ReadCalibration(const YAML::Node& node, absl::string_view path, GpuCalibrat
                     errors)) {
     return;
   }
-  if (auto sources = ReadFitSources(node, path, errors)) c.fit_sources = *std::move(sources);
+  FitRecord fit = ReadFitRecord(node, path, errors);
+  if (fit.sources) c.fit_sources = *std::move(fit.sources);
+  if (fit.params) c.fit_params = *std::move(fit.params);
   auto k = [&](absl::string_view name) { return Key{node, name, path, false}; };
   if (auto v = ReadDouble(k("gemm_efficiency"), errors, 0.01, 1.0)) c.gemm_efficiency = *v;
   if (auto v = ReadDouble(k("fp8_gemm_efficiency"), errors, 0.01, 1.0)) {
@@ -116,7 +126,9 @@ void ReadLibraries(const YAML::Node& node, absl::string_view path, GpuCalibratio
     lib.fp8_gemm_efficiency = ReadDouble(k("fp8_gemm_efficiency"), errors, 0.01, 1.0);
     lib.attention_efficiency = ReadDouble(k("attention_efficiency"), errors, 0.01, 1.0);
     lib.attention_kv_overhead = ReadDouble(k("attention_kv_overhead"), errors, 0.0, 65536.0);
-    if (auto sources = ReadFitSources(terms, lp, errors)) lib.fit_sources = *std::move(sources);
+    FitRecord fit = ReadFitRecord(terms, lp, errors);
+    if (fit.sources) lib.fit_sources = *std::move(fit.sources);
+    if (fit.params) lib.fit_params = *std::move(fit.params);
     if (auto v = ReadString(k("note"), errors)) lib.note = *v;
     std::erase_if(c.libraries, [&](const auto& l) { return l.library == lib.library; });
     c.libraries.push_back(std::move(lib));

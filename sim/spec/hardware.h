@@ -72,10 +72,12 @@ struct GpuCalibration {
   // The case files (by name, without .yaml) the compute efficiencies were fitted to; validate
   // --cross-validate refits without each in turn. Empty: first estimates, fitted to nothing.
   std::vector<std::string> fit_sources;
+  // The terms that fit moved (a calibration file's fit.params): what cross-validation refits.
+  // Empty: those stepsim calibrate moves by default.
+  std::vector<std::string> fit_params;
   // FP8 GEMMs' share of the fp8 dense peak where it differs from 16-bit GEMMs' (absent:
-  // gemm_efficiency). Hopper's FP8 tensor cores double the rate but not the operand bandwidth
-  // to them, and an FP8 GEMM's epilogue and scaling run at the 16-bit pace, so a library's FP8
-  // kernels reach a smaller share of their peak than its bf16 ones.
+  // gemm_efficiency): the FP8 tensor cores double the rate but not the operand bandwidth, and a
+  // library's FP8 path has its own scaling and cast work, so its share is its own.
   std::optional<double> fp8_gemm_efficiency;
   double Fp8GemmEfficiency() const { return fp8_gemm_efficiency.value_or(gemm_efficiency); }
   // What the numbers rest on, for people (`stepsim list gpus`): the catalog's note, and the GPU
@@ -91,6 +93,7 @@ struct GpuCalibration {
     std::optional<double> gemm_efficiency, fp8_gemm_efficiency, attention_efficiency,
         attention_kv_overhead;
     std::vector<std::string> fit_sources;  // the case files the terms were fitted to
+    std::vector<std::string> fit_params;   // the terms that fit moved
     std::string note;                      // what they rest on
     bool operator==(const Library&) const = default;
   };

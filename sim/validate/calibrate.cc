@@ -382,7 +382,13 @@ absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const Fi
   fit.fitted = calibration(x);
   fit.mape = best;
   for (const CalibrationParam* p : free) fit.params.emplace_back(p->name);
-  if (o.library) LibraryEntry(fit.fitted, *o.library).fit_sources = fit.sources;
+  if (o.library) {
+    LibraryEntry(fit.fitted, *o.library).fit_sources = fit.sources;
+    LibraryEntry(fit.fitted, *o.library).fit_params = fit.params;
+  } else {
+    fit.fitted.fit_sources = fit.sources;
+    fit.fitted.fit_params = fit.params;
+  }
   return fit;
 }
 
@@ -437,8 +443,9 @@ std::string CalibrationFileText(const FitResult& fit, const std::string& command
   }
   std::vector<std::string> sources;
   for (const std::string& source : fit.sources) sources.push_back(YamlString(source));
-  absl::StrAppendFormat(&out, "%sfit: {sources: [%s], cases: %d, in_sample_mape: %.2f}\n", indent,
-                        absl::StrJoin(sources, ", "), fit.cases, fit.mape);
+  absl::StrAppendFormat(
+      &out, "%sfit: {sources: [%s], params: [%s], cases: %d, in_sample_mape: %.2f}\n", indent,
+      absl::StrJoin(sources, ", "), absl::StrJoin(fit.params, ", "), fit.cases, fit.mape);
   absl::StrAppendFormat(
       &out, "%snote: %s\n", indent,
       YamlString(absl::StrFormat(
@@ -459,7 +466,7 @@ namespace {
 struct FitUnit {
   std::string gpu;
   std::optional<KernelLibrary> library;
-  std::vector<std::string> sources;
+  std::vector<std::string> sources, params;  // params: what the fit moved (empty: the defaults)
   std::string Label() const { return library ? absl::StrCat(gpu, " ", Name(*library)) : gpu; }
 };
 
@@ -477,9 +484,9 @@ FitUnit UnitOf(const ValidationCase& c) {
   const GpuCalibration& cal = c.scenario.cluster.gpu.calibration;
   const KernelLibrary library = KernelLibraryOf(c.scenario);
   if (const GpuCalibration::Library* l = cal.FindLibrary(library); l && !l->fit_sources.empty()) {
-    return {c.scenario.cluster.gpu.name, library, l->fit_sources};
+    return {c.scenario.cluster.gpu.name, library, l->fit_sources, l->fit_params};
   }
-  return {c.scenario.cluster.gpu.name, std::nullopt, cal.fit_sources};
+  return {c.scenario.cluster.gpu.name, std::nullopt, cal.fit_sources, cal.fit_params};
 }
 
 }  // namespace
@@ -544,6 +551,7 @@ CrossValidation CrossValidate(const std::vector<ValidationCase>& cases,
       o.gpu = unit.gpu;
       o.start_from_defaults = true;  // a library's fit starts from the GPU's own terms instead
       o.library = unit.library;
+      o.params = unit.params;  // the terms the catalog's fit moved, refitted without the fold
       o.jobs = jobs;
       auto fit = Fit(train, o);
       if (!fit.ok()) continue;
