@@ -105,6 +105,85 @@ TEST_CASE("Transformer Engine saves a linear layer's fp8 input for its weight gr
   CHECK(saved(te, "flash_attention", "q") == saved(torch, "flash_attention", "q"));
 }
 
+TEST_CASE("Transformer Engine casts each fp8 weight once per step", "[fp8]") {
+  // Megatron passes is_first_microbatch: TE casts and transposes a layer's weights on the
+  // step's first micro-batch and keeps the copies; every micro-batch's GEMM casts its input
+  // (and, backward, its output gradient) only. PyTorch-kernel fp8 casts the weight each time.
+  auto load = [](std::string library) {
+    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                  {{"model", "llama2-7b"},
+                                   {"cluster.nodes", "1"},
+                                   {"training.global_batch", "16"},
+                                   {"training.recompute", "none"},
+                                   {"parallel.framework", "megatron"},
+                                   {"parallel.zero", "1"},
+                                   {"training.precision", "fp8"},
+                                   {"training.kernel_library", library}});
+    REQUIRE(s.ok());
+    return *s;
+  };
+  const Scenario te = load("transformer_engine");
+  auto p = Lower(te);
+  REQUIRE(p.ok());
+  const double rows = 4096, inner = 4096, cols = 3 * 4096;  // qkv of Llama-2-7B
+  CHECK(Find(*p, "qkv", OpPass::kForward).serial_bytes.count() == 3 * rows * inner);
+  CHECK(Find(*p, "qkv", OpPass::kBackward).serial_bytes.count() ==
+        4 * rows * cols + 2 * rows * inner);
+  // One cast per layer, in the first micro-batch only: q, k, v, o (4 h^2), gate and up
+  // (2 h f) and down (f h), 4 B per weight element (2 read, 1 + 1 written).
+  int casts = 0;
+  for (const Op& op : p->ops) {
+    if (op.name != "fp8_weight_cast") continue;
+    ++casts;
+    CHECK(op.micro_batch == 0);
+    CHECK(op.bytes_moved.count() == 4 * (4 * 4096 * 4096 + 3 * 4096 * 11008));
+  }
+  CHECK(casts == 32);
+  auto torch = Lower(load("pytorch"));
+  REQUIRE(torch.ok());
+  CHECK(Find(*torch, "qkv", OpPass::kForward).serial_bytes.count() ==
+        3 * (rows * inner + inner * cols));
+  for (const Op& op : torch->ops) CHECK(op.name != "fp8_weight_cast");
+}
+
+TEST_CASE("Transformer Engine gathers a column-parallel layer's input in fp8", "[fp8]") {
+  // Sequence parallelism: the norm's output is cast to fp8, then all-gathered over TP (TE's
+  // _LayerNormLinear); PyTorch-kernel fp8 gathers it in 16 bits. The row-parallel layers'
+  // reduce-scatters carry 16-bit outputs either way.
+  auto gathered = [](std::string library, absl::string_view before) {
+    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                  {{"model", "llama2-7b"},
+                                   {"cluster.nodes", "1"},
+                                   {"training.global_batch", "8"},
+                                   {"training.recompute", "none"},
+                                   {"parallel.framework", "megatron"},
+                                   {"parallel.zero", "1"},
+                                   {"parallel.tp", "2"},
+                                   {"parallel.sequence_parallel", "true"},
+                                   {"training.precision", "fp8"},
+                                   {"training.kernel_library", library}});
+    REQUIRE(s.ok());
+    auto p = Lower(*s);
+    REQUIRE(p.ok());
+    // The collective issued right before the forward's `before` op of the first layer.
+    const Op* last = nullptr;
+    for (const Op& op : p->ops) {
+      if (op.collective && op.pass == OpPass::kForward) last = &op;
+      if (op.name == before && op.pass == OpPass::kForward && op.group == 1) break;
+    }
+    REQUIRE(last != nullptr);
+    return std::pair{std::string(last->name), p->CollectiveOf(*last).tensor.count()};
+  };
+  // The gathered tensor: 4,096 tokens x h 4,096, 2 B each (2^25) or 1 B in fp8 (2^24).
+  CHECK(gathered("pytorch", "qkv") == std::pair{std::string("tp_all_gather"), int64_t{1} << 25});
+  CHECK(gathered("transformer_engine", "qkv") ==
+        std::pair{std::string("tp_all_gather"), int64_t{1} << 24});
+  CHECK(gathered("transformer_engine", "attn_residual") ==
+        std::pair{std::string("tp_reduce_scatter"), int64_t{1} << 25});
+}
+
 TEST_CASE("store_param_remainders keeps 2 B of master weight per parameter", "[fp8][memory]") {
   // NeMo's distributed_fused_adam with a bf16 model: the fp32 master is the bf16 weight plus a
   // 16-bit remainder (12 B of optimizer state per parameter become 10).

@@ -141,9 +141,11 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
     for (const auto& m : r.metrics) {
       if (megatron_te) {
         // NeMo on H100 (issue 66 asks for 5 %): the H100's Transformer Engine terms are fitted
-        // to these 88 steps (tools/calibrate.sh, --library transformer_engine): -14.6 .. +17.8
-        // %, MAPE 4.91 % (Nemotron-4 340B +10.8 % bf16 / +15.7 % fp8 and Grok-1 fp8 -12.9 %
-        // the furthest). On the llm-foundry (PyTorch-kernel) terms before: 13.2 % with the
+        // to these 88 steps (tools/calibrate.sh, --library transformer_engine): -15.8 .. +18.8
+        // %, MAPE 4.96 % (Nemotron-4 340B +11.1 % bf16 / +16.7 % fp8 and Grok-1 fp8 -10.5 %
+        // the furthest); 4.91 % while every micro-batch cast the fp8 weights again and gathered
+        // the SP inputs in 16 bits, with an FP8 GEMM term of 0.875 standing in for what TE does
+        // not do (0.737 now). On the llm-foundry (PyTorch-kernel) terms before: 13.2 % with the
         // recipes' TP communication overlap (userbuffers) modelled, 19.5 % without, 21.4 %
         // while the gradients were reduced in fp32 where the recipes reduce them in bf16. B200: its
         // calibration is fitted to these 22 steps (tools/calibrate.sh): -15.9 .. +8.0 %, MAPE
@@ -206,10 +208,10 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
         // H100's TE terms (fitted to NeMo's dense-heavy rows), which made both faster: the MoE
         // layers of Megatron-Core stay underpriced (so is Grok-1 in fp8, -12.9 %, and
         // DeepSeek-V3 on B200). Megatron-Core's Mixtral 8x7B on 64 H100 (EP 8, PP 4
-        // interleaved): -6.1 % (+4.2 % on the PyTorch-kernel terms: the step its 468 TFLOP/s
+        // interleaved): -6.0 % (+4.2 % on the PyTorch-kernel terms: the step its 468 TFLOP/s
         // imply, 2.903 s, against 3.025 s; +1.9 % before GEMM waves, +5.1 % with
         // gemm_k_overhead fitted at 512). Qwen3-235B-A22B on 256 H100 (TP 2, EP 8, ETP 1, PP 32
-        // x VPP 3): -27.9 % (24.2 s measured; -20.7 % on the PyTorch-kernel terms, 19.19 s;
+        // x VPP 3): -28.0 % (24.2 s measured; -20.7 % on the PyTorch-kernel terms, 19.19 s;
         // -21.3 % before GEMM waves, -17.5 % while
         // gemm_k_overhead was fitted at 512, which
         // slowed each expert's weight-gradient GEMM over its 1,024 rows by half). Not modelled,
@@ -316,7 +318,7 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   // keep it in bf16.
   CHECK(te_not_fitting == 0);
   CHECK(nemo_n == 88);
-  CHECK(nemo_sum / nemo_n <= 4.95);  // 4.91 % reached (fitted; 19.5 % before the TE terms)
+  CHECK(nemo_sum / nemo_n <= 5.0);  // 4.96 % reached (fitted; 19.5 % before the TE terms)
   CHECK(b200_step_n == 22);
   CHECK(b200_step_sum / b200_step_n <= 6.3);  // 6.21 % reached (fitted; 26.0 % before)
   CHECK(h200_n == 17);

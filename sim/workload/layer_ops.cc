@@ -25,6 +25,7 @@ LayerOp Gemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols) 
   op.bytes_moved = Bytes::Count(kAct * (rows * inner + inner * cols + rows * cols));
   op.fp8_cast_fwd = Bytes::Count(3 * (rows * inner + inner * cols));
   op.fp8_cast_bwd = Bytes::Count(4 * rows * cols + 2 * rows * inner + 2 * inner * cols);
+  op.fp8_weight_elements = inner * cols;
   op.gemm_rows = rows;
   op.gemm_inner = inner;
   op.gemm_cols = cols;
@@ -43,6 +44,7 @@ LayerOp GroupedGemm(absl::string_view name, int64_t rows, int64_t inner, int64_t
   op.bytes_moved += Bytes::Count(kAct * extra);
   op.fp8_cast_fwd += Bytes::Count(3 * extra);
   op.fp8_cast_bwd += Bytes::Count(2 * extra);
+  op.fp8_weight_elements += extra;
   op.gemm_rows = std::max<int64_t>(rows / groups, 1);
   op.gemm_groups = groups;
   return op;
@@ -310,6 +312,8 @@ ActivationShape ScenarioShape(const Scenario& s) {
   shape.packing = s.training.packing;
   shape.te_fp8 = s.training.precision == Precision::kFp8 &&
                  KernelLibraryOf(s) == KernelLibrary::kTransformerEngine;
+  shape.te_fp8_weight_cache =
+      shape.te_fp8 && !TraitsOf(s.parallel.framework).FullyShards(s.parallel);
   return shape;
 }
 
@@ -497,6 +501,12 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
       if (op.op_class != OpClass::kGemm || op.keep_16bit) continue;
       for (SavedTensor& t : op.saves) {
         if (t.weight_grad_input) t.bytes = Bytes::Count(t.bytes.count() / 2);
+      }
+      if (shape.te_fp8_weight_cache) {
+        // The weight's casts leave the micro-batch's GEMM (Lowerer::Fp8WeightCache runs them
+        // once per step).
+        op.fp8_cast_fwd -= Bytes::Count(3 * op.fp8_weight_elements);
+        op.fp8_cast_bwd -= Bytes::Count(2 * op.fp8_weight_elements);
       }
     }
   }

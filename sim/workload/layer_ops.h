@@ -170,6 +170,10 @@ struct LayerOp {
   // rows × cols element), the saved fp8 input and the fp8 weight transposed (1 + 1 B each).
   // Zero for ops that stay 16-bit.
   Bytes fp8_cast_fwd, fp8_cast_bwd;
+  // The weight elements those casts include (inner × cols, every expert's for a grouped GEMM):
+  // 3 B each of fp8_cast_fwd, 2 B each of fp8_cast_bwd. Transformer Engine casts and
+  // transposes them once per step instead (ActivationShape::te_fp8).
+  int64_t fp8_weight_elements = 0;
   // A GEMM-class kernel that runs in 16 bits even in fp8 training (eager attention's batched
   // QK^T and PV).
   bool keep_16bit = false;
@@ -206,8 +210,14 @@ struct ActivationShape {
   // transformer_engine): a linear layer saves for its weight gradient the fp8 copy of its input
   // that its GEMM read, 1 B per element instead of 2 (TE's _Linear, _LayerNormLinear and
   // _LayerNormMLP forward save inputmat / ln_out in fp8 when fp8 is on:
-  // transformer_engine/pytorch/module/linear.py, "saved_inputmat = inputmat").
+  // transformer_engine/pytorch/module/linear.py, "saved_inputmat = inputmat"). And it casts
+  // each weight to fp8 with its transpose once per step, on the first micro-batch, keeping the
+  // copy for the others: Megatron-Core passes is_first_microbatch to TE's modules, which then
+  // cache the fp8 weight (TE's Linear.forward, "is_first_microbatch: ... the weights are cast
+  // only on the first microbatch"). Not where the weights are gathered anew for every
+  // micro-batch (ZeRO-3, FSDP's full shard).
   bool te_fp8 = false;
+  bool te_fp8_weight_cache = false;
 };
 
 // A norm's forward HBM traffic per element of its input and the kernels it launches

@@ -58,6 +58,22 @@ Op Lowerer::MakeLayerOp(const LayerOp& lo, OpPass pass) const {
   return op;
 }
 
+Op Lowerer::Fp8WeightCache(const std::vector<LayerOp>& ops, int32_t g) const {
+  // TE's fused cast_transpose of each fp8 GEMM's weight: the 16-bit weight read (2 B), its fp8
+  // copy and the copy's transpose written (1 + 1 B), one kernel per weight.
+  int64_t elements = 0;
+  int16_t kernels = 0;
+  for (const LayerOp& lo : ops) {
+    if (lo.op_class != OpClass::kGemm || lo.keep_16bit || lo.fp8_weight_elements == 0) continue;
+    elements += lo.fp8_weight_elements;
+    ++kernels;
+  }
+  Op op = Compute("fp8_weight_cast", OpPass::kForward, OpClass::kMemoryBound, Flops(),
+                  Bytes::Count(4 * elements), g);
+  op.kernels = std::max<int16_t>(kernels, 1);
+  return op;
+}
+
 Op Lowerer::FinalNorm(OpPass pass, int32_t g) const {
   const int64_t elements = tokens_ / rep_ * s_.model.hidden;
   const NormCost c = NormKernelCost(s_.model, s_.training.NormKernels());

@@ -10,6 +10,11 @@ void Lowerer::LayerForward(int32_t g, std::vector<int32_t> first_deps,
   const Bytes cast = policy_->CastCopies(group_params_[g]);
   std::vector<Bytes> dropped;  // tensors not kept for backward: freed when the forward ends
   const std::vector<LayerOp>& ops = Ops(g);
+  if (shape_.te_fp8_weight_cache && b_.micro_batch() == 0) {
+    // The step's first forward of the layer casts its weights to fp8 with their transposes.
+    Add(Fp8WeightCache(ops, g), first_deps, {});
+    first_deps.clear();  // the layer's ops follow it on the compute stream
+  }
   for (size_t i = 0; i < ops.size(); ++i) {
     const LayerOp& lo = ops[i];
     // The layer's autocast copies come with its first op.

@@ -272,6 +272,9 @@ class Lowerer {
 
   // The final norm over this GPU's tokens (its kernels as a layer's, NormKernelCost); the
   // backward moves twice the forward's bytes, as other memory-bound kernels do.
+  // The once-per-step fp8 cast and transpose of group g's layer weights under Transformer
+  // Engine's weight cache (ActivationShape::te_fp8_weight_cache).
+  Op Fp8WeightCache(const std::vector<LayerOp>& ops, int32_t g) const;
   Op FinalNorm(OpPass pass, int32_t g) const;
 
   // An offload op: a copy over the GPU's PCIe link, or host CPU / NVMe work for this GPU.

@@ -94,7 +94,14 @@ int32_t Lowerer::LayerOpWithComms(const LayerOp& lo, const Op& x, absl::Span<con
   const CollectiveKind reduce = sp ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
   const Bytes kv = Bytes::Count(kCompute * 2 * s_.training.seq_len * s_.training.micro_batch *
                                 s_.model.kv_heads * s_.model.head_dim() / s_.parallel.tp);
-  const ModelParallelComm gather_in{"tp_all_gather", CollectiveKind::kAllGather, act_bytes_,
+  // A column-parallel GEMM's sequence-parallel input, gathered in fp8 under Transformer Engine:
+  // TE casts the norm's output to fp8 before the all-gather (_LayerNormLinear forward gathers
+  // ln_out after the cast; its backward gathers the saved fp8 input again for the weight
+  // gradient). A row-parallel GEMM's output gradient is gathered in 16 bits.
+  const bool fp8_gather = shape_.te_fp8 && lo.role == ParallelRole::kColumn &&
+                          lo.op_class == OpClass::kGemm && !lo.keep_16bit;
+  const ModelParallelComm gather_in{"tp_all_gather", CollectiveKind::kAllGather,
+                                    fp8_gather ? Bytes::Count(act_bytes_.count() / 2) : act_bytes_,
                                     &tp_group_, true};
   const ModelParallelComm reduce_out{sp ? "tp_reduce_scatter" : "tp_all_reduce", reduce, act_bytes_,
                                      &tp_group_, false};
