@@ -19,7 +19,7 @@ enum class Dtype { kFp32, kTf32, kBf16, kFp16, kFp8 };
 // DeepSpeed, FSDP); transformer_engine: NVIDIA Transformer Engine's modules as Megatron-Core and
 // NeMo build their layers (cuBLASLt GEMMs, cuDNN fused attention, TE's FP8 recipes with their
 // own cast, transpose and amax kernels). Each library's kernels reach their own share of the
-// peak: a GPU's calibration holds per-library terms (LibraryCalibration) over its own.
+// peak: a GPU's calibration holds per-library terms (GpuCalibration::Library) over its own.
 enum class KernelLibrary { kPyTorch, kTransformerEngine };
 
 // Per-GPU-type calibration of the cost model (docs/model.md "Time"): one set of numbers per GPU

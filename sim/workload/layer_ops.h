@@ -212,9 +212,10 @@ struct ActivationShape {
   // _LayerNormMLP forward save inputmat / ln_out in fp8 when fp8 is on:
   // transformer_engine/pytorch/module/linear.py, "saved_inputmat = inputmat"). And it casts
   // each weight to fp8 with its transpose once per step, on the first micro-batch, keeping the
-  // copy for the others: Megatron-Core passes is_first_microbatch to TE's modules, which then
-  // cache the fp8 weight (TE's Linear.forward, "is_first_microbatch: ... the weights are cast
-  // only on the first microbatch"). Not where the weights are gathered anew for every
+  // copy for the others: Megatron-Core's TE wrappers pass is_first_microbatch unless
+  // disable_parameter_transpose_cache (megatron/core/extensions/transformer_engine.py,
+  // TELinear.forward), and TE's docstring of it says "during FP8 training, it allows caching of
+  // the FP8 versions of the weights". Not where the weights are gathered anew for every
   // micro-batch (ZeRO-3, FSDP's full shard).
   bool te_fp8 = false;
   bool te_fp8_weight_cache = false;
