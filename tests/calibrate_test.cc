@@ -230,12 +230,18 @@ std::vector<ValidationCase> SyntheticTe(const std::string& file) {
   return cases;
 }
 
-TEST_CASE("a kernel library's fit recovers its terms and leaves the GPU's own", "[calibrate]") {
-  const std::vector<ValidationCase> cases = SyntheticTe("te-cases.yaml");
+// A fit of the H100's Transformer Engine GEMM and attention terms.
+FitOptions TeOptions() {
   FitOptions o;
   o.gpu = "H100-SXM5-80GB";
   o.library = KernelLibrary::kTransformerEngine;
   o.params = {"gemm_efficiency", "attention_efficiency"};
+  return o;
+}
+
+TEST_CASE("a kernel library's fit recovers its terms and leaves the GPU's own", "[calibrate]") {
+  const std::vector<ValidationCase> cases = SyntheticTe("te-cases.yaml");
+  FitOptions o = TeOptions();
   auto fit = Fit(cases, o);
   INFO((fit.ok() ? FitText(*fit) : std::string(fit.status().message())));
   REQUIRE(fit.ok());
@@ -269,10 +275,7 @@ TEST_CASE("a kernel library's fit recovers its terms and leaves the GPU's own", 
 TEST_CASE("a quick fit (cross-validation's library folds) lands near the full one, cheaper",
           "[calibrate]") {
   const std::vector<ValidationCase> cases = SyntheticTe("te-cases.yaml");
-  FitOptions o;
-  o.gpu = "H100-SXM5-80GB";
-  o.library = KernelLibrary::kTransformerEngine;
-  o.params = {"gemm_efficiency", "attention_efficiency"};
+  FitOptions o = TeOptions();
   auto full = Fit(cases, o);
   o.quick = true;
   auto quick = Fit(cases, o);
@@ -289,9 +292,8 @@ TEST_CASE("a quick fit (cross-validation's library folds) lands near the full on
 TEST_CASE("a kernel library's fit refuses cases that run other kernels", "[calibrate]") {
   std::vector<ValidationCase> cases = SyntheticTe("te-cases.yaml");
   cases.back().scenario.training.kernel_library = KernelLibrary::kPyTorch;
-  FitOptions o;
-  o.gpu = "H100-SXM5-80GB";
-  o.library = KernelLibrary::kTransformerEngine;
+  FitOptions o = TeOptions();
+  o.params.clear();  // the library's default terms
   auto fit = Fit(cases, o);
   REQUIRE_FALSE(fit.ok());
   CHECK(std::string(fit.status().message()) ==

@@ -30,6 +30,25 @@ const Op& Find(const OpProgram& p, absl::string_view name, OpPass pass) {
   return p.ops.front();
 }
 
+// Llama-2-7B under Megatron (ZeRO-1) on one 8-GPU node, 4,096-token sequences, no recompute, two
+// micro-batches per step, in `precision` with `library`'s kernels, and `more` keys.
+Scenario Megatron(std::string precision, std::string library,
+                  std::vector<config::Override> more = {}) {
+  std::vector<config::Override> keys = {{"model", "llama2-7b"},
+                                        {"cluster.nodes", "1"},
+                                        {"training.global_batch", "16"},
+                                        {"training.recompute", "none"},
+                                        {"parallel.framework", "megatron"},
+                                        {"parallel.zero", "1"},
+                                        {"training.precision", precision},
+                                        {"training.kernel_library", library}};
+  keys.insert(keys.end(), more.begin(), more.end());
+  auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                STEPSIM_SOURCE_DIR "/scenarios/default.yaml", keys);
+  REQUIRE(s.ok());
+  return *s;
+}
+
 TEST_CASE("fp8 GEMMs pay their casts, attention and the LM head stay bf16", "[fp8]") {
   const Scenario s = Load("fp8");
   auto p = Lower(s);
@@ -73,18 +92,8 @@ TEST_CASE("Transformer Engine saves a linear layer's fp8 input for its weight gr
   // keeps the fp8 copy of its input its GEMM read, 1 B per element; PyTorch-kernel fp8 (and
   // bf16) keep the 16-bit input. Other saved tensors (attention's, the norms') are unchanged.
   auto load = [](std::string precision, std::string library) {
-    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
-                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-                                  {{"model", "llama2-7b"},
-                                   {"cluster.nodes", "1"},
-                                   {"training.global_batch", "8"},
-                                   {"training.recompute", "none"},
-                                   {"parallel.framework", "megatron"},
-                                   {"parallel.zero", "1"},
-                                   {"training.precision", precision},
-                                   {"training.kernel_library", library}});
-    REQUIRE(s.ok());
-    return LayerForwardOps(s->model, ScenarioShape(*s));
+    const Scenario s = Megatron(precision, library);
+    return LayerForwardOps(s.model, ScenarioShape(s));
   };
   auto saved = [](const std::vector<LayerOp>& ops, absl::string_view op, absl::string_view t) {
     for (const LayerOp& o : ops) {
@@ -109,21 +118,7 @@ TEST_CASE("Transformer Engine casts each fp8 weight once per step", "[fp8]") {
   // Megatron passes is_first_microbatch: TE casts and transposes a layer's weights on the
   // step's first micro-batch and keeps the copies; every micro-batch's GEMM casts its input
   // (and, backward, its output gradient) only. PyTorch-kernel fp8 casts the weight each time.
-  auto load = [](std::string library) {
-    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
-                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-                                  {{"model", "llama2-7b"},
-                                   {"cluster.nodes", "1"},
-                                   {"training.global_batch", "16"},
-                                   {"training.recompute", "none"},
-                                   {"parallel.framework", "megatron"},
-                                   {"parallel.zero", "1"},
-                                   {"training.precision", "fp8"},
-                                   {"training.kernel_library", library}});
-    REQUIRE(s.ok());
-    return *s;
-  };
-  const Scenario te = load("transformer_engine");
+  const Scenario te = Megatron("fp8", "transformer_engine");
   auto p = Lower(te);
   REQUIRE(p.ok());
   const double rows = 4096, inner = 4096, cols = 3 * 4096;  // qkv of Llama-2-7B
@@ -140,7 +135,7 @@ TEST_CASE("Transformer Engine casts each fp8 weight once per step", "[fp8]") {
     CHECK(op.bytes_moved.count() == 4 * (4 * 4096 * 4096 + 3 * 4096 * 11008));
   }
   CHECK(casts == 32);
-  auto torch = Lower(load("pytorch"));
+  auto torch = Lower(Megatron("fp8", "pytorch"));
   REQUIRE(torch.ok());
   CHECK(Find(*torch, "qkv", OpPass::kForward).serial_bytes.count() ==
         3 * (rows * inner + inner * cols));
@@ -152,20 +147,8 @@ TEST_CASE("Transformer Engine gathers a column-parallel layer's input in fp8", "
   // _LayerNormLinear); PyTorch-kernel fp8 gathers it in 16 bits. The row-parallel layers'
   // reduce-scatters carry 16-bit outputs either way.
   auto gathered = [](std::string library, absl::string_view before) {
-    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
-                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-                                  {{"model", "llama2-7b"},
-                                   {"cluster.nodes", "1"},
-                                   {"training.global_batch", "8"},
-                                   {"training.recompute", "none"},
-                                   {"parallel.framework", "megatron"},
-                                   {"parallel.zero", "1"},
-                                   {"parallel.tp", "2"},
-                                   {"parallel.sequence_parallel", "true"},
-                                   {"training.precision", "fp8"},
-                                   {"training.kernel_library", library}});
-    REQUIRE(s.ok());
-    auto p = Lower(*s);
+    auto p = Lower(
+        Megatron("fp8", library, {{"parallel.tp", "2"}, {"parallel.sequence_parallel", "true"}}));
     REQUIRE(p.ok());
     // The collective issued right before the forward's `before` op of the first layer.
     const Op* last = nullptr;
@@ -188,16 +171,9 @@ TEST_CASE("store_param_remainders keeps 2 B of master weight per parameter", "[f
   // NeMo's distributed_fused_adam with a bf16 model: the fp32 master is the bf16 weight plus a
   // 16-bit remainder (12 B of optimizer state per parameter become 10).
   auto states = [](std::string remainders) {
-    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
-                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-                                  {{"model", "llama2-7b"},
-                                   {"cluster.nodes", "1"},
-                                   {"training.global_batch", "8"},
-                                   {"parallel.framework", "megatron"},
-                                   {"parallel.zero", "1"},
-                                   {"parallel.store_param_remainders", remainders}});
-    REQUIRE(s.ok());
-    return PersistentStates(*s, 0);
+    return PersistentStates(
+        Megatron("bf16", "transformer_engine", {{"parallel.store_param_remainders", remainders}}),
+        0);
   };
   const StateSplit off = states("false"), on = states("true");
   CHECK(on.weights == off.weights);
