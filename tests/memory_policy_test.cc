@@ -337,3 +337,70 @@ TEST_CASE("the reserved peak is simulated: at least the allocated peak, not a fi
 
 }  // namespace
 }  // namespace sim
+
+namespace sim {
+namespace {
+
+// Workspace bytes a stage's program allocates before its first op.
+Bytes PersistentWorkspace(const Scenario& s, int32_t stage) {
+  auto program = Lower(s);
+  REQUIRE(program.ok());
+  Bytes b;
+  for (const MemAction& a : program->persistent[static_cast<size_t>(stage)]) {
+    if (a.category == MemCategory::kWorkspace) b += a.bytes;
+  }
+  return b;
+}
+
+Scenario MegatronTp2Pp2(std::vector<config::Override> more) {
+  std::vector<config::Override> keys = {
+      {"model", "llama2-7b"}, {"parallel.framework", "megatron"},
+      {"parallel.zero", "1"}, {"parallel.tp", "2"},
+      {"parallel.pp", "2"},   {"parallel.sequence_parallel", "true"}};
+  keys.insert(keys.end(), more.begin(), more.end());
+  return Load(keys);
+}
+
+TEST_CASE("Transformer Engine 2.3 on keeps one placeholder gradient per weight shape",
+          "[memory][megatron]") {
+  // Llama-2-7B at TP 2, bf16 placeholders (TeVersion::CachesDummyWeightGradients): qkv
+  // 6144 x 4096, out_proj 4096 x 2048, gate_up 11008 x 4096, down 4096 x 5504 on both stages;
+  // the output layer's 16000 x 4096 on the last. Megatron's fp32 main_grad buffers are apart.
+  const int64_t layer = 6144 * 4096 + 4096 * 2048 + 11008 * 4096 + 4096 * 5504;
+  const int64_t head = 16000 * 4096;
+  const Scenario before = MegatronTp2Pp2({{"training.te_version", "2.2"}});
+  const Scenario from = MegatronTp2Pp2({{"training.te_version", "2.3.1"}});
+  CHECK(PersistentWorkspace(from, 0) - PersistentWorkspace(before, 0) == Bytes::Count(2 * layer));
+  CHECK(PersistentWorkspace(from, 1) - PersistentWorkspace(before, 1) ==
+        Bytes::Count(2 * (layer + head)));
+  // PyTorch's kernels, or a framework without main_grad fusion, keep none.
+  CHECK(PersistentWorkspace(MegatronTp2Pp2({{"training.kernel_library", "pytorch"}}), 1) ==
+        PersistentWorkspace(before, 1));
+  CHECK(PersistentWorkspace(before, 1) == before.cluster.gpu.blas_workspace);
+  const Scenario fsdp = Load({{"model", "llama2-7b"},
+                              {"parallel.framework", "fsdp"},
+                              {"training.kernel_library", "transformer_engine"}});
+  CHECK(PersistentWorkspace(fsdp, 0) == fsdp.cluster.gpu.blas_workspace);
+}
+
+TEST_CASE("Transformer Engine's grouped experts share the placeholder cache from 2.10",
+          "[memory][megatron][moe]") {
+  // tiny-moe at TP 2, EP 2, expert TP 1: the shared expert's gate_up is 1024 x 1024 and its
+  // down 1024 x 512; the routed experts' gate_up 2048 x 1024 and down 1024 x 1024, the shape of
+  // the shared gate_up, which the cache holds once. So 2.10 adds the experts' gate_up only.
+  auto moe = [](const std::string& te) {
+    return Load({{"model", STEPSIM_SOURCE_DIR "/tests/golden/tiny-moe.yaml"},
+                 {"parallel.framework", "megatron"},
+                 {"parallel.zero", "1"},
+                 {"parallel.tp", "2"},
+                 {"parallel.ep", "2"},
+                 {"parallel.etp", "1"},
+                 {"parallel.sequence_parallel", "true"},
+                 {"training.te_version", te}});
+  };
+  CHECK(PersistentWorkspace(moe("2.10"), 0) - PersistentWorkspace(moe("2.9"), 0) ==
+        Bytes::Count(2 * 2048 * 1024));
+}
+
+}  // namespace
+}  // namespace sim

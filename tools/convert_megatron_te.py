@@ -122,6 +122,13 @@ UB_TP_COMM_OVERLAP = {("llama3.1", "70b"), ("llama3.1", "405b"), ("nemotron", "1
                       ("nemo_megatron", "175b")}
 
 
+# The Transformer Engine release of the recipes' containers: NeMo 24.09 ships TE 1.10 (NeMo
+# Framework user guide 24.09, "Software Component Versions"; 24.05 ships 1.6). The 24.11
+# container's is not listed there; TE's 2.x releases began in 2025, so it is a 1.x release
+# too, and every release before 2.3 is modelled alike (TeVersion::CachesDummyWeightGradients).
+NEMO_TE_VERSION = "1.10"
+
+
 def nemo_cases(path):
     data = yaml.safe_load(open(path))
     tags = data["source"]["release_tags"]
@@ -154,6 +161,8 @@ def nemo_cases(path):
         if remainders:
             notes.append("distributed_fused_adam: fp32 masters as 16-bit remainders "
                          "(parallel.store_param_remainders)")
+        notes.append(f"Transformer Engine {NEMO_TE_VERSION} (NeMo 24.09's; the 24.11 container's is a 1.x "
+                     "release too): no cached placeholder weight gradients")
         notes.append("not modelled: CUDA graphs")
         recompute = "selective" if (r["family"] == "nemotron" and r["model"] == "340b") else "none"
         dp = gpus // (tp * pp * cp)
@@ -169,7 +178,7 @@ def nemo_cases(path):
         scenario = model_lines(m, layers, tp, max_seq_len=seq) + [
             f"cluster: {{node: dgx-h100, nodes: {gpus // 8}}}",
             f"training: {{seq_len: {seq}, micro_batch: {mbs}, global_batch: {gbs}, recompute: {recompute}, "
-            f"attention: flash, precision: {r['precision']}}}",
+            f"attention: flash, precision: {r['precision']}, te_version: \"{NEMO_TE_VERSION}\"}}",
             # distributed_fused_adam with grad_sync_dtype bf16: gradients bucketed and reduced in bf16.
             parallel_line(tp, pp, cp, ep, vp, extra=", reduce_dtype: bf16" +
                           (", store_param_remainders: true" if remainders else "") +
@@ -233,7 +242,7 @@ def simumax_cases(path):
             "cluster: {node: dgx-b200, nodes: 1}",
             f"training: {{seq_len: {r['seq_len']}, micro_batch: {r['micro_batch']}, "
             f"global_batch: {r['global_batch']}, recompute: none, attention: flash, precision: bf16, "
-            f"loss: fused{routing}}}",
+            f"loss: fused, te_version: \"2.11\"{routing}}}",
             parallel_line(tp, pp, cp, ep, vp, extra=cp_extra)]
         source = f"MooreThreads/SimuMax {src['commit'][:8]}, docs/b200/b200_release_v1.2_summary.json, row {r['case']}"
         measured = {"step_s": round(meas["step_ms"] / 1000, 6)}
@@ -259,11 +268,11 @@ def main():
         sys.exit("usage: python3 tools/convert_megatron_te.py nemo_dgxc_h100.yaml simumax_b200.yaml")
     write("nemo-dgxc-h100.yaml",
           ["NVIDIA DGX Cloud benchmarking recipes (NeMo: Megatron-Core + Transformer Engine) on DGX H100: step times.",
-           "Held out of every fit: how far the H100 calibration (llm-foundry) transfers to Megatron-Core + TE."],
+           "The H100's transformer_engine kernel terms are fitted to them (tools/calibrate.sh)."],
           nemo_cases(sys.argv[1]))
     write("simumax-b200.yaml",
           ["SimuMax's measured B200 rows (Megatron-LM + Transformer Engine, one 8 x B200 node): step times, allocated",
-           "and reserved peaks. Held out of every fit: B200 runs on its datasheet and the H100's efficiencies."],
+           "and reserved peaks. The B200's calibration is fitted to their step times (tools/calibrate.sh)."],
           simumax_cases(sys.argv[2]))
 
 

@@ -136,6 +136,9 @@ std::vector<ScenarioKey> Build() {
        "whose GEMM and attention kernels run, each priced by its own calibration terms where the "
        "GPU has them (pytorch: cuBLAS and flash-attn/SDPA; transformer_engine: Megatron-Core and "
        "NeMo's TE modules, cuDNN attention, TE FP8; megatron implies transformer_engine)"},
+      {"training.te_version", "MAJOR.MINOR", Name(t.te_version),
+       "the Transformer Engine release (transformer_engine kernels): from 2.3 each trained "
+       "weight shape keeps a 16-bit placeholder gradient under megatron (workspace)"},
       {"training.norm_kernel", OneOf<KernelFusion>(), "training.kernels",
        "the norms' kernels where they differ (torchtitan norm_type fused_rmsnorm: fused)"},
       {"training.optimizer_impl", OneOf<OptimizerImpl>(), "framework's",

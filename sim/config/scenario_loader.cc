@@ -306,6 +306,26 @@ void ReadRouting(const YAML::Node& node, RoutingSpec& r, YamlErrors& errors) {
   }
 }
 
+// training.te_version: "MAJOR.MINOR", a patch number allowed ("2.11.0").
+std::optional<TeVersion> ReadTeVersion(const Key& key, YamlErrors& errors) {
+  auto v = ReadString(key, errors);
+  if (!v) return std::nullopt;
+  const std::vector<absl::string_view> parts = absl::StrSplit(*v, '.');
+  TeVersion out;
+  int64_t patch = 0;
+  if ((parts.size() == 2 ||
+       (parts.size() == 3 && absl::SimpleAtoi(parts[2], &patch) && patch >= 0)) &&
+      absl::SimpleAtoi(parts[0], &out.major) && absl::SimpleAtoi(parts[1], &out.minor) &&
+      out.major >= 0 && out.major < 100 && out.minor >= 0 && out.minor < 100) {
+    return out;
+  }
+  errors.Add(key.map[std::string(key.name)], JoinPath(key.parent_path, key.name),
+             absl::StrCat("Transformer Engine ", *v,
+                          " is not a release number: expected MAJOR.MINOR, as in \"2.11\" (a "
+                          "patch number may follow)"));
+  return std::nullopt;
+}
+
 void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   const std::string p = "training";
   if (!node) return;
@@ -339,6 +359,7 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<FlashImpl>(k("flash_impl"), errors)) t.flash_impl = *v;
   if (auto v = ReadEnum<KernelFusion>(k("kernels"), errors)) t.kernels = *v;
   if (auto v = ReadEnum<KernelLibrary>(k("kernel_library"), errors)) t.kernel_library = *v;
+  if (auto v = ReadTeVersion(k("te_version"), errors)) t.te_version = *v;
   if (auto v = ReadEnum<KernelFusion>(k("norm_kernel"), errors)) t.norm_kernel = *v;
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadRegisteredInt(k("loss_chunks"), errors)) t.loss_chunks = *v;

@@ -48,7 +48,7 @@ std::string ResolvedScenarioText(const Scenario& s) {
   absl::StrAppend(&out, ", NCCL ", Name(s.cluster.nccl), "'s tuner\n");
   absl::StrAppendFormat(&out,
                         "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "
-                        "recompute %s, %s attention%s, %s kernels%s\n",
+                        "recompute %s, %s attention%s, %s%s kernels%s\n",
                         s.training.seq_len, s.training.micro_batch, s.training.global_batch,
                         Name(s.training.precision), Name(s.training.optimizer),
                         Name(s.training.recompute), Name(s.training.attention),
@@ -56,6 +56,9 @@ std::string ResolvedScenarioText(const Scenario& s) {
                             ? absl::StrCat(" (", Name(s.training.flash_impl), ")")
                             : std::string(),
                         Name(KernelLibraryOf(s)),
+                        KernelLibraryOf(s) == KernelLibrary::kTransformerEngine
+                            ? absl::StrCat(" ", Name(s.training.te_version))
+                            : std::string(),
                         s.cluster.gpu.calibration.FindLibrary(KernelLibraryOf(s)) != nullptr
                             ? " (their own calibration terms)"
                             : "");

@@ -1,5 +1,6 @@
 // The Name() overloads of the spec headers, all read from the tables in enum_names.h.
 
+#include "absl/strings/str_cat.h"
 #include "sim/spec/enum_names.h"
 
 namespace sim {
@@ -17,6 +18,7 @@ absl::string_view Name(AttentionKernel a) { return EnumName(a); }
 absl::string_view Name(FlashImpl f) { return EnumName(f); }
 absl::string_view Name(KernelFusion k) { return EnumName(k); }
 absl::string_view Name(NcclRelease r) { return EnumName(r); }
+std::string Name(TeVersion v) { return absl::StrCat(v.major, ".", v.minor); }
 absl::string_view Name(Framework f) { return EnumName(f); }
 absl::string_view Name(FsdpSharding s) { return EnumName(s); }
 absl::string_view Name(CollectiveAlgorithm a) { return EnumName(a); }

@@ -143,6 +143,25 @@ enum class ParallelDim { kTp, kCp, kDp, kPp };
 // formula and Blackwell tree caps differ (src/graph/tuning.cc at v2.27.7 and v2.28.3).
 enum class NcclRelease { k2_27, k2_28 };
 
+// A Transformer Engine release, MAJOR.MINOR (the patch number does not change what is modelled).
+// The default is the newest release whose behaviour the model follows.
+struct TeVersion {
+  int32_t major = 2;
+  int32_t minor = 11;
+  bool AtLeast(int32_t ma, int32_t mi) const { return major > ma || (major == ma && minor >= mi); }
+  // Under Megatron's gradient-accumulation fusion a TE linear adds its weight gradient into the
+  // parameter's fp32 main_grad and hands autograd a placeholder of the weight's shape. From 2.3
+  // the placeholder is one tensor per (shape, dtype) that TE allocates once and keeps for the
+  // rest of the run (transformer_engine/pytorch/module/base.py get_dummy_wgrad, used by
+  // _Linear, _LayerNormLinear and _LayerNormMLP backward); GroupedLinear uses it from 2.10.
+  // Before, each backward allocated a fresh torch.empty placeholder, freed once autograd
+  // passed it on (not modelled: one weight's bytes for the span of a hook).
+  bool CachesDummyWeightGradients() const { return AtLeast(2, 3); }
+  bool CachesGroupedDummyWeightGradients() const { return AtLeast(2, 10); }
+  bool operator==(const TeVersion&) const = default;
+};
+std::string Name(TeVersion v);
+
 // The most GPUs a cluster may have: 2^20, ten times the largest clusters built (about 10^5 GPUs
 // in 2025). The cluster graph and the replay grow with them (8 million GPUs took 17 GB).
 inline constexpr int64_t kMaxClusterGpus = int64_t{1} << 20;
@@ -211,6 +230,10 @@ struct TrainingSpec {
   // Whose GEMM and attention kernels run (sim/spec/hardware.h KernelLibrary); absent = the
   // framework's (FrameworkTraits::DefaultKernelLibrary).
   std::optional<KernelLibrary> kernel_library;
+  // The Transformer Engine release the scenario runs (training.te_version), where the kernel
+  // library is transformer_engine: what TE keeps in memory changed between releases
+  // (TeVersion::CachesDummyWeightGradients).
+  TeVersion te_version;
   // The norms' kernels where they differ from the rest (torchtitan's 2024 presets ran a fused
   // Triton RMSNorm, `norm_type = "fused_rmsnorm"`, in an otherwise eager model); absent = kernels.
   std::optional<KernelFusion> norm_kernel;

@@ -125,6 +125,9 @@ class Lowerer {
   }
 
   std::vector<MemAction> PersistentActions(int32_t stage) const;
+  // Transformer Engine's cached placeholder weight gradients on a stage (TeVersion::
+  // CachesDummyWeightGradients), held from the first backward on: in a steady step, throughout.
+  Bytes TeDummyWeightGradients(int32_t stage) const;
 
   // Gradients the backward allocates and the optimizer frees (torchtune's set_to_none), or
   // that each group's update frees as soon as it is done (optimizer in backward).

@@ -1,6 +1,10 @@
 // Persistent states, gradients and the optimizer step at each stage's end.
 
+#include <set>
+#include <utility>
+
 #include "sim/workload/lowerer/lowerer.h"
+#include "sim/workload/policy/framework_traits.h"
 
 namespace sim::lowering_internal {
 
@@ -66,8 +70,46 @@ std::vector<MemAction> Lowerer::PersistentActions(int32_t stage) const {
            LazyGradients() ? st.kept_gradients : st.gradients},
           {MemWhen::kIssue, MemCategory::kOptimizer, st.optimizer},
           {MemWhen::kIssue, MemCategory::kCommBuffers, policy_->PersistentBuffers()},
-          {MemWhen::kIssue, MemCategory::kWorkspace, s_.cluster.gpu.blas_workspace},
+          {MemWhen::kIssue, MemCategory::kWorkspace,
+           s_.cluster.gpu.blas_workspace + TeDummyWeightGradients(stage)},
           {MemWhen::kIssue, MemCategory::kReserved, s_.runtime.reserved}};
+}
+
+Bytes Lowerer::TeDummyWeightGradients(int32_t stage) const {
+  const TeVersion te = s_.training.te_version;
+  if (!TraitsOf(s_.parallel.framework).FusesWeightGradientAccumulation() ||
+      KernelLibraryOf(s_) != KernelLibrary::kTransformerEngine ||
+      !te.CachesDummyWeightGradients() || s_.training.finetune.adapters()) {
+    return {};
+  }
+  // One placeholder per distinct weight shape (out x in) on the stage, in the parameters'
+  // 16-bit dtype: the layers' linear layers (Megatron-Core's router is a plain
+  // torch.nn.functional.linear, no TE module) and the output layer, whose
+  // ColumnParallelLinear takes its placeholder from the same TE cache where TE is installed
+  // (megatron/core/tensor_parallel/layers.py, LinearWithGradAccumulationAndAsyncCommunication
+  // backward, get_dummy_wgrad).
+  std::set<std::pair<int64_t, int64_t>> shapes;
+  for (size_t vs = static_cast<size_t>(stage); vs < vstage_groups_.size();
+       vs += static_cast<size_t>(s_.parallel.pp)) {
+    for (int32_t g = vstage_groups_[vs].first; g <= vstage_groups_[vs].second; ++g) {
+      if (g == NumGroups() - 1) {
+        shapes.insert({s_.model.vocab / s_.parallel.tp, s_.model.hidden});
+        continue;
+      }
+      if (g == 0) continue;  // the embedding's backward returns its own gradient
+      for (const LayerOp& op : Ops(g)) {
+        if (op.op_class != OpClass::kGemm || op.gemm_cols == 0 || op.frozen ||
+            op.name == "router") {
+          continue;
+        }
+        if (op.gemm_groups > 1 && !te.CachesGroupedDummyWeightGradients()) continue;
+        shapes.insert({op.gemm_cols, op.gemm_inner});
+      }
+    }
+  }
+  int64_t elements = 0;
+  for (const auto& [out, in] : shapes) elements += out * in;
+  return Bytes::Count(kCompute * elements);
 }
 
 Bytes Lowerer::GroupGradientBytes(int32_t g) const {

@@ -86,6 +86,10 @@ class FrameworkTraits {
   // The library whose GEMM and attention kernels the framework's layers call
   // (training.kernel_library's default).
   virtual KernelLibrary DefaultKernelLibrary() const { return KernelLibrary::kPyTorch; }
+  // Whether linear layers add their weight gradients straight into the parameters' main_grad
+  // buffers (Megatron's gradient_accumulation_fusion, on by default), handing autograd a
+  // placeholder (TeVersion::CachesDummyWeightGradients).
+  virtual bool FusesWeightGradientAccumulation() const { return false; }
 
   // The sharding stages `compare` tries, in order.
   virtual std::vector<ShardingStage> ShardingStages() const = 0;

@@ -129,6 +129,9 @@ class MegatronTraitsImpl final : public FrameworkTraits {
   // the spec pretrain_gpt.py uses with --transformer-impl transformer_engine, the default), and
   // NeMo's GPT models are Megatron-Core's.
   KernelLibrary DefaultKernelLibrary() const override { return KernelLibrary::kTransformerEngine; }
+  // --gradient-accumulation-fusion defaults to on (megatron/training/arguments.py;
+  // --no-gradient-accumulation-fusion turns it off).
+  bool FusesWeightGradientAccumulation() const override { return true; }
   std::optional<std::string> ZeroNote(int64_t zero) const override {
     if (zero < 2) return std::nullopt;
     return absl::StrFormat(
