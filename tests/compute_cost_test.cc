@@ -106,6 +106,30 @@ TEST_CASE("ops that differ in one priced field are priced apart", "[cost]") {
 // The replay skips asking every op for its host dispatch time when the model says none takes any
 // (ComputeCostModel::Dispatches): that must hold exactly when no op does, and a GPU with a
 // dispatch overhead must still be host-paced.
+TEST_CASE("a power-capped GPU computes at the clocks its limit leaves", "[cost]") {
+  // H100 SXM5 (700 W) capped at 500 W: (5/7)^(1/3) = 0.8939 of its clocks; a GEMM's math takes
+  // 1 / 0.8939 as long, an HBM-bound kernel as long as uncapped.
+  const Scenario s = Load("bf16");
+  GpuSpec capped = s.cluster.gpu;
+  REQUIRE(capped.tdp_watts == 700.0);
+  CHECK(capped.SustainedClock() == 1.0);
+  capped.power_limit_watts = 500.0;
+  CHECK(capped.SustainedClock() == Approx(0.893904).epsilon(1e-6));
+  Op gemm;
+  gemm.op_class = OpClass::kGemm;
+  gemm.flops = Flops::Count(1e15);
+  Op stream;
+  stream.op_class = OpClass::kMemoryBound;
+  stream.bytes_moved = Bytes::Count(int64_t{1} << 34);
+  auto t = [&](const GpuSpec& g, const Op& op) {
+    return cost::ComputeDuration(op, g, Precision::kBf16, FlashImpl::kFa2).seconds();
+  };
+  const double launch = s.cluster.gpu.calibration.launch_overhead.seconds();
+  CHECK((t(capped, gemm) - launch) * capped.SustainedClock() ==
+        Approx(t(s.cluster.gpu, gemm) - launch).epsilon(1e-9));
+  CHECK(t(capped, stream) == t(s.cluster.gpu, stream));
+}
+
 TEST_CASE("the roofline skips host dispatch only where no op takes any", "[cost]") {
   Scenario s = Load("bf16");
   auto p = Lower(s);

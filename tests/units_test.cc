@@ -60,6 +60,13 @@ TEST_CASE("FLOP rates and durations", "[units]") {
   CHECK(ParseDuration("3 s")->picoseconds() == 3'000'000'000'000);
 }
 
+TEST_CASE("powers in watts", "[units]") {
+  CHECK(*ParseWatts("500 W") == 500.0);
+  CHECK(*ParseWatts("1.2 kW") == 1200.0);
+  CHECK(ParseWatts("500").status().message() == "'500' has no unit; expected one of W, kW");
+  CHECK_FALSE(ParseWatts("500 MW").ok());
+}
+
 TEST_CASE("bare numbers, unknown units and wrong dimensions are rejected", "[units]") {
   CHECK(ParseBytes("1024").status().message() ==
         "'1024' has no unit; expected one of B, kB, KB, MB, GB, TB, PB, KiB, MiB, GiB, TiB");

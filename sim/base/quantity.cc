@@ -107,6 +107,11 @@ const UnitTable& TimeUnits() {
   return t;
 }
 
+const UnitTable& PowerUnits() {
+  static const UnitTable t = {{"W", 1}, {"kW", 1e3}};
+  return t;
+}
+
 }  // namespace
 
 // Sizes and times are held as int64 (bytes, picoseconds): a value beyond these bounds is an
@@ -161,6 +166,16 @@ absl::StatusOr<Duration> ParseDuration(absl::string_view text) {
         absl::StrCat("time '", text, "' is longer than the 2^62 ps (53 days) stepsim counts"));
   }
   return Duration::FromSeconds(*v);
+}
+
+absl::StatusOr<double> ParseWatts(absl::string_view text) {
+  auto v = Scale(text, PowerUnits(), "power");
+  if (!v.ok()) return v.status();
+  if (*v > 1e6) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("power '", text, "' is above the 1 MW stepsim reads for one GPU"));
+  }
+  return *v;
 }
 
 absl::StatusOr<double> ParseCount(absl::string_view text) {

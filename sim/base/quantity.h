@@ -6,6 +6,7 @@
 //   bandwidth  B/s kB/s MB/s GB/s TB/s GiB/s (bytes) and b/s kb/s Mb/s Gb/s Tb/s (bits; "Gbps" too)
 //   FLOP rate  FLOP/s, GFLOP/s, TFLOP/s, PFLOP/s
 //   time       ps, ns, us (or µs), ms, s
+//   power      W, kW
 // A bare number where a unit belongs, an unknown unit, or a unit of the wrong dimension is an
 // InvalidArgument naming the expected units. Bits and bytes are case-distinct: "Gb/s" is
 // gigabits, "GB/s" gigabytes.
@@ -20,6 +21,8 @@ absl::StatusOr<Bytes> ParseBytes(absl::string_view text);
 absl::StatusOr<Bandwidth> ParseBandwidth(absl::string_view text);
 absl::StatusOr<FlopRate> ParseFlopRate(absl::string_view text);
 absl::StatusOr<Duration> ParseDuration(absl::string_view text);
+// A power in watts.
+absl::StatusOr<double> ParseWatts(absl::string_view text);
 
 // A plain count with an optional SI suffix: "70e9", "7B" (billions), "2T" (trillions), "500M",
 // "8k". Used for parameter and token counts on the command line.

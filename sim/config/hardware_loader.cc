@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/base/quantity.h"
@@ -214,13 +215,26 @@ std::optional<NcclRelease> ReadNcclRelease(const Key& key, YamlErrors& errors) {
   return std::nullopt;
 }
 
+std::optional<std::string> PowerLimitProblem(const GpuSpec& g, double watts) {
+  if (!g.tdp_watts) {
+    return absl::StrCat(g.name,
+                        " has no tdp in the catalog: its clocks under a power limit are "
+                        "not modelled");
+  }
+  if (watts <= 0 || watts > *g.tdp_watts) {
+    return absl::StrFormat("a power limit of %g W is outside (0, %g W], the part's rated power",
+                           watts, *g.tdp_watts);
+  }
+  return std::nullopt;
+}
+
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors) {
-  if (!CheckMapping(
-          node, path,
-          {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
-           "nvlink_bandwidth", "blas_workspace", "compute_capability", "sms", "calibration",
-           "calibration_file", "price_per_hour_usd", "price_source", "source"},
-          errors)) {
+  if (!CheckMapping(node, path,
+                    {"name", "hbm", "usable_hbm", "usable_hbm_source", "hbm_bandwidth", "dense",
+                     "nvlink_bandwidth", "blas_workspace", "compute_capability", "sms",
+                     "calibration", "calibration_file", "price_per_hour_usd", "price_source", "tdp",
+                     "power_limit", "power_source", "source"},
+                    errors)) {
     return std::nullopt;
   }
   GpuSpec g;
@@ -243,6 +257,15 @@ std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, Y
   if (auto v = ReadInt(opt("sms"), errors, 1, 4096)) g.sms = *v;
   if (auto v = ReadDouble(opt("price_per_hour_usd"), errors, 0.0, 1e4)) g.price_per_hour_usd = *v;
   ReadString(opt("price_source"), errors);
+  if (auto v = ReadWatts(opt("tdp"), errors)) g.tdp_watts = *v;
+  if (auto v = ReadWatts(opt("power_limit"), errors)) {
+    if (auto problem = PowerLimitProblem(g, *v)) {
+      errors.Add(node["power_limit"], JoinPath(path, "power_limit"), *problem);
+    } else {
+      g.power_limit_watts = *v;
+    }
+  }
+  ReadString(opt("power_source"), errors);
   if (auto v = ReadString(req("source"), errors)) g.source = *v;
   const YAML::Node dense = node["dense"];
   const std::string dense_path = JoinPath(path, "dense");

@@ -52,6 +52,9 @@ std::optional<std::string> ReadTransportName(const Key& key, bool network, YamlE
 // reproduced (sim/cost/nccl_tuner.h). Another release is an error naming them.
 std::optional<NcclRelease> ReadNcclRelease(const Key& key, YamlErrors& errors);
 
+// Why `watts` cannot be g's power limit (no rated power to scale from, or outside (0, TDP]).
+std::optional<std::string> PowerLimitProblem(const GpuSpec& g, double watts);
+
 std::optional<GpuSpec> ReadGpu(const YAML::Node& node, absl::string_view path, YamlErrors& errors);
 
 // One node type (an entry of topologies/nodes.yaml, or a cluster file's inline `node:`).

@@ -93,6 +93,8 @@ std::vector<ScenarioKey> Build() {
        "added to NCCL's latency of each intra-node step"},
       {"cluster.inter_node_latency", "duration", "0",
        "added to NCCL's latency of each inter-node step"},
+      {"cluster.power_limit", "power", "the GPU's (its TDP unless the catalog caps it)",
+       "the GPUs' board power limit (nvidia-smi -pl): compute clocks at (limit / TDP)^(1/3)"},
       {"cluster.nccl_version", "2.27 | 2.28", "2.28",
        "the NCCL release whose tuner picks algorithms (2.27: its NVLS formula and Blackwell "
        "tree caps)"},

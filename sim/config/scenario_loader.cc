@@ -189,6 +189,13 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
       c.node.gpu = g->name;
     }
   }
+  if (auto v = ReadWatts(k("power_limit"), errors)) {
+    if (auto problem = PowerLimitProblem(c.gpu, *v)) {
+      errors.Add(node["power_limit"], "cluster.power_limit", *problem);
+    } else {
+      c.gpu.power_limit_watts = *v;
+    }
+  }
   if (auto v = ReadRegisteredInt(k("nodes"), errors)) c.nodes = *v;
   if (auto v = ReadRegisteredInt(k("gpus_per_node"), errors)) c.node.gpus_per_node = *v;
   if (auto v = ReadBandwidth(k("intra_node_bandwidth"), errors)) c.node.intra_node_bandwidth = *v;

@@ -275,6 +275,9 @@ std::optional<Bytes> ReadBytes(const Key& key, YamlErrors& errors) {
 std::optional<Bandwidth> ReadBandwidth(const Key& key, YamlErrors& errors) {
   return ReadDimensioned<Bandwidth>(key, errors, ParseBandwidth);
 }
+std::optional<double> ReadWatts(const Key& key, YamlErrors& errors) {
+  return ReadDimensioned<double>(key, errors, ParseWatts);
+}
 std::optional<FlopRate> ReadFlopRate(const Key& key, YamlErrors& errors) {
   return ReadDimensioned<FlopRate>(key, errors, ParseFlopRate);
 }

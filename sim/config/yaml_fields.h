@@ -101,6 +101,7 @@ std::optional<Bytes> ReadBytes(const Key& key, YamlErrors& errors);
 std::optional<Bandwidth> ReadBandwidth(const Key& key, YamlErrors& errors);
 std::optional<FlopRate> ReadFlopRate(const Key& key, YamlErrors& errors);
 std::optional<Duration> ReadDuration(const Key& key, YamlErrors& errors);
+std::optional<double> ReadWatts(const Key& key, YamlErrors& errors);
 
 // Reads schema_version and requires it to be 1.
 void CheckSchemaVersion(const YAML::Node& root, YamlErrors& errors);

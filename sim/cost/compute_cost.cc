@@ -44,7 +44,8 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision, 
                                                                  : 1.0;
   Duration math;
   if (op.flops > Flops() && op.op_class != OpClass::kMemoryBound) {
-    math = op.flops / (PeakRate(gpu, p) * eff);
+    // Under a power limit the SMs run at GpuSpec::SustainedClock of their rated clocks.
+    math = op.flops / (PeakRate(gpu, p) * (eff * gpu.SustainedClock()));
     if (op.op_class == OpClass::kGemm && op.waves > 1) {
       // Whole tiles in whole waves over the SMs (sim/workload/gemm_waves.h).
       math = Duration::FromSeconds(math.seconds() * static_cast<double>(op.waves));

@@ -45,6 +45,10 @@ std::string ResolvedScenarioText(const Scenario& s) {
     absl::StrAppendFormat(&out, " in %d NVLink domain%s of %d GPUs", s.cluster.nodes,
                           s.cluster.nodes == 1 ? "" : "s", s.cluster.node.gpus_per_node);
   }
+  if (const GpuSpec& g = s.cluster.gpu; g.power_limit_watts && g.tdp_watts) {
+    absl::StrAppendFormat(&out, ", at %g W of %g W (clocks %.1f %%)", *g.power_limit_watts,
+                          *g.tdp_watts, 100 * g.SustainedClock());
+  }
   absl::StrAppend(&out, ", NCCL ", Name(s.cluster.nccl), "'s tuner\n");
   absl::StrAppendFormat(&out,
                         "  training   seq_len %d, micro_batch %d, global_batch %d, %s, %s, "

@@ -1,8 +1,14 @@
 #include "sim/spec/hardware.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace sim {
+
+double GpuSpec::SustainedClock() const {
+  if (!tdp_watts || !power_limit_watts || *tdp_watts <= 0) return 1.0;
+  return std::min(1.0, std::cbrt(*power_limit_watts / *tdp_watts));
+}
 
 std::optional<FlopRate> GpuSpec::Peak(Dtype d) const {
   switch (d) {

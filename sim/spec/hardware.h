@@ -129,6 +129,16 @@ struct GpuSpec {
   // Streaming multiprocessors (AMD: compute units): the GEMM kernels' output tiles run in waves
   // of this many (sim/workload/gemm_waves.h). 0 = not given: GEMMs priced without waves.
   int64_t sms = 0;
+  // The board power the part is rated for (TDP) and the limit it runs at, when capped below it
+  // (nvidia-smi -pl; a system's configuration). Watts.
+  std::optional<double> tdp_watts, power_limit_watts;
+  // The share of its rated clocks the part sustains under its power limit: (limit / TDP)^(1/3),
+  // 1 uncapped. First-order DVFS: dynamic power goes as C·V²·f and, in the range a governor
+  // moves, voltage with frequency, so power as f³ (the CMOS dynamic-power relation: Weste &
+  // Harris, "CMOS VLSI Design", 4th ed., ch. 5). A cap acts by lowering SM clocks; tensor cores
+  // and SMs run at the result, HBM keeps its own clock. Static power is not set apart: the
+  // share is an upper bound on the slowdown's inverse.
+  double SustainedClock() const;
   std::optional<double> price_per_hour_usd;
   std::string source;
 

@@ -104,12 +104,20 @@ Json LibrariesJson(const sim::GpuCalibration& c) {
   return out;
 }
 
+// "700" (rated power), "500 of 700 (clocks 89 %)" under a limit, "-" where the catalog has none.
+std::string Power(const sim::GpuSpec& g) {
+  if (!g.tdp_watts) return "-";
+  if (!g.power_limit_watts) return absl::StrFormat("%.0f", *g.tdp_watts);
+  return absl::StrFormat("%.0f of %.0f (clocks %.0f %%)", *g.power_limit_watts, *g.tdp_watts,
+                         100 * g.SustainedClock());
+}
+
 absl::StatusOr<Listing> Gpus(const sim::config::DataRoot& root) {
   auto catalogs = sim::config::LoadCatalogs(root);
   if (!catalogs.ok()) return catalogs.status();
   Listing l{Json::array(),
             sim::report::Table({"GPU", "HBM GiB", "usable GiB", "HBM TB/s", "bf16 TFLOP/s",
-                                "fp8 TFLOP/s", "$/hour", "time calibration"})};
+                                "fp8 TFLOP/s", "power W", "$/hour", "time calibration"})};
   for (const sim::GpuSpec& g : catalogs->gpus) {
     const std::string libraries = LibraryBasis(g);
     const std::string basis =
@@ -123,6 +131,9 @@ absl::StatusOr<Listing> Gpus(const sim::config::DataRoot& root) {
          {"bf16_flops_per_s", g.bf16 ? Json(g.bf16->per_second()) : Json(nullptr)},
          {"fp8_flops_per_s", g.fp8 ? Json(g.fp8->per_second()) : Json(nullptr)},
          {"price_per_hour_usd", g.price_per_hour_usd ? Json(*g.price_per_hour_usd) : Json(nullptr)},
+         {"tdp_watts", g.tdp_watts ? Json(*g.tdp_watts) : Json(nullptr)},
+         {"power_limit_watts", g.power_limit_watts ? Json(*g.power_limit_watts) : Json(nullptr)},
+         {"sustained_clock", g.SustainedClock()},
          {"calibration", basis},
          {"calibrated_on",
           g.calibration.fitted_gpu.empty() ? Json(nullptr) : Json(g.calibration.fitted_gpu)},
@@ -132,7 +143,8 @@ absl::StatusOr<Listing> Gpus(const sim::config::DataRoot& root) {
     l.table.AddRow(
         {g.name, absl::StrFormat("%.0f", g.hbm.gib()), absl::StrFormat("%.1f", g.Usable().gib()),
          absl::StrFormat("%.2f", g.hbm_bandwidth.bytes_per_s() / 1e12), Rate(g.bf16), Rate(g.fp8),
-         g.price_per_hour_usd ? absl::StrFormat("%.2f", *g.price_per_hour_usd) : "-", basis});
+         Power(g), g.price_per_hour_usd ? absl::StrFormat("%.2f", *g.price_per_hour_usd) : "-",
+         basis});
   }
   return l;
 }
