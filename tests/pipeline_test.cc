@@ -12,6 +12,7 @@
 #include "sim/config/catalog.h"
 #include "sim/replay/replay.h"
 #include "sim/workload/layer_ops.h"
+#include "sim/workload/lowering.h"
 #include "sim/workload/pipeline_schedule.h"
 #include "sim/workload/sharding.h"
 
@@ -449,6 +450,59 @@ TEST_CASE("ulysses context parallelism exchanges Q, K, V and the output by all-t
       kPipelineScenario,
       {{"GLOBAL", "8"}, {"TP", "1"}, {"PP", "1"}, {"SCHEDULE", "1f1b"}, {"CHUNKS", "1, cp: 2"}}));
   CHECK(Run(allgather).times.compute == r.times.compute);
+}
+
+TEST_CASE("ring context parallelism computes chunk by chunk and passes fp32 dK, dV on",
+          "[pipeline]") {
+  // The same cp 2 layout with cp_kind ring (PyTorch's context_parallel): K and V all-gathered
+  // beside the attention in forward and backward, as all-gather CP's (M·(c−1)/c of M = 2
+  // tensors · 2 B · s · b · kv each); in backward the fp32 dK, dV accumulators of the GPU's
+  // s/c tokens make c hops, priced as the ring all-gather of c chunks: M·2 sent.
+  auto layout = [](absl::string_view kind) {
+    return FromText(absl::StrReplaceAll(kPipelineScenario,
+                                        {{"GLOBAL", "8"},
+                                         {"TP", "1"},
+                                         {"PP", "1"},
+                                         {"SCHEDULE", "1f1b"},
+                                         {"CHUNKS", absl::StrCat("1, cp: 2, cp_kind: ", kind)}}));
+  };
+  const Scenario ring = layout("ring");
+  const replay::ReplayResult r = Run(ring);
+  const int64_t kv_tensor = 2 * 2 * 4096 * 1 * 4096;
+  const int64_t per_gather = kv_tensor * (2 - 1) / 2;
+  const int64_t dkv_hops = 2 * kv_tensor * (2 - 1) / 2;  // fp32: twice the bf16 tensor
+  CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kAllGather)].count() ==
+        (2 * per_gather + dkv_hops) * 32 * ring.micro_batches());
+  CHECK(r.comm_bytes_sent[static_cast<int>(CollectiveKind::kReduceScatter)].count() == 0);
+  // The attention kernel: the same FLOPs in c calls over 1/c of the keys each; the merge of
+  // the partial outputs in fp32 after it, per element of the GPU's output (s/c · h): 6 + 42 ·
+  // (c − 1) + 6 B forward; backward 4 + 10c + 6 B, and 4 + 18c + 6 B per K and V element.
+  const ActivationShape shape = ScenarioShape(ring);
+  REQUIRE(shape.cp_ring);
+  const std::vector<LayerOp> ops = LayerForwardOps(ring.model, shape);
+  auto at = [&](absl::string_view name) {
+    for (const LayerOp& op : ops) {
+      if (op.name == name) return op;
+    }
+    FAIL("no layer op " << name);
+    return ops.front();
+  };
+  const int64_t out = 4096 / 2 * 4096;
+  CHECK(at("ring_merge").bytes_moved.count() == out * (6 + 42 + 6));
+  CHECK(at("ring_merge").backward_bytes->count() ==
+        out * (4 + 20 + 6) + 2 * out * (4 + 36 + 6));  // 32 KV heads: kv = out
+  auto program = Lower(ring);
+  REQUIRE(program.ok());
+  for (const Op& op : program->ops) {
+    if (op.name != "flash_attention") continue;
+    CHECK(op.kernels == 2);
+    CHECK(op.inv_k == Approx(2.0 * 2 / 4096));
+  }
+  // Beside the kernel, the K, V exchanges hide behind it: less exposed communication than
+  // all-gather CP's in series, more compute (the merges, the shorter calls).
+  const replay::ReplayResult a = Run(layout("allgather"));
+  CHECK(r.times.compute > a.times.compute);
+  CHECK(r.times.exposed_comm < a.times.exposed_comm);
 }
 
 TEST_CASE("the replay reproduces Korthikanti Table 2 for TP, SP and recompute", "[pipeline]") {

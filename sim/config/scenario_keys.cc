@@ -186,8 +186,10 @@ std::vector<ScenarioKey> Build() {
       {"parallel.cp", Integer(1, 1024), absl::StrCat(p.cp),
        "context-parallel degree; dp = GPUs / (tp × pp × cp)"},
       {"parallel.cp_kind", OneOf<CpKind>(), std::string(EnumName(p.cp_kind)),
-       "how CP exchanges the sequence: all-gather K, V; or ulysses, all-to-all of Q, K, V and "
-       "the output (heads and KV heads per TP rank divisible by cp)"},
+       "how CP exchanges the sequence: all-gather K, V; ulysses, all-to-all of Q, K, V and "
+       "the output (heads and KV heads per TP rank divisible by cp); or ring, one flash call per "
+       "K, V chunk merged in fp32, the chunks passed beside them (PyTorch's context_parallel, "
+       "TE's p2p)"},
       {"parallel.ep", Integer(1, 65536), absl::StrCat(p.ep),
        "expert-parallel degree (MoE models): etp × ep divides tp × cp × dp; ep the experts"},
       {"parallel.etp", Integer(1, 1024), "tp",

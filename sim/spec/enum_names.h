@@ -152,8 +152,8 @@ struct EnumNames<CollectiveAlgorithm> {
 };
 template <>
 struct EnumNames<CpKind> {
-  static constexpr NameTable<CpKind, 2> kNames{
-      {{CpKind::kAllGather, "allgather"}, {CpKind::kUlysses, "ulysses"}}};
+  static constexpr NameTable<CpKind, 3> kNames{
+      {{CpKind::kAllGather, "allgather"}, {CpKind::kUlysses, "ulysses"}, {CpKind::kRing, "ring"}}};
 };
 template <>
 struct EnumNames<PipelineSchedule> {

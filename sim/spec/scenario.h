@@ -133,8 +133,13 @@ enum class PipelineSchedule { kGpipe, k1F1B, kInterleaved };
 // How context parallelism exchanges the sequence: all-gather of K and V (Llama 3; Megatron-Core's
 // cp_comm_type allgather), or all-to-all of Q, K, V before attention and of its output after,
 // each GPU attending over the whole sequence for its share of the heads (DeepSpeed-Ulysses,
-// Jacobs et al. 2023, arXiv 2309.14509; Megatron-Core's cp_comm_type a2a).
-enum class CpKind { kAllGather, kUlysses };
+// Jacobs et al. 2023, arXiv 2309.14509; Megatron-Core's cp_comm_type a2a), or a ring: each GPU
+// attends over the sequence's K and V one chunk at a time, one flash call per chunk, and merges
+// the partial outputs by their log-sum-exp in fp32 (ring attention, Liu et al. 2023, arXiv
+// 2310.01889, as PyTorch's context_parallel runs it for torchtitan,
+// torch/distributed/tensor/experimental/_attention.py _templated_ring_attention; Transformer
+// Engine's cp_comm_type p2p likewise).
+enum class CpKind { kAllGather, kUlysses, kRing };
 // The parallel dimensions in the rank order (innermost first).
 enum class ParallelDim { kTp, kCp, kDp, kPp };
 

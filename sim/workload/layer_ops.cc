@@ -60,6 +60,27 @@ LayerOp Elementwise(absl::string_view name, int64_t reads, int64_t writes, doubl
   return op;
 }
 
+// Ring attention's merge of its cp partial outputs (PyTorch's _SDPAMerger with convert_to_f32,
+// the default): the first chunk's output upcast to fp32 (2 B read, 4 written per element of
+// the GPU's q-wide output); each later one upcast too, then out − sigmoid(lse_b − lse)·(out −
+// out_b) in eager kernels (the difference, the product, the update: 36 B more); the result cast
+// back (4 + 2). Backward (_templated_ring_attention_backward): fp32 gradient accumulators
+// zeroed (4 B), each chunk's 16-bit dQ, dK, dV added into them (2 + 4 + 4 B), the dK, dV
+// accumulators packed for the next rank (torch.cat: 4 + 4 B), and the three cast back (4 + 2).
+// `out` and `kv`: the GPU's q-wide and kv-wide elements; lse and the tiny sigmoid terms aside.
+LayerOp RingMerge(int64_t out, int64_t kv, int64_t cp) {
+  LayerOp op;
+  op.name = "ring_merge";
+  op.op_class = OpClass::kMemoryBound;
+  op.flops = Flops::Count(4.0 * static_cast<double>(out * (cp - 1)));
+  op.bytes_moved = Bytes::Count(out * (6 + 42 * (cp - 1) + 6));
+  op.backward_bytes = Bytes::Count(out * (4 + 10 * cp + 6) + 2 * kv * (4 + 18 * cp + 6));
+  op.kernels = static_cast<int16_t>(std::min<int64_t>(2 + 5 * (cp - 1), 1024));
+  op.core = true;
+  op.sac_recompute = 0;  // inside the attention call, whose outputs per-op checkpointing caches
+  return op;
+}
+
 }  // namespace
 
 NormCost NormKernelCost(const ModelSpec& m, KernelFusion kernels) {
@@ -310,6 +331,7 @@ ActivationShape ScenarioShape(const Scenario& s) {
   shape.kernels = s.training.kernels;
   shape.norm_kernels = s.training.NormKernels();
   shape.packing = s.training.packing;
+  shape.cp_ring = s.parallel.cp > 1 && s.parallel.cp_kind == CpKind::kRing;
   shape.te_fp8 = s.training.precision == Precision::kFp8 &&
                  KernelLibraryOf(s) == KernelLibrary::kTransformerEngine;
   shape.te_fp8_weight_cache =
@@ -388,6 +410,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
                     {"v", bytes(kAct * tokens * kv / t), false, true},
                     {"softmax_lse", bytes(4 * a * s * b / t), /*attention_core=*/true, true}};
       ops.push_back(core);
+      if (shape.cp_ring) ops.push_back(RingMerge(tokens * q / t, tokens * kv / t, shape.cp));
     } else {
       // Eager attention: Q·K^T and P·V are cuBLAS batched GEMMs (Megatron-LM's core attention),
       // priced as GEMMs; the fused-attention efficiency belongs to flash kernels.

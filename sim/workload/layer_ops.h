@@ -77,6 +77,7 @@
 // all-to-alls move 2·L·k·h bytes per GPU, (e − 1)/e of it off-rank.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -185,6 +186,8 @@ struct LayerOp {
   // Kernels the forward launches (each pays the GPU's launch overhead and the host's dispatch;
   // the backward twice as many): 1 for a fused kernel, more for an eager decomposition.
   int16_t kernels = 1;
+  // The backward's HBM traffic where it is not twice the forward's (ring attention's merge).
+  std::optional<Bytes> backward_bytes;
 };
 
 struct ActivationShape {
@@ -219,6 +222,9 @@ struct ActivationShape {
   // micro-batch (ZeRO-3, FSDP's full shard).
   bool te_fp8 = false;
   bool te_fp8_weight_cache = false;
+  // Ring context parallelism (CpKind::kRing): attention as one flash call per K, V chunk, the
+  // partial outputs merged (RingMerge in layer_ops.cc).
+  bool cp_ring = false;
 };
 
 // A norm's forward HBM traffic per element of its input and the kernels it launches

@@ -35,7 +35,8 @@ Op Lowerer::MakeLayerOp(const LayerOp& lo, OpPass pass) const {
   const double k = flash_backward ? kFlashBackwardFactor : backward ? 2.0 : 1.0;
   const double kf = backward && lo.frozen ? 1.0 : k;
   Op op = Compute(lo.name, pass, lo.op_class, lo.flops * kf + lo.adapter_flops * (backward ? 2 : 1),
-                  lo.bytes_moved * kf, std::nullopt);
+                  backward && lo.backward_bytes ? *lo.backward_bytes : lo.bytes_moved * kf,
+                  std::nullopt);
   op.keep_16bit = lo.keep_16bit;
   op.kernels = lo.kernels;
   if (lo.gemm_inner > 0) {
@@ -50,6 +51,12 @@ Op Lowerer::MakeLayerOp(const LayerOp& lo, OpPass pass) const {
     // document's, packed.
     op.inv_k = static_cast<float>(2.0 * static_cast<double>(s_.training.packing) /
                                   static_cast<double>(s_.training.seq_len));
+    if (shape_.cp_ring) {
+      // A ring runs one flash call per K, V chunk: each query block visits 1/cp of the keys in
+      // a call, and pays its fixed work cp times.
+      op.inv_k *= static_cast<float>(s_.parallel.cp);
+      op.kernels = static_cast<int16_t>(std::min<int64_t>(s_.parallel.cp, 1024));
+    }
   }
   if (s_.training.precision == Precision::kFp8 && lo.op_class == OpClass::kGemm && !lo.keep_16bit) {
     // Frozen weights need no weight-gradient GEMM, but the casts stay.

@@ -142,6 +142,19 @@ int32_t Lowerer::LayerOpWithComms(const LayerOp& lo, const Op& x, absl::Span<con
         return backward ? WithComms(x, deps, std::move(mem), {a2a_out}, {a2a_qkv})
                         : WithComms(x, deps, std::move(mem), {a2a_qkv}, {a2a_out});
       }
+      if (s_.parallel.cp_kind == CpKind::kRing) {
+        // The K, V chunks travel beside the chunk-by-chunk attention (PyTorch issues its K, V
+        // all-gather before computing on the local chunk; TE's p2p sends the next chunk while
+        // the current one computes): priced as the all-gather beside the kernel. Backward: K, V
+        // again, and each chunk's fp32 dK, dV accumulators passed on to the next rank after
+        // every chunk (PyTorch's _AllToAllRotater, a one-peer permute), cp hops of a chunk
+        // each, priced as the ring all-gather of cp chunks that makes the same hops.
+        const ModelParallelComm rotate_dkv{"cp_ring_dkv", CollectiveKind::kAllGather, kv * 2,
+                                           &cp_group_, false};
+        return backward ? WithComms(x, deps, std::move(mem), {gather_kv}, {rotate_dkv},
+                                    /*async=*/true)
+                        : WithComms(x, deps, std::move(mem), {gather_kv}, {}, /*async=*/true);
+      }
       return backward ? WithComms(x, deps, std::move(mem), {gather_kv}, {reduce_dkv})
                       : WithComms(x, deps, std::move(mem), {gather_kv}, {});
     case ParallelRole::kEpDispatch:
