@@ -7,6 +7,7 @@
 #include "sim/report/run_summary.h"
 #include "sim/workload/layer_ops.h"
 #include "sim/workload/lowering.h"
+#include "sim/workload/policy/policy.h"
 #include "sim/workload/sharding.h"
 #include "tests/llama3_layer.h"
 
@@ -400,6 +401,55 @@ TEST_CASE("Transformer Engine's grouped experts share the placeholder cache from
   };
   CHECK(PersistentWorkspace(moe("2.10"), 0) - PersistentWorkspace(moe("2.9"), 0) ==
         Bytes::Count(2 * 2048 * 1024));
+}
+
+}  // namespace
+}  // namespace sim
+
+namespace sim {
+namespace {
+
+TEST_CASE("FSDP2 under a pipeline gathers once per step and reduce-scatters once, as torchtitan",
+          "[memory][fsdp][pipeline]") {
+  // Llama-2-7B, FSDP2 full_shard, pp 2, dp 4 (no TP or CP: the only gathers and reduce-scatters
+  // are data parallelism's). torchtitan keeps the gathered parameters (reshard_after_forward =
+  // not pp_enabled) and reduces after the stage's last backward only: 2 B of unsharded
+  // parameters, 4 B of unsharded fp32 gradient accumulators, 12/N B of sharded master and Adam
+  // states per parameter; and the same traffic whatever the micro-batches.
+  auto pipelined = [](const std::string& batch) {
+    return Load({{"model", "llama2-7b"},
+                 {"training.seq_len", "4096"},
+                 {"training.global_batch", batch},
+                 {"parallel.fsdp_version", "2"},
+                 {"parallel.pp", "2"}});
+  };
+  const Scenario four = pipelined("16"), eight = pipelined("32");
+  REQUIRE(four.micro_batches() == 4);
+  REQUIRE(eight.micro_batches() == 8);
+  REQUIRE(PlanSharding(four).gathered_once_per_step);
+  for (int32_t stage : {0, 1}) {
+    const StateSplit st = PersistentStates(four, stage);
+    const int64_t p = st.weights.count() / 2;
+    CHECK(st.gradients.count() == 4 * p);
+    CHECK(st.optimizer.count() == 12 * ((p + 3) / 4));
+  }
+  auto sent = [](const Scenario& s, CollectiveKind k) {
+    auto r = replay::Simulate(s, {});
+    REQUIRE(r.ok());
+    return r->comm_bytes_sent[static_cast<int>(k)].count();
+  };
+  CHECK(sent(four, CollectiveKind::kAllGather) > 0);
+  CHECK(sent(four, CollectiveKind::kAllGather) == sent(eight, CollectiveKind::kAllGather));
+  CHECK(sent(four, CollectiveKind::kReduceScatter) == sent(eight, CollectiveKind::kReduceScatter));
+  // Without the pipeline FSDP2 gathers twice per micro-batch (forward and backward): the
+  // traffic grows with the micro-batches.
+  auto flat = [](const std::string& batch) {
+    return Load({{"model", "llama2-7b"},
+                 {"training.seq_len", "4096"},
+                 {"training.global_batch", batch},
+                 {"parallel.fsdp_version", "2"}});
+  };
+  CHECK(sent(flat("16"), CollectiveKind::kAllGather) > sent(flat("8"), CollectiveKind::kAllGather));
 }
 
 }  // namespace

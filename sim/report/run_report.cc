@@ -173,8 +173,10 @@ namespace {
 // The title line: the run, the cluster and the layout; notes on how keys were read.
 void AppendTitle(const RunSummary& r, std::string& out) {
   const std::string name = r.Title();
-  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d, dp %d", name, r.model, r.gpus,
-                        r.gpu, r.node, Name(r.framework), r.replayed_zero_stage, r.dp);
+  absl::StrAppendFormat(&out, "%s: %s on %d x %s (%s), %s ZeRO-%d%s, dp %d", name, r.model, r.gpus,
+                        r.gpu, r.node, Name(r.framework), r.replayed_zero_stage,
+                        r.gathered_once_per_step ? " (FSDP2 under pp: gathered once per step)" : "",
+                        r.dp);
   if (r.tp > 1) absl::StrAppendFormat(&out, " tp %d%s", r.tp, r.sequence_parallel ? "+sp" : "");
   if (r.cp > 1) absl::StrAppendFormat(&out, " cp %d", r.cp);
   if (r.ep > 1) absl::StrAppendFormat(&out, " ep %d", r.ep);

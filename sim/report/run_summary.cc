@@ -50,6 +50,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.pp_chunks = s.parallel.pp_chunks;
   o.zero = s.parallel.zero;
   o.replayed_zero_stage = plan.stage;
+  o.gathered_once_per_step = plan.gathered_once_per_step;
   o.shard_degree = plan.shard_degree;
   if (const auto rule = MakeDataParallelPolicy(s)->Gathers(); !rule.elements) {
     o.prefetch = rule.layers;

@@ -80,8 +80,9 @@ struct RunSummary {
   bool sequence_parallel = false;
   PipelineSchedule pp_schedule = PipelineSchedule::k1F1B;
   int64_t pp_chunks = 1;
-  int zero = 0;                 // as written in the scenario
-  int replayed_zero_stage = 0;  // the ZeRO stage the replay used (sim/workload/sharding.h)
+  int zero = 0;                         // as written in the scenario
+  int replayed_zero_stage = 0;          // the ZeRO stage the replay used (sim/workload/sharding.h)
+  bool gathered_once_per_step = false;  // ShardingPlan::gathered_once_per_step
   int64_t shard_degree = 1;
   // ZeRO-3 layers gathered ahead; none where DeepSpeed's coordinator counts elements instead.
   std::optional<int64_t> prefetch;

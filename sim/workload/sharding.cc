@@ -148,11 +148,12 @@ StateSplit PersistentStates(const Scenario& s, int32_t stage) {
   // fsdp shard_grad_op holds the states of full_shard: the unsharded parameters it keeps from
   // forward to backward are gathers in the replay (gathered_params), not persistent weights.
   const int64_t experts = adapters ? 0 : StageExpertParameters(s)[stage];
-  auto split = PerGpuStateSplit(bpp, fw, plan.stage, trained - experts, n);
+  auto split = PerGpuStateSplit(bpp, fw, plan.StatesStage(), trained - experts, n);
   SIM_CHECK(split.has_value(), "no persistent-state rule for this framework and stage");
   StateSplit st = *split;
   if (experts > 0) {
-    const auto e = PerGpuStateSplit(bpp, fw, plan.stage, experts, ExpertShardDegree(s, plan));
+    const auto e =
+        PerGpuStateSplit(bpp, fw, plan.StatesStage(), experts, ExpertShardDegree(s, plan));
     SIM_CHECK(e.has_value(), "no persistent-state rule for this framework and stage");
     st.weights += e->weights;
     st.gradients += e->gradients;

@@ -19,6 +19,13 @@ struct ShardingPlan {
   int64_t shard_degree = 1;              // N for the persistent states and the sharded collectives
   bool hybrid = false;                   // replicate shards across nodes (fsdp hybrid_shard)
   bool keep_params_to_backward = false;  // fsdp shard_grad_op
+  // FSDP2 under pipeline parallelism as torchtitan runs it (stage 1 collectives): each layer's
+  // parameters gathered once, by the step's first micro-batch, and kept unsharded; gradients
+  // accumulated unsharded and reduce-scattered once, after the stage's last backward. Its
+  // states follow stage 2's rule with gradients unsharded (FsdpTraits::AdjustStateBytes).
+  bool gathered_once_per_step = false;
+  // The stage whose state-sharding rule the persistent states follow.
+  int StatesStage() const { return gathered_once_per_step ? 2 : stage; }
 };
 
 // Parameters per GPU of each group (embedding, decoder layers, final norm + head), after TP

@@ -46,6 +46,21 @@ class FsdpPolicy : public DataParallelPolicy {
   }
 
  protected:
+  // Under a pipeline (ShardingPlan::gathered_once_per_step): the reduce-scatters wait for the
+  // stage's last backward to end; each layer's gather comes with its first forward of the step.
+  bool OverlapGradReduce() const override {
+    return !plan_.gathered_once_per_step && DataParallelPolicy::OverlapGradReduce();
+  }
+  void BeforeForward(DpEnv& env, int32_t g, std::vector<int32_t>& deps) override {
+    if (!plan_.gathered_once_per_step || env.b.micro_batch() != 0) return;
+    for (const Part& part : Parts(env, env.group_params[g], env.group_experts[g], env.grad_group)) {
+      if (part.group.size <= 1) continue;
+      const Bytes params = Bytes::Count(2 * part.params);  // the bf16 parameters
+      Op ag = env.b.Collective("all_gather", CollectiveKind::kAllGather, params, part.group, g);
+      env.b.Spec(ag).buckets = 1;
+      deps.push_back(env.b.Add(ag, {}, {}));
+    }
+  }
   int32_t LayerReduceBuckets(Bytes) const override { return 1; }
   Bytes LayerReduceBuffer(Bytes grads) const override {
     return ReduceBytes() != 2 ? grads : Bytes();
@@ -53,9 +68,27 @@ class FsdpPolicy : public DataParallelPolicy {
   bool CopiesAroundCollectives() const override { return s_.parallel.fsdp_version == 2; }
 };
 
+// Whether FSDP2 runs under pipeline parallelism as torchtitan runs it (ShardingPlan::
+// gathered_once_per_step): torchtitan's fully_shard with reshard_after_forward = not pp_enabled
+// (torchtitan/models/llama3/infra/parallelize.py apply_fsdp, "For PP, do not reshard after
+// forward to avoid per-microbatch all-gathers"), and torch.distributed.pipelining's stage,
+// which turns FSDP's gradient sync and backward reshard off for every micro-batch but the last
+// and runs the post-backward reduce-scatters after it (pipelining/stage.py
+// backward_maybe_with_nosync). FSDP2 accumulates the unsharded gradients in the reduce dtype
+// (_fsdp_param.py to_accumulated_grad_if_needed).
+bool GatheredOncePerStep(const Scenario& s) {
+  const FsdpSharding f = FsdpShardingOf(s.parallel);
+  return s.parallel.pp > 1 && (f == FsdpSharding::kFullShard || f == FsdpSharding::kShardGradOp);
+}
+
 ShardingPlan ShardingOf(const Scenario& s) {
   ShardingPlan plan;
   plan.shard_degree = Placement(s).GradientGroup().size;
+  if (GatheredOncePerStep(s)) {
+    plan.stage = 1;
+    plan.gathered_once_per_step = true;
+    return plan;
+  }
   switch (FsdpShardingOf(s.parallel)) {
     case FsdpSharding::kNoShard:
       plan.stage = 0;
@@ -107,6 +140,11 @@ class FsdpTraitsImpl final : public FrameworkTraits {
     const FsdpSharding f = FsdpShardingOf(p);
     return f == FsdpSharding::kFullShard || f == FsdpSharding::kHybridShard;
   }
+  // Under a pipeline (ShardingPlan::gathered_once_per_step) the gradients accumulate unsharded,
+  // in the reduce dtype, until the step's reduce-scatter.
+  void AdjustStateBytes(const Scenario& s, BytesPerParam& b) const override {
+    if (GatheredOncePerStep(s)) b.gradients.sharded_from_stage.reset();
+  }
   std::string StateLabel(absl::string_view kind, Precision) const override {
     if (kind == "weights") return "weights (bf16)";
     if (kind == "gradients") return "gradients (fp32, sharded)";
@@ -129,14 +167,13 @@ class FsdpTraitsImpl final : public FrameworkTraits {
   void CheckLayout(const Scenario& s, std::vector<KeyProblem>& out) const override {
     const ParallelSpec& par = s.parallel;
     const FsdpSharding fsdp = FsdpShardingOf(par);
-    if (par.pp > 1 && fsdp != FsdpSharding::kNoShard) {
-      // Every sharded FSDP strategy (SHARD_GRAD_OP included: zero 1 and 2) gathers per layer,
-      // which the pipeline's lowering does not model yet.
-      out.push_back({par.sharding ? "parallel.sharding" : "parallel.zero",
+    if (par.pp > 1 && fsdp != FsdpSharding::kNoShard && par.fsdp_version != 2) {
+      // Sharded FSDP under a pipeline is torchtitan's: FSDP2 modules, whose gradient sync
+      // torch.distributed.pipelining turns off between micro-batches (FSDP1's it does not).
+      out.push_back({"parallel.fsdp_version",
                      absl::StrCat("fsdp ", Name(fsdp), " with pp ", par.pp,
-                                  ": sharded FSDP is not modelled with pipeline parallelism; use "
-                                  "sharding no_shard (zero 0), or deepspeed or megatron at zero "
-                                  "1")});
+                                  " is modelled as torchtitan runs it, with FSDP2: set "
+                                  "parallel.fsdp_version: 2 (or sharding no_shard)")});
     }
     if ((par.tp > 1 || par.pp > 1 || par.cp > 1) && par.sharding == FsdpSharding::kHybridShard) {
       out.push_back({"parallel.sharding", "hybrid_shard is modelled without tp, pp or cp"});
