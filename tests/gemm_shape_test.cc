@@ -89,6 +89,35 @@ TEST_CASE("packed documents: flash attention computes each document's causal att
         Find(LowerLlama2("eager"), "attention_scores", OpPass::kForward).flops);
 }
 
+TEST_CASE("packed documents of given lengths: attention over the sum of their squares",
+          "[compute]") {
+  // One 2,048-token document and two of 1,024 in a 4,096-token sequence: the causal score
+  // blocks are (2048² + 2 · 1024²) / 4096² = 3/8 of the sequence's, and a query visits on
+  // average Σ L · L/2 / S = 768 keys. Four of 1,024 are packing 4 exactly.
+  auto lowered = [](const char* lengths) {
+    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                                  {{"model", "llama2-7b"},
+                                   {"cluster.nodes", "1"},
+                                   {"training.global_batch", "8"},
+                                   {"training.recompute", "none"},
+                                   {"training.document_lengths", lengths}});
+    REQUIRE(s.ok());
+    auto p = Lower(*s);
+    REQUIRE(p.ok());
+    return *std::move(p);
+  };
+  const OpProgram whole = LowerLlama2("flash"), mixed = lowered("2048, 1024, 1024");
+  const OpProgram equal = lowered("1024, 1024, 1024, 1024"), four = LowerLlama2("flash", "4");
+  for (OpPass pass : {OpPass::kForward, OpPass::kBackward}) {
+    CHECK(Find(mixed, "flash_attention", pass).flops.count() ==
+          Approx(Find(whole, "flash_attention", pass).flops.count() * 3 / 8));
+    CHECK(Find(mixed, "flash_attention", pass).inv_k == Approx(1.0 / 768));
+    CHECK(Find(equal, "flash_attention", pass).flops == Find(four, "flash_attention", pass).flops);
+    CHECK(Find(equal, "flash_attention", pass).inv_k == Find(four, "flash_attention", pass).inv_k);
+  }
+}
+
 TEST_CASE("gemm_k_overhead stretches a GEMM's math by 1 + overhead / K", "[compute]") {
   GpuSpec gpu = TestGpu(312e12, 2.0e12);
   Op gemm;

@@ -196,6 +196,18 @@ std::optional<int64_t> CheckShapes(const YAML::Node& root, const Scenario& s, Ya
                absl::StrCat("cp ", cp, ": seq_len ", s.training.seq_len,
                             " must split into 2 x cp load-balanced chunks"));
   }
+  if (!s.training.document_lengths.empty()) {
+    int64_t sum = 0;
+    for (int64_t l : s.training.document_lengths) sum += l;
+    if (s.training.packing > 1) {
+      errors.Add(KeyAt(root, "training", "document_lengths"), "training.document_lengths",
+                 "give the documents' lengths or their number (training.packing), not both");
+    } else if (sum != s.training.seq_len) {
+      errors.Add(KeyAt(root, "training", "document_lengths"), "training.document_lengths",
+                 absl::StrCat("the documents' lengths sum to ", sum, " tokens, not seq_len ",
+                              s.training.seq_len, " (a padding tail is a document of its own)"));
+    }
+  }
   if (s.training.packing > s.training.seq_len) {
     errors.Add(KeyAt(root, "training", "packing"), "training.packing",
                absl::StrCat("packing ", s.training.packing, " documents into ", s.training.seq_len,

@@ -154,6 +154,9 @@ std::vector<ScenarioKey> Build() {
       {"training.packing", Integer(1, int64_t{1} << 20), absl::StrCat(t.packing),
        "documents of equal length packed per sequence, attending within themselves (flash: "
        "each document's attention only)"},
+      {"training.document_lengths", "list of integers 1..16777216", "none (training.packing)",
+       "the lengths of the documents packed into each sequence, summing to seq_len (flash: "
+       "attention work Σ L² / S² of the unpacked sequence's)"},
       {"training.routing", "mapping", "balanced", "MoE models: tokens per expert"},
       {"training.routing.distribution", OneOf<RoutingDistribution>(), "balanced",
        "balanced: equal shares; zipf: expert i gets a share ∝ 1 / i^skew"},

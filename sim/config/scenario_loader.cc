@@ -371,6 +371,11 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadRegisteredInt(k("loss_chunks"), errors)) t.loss_chunks = *v;
   if (auto v = ReadRegisteredInt(k("packing"), errors)) t.packing = *v;
+  if (const YAML::Node lengths = Child(node, "document_lengths"); lengths.IsDefined()) {
+    if (auto v = ReadIntList(lengths, "training.document_lengths", 1, int64_t{1} << 24, errors)) {
+      t.document_lengths = *v;
+    }
+  }
   if (auto v = ReadBool(k("optimizer_in_backward"), errors)) t.optimizer_in_backward = *v;
   if (const YAML::Node r = Child(node, "routing"); r.IsDefined()) {
     ReadRouting(r, t.routing, errors);

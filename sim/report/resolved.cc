@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "sim/report/table.h"
 #include "sim/spec/enum_names.h"
 #include "sim/workload/params.h"
@@ -66,6 +67,14 @@ std::string ResolvedScenarioText(const Scenario& s) {
                         s.cluster.gpu.calibration.FindLibrary(KernelLibraryOf(s)) != nullptr
                             ? " (their own calibration terms)"
                             : "");
+  if (!s.training.document_lengths.empty()) {
+    absl::StrAppendFormat(&out, "             packed documents of %s tokens (attention / %.3g)\n",
+                          absl::StrJoin(s.training.document_lengths, ", "),
+                          s.training.AttentionPacking());
+  } else if (s.training.packing > 1) {
+    absl::StrAppendFormat(&out, "             %d packed documents of equal length per sequence\n",
+                          s.training.packing);
+  }
   const ParallelSpec& p = s.parallel;
   const std::unique_ptr<DataParallelPolicy> policy = MakeDataParallelPolicy(s);
   const DataParallelPolicy::GatherRule rule = policy->Gathers();

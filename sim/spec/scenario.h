@@ -259,6 +259,19 @@ struct TrainingSpec {
   // attention computes each document's causal attention, so its work is 1/packing of the
   // unpacked sequence's; eager attention computes the masked S x S scores all the same.
   int64_t packing = 1;
+  // Or the lengths of the documents packed into each sequence, summing to seq_len (a pack's
+  // padding tail is a document of its own under cu_seqlens): flash attention's work is
+  // Σ L² / S² of the unpacked sequence's.
+  std::vector<int64_t> document_lengths;
+  // What document masking divides flash attention's work by: packing, or S² / Σ L² for
+  // document_lengths (equal lengths give the number of documents).
+  double AttentionPacking() const {
+    if (document_lengths.empty()) return static_cast<double>(packing);
+    double squares = 0;
+    for (int64_t l : document_lengths) squares += static_cast<double>(l) * static_cast<double>(l);
+    const double s = static_cast<double>(seq_len);
+    return squares > 0 ? s * s / squares : 1.0;
+  }
 };
 
 // parallel.offload: what moves off the GPU. optimizer: the optimizer states (and the fp32

@@ -259,7 +259,7 @@ void MlaAttentionOps(const ModelSpec& m, const ActivationShape& shape, int64_t t
   core.op_class = OpClass::kAttention;
   core.flops = Flops::Count(2.0 * static_cast<double>(b) * static_cast<double>(s) *
                             static_cast<double>(s_kv) * static_cast<double>(qk + v) /
-                            static_cast<double>(t) / 2 / static_cast<double>(shape.packing));
+                            static_cast<double>(t) / 2 / shape.packing);
   core.bytes_moved = bytes(kAct * (tokens * (qk + v) + s_kv * b * (qk + v)) / t);
   core.core = true;
   core.sac_recompute = 0;
@@ -330,7 +330,7 @@ ActivationShape ScenarioShape(const Scenario& s) {
   }
   shape.kernels = s.training.kernels;
   shape.norm_kernels = s.training.NormKernels();
-  shape.packing = s.training.packing;
+  shape.packing = s.training.AttentionPacking();
   shape.cp_ring = s.parallel.cp > 1 && s.parallel.cp_kind == CpKind::kRing;
   shape.te_fp8 = s.training.precision == Precision::kFp8 &&
                  KernelLibraryOf(s) == KernelLibrary::kTransformerEngine;
@@ -399,7 +399,7 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
       core.name = "flash_attention";
       core.op_class = OpClass::kAttention;
       // Causal within each of the packed documents: 1/packing of the sequence's score blocks.
-      core.flops = Flops::Count(full_core / 2 / static_cast<double>(shape.packing));
+      core.flops = Flops::Count(full_core / 2 / shape.packing);
       // Reads q and writes o for its own tokens, reads k and v of the whole sequence.
       core.bytes_moved = bytes(kAct * (tokens * 2 * q + s_kv * b * 2 * kv_read) / t);
       if (shape.cp > 1) core.role = ParallelRole::kCpKv;

@@ -206,9 +206,9 @@ struct ActivationShape {
   double expert_load = 1.0;
   KernelFusion kernels = KernelFusion::kFused;       // TrainingSpec::kernels
   KernelFusion norm_kernels = KernelFusion::kFused;  // TrainingSpec::NormKernels()
-  // Documents per sequence under document masking (TrainingSpec::packing): flash attention's
-  // work is each document's, 1/packing of the whole sequence's.
-  int64_t packing = 1;
+  // What document masking divides flash attention's work by (TrainingSpec::AttentionPacking:
+  // the documents per sequence, or S² / Σ L² for given lengths).
+  double packing = 1;
   // FP8 GEMMs through Transformer Engine (precision fp8 under kernel library
   // transformer_engine): a linear layer saves for its weight gradient the fp8 copy of its input
   // that its GEMM read, 1 B per element instead of 2 (TE's _Linear, _LayerNormLinear and

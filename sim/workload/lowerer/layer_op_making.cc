@@ -49,7 +49,7 @@ Op Lowerer::MakeLayerOp(const LayerOp& lo, OpPass pass) const {
     // Causal: a query block visits s / 2 key/value positions on average, whole or under
     // context parallelism (its load-balanced chunks see the gathered sequence's keys); of its own
     // document's, packed.
-    op.inv_k = static_cast<float>(2.0 * static_cast<double>(s_.training.packing) /
+    op.inv_k = static_cast<float>(2.0 * s_.training.AttentionPacking() /
                                   static_cast<double>(s_.training.seq_len));
     if (shape_.cp_ring) {
       // A ring runs one flash call per K, V chunk: each query block visits 1/cp of the keys in
