@@ -293,6 +293,31 @@ const std::vector<std::vector<std::pair<double, double>>> kCurvePoints = {
      {17179869184, 405.74}}};
 
 // Every all-reduce curve from 4 MiB up within 20 %, as the measured rows give it.
+TEST_CASE("all-to-all stripes each node-crossing slice over every NIC of its rail's GPU",
+          "[nccl]") {
+  // Two AWS p5 nodes (8 H100, 4 x 100 Gb/s EFA per GPU), all-to-all of M over the 16 GPUs:
+  // every GPU sends M/16 to each of the 8 on the other node, through the NICs of the local GPU
+  // of the destination's rail (PXN). So each local GPU's NICs carry the 8 slices for one
+  // remote GPU, M/2, over its 4 NICs. The same node with one 400 Gb/s NIC per GPU (and a
+  // 400 Gb/s fabric) carries M/2 over one NIC of the same bandwidth: the same time, where a
+  // single 100 Gb/s NIC per GPU would take 4 times as long.
+  const Bytes m = Bytes::Count(int64_t{8} << 30);
+  const ClusterSpec four = System("aws-p5");
+  ClusterSpec one = four;
+  one.node.nics_per_node = 8;
+  one.node.nic_bandwidth = Bandwidth::BytesPerSecond(50e9);
+  one.fabric->link_bandwidth = Bandwidth::BytesPerSecond(50e9);
+  const double t4 = Price(four, 16, CollectiveKind::kAllToAll, m).time.seconds();
+  const double t1 = Price(one, 16, CollectiveKind::kAllToAll, m).time.seconds();
+  CHECK(t4 == Approx(t1).epsilon(0.01));
+  // The NIC phase's floor: M/2 through 4 x 12.5 GB/s.
+  CHECK(t4 > static_cast<double>(m.count()) / 2 / (4 * 12.5e9));
+  ClusterSpec thin = four;
+  thin.node.nics_per_node = 8;  // one 100 Gb/s NIC per GPU
+  const double t_thin = Price(thin, 16, CollectiveKind::kAllToAll, m).time.seconds();
+  CHECK(t_thin / t4 == Approx(4.0).epsilon(0.05));
+}
+
 TEST_CASE("all-reduce bus bandwidth by message size against nccl-tests curves", "[nccl]") {
   const std::vector<Curve> curves = {
       {"azure_nda100v4_1n8g_allreduce", "azure-nda100-v4", 8},

@@ -326,28 +326,43 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
   }
   if (kind == CollectiveKind::kAllToAll) {
     // NCCL's all-to-all is grouped point-to-point: every member sends M/n to each other
-    // member at once. Across nodes the slice leaves through the NIC of the destination's rail,
+    // member at once. Across nodes the slice leaves through the NICs of the destination's rail,
     // reaching that rail's local GPU over NVLink first (PXN, NCCL 2.12+), so that it crosses
-    // the fabric rail-aligned.
+    // the fabric rail-aligned; where a GPU owns several NICs (AWS p5: 4 EFA per GPU) NCCL's
+    // channels stripe the slice over all of them (NCCL_NCHANNELS_PER_NET_PEER and one
+    // channel per NIC of the GPU's PCIe switch), so each carries an equal part.
     if (a != CollectiveAlgorithm::kRing) return std::nullopt;
     std::vector<Transfer> transfers;
     const int64_t gpn = topology_.gpus_per_node();
+    std::vector<std::vector<int64_t>> owned(static_cast<size_t>(gpn));  // rails by local GPU
+    for (int64_t k = 0; k < topology_.nics_per_node(); ++k) {
+      const int64_t owner = topology_.RailOwner(k);
+      if (owner >= 0 && owner < gpn) owned[static_cast<size_t>(owner)].push_back(k);
+    }
     int64_t across = 0;
     for (const auto& copy : members) {
       for (int64_t from : copy) {
         for (int64_t to : copy) {
           if (from == to) continue;
-          Transfer t;
-          t.share = 1.0 / static_cast<double>(n);
           if (NodeOf(topology_, from) == NodeOf(topology_, to)) {
+            Transfer t;
+            t.share = 1.0 / static_cast<double>(n);
             AppendRoute(from, to, std::nullopt, t);
-          } else {
-            const int64_t exit = NodeOf(topology_, from) * gpn + to % gpn;
-            AppendRoute(from, exit, std::nullopt, t);
-            AppendRoute(exit, to, std::nullopt, t);
-            if (copy.front() == members.front().front() && from == copy.front()) ++across;
+            if (!t.links.empty()) transfers.push_back(std::move(t));
+            continue;
           }
-          if (!t.links.empty()) transfers.push_back(std::move(t));
+          const int64_t exit = NodeOf(topology_, from) * gpn + to % gpn;
+          const std::vector<int64_t>& rails = owned[static_cast<size_t>(to % gpn)];
+          const size_t stripes = std::max<size_t>(rails.size(), 1);
+          for (size_t r = 0; r < stripes; ++r) {
+            Transfer t;
+            t.share = 1.0 / static_cast<double>(n * static_cast<int64_t>(stripes));
+            AppendRoute(from, exit, std::nullopt, t);
+            AppendRoute(exit, to, rails.empty() ? std::nullopt : std::optional<int64_t>(rails[r]),
+                        t);
+            if (!t.links.empty()) transfers.push_back(std::move(t));
+          }
+          if (copy.front() == members.front().front() && from == copy.front()) ++across;
         }
       }
     }
