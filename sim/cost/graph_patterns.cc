@@ -328,9 +328,10 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
     // NCCL's all-to-all is grouped point-to-point: every member sends M/n to each other
     // member at once. Across nodes the slice leaves through the NICs of the destination's rail,
     // reaching that rail's local GPU over NVLink first (PXN, NCCL 2.12+), so that it crosses
-    // the fabric rail-aligned; where a GPU owns several NICs (AWS p5: 4 EFA per GPU) NCCL's
-    // channels stripe the slice over all of them (NCCL_NCHANNELS_PER_NET_PEER and one
-    // channel per NIC of the GPU's PCIe switch), so each carries an equal part.
+    // the fabric rail-aligned; where a GPU owns several NICs (AWS p5: 4 EFA per GPU) its p2p
+    // channels to a network peer take those NICs in turn (without a graph NCCL picks a
+    // channel's NIC among the GPU's local ones by channel id: src/graph/paths.cc
+    // ncclTopoGetNetDev, ncclTopoGetLocalNet), so each carries an equal part.
     if (a != CollectiveAlgorithm::kRing) return std::nullopt;
     std::vector<Transfer> transfers;
     const int64_t gpn = topology_.gpus_per_node();
