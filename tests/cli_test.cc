@@ -395,7 +395,8 @@ TEST_CASE("sweep: --jobs 1 and 2 byte-identical, shards merge into the whole", "
   CHECK(Stepsim("merge " + dir + "/s1.json").status == 2);  // half a sweep
   Result csv = Stepsim(sweep + "--csv -");
   CHECK(csv.status == 0);
-  CHECK(absl::StartsWith(csv.out, "training.seq_len,parallel.zero,fits,peak_gib"));
+  CHECK(
+      absl::StartsWith(csv.out, "training.seq_len,parallel.zero,fits,reserved_gib,allocated_gib"));
   Result bad = Stepsim("sweep scenarios/default.yaml --vary training.seqlen=1,2");
   CHECK(bad.status == 2);
   CHECK(absl::StrContains(bad.out, "did you mean 'seq_len'"));

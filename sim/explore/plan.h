@@ -127,8 +127,8 @@ struct MinGpus {
   std::optional<int64_t> gpus;  // none: nothing fits up to the request's max_gpus
   std::string reason;           // why none fits
   PlanConfig config;
-  Bytes peak, capacity;
-  std::string binding;  // the largest category at the peak
+  Bytes peak, capacity;  // the reserved peak (what decides "fits") and the usable capacity
+  std::string binding;   // the largest category at the peak
   memory::Breakdown peak_breakdown{};
   Bytes host;  // host memory per node
 };

@@ -78,8 +78,8 @@ std::string PlanHtml(const PlanResult& plan) {
   }
   absl::StrAppend(&body, "<div class=\"wide\">", front, "</table></div>");
   std::string min = "<table id=\"min-gpus-table\">" +
-                    html::TableRow({"GPU", "smallest count that fits", "layout", "peak GiB",
-                                    "capacity GiB", "largest at peak"},
+                    html::TableRow({"GPU", "smallest count that fits", "layout",
+                                    "reserved peak GiB", "capacity GiB", "largest at peak"},
                                    true);
   for (const MinGpus& m : plan.min_gpus) {
     min += html::TableRow({m.gpu, m.gpus ? absl::StrCat(*m.gpus) : m.reason,

@@ -358,7 +358,7 @@ std::string PlanText(const PlanResult& p) {
     if (host) cells.push_back(absl::StrFormat("%.1f GiB", b.gib()));
     return cells;
   };
-  std::vector<std::string> min_header = {"GPU", "min GPUs", "peak", "binding term"};
+  std::vector<std::string> min_header = {"GPU", "min GPUs", "reserved peak", "binding term"};
   if (host) min_header.push_back("host per node");
   report::Table min(min_header);
   for (const MinGpus& m : p.min_gpus) {

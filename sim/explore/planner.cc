@@ -305,9 +305,9 @@ std::optional<PlanFit> Planner::FitOf(GpuSearch& g, const Candidate& c, const Co
     // The GPUs overflow at an op; or they fit and the node's host memory does not.
     Reject(g, c, RejectionKind::kReplay,
            run.first_overflow
-               ? absl::StrFormat("replay: out of memory at %s by %.2f GiB (peak %.1f GiB)",
+               ? absl::StrFormat("replay: out of memory at %s by %.2f GiB (reserved peak %.1f GiB)",
                                  run.first_overflow->op, run.first_overflow->excess.gib(),
-                                 run.peak.gib())
+                                 run.reserved_peak.gib())
                : absl::StrFormat("replay: host memory %.0f GiB per node exceeds the "
                                  "node's %.0f GiB of DRAM (GPU peak %.1f GiB fits)",
                                  run.host_peak.gib(), run.host_capacity.gib(), run.peak.gib()));
@@ -429,7 +429,7 @@ absl::Status Planner::SmallestCount(GpuSearch& g) {
     }
   }
   SetMinGpus(out_.min_gpus,
-             MinGpus{g.gpu.name, *hi, "", PlanConfig{}, hi_run->peak, hi_run->capacity,
+             MinGpus{g.gpu.name, *hi, "", PlanConfig{}, hi_run->reserved_peak, hi_run->capacity,
                      Largest(hi_run->peak_breakdown), hi_run->peak_breakdown, hi_run->host_peak});
   return absl::OkStatus();
 }

@@ -62,7 +62,7 @@ std::string HeadAndCharts(const std::string& title, const std::string& held,
                           const std::vector<Row>& rows) {
   std::string body = absl::StrCat("<h1>", html::Escape(title), "</h1>");
   if (!held.empty()) absl::StrAppend(&body, "<p id=\"held\">", html::Escape(held), "</p>");
-  html::XYChart peak = ChartOf("peak-chart", "peak GiB per GPU", label_names, rows,
+  html::XYChart peak = ChartOf("peak-chart", "reserved peak GiB per GPU", label_names, rows,
                                [](const RunSummary& s) { return s.reserved_peak.gib(); });
   for (const Row& r : rows) {
     if (!r.summary) continue;
@@ -80,8 +80,8 @@ std::string HeadAndCharts(const std::string& title, const std::string& held,
 // Every row's numbers.
 std::string RowsTable(const std::vector<std::string>& label_names, const std::vector<Row>& rows) {
   std::vector<std::string> header = label_names;
-  for (const char* h : {"fits", "reserved peak GiB", "peak GiB", "step s", "MFU", "tokens/s/GPU",
-                        "exposed comm s", "sent GB per GPU", "error"}) {
+  for (const char* h : {"fits", "reserved peak GiB", "allocated peak GiB", "step s", "MFU",
+                        "tokens/s/GPU", "exposed comm s", "sent GB per GPU", "error"}) {
     header.push_back(h);
   }
   std::string table = "<table id=\"rows-table\">" + html::TableRow(header, true);

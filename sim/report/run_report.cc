@@ -321,10 +321,10 @@ void AppendTime(const RunSummary& r, std::string& out) {
   if (pipelined) {
     absl::StrAppendFormat(&out, "  (times of stage %d, the busiest)\n\n", r.time_stage);
     Table stages(
-        {"stage", "GPU", "peak GiB", "compute s", "recompute s", "exposed comm s", "bubble s"});
+        {"stage", "GPU", "reserved GiB", "compute s", "recompute s", "exposed comm s", "bubble s"});
     for (const StageSummary& sg : r.stages) {
       const replay::StageTimes& t = sg.times;
-      stages.AddRow({absl::StrCat(sg.stage), absl::StrCat(sg.gpu), FormatGiB(sg.peak),
+      stages.AddRow({absl::StrCat(sg.stage), absl::StrCat(sg.gpu), FormatGiB(sg.reserved_peak),
                      absl::StrFormat("%.4f", t.compute.seconds()),
                      absl::StrFormat("%.4f", t.recompute.seconds()),
                      absl::StrFormat("%.4f", t.exposed_comm.seconds()),
