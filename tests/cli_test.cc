@@ -330,6 +330,12 @@ TEST_CASE("run --html writes a self-contained page that headless Chromium render
   const double peak_gib = j["memory"]["peak_bytes"].get<double>() / 1073741824.0;
   CHECK(absl::StrContains(html, absl::StrFormat("Peak <strong>%.2f GiB", peak_gib)));
   CHECK(absl::StrContains(html, absl::StrFormat("%.3f s", j["time"]["step_s"].get<double>())));
+  // The memory chart draws the reserved peak the verdict is decided on, above the allocated
+  // areas.
+  const double reserved_gib = j["memory"]["reserved_peak_bytes"].get<double>() / 1073741824.0;
+  CHECK(absl::StrContains(html, "id=\"reserved-peak\""));
+  CHECK(absl::StrContains(html,
+                          absl::StrFormat("reserved peak %.2f GiB (the verdict", reserved_gib)));
   // Every category held at the peak has its hatched area; every pattern is defined.
   CHECK(absl::StrContains(html, "data-category=\"activations\""));
   CHECK(absl::StrContains(html, "<pattern id=\"m-activations\""));

@@ -24,7 +24,8 @@ svg{width:100%;height:auto;display:block}
 .axis,.tick{stroke:#333}.grid{stroke:#ddd}.xt{font-size:11px;text-anchor:middle}
 .yt,.lane{font-size:11px;text-anchor:end}.label{font-size:12px;font-weight:600}
 .capacity{stroke:#c62828;stroke-width:2;stroke-dasharray:8 4}.peak{stroke:#000;stroke-width:1.5;
-stroke-dasharray:3 3}.area{stroke:#fff;stroke-width:.3}.op{stroke:#222;stroke-width:.2}
+stroke-dasharray:3 3}.reserved{stroke:#555;stroke-width:1.5;stroke-dasharray:2 4}
+.area{stroke:#fff;stroke-width:.3}.op{stroke:#222;stroke-width:.2}
 .series{fill:none;stroke-width:2}.point{stroke:#000;stroke-width:.8}
 .legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:.4em 1.2em;font-size:13px}
 .legend svg{display:inline;width:18px;vertical-align:middle;margin-right:.3em}
