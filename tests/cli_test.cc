@@ -516,9 +516,9 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
   CHECK(absl::StrContains(eight.out, "closest TP/PP layout: 8 x A100-SXM4-80GB megatron tp8"));
   CHECK(Stepsim("plan llama2-70b --gpu V100-SXM2-32GB").status == 2);  // no node type
   // A deadline picks from the Pareto set, and says when nothing meets it; a batch in tokens
-  // that is no multiple of a node's GPUs (1M = 244 sequences) still plans.
+  // that is no multiple of a node's GPUs (1,000,000 = 244 sequences) still plans.
   Result d = Stepsim(
-      "plan llama2-70b --gpu H100-SXM5-80GB --max-gpus 64 --tokens 2T --batch-tokens 1M "
+      "plan llama2-70b --gpu H100-SXM5-80GB --max-gpus 64 --tokens 2T --batch-tokens 1000000 "
       "--days 100000");
   CHECK(d.status == 0);
   CHECK(absl::StrContains(d.out, "Choice (cheapest within 100000 days): "));

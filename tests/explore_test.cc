@@ -102,6 +102,23 @@ TEST_CASE("parallel runs give identical results in product order", "[explore]") 
         SweepJson("s", {"k"}, {0, 0}, 0, {}, 0, 2).dump(2));
 }
 
+TEST_CASE("plan's tokens per step take binary suffixes, its token budget decimal ones",
+          "[explore]") {
+  // Batch sizes are quoted in powers of two: the default "4M" is 4,194,304 (1,024 x 4,096), so
+  // --batch-tokens 16M is four times it, 16,777,216, not 16,000,000.
+  PlanRequest req;
+  CHECK(req.global_batch_tokens == 4194304);
+  REQUIRE(SetPlanOption(req, "batch-tokens", "16M", "--batch-tokens").ok());
+  CHECK(req.global_batch_tokens == 16777216);
+  REQUIRE(SetPlanOption(req, "batch-tokens", "512K", "--batch-tokens").ok());
+  CHECK(req.global_batch_tokens == 524288);
+  REQUIRE(SetPlanOption(req, "batch-tokens", "4000000", "--batch-tokens").ok());
+  CHECK(req.global_batch_tokens == 4000000);
+  REQUIRE(SetPlanOption(req, "tokens", "2T", "--tokens").ok());
+  CHECK(req.tokens == 2e12);
+  CHECK_FALSE(SetPlanOption(req, "batch-tokens", "4B", "--batch-tokens").ok());
+}
+
 TEST_CASE("plan options refuse a count past its bound instead of casting it", "[explore]") {
   // --max-gpus 1e19 was cast to an int64_t it does not fit (undefined; it planned nothing and
   // printed that as the answer), and --max-gpus 1e15 searched for minutes.

@@ -178,6 +178,37 @@ absl::StatusOr<double> ParseWatts(absl::string_view text) {
   return *v;
 }
 
+absl::StatusOr<double> ParseBatchTokens(absl::string_view text) {
+  std::string s(absl::StripAsciiWhitespace(text));
+  double factor = 1;
+  if (!s.empty()) {
+    switch (s.back()) {
+      case 'k':
+      case 'K':
+        factor = 1024.0;
+        break;
+      case 'M':
+        factor = 1048576.0;
+        break;
+      case 'G':
+        factor = 1073741824.0;
+        break;
+      case 'T':
+        factor = 1099511627776.0;
+        break;
+      default:
+        break;
+    }
+    if (factor != 1) s.pop_back();
+  }
+  double v = 0;
+  if (s.empty() || !absl::SimpleAtod(s, &v) || !std::isfinite(v) || v < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a count of tokens; expected e.g. 4194304 or 4M (M = 2^20)"));
+  }
+  return v * factor;
+}
+
 absl::StatusOr<double> ParseCount(absl::string_view text) {
   std::string s(absl::StripAsciiWhitespace(text));
   double factor = 1;

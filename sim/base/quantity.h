@@ -27,5 +27,8 @@ absl::StatusOr<double> ParseWatts(absl::string_view text);
 // A plain count with an optional SI suffix: "70e9", "7B" (billions), "2T" (trillions), "500M",
 // "8k". Used for parameter and token counts on the command line.
 absl::StatusOr<double> ParseCount(absl::string_view text);
+// A count of tokens per optimizer step, whose suffixes are binary as batch sizes are quoted
+// ("4M tokens" = 1,024 sequences of 4,096 = 4,194,304): K 2^10, M 2^20, G 2^30, T 2^40.
+absl::StatusOr<double> ParseBatchTokens(absl::string_view text);
 
 }  // namespace sim

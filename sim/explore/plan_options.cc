@@ -25,8 +25,9 @@ absl::Status Bad(absl::string_view shown, absl::string_view what, absl::string_v
 // most `max`: a count past it was cast to an integer it does not fit (--max-gpus 1e19 planned
 // nothing and said so as an answer) or asked for minutes of search (--max-gpus 1e15).
 template <class T>
-absl::Status Count(absl::string_view shown, absl::string_view value, T& slot, double max) {
-  auto n = ParseCount(value);
+absl::Status Count(absl::string_view shown, absl::string_view value, T& slot, double max,
+                   bool batch_tokens = false) {
+  auto n = batch_tokens ? ParseBatchTokens(value) : ParseCount(value);
   if (!n.ok() || *n < 1) return Bad(shown, "a count", value);
   // A GPU count, a length or a rank is whole: 8.5 is refused, not truncated to 8.
   if (std::is_integral_v<T> && *n != std::floor(*n)) return Bad(shown, "a whole count", value);
@@ -81,7 +82,9 @@ absl::Status SetPlanOption(PlanRequest& req, absl::string_view name, absl::strin
   }
   if (name == "tokens") return Count(shown, value, req.tokens, kMaxTokens);
   if (name == "seq-len") return Count(shown, value, req.seq_len, kMaxSeqLen);
-  if (name == "batch-tokens") return Count(shown, value, req.global_batch_tokens, kMaxBatchTokens);
+  if (name == "batch-tokens") {
+    return Count(shown, value, req.global_batch_tokens, kMaxBatchTokens, /*batch_tokens=*/true);
+  }
   if (name == "max-gpus") return Count(shown, value, req.max_gpus, kMaxGpus);
   if (name == "jobs") return Count(shown, value, req.jobs, kMaxJobs);
   if (name == "lora-rank") return Count(shown, value, req.lora_rank, kMaxLoraRank);

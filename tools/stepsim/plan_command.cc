@@ -30,7 +30,9 @@ int PlanCommand(const std::vector<std::string>& args) {
       {{"gpu", "LIST", "GPU catalog names, comma-separated (default: every GPU with a node type)"},
        {"tokens", "COUNT", "training tokens (2T, 15T, 300B); default 1T"},
        {"seq-len", "S", "sequence length; default 4096"},
-       {"batch-tokens", "COUNT", "tokens per optimizer step; default 4M (4194304)"},
+       {"batch-tokens", "COUNT",
+        "tokens per optimizer step; K, M, G are 2^10, 2^20, 2^30 here, as batch sizes are "
+        "quoted (default 4M = 4194304 = 1024 x 4096; --tokens counts are decimal)"},
        {"max-gpus", "N", "largest cluster to consider; default 1024, at most 1048576"},
        {"days", "D", "deadline: pick the cheapest Pareto point that trains within D days"},
        {"budget", "USD", "budget: pick the fastest Pareto point within it (with --days: cheapest)"},
