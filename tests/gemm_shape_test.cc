@@ -6,6 +6,7 @@
 // T = s = 4096 tokens, h = 4096, f = 11008, V = 32000). Flash attention's implementations
 // (training.flash_impl) scale FlashAttention-2's time by their authors' published ratios.
 #include <catch2/catch.hpp>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "sim/config/loaders.h"
@@ -32,16 +33,19 @@ GpuSpec TestGpu(double peak, double hbm) {
   return gpu;
 }
 
-// Llama-2-7B on one GPU, 4,096-token sequences, without recompute, attention as given.
-OpProgram LowerLlama2(const char* attention, const char* packing = "1") {
+// Llama-2-7B on one GPU, 4,096-token sequences, without recompute, attention as given, and
+// `more` keys.
+OpProgram LowerLlama2(const char* attention, const char* packing = "1",
+                      std::vector<config::Override> more = {}) {
+  std::vector<config::Override> keys = {{"model", "llama2-7b"},
+                                        {"cluster.nodes", "1"},
+                                        {"training.global_batch", "8"},
+                                        {"training.recompute", "none"},
+                                        {"training.attention", attention},
+                                        {"training.packing", packing}};
+  keys.insert(keys.end(), more.begin(), more.end());
   auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
-                                STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-                                {{"model", "llama2-7b"},
-                                 {"cluster.nodes", "1"},
-                                 {"training.global_batch", "8"},
-                                 {"training.recompute", "none"},
-                                 {"training.attention", attention},
-                                 {"training.packing", packing}});
+                                STEPSIM_SOURCE_DIR "/scenarios/default.yaml", keys);
   REQUIRE(s.ok());
   auto p = Lower(*s);
   REQUIRE(p.ok());
@@ -95,17 +99,7 @@ TEST_CASE("packed documents of given lengths: attention over the sum of their sq
   // blocks are (2048² + 2 · 1024²) / 4096² = 3/8 of the sequence's, and a query visits on
   // average Σ L · L/2 / S = 768 keys. Four of 1,024 are packing 4 exactly.
   auto lowered = [](const char* lengths) {
-    auto s = config::LoadScenario(config::DataRoot{STEPSIM_SOURCE_DIR},
-                                  STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
-                                  {{"model", "llama2-7b"},
-                                   {"cluster.nodes", "1"},
-                                   {"training.global_batch", "8"},
-                                   {"training.recompute", "none"},
-                                   {"training.document_lengths", lengths}});
-    REQUIRE(s.ok());
-    auto p = Lower(*s);
-    REQUIRE(p.ok());
-    return *std::move(p);
+    return LowerLlama2("flash", "1", {{"training.document_lengths", lengths}});
   };
   const OpProgram whole = LowerLlama2("flash"), mixed = lowered("2048, 1024, 1024");
   const OpProgram equal = lowered("1024, 1024, 1024, 1024"), four = LowerLlama2("flash", "4");

@@ -1,6 +1,7 @@
 #include "sim/base/quantity.h"
 
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -178,67 +179,42 @@ absl::StatusOr<double> ParseWatts(absl::string_view text) {
   return *v;
 }
 
-absl::StatusOr<double> ParseBatchTokens(absl::string_view text) {
+namespace {
+
+// A count with an optional one-letter suffix from `suffixes` (letter, factor); `expected` ends
+// the error message.
+absl::StatusOr<double> SuffixedCount(absl::string_view text,
+                                     std::initializer_list<std::pair<char, double>> suffixes,
+                                     absl::string_view expected) {
   std::string s(absl::StripAsciiWhitespace(text));
   double factor = 1;
-  if (!s.empty()) {
-    switch (s.back()) {
-      case 'k':
-      case 'K':
-        factor = 1024.0;
-        break;
-      case 'M':
-        factor = 1048576.0;
-        break;
-      case 'G':
-        factor = 1073741824.0;
-        break;
-      case 'T':
-        factor = 1099511627776.0;
-        break;
-      default:
-        break;
+  for (const auto& [letter, f] : suffixes) {
+    if (!s.empty() && s.back() == letter) {
+      factor = f;
+      s.pop_back();
+      break;
     }
-    if (factor != 1) s.pop_back();
   }
   double v = 0;
   if (s.empty() || !absl::SimpleAtod(s, &v) || !std::isfinite(v) || v < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "'", text, "' is not a count of tokens; expected e.g. 4194304 or 4M (M = 2^20)"));
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' ", expected));
   }
   return v * factor;
 }
 
+}  // namespace
+
+absl::StatusOr<double> ParseBatchTokens(absl::string_view text) {
+  return SuffixedCount(
+      text,
+      {{'k', 1024.0}, {'K', 1024.0}, {'M', 1048576.0}, {'G', 1073741824.0}, {'T', 1099511627776.0}},
+      "is not a count of tokens; expected e.g. 4194304 or 4M (M = 2^20)");
+}
+
 absl::StatusOr<double> ParseCount(absl::string_view text) {
-  std::string s(absl::StripAsciiWhitespace(text));
-  double factor = 1;
-  if (!s.empty()) {
-    switch (s.back()) {
-      case 'k':
-      case 'K':
-        factor = 1e3;
-        break;
-      case 'M':
-        factor = 1e6;
-        break;
-      case 'B':
-      case 'G':
-        factor = 1e9;
-        break;
-      case 'T':
-        factor = 1e12;
-        break;
-      default:
-        break;
-    }
-    if (factor != 1) s.pop_back();
-  }
-  double v = 0;
-  if (s.empty() || !absl::SimpleAtod(s, &v) || !std::isfinite(v) || v < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a count; expected e.g. 70e9, 7B, 2T, 500M"));
-  }
-  return v * factor;
+  return SuffixedCount(text,
+                       {{'k', 1e3}, {'K', 1e3}, {'M', 1e6}, {'B', 1e9}, {'G', 1e9}, {'T', 1e12}},
+                       "is not a count; expected e.g. 70e9, 7B, 2T, 500M");
 }
 
 }  // namespace sim
