@@ -8,8 +8,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace sim {
@@ -181,17 +183,17 @@ absl::StatusOr<double> ParseWatts(absl::string_view text) {
 
 namespace {
 
-// A count with an optional one-letter suffix from `suffixes` (letter, factor); `expected` ends
-// the error message.
-absl::StatusOr<double> SuffixedCount(absl::string_view text,
-                                     std::initializer_list<std::pair<char, double>> suffixes,
-                                     absl::string_view expected) {
+// A count with an optional suffix from `suffixes` (text, factor; the longer first where one ends
+// another); `expected` ends the error message.
+absl::StatusOr<double> SuffixedCount(
+    absl::string_view text, std::initializer_list<std::pair<absl::string_view, double>> suffixes,
+    absl::string_view expected) {
   std::string s(absl::StripAsciiWhitespace(text));
   double factor = 1;
-  for (const auto& [letter, f] : suffixes) {
-    if (!s.empty() && s.back() == letter) {
+  for (const auto& [suffix, f] : suffixes) {
+    if (absl::EndsWith(s, suffix)) {
       factor = f;
-      s.pop_back();
+      s.resize(s.size() - suffix.size());
       break;
     }
   }
@@ -204,17 +206,44 @@ absl::StatusOr<double> SuffixedCount(absl::string_view text,
 
 }  // namespace
 
-absl::StatusOr<double> ParseBatchTokens(absl::string_view text) {
-  return SuffixedCount(
-      text,
-      {{'k', 1024.0}, {'K', 1024.0}, {'M', 1048576.0}, {'G', 1073741824.0}, {'T', 1099511627776.0}},
-      "is not a count of tokens; expected e.g. 4194304 or 4M (M = 2^20)");
-}
-
 absl::StatusOr<double> ParseCount(absl::string_view text) {
   return SuffixedCount(text,
-                       {{'k', 1e3}, {'K', 1e3}, {'M', 1e6}, {'B', 1e9}, {'G', 1e9}, {'T', 1e12}},
-                       "is not a count; expected e.g. 70e9, 7B, 2T, 500M");
+                       {{"Ki", 1024.0},
+                        {"Mi", 1048576.0},
+                        {"Gi", 1073741824.0},
+                        {"Ti", 1099511627776.0},
+                        {"k", 1e3},
+                        {"K", 1e3},
+                        {"M", 1e6},
+                        {"B", 1e9},
+                        {"G", 1e9},
+                        {"T", 1e12}},
+                       "is not a count; expected e.g. 70e9, 7B, 2T, 500M (decimal) or 4Mi "
+                       "(binary: 4 x 2^20)");
+}
+
+absl::StatusOr<MemoryMargin> ParseMemoryMargin(absl::string_view text) {
+  const absl::string_view t = absl::StripAsciiWhitespace(text);
+  if (absl::EndsWith(t, "%")) {
+    double p = 0;
+    if (!absl::SimpleAtod(t.substr(0, t.size() - 1), &p) || !(p >= 0 && p < 100)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "memory margin '", text, "' is not a share from 0 % to below 100 % (e.g. 5%)"));
+    }
+    return MemoryMargin{p / 100.0, Bytes()};
+  }
+  auto b = ParseBytes(t);
+  if (!b.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory margin '", text, "' is neither a share (5%) nor bytes (2 GiB)"));
+  }
+  return MemoryMargin{0, *b};
+}
+
+std::string MemoryMarginText(const MemoryMargin& m) {
+  if (m.bytes == Bytes()) return absl::StrFormat("%g%%", m.fraction * 100.0);
+  if (m.fraction == 0) return absl::StrFormat("%.2f GiB", m.bytes.gib());
+  return absl::StrFormat("%g%% + %.2f GiB", m.fraction * 100.0, m.bytes.gib());
 }
 
 }  // namespace sim

@@ -11,6 +11,8 @@
 // InvalidArgument naming the expected units. Bits and bytes are case-distinct: "Gb/s" is
 // gigabits, "GB/s" gigabytes.
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "sim/base/units.h"
@@ -24,11 +26,24 @@ absl::StatusOr<Duration> ParseDuration(absl::string_view text);
 // A power in watts.
 absl::StatusOr<double> ParseWatts(absl::string_view text);
 
-// A plain count with an optional SI suffix: "70e9", "7B" (billions), "2T" (trillions), "500M",
-// "8k". Used for parameter and token counts on the command line.
+// A plain count with an optional suffix: decimal k/K, M, B/G, T ("70e9", "7B", "2T" = 2e12,
+// "500M", "8k"), or binary Ki, Mi, Gi, Ti ("4Mi" = 4,194,304 = 1,024 sequences of 4,096). Used
+// for parameter, token and batch counts on the command line.
 absl::StatusOr<double> ParseCount(absl::string_view text);
-// A count of tokens per optimizer step, whose suffixes are binary as batch sizes are quoted
-// ("4M tokens" = 1,024 sequences of 4,096 = 4,194,304): K 2^10, M 2^20, G 2^30, T 2^40.
-absl::StatusOr<double> ParseBatchTokens(absl::string_view text);
+
+// A memory margin kept free below a GPU's usable memory: a share of it ("5%") or bytes
+// ("2 GiB"). The margin is `fraction` x usable + `bytes`.
+struct MemoryMargin {
+  double fraction = 0;
+  Bytes bytes;
+  Bytes Of(Bytes usable) const {
+    return Bytes::Round(fraction * static_cast<double>(usable.count())) + bytes;
+  }
+  bool none() const { return fraction == 0 && bytes == Bytes(); }
+};
+// "P%" with 0 <= P < 100, or bytes as ParseBytes reads them.
+absl::StatusOr<MemoryMargin> ParseMemoryMargin(absl::string_view text);
+// "5%" or "2.00 GiB", as ParseMemoryMargin reads it back.
+std::string MemoryMarginText(const MemoryMargin& m);
 
 }  // namespace sim

@@ -273,6 +273,8 @@ std::vector<ScenarioKey> Build() {
        "GPU memory outside PyTorch's allocator (CUDA context, NCCL buffers) per GPU"},
       {"runtime.expandable_segments", "true | false", Bool(d.runtime.expandable_segments),
        "PyTorch's `expandable_segments` allocator option"},
+      {"runtime.headroom", "P% | bytes", "none",
+       "memory kept free: taken off the GPU's usable memory before \"fits\" is decided"},
   };
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/strip.h"
 #include "sim/base/check.h"
 #include "sim/base/input_file.h"
+#include "sim/base/quantity.h"
 #include "sim/base/suggest.h"
 #include "sim/base/utf8.h"
 #include "sim/config/catalog.h"
@@ -515,6 +516,14 @@ void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
   if (auto v = ReadBool({node, "expandable_segments", "runtime", false}, errors)) {
     r.expandable_segments = *v;
   }
+  if (auto v = ReadString({node, "headroom", "runtime", false}, errors)) {
+    auto m = ParseMemoryMargin(*v);
+    if (m.ok()) {
+      r.headroom = *m;
+    } else {
+      errors.Add(node["headroom"], "runtime.headroom", m.status().message());
+    }
+  }
 }
 
 }  // namespace
@@ -547,6 +556,18 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
   ReadParallel(r["parallel"], s.parallel, errors);
   ReadRuntime(r["runtime"], s.runtime, errors);
   if (!errors.empty()) return failed();
+  if (!s.runtime.headroom.none()) {
+    const Bytes usable = s.cluster.gpu.Usable();
+    const Bytes margin = s.runtime.headroom.Of(usable);
+    if (margin >= usable) {
+      errors.Add(Child(Child(r, "runtime"), "headroom"), "runtime.headroom",
+                 absl::StrFormat("a margin of %.2f GiB leaves nothing of the %s's %.2f GiB",
+                                 margin.gib(), s.cluster.gpu.name, usable.gib()));
+      return failed();
+    }
+    s.cluster.gpu.usable_hbm = usable - margin;
+    s.runtime.headroom_taken = margin;
+  }
   if (const int64_t tokens = s.training.global_batch_tokens; tokens > 0 && s.dp() > 0) {
     // The nearest whole number of steps' least batch (Megatron-LM's interleaved schedule needs
     // the micro-batches to be a multiple of pp); refused when even one overshoots by half.

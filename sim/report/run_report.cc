@@ -92,6 +92,7 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
                 {"reserved_peak_excess_bytes", (o->reserved_peak - r.capacity).count()}};
   }
   j["memory"] = {{"capacity_bytes", r.capacity.count()},
+                 {"headroom_bytes", r.headroom.count()},
                  {"peak_bytes", r.peak.count()},
                  {"peak_gpu", r.peak_gpu},
                  {"peak_stage", r.peak_stage},
@@ -227,6 +228,9 @@ void AppendVerdict(const RunSummary& r, std::string& out) {
   const std::string terms =
       absl::StrFormat("tensors %s + allocator cache %s + runtime %s", FormatGiB(tensors),
                       FormatGiB(overhead), FormatGiB(r.runtime_reserved));
+  const std::string margin = r.headroom > Bytes() ? absl::StrCat(" after a ", FormatGiB(r.headroom),
+                                                                 " headroom (runtime.headroom)")
+                                                  : "";
   if (!r.host_fits && r.gpu_fits) {
     absl::StrAppendFormat(&out,
                           "DOES NOT FIT: the host memory per node %s exceeds the node's %s of "
@@ -235,16 +239,16 @@ void AppendVerdict(const RunSummary& r, std::string& out) {
                           r.nvme > Bytes() ? " or its NVMe" : "", FormatGiB(r.reserved_peak),
                           FormatGiB(cap));
   } else if (r.gpu_fits) {
-    absl::StrAppendFormat(&out, "FITS: reserved peak %s of %s usable per GPU (%s free)\n  %s\n",
-                          FormatGiB(r.reserved_peak), FormatGiB(cap),
+    absl::StrAppendFormat(&out, "FITS: reserved peak %s of %s usable per GPU%s (%s free)\n  %s\n",
+                          FormatGiB(r.reserved_peak), FormatGiB(cap), margin,
                           FormatGiB(cap - r.reserved_peak), terms);
   } else {
     const absl::string_view decides =
         tensors > cap  ? "the tensors alone exceed it"
         : r.peak > cap ? "the tensors fit, the runtime reserve tips it over"
                        : "the tensors and runtime fit; the allocator's cached segments do not";
-    absl::StrAppendFormat(&out, "DOES NOT FIT: reserved peak %s of %s usable per GPU: %s\n  %s\n",
-                          FormatGiB(r.reserved_peak), FormatGiB(cap), decides, terms);
+    absl::StrAppendFormat(&out, "DOES NOT FIT: reserved peak %s of %s usable per GPU%s: %s\n  %s\n",
+                          FormatGiB(r.reserved_peak), FormatGiB(cap), margin, decides, terms);
     if (const auto& o = r.first_overflow) {
       absl::StrAppendFormat(&out, "  capacity first exceeded at %s, t = %s, by %s\n", o->op,
                             FormatSeconds(o->at.seconds()), FormatGiB(o->excess));

@@ -62,6 +62,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   // Memory of the GPU with the highest peak.
   const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
   o.capacity = s.cluster.gpu.Usable();
+  o.headroom = s.runtime.headroom_taken;
   o.peak = ledger.peak();
   o.reserved_peak = ledger.reserved_peak();
   o.peak_gpu = r.GpuOf(r.peak_rank);

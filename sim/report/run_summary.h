@@ -91,7 +91,8 @@ struct RunSummary {
   Precision precision = Precision::kBf16;
 
   // ---- memory (per GPU) -----------------------------------------------------------------
-  Bytes capacity;  // usable HBM: what one process gets (GpuSpec::Usable)
+  Bytes capacity;  // usable HBM: what one process gets (GpuSpec::Usable), less the headroom
+  Bytes headroom;  // runtime.headroom, taken off `capacity`
   Bytes peak;      // allocated tensors + the runtime reserve
   int64_t peak_gpu = 0;
   int32_t peak_stage = 0;

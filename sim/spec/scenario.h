@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "sim/base/quantity.h"
 #include "sim/base/units.h"
 #include "sim/spec/fabric.h"
 #include "sim/spec/hardware.h"
@@ -412,6 +413,11 @@ struct RuntimeSpec {
   Bytes reserved = Bytes::GiB(1);
   // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (sim/memory/caching_allocator.h).
   bool expandable_segments = false;
+  // Memory kept free below the GPU's usable memory: the loader takes it off
+  // cluster.gpu.usable_hbm, so that "fits" means the reserved peak stays under usable - margin
+  // (a planner's safety margin; `stepsim plan --headroom`).
+  MemoryMargin headroom;
+  Bytes headroom_taken;  // the margin in bytes, as the loader took it off
 };
 
 struct Scenario {
