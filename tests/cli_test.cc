@@ -521,13 +521,70 @@ TEST_CASE("compare and plan print their tables", "[cli]") {
       "plan llama2-70b --gpu H100-SXM5-80GB --max-gpus 64 --tokens 2T --batch-tokens 1000000 "
       "--days 100000");
   CHECK(d.status == 0);
-  CHECK(absl::StrContains(d.out, "Choice (cheapest within 100000 days): "));
+  CHECK(absl::StrContains(d.out, "Choice (the smallest cluster that trains within 100000 days): "));
   Result none = Stepsim(
       "plan llama2-70b --gpu H100-SXM5-80GB --max-gpus 64 --tokens 2T --batch-tokens 524288 "
       "--days 1");
   CHECK(absl::StrContains(none.out, "none of the Pareto set meets it"));
   CHECK(Stepsim("plan llama2-70b --days -3").status == 2);
   CHECK(Stepsim("plan llama2-70b --budget lots").status == 2);
+}
+
+TEST_CASE("plan takes a scenario, --set, --search, --gpus and --headroom", "[cli]") {
+  // JSON into a file: the progress line goes to the terminal's stderr, which Stepsim joins to
+  // stdout.
+  const std::string dir = "/tmp/stepsim-cli-plan-scenario";
+  std::filesystem::create_directories(dir);
+  auto plan_json = [&](const std::string& args, const std::string& name) {
+    const std::string path = absl::StrCat(dir, "/", name, ".json");
+    Result r = Stepsim(absl::StrCat(args, " --json ", path));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(Slurp(path));
+  };
+  // A scenario with fp8 over it, at exactly 1,536 GPUs: the choice is there.
+  auto j = plan_json(
+      "plan scenarios/default.yaml --set training.precision=fp8 --gpus 1536 --tokens 1T", "a");
+  CHECK(j["model"] == "llama2-70b");  // the scenario's model and GPU
+  REQUIRE(j["choice"].is_object());
+  CHECK(j["choice"]["gpus"] == 1536);
+  for (const auto& f : j["fits"]) CHECK(f["gpus"] == 1536);
+  CHECK(j["types"].size() == 1);
+  CHECK(j["types"][0]["gpu"] == "H100-SXM5-80GB");
+  // --set of a key the search varies fixes it.
+  auto t = plan_json("plan scenarios/default.yaml --set parallel.tp=2 --gpus 64", "tp");
+  REQUIRE_FALSE(t["fits"].empty());
+  for (const auto& f : t["fits"]) CHECK(f["config"]["tp"] == 2);
+  // --search: one plan per value, every fit and type row labelled.
+  auto v =
+      plan_json("plan scenarios/default.yaml --search training.precision=bf16,fp8 --gpus 64", "s");
+  REQUIRE(v["types"].size() == 2);
+  CHECK(v["types"][0]["variant"] == "training.precision=bf16");
+  CHECK(v["types"][1]["variant"] == "training.precision=fp8");
+  // --headroom 10%: no fit's reserved peak passes 90 % of the usable memory (79.2 GiB).
+  auto hj = plan_json("plan llama2-70b --gpu H100-SXM5-80GB --gpus 32 --headroom 10%", "h");
+  CHECK(hj["headroom"] == "10%");
+  const auto& m = hj["min_gpus"]["H100-SXM5-80GB"];
+  CHECK(m["peak_bytes"].get<double>() <= 0.9 * 79.2 * 1073741824.0);
+  // Three GPU types, one without a price: all three have rows; that one says so.
+  auto tj = plan_json("plan llama3-8b --gpu H100-SXM5-80GB,H200-SXM-141GB,B200-SXM-180GB --gpus 64",
+                      "three");
+  REQUIRE(tj["types"].size() == 3);
+  CHECK(tj["types"][2]["gpu"] == "B200-SXM-180GB");
+  CHECK(tj["types"][2]["priced"] == false);
+  CHECK(tj["types"][2]["best"].is_object());
+  CHECK(tj["types"][2]["cost"].is_null());
+  Result text =
+      Stepsim("plan llama3-8b --gpu H100-SXM5-80GB,B200-SXM-180GB,MI300X-192GB --gpus 64");
+  CHECK(absl::StrContains(text.out, "no price"));
+  CHECK(absl::StrContains(text.out, "DATASHEET ONLY"));  // MI300X's time rests on datasheets
+  // Errors: a count that is no whole number of nodes; a key the plan sets itself.
+  Result odd = Stepsim("plan scenarios/default.yaml --gpus 100");
+  CHECK(odd.status == 2);
+  CHECK(absl::StrContains(odd.out, "nearest: 96 or 104"));
+  Result own = Stepsim("plan scenarios/default.yaml --set cluster.nodes=4");
+  CHECK(own.status == 2);
+  CHECK(absl::StrContains(own.out, "use --gpus N"));
 }
 
 TEST_CASE("compare's page charts what each ZeRO stage sends, as a multiple of DDP's", "[cli]") {
@@ -587,7 +644,7 @@ TEST_CASE("plan shards merge into the whole plan", "[cli]") {
   std::filesystem::create_directories(dir);
   const std::string plan =
       "plan llama2-70b --gpu A100-SXM4-80GB,H100-SXM5-80GB --tokens 2T --max-gpus 64 "
-      "--batch-tokens 524288 --json ";
+      "--batch-tokens 524288 --count-gap 0 --json ";  // a shard searches its own sizes only
   REQUIRE(Stepsim(plan + dir + "/full.json").status == 0);
   for (int k = 1; k <= 3; ++k) {
     REQUIRE(

@@ -1,6 +1,7 @@
 // Sweeps, comparisons and plans (sim/explore): grids, order, determinism and the SPEC stories.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -102,21 +103,24 @@ TEST_CASE("parallel runs give identical results in product order", "[explore]") 
         SweepJson("s", {"k"}, {0, 0}, 0, {}, 0, 2).dump(2));
 }
 
-TEST_CASE("plan's tokens per step take binary suffixes, its token budget decimal ones",
-          "[explore]") {
-  // Batch sizes are quoted in powers of two: the default "4M" is 4,194,304 (1,024 x 4,096), so
-  // --batch-tokens 16M is four times it, 16,777,216, not 16,000,000.
+TEST_CASE("plan's counts are decimal with K, M, G, T and binary with Ki, Mi, Gi, Ti", "[explore]") {
+  // "15T tokens" is 15e12 and --batch-tokens 16M is 16,000,000; a binary count says so: the
+  // default, 1,024 sequences of 4,096, is 4Mi = 4,194,304.
   PlanRequest req;
   CHECK(req.global_batch_tokens == 4194304);
   REQUIRE(SetPlanOption(req, "batch-tokens", "16M", "--batch-tokens").ok());
+  CHECK(req.global_batch_tokens == 16000000);
+  REQUIRE(SetPlanOption(req, "batch-tokens", "16Mi", "--batch-tokens").ok());
   CHECK(req.global_batch_tokens == 16777216);
-  REQUIRE(SetPlanOption(req, "batch-tokens", "512K", "--batch-tokens").ok());
+  REQUIRE(SetPlanOption(req, "batch-tokens", "512Ki", "--batch-tokens").ok());
   CHECK(req.global_batch_tokens == 524288);
   REQUIRE(SetPlanOption(req, "batch-tokens", "4000000", "--batch-tokens").ok());
   CHECK(req.global_batch_tokens == 4000000);
   REQUIRE(SetPlanOption(req, "tokens", "2T", "--tokens").ok());
   CHECK(req.tokens == 2e12);
-  CHECK_FALSE(SetPlanOption(req, "batch-tokens", "4B", "--batch-tokens").ok());
+  REQUIRE(SetPlanOption(req, "tokens", "1Ti", "--tokens").ok());
+  CHECK(req.tokens == 1099511627776.0);
+  CHECK_FALSE(SetPlanOption(req, "batch-tokens", "4Xi", "--batch-tokens").ok());
 }
 
 TEST_CASE("plan options refuse a count past its bound instead of casting it", "[explore]") {
@@ -362,7 +366,8 @@ TEST_CASE("plan: Llama-3-405B on 256 H100 needs deep pipelines with uneven stage
     CHECK(f.global_batch == 256);
   }
   // The text's Pareto table gives each row's batch after its layout.
-  const std::string text = PlanText(*plan);
+  const std::string all_text = PlanText(*plan);
+  const std::string text = all_text.substr(all_text.find("Pareto set"));
   for (const PlanFit& f : plan->pareto) {
     const std::string label = ConfigLabel(f.config);
     const size_t at = text.find(label);
@@ -502,7 +507,8 @@ TEST_CASE("plan: a mixture of experts is searched with expert parallelism", "[ex
   CHECK(expert_parallel);
 }
 
-TEST_CASE("plan --days picks the cheapest in time, --budget the fastest in budget", "[explore]") {
+TEST_CASE("plan --days picks the smallest cluster in time, --budget the fastest in budget",
+          "[explore]") {
   PlanResult p;
   auto fit = [](int64_t gpus, double days, double cost) {
     PlanFit f;
@@ -512,17 +518,29 @@ TEST_CASE("plan --days picks the cheapest in time, --budget the fastest in budge
     f.cost = cost;
     return f;
   };
-  p.pareto = {fit(1024, 20, 300), fit(512, 35, 260), fit(256, 70, 250)};  // fastest first
-  CHECK_FALSE(PlanChoice(p).has_value());                                 // nothing asked
+  p.types = {{"H100-SXM5-80GB", "", 2.49, "", false, std::nullopt, ""}};
+  // 384 GPUs meet 40 days but cost more than 512 (a worse layout at that count): off the front.
+  p.fits = {fit(1024, 20, 300), fit(512, 35, 260), fit(384, 38, 290), fit(256, 70, 250)};
+  p.pareto = ParetoFrontier(p.fits);
+  REQUIRE(p.pareto.size() == 3);
+  CHECK_FALSE(PlanChoice(p).has_value());  // nothing asked
   p.deadline_days = 40;
-  CHECK(PlanChoice(p)->gpus == 512);  // 20 and 35 days meet it; 512 GPUs cost less
+  CHECK(PlanChoice(p)->gpus == 384);  // the fewest GPUs that train within 40 days
+  CHECK(absl::StrContains(PlanText(p), "Renting, the cheapest within 40 days is larger: 512"));
   p.deadline_days = 10;
   CHECK_FALSE(PlanChoice(p).has_value());  // nothing that fast
   p.deadline_days.reset();
   p.budget_usd = 270;
   CHECK(PlanChoice(p)->gpus == 512);  // the fastest within $270
   p.deadline_days = 100;
-  CHECK(PlanChoice(p)->gpus == 256);  // both: the cheapest within the deadline and budget
+  CHECK(PlanChoice(p)->gpus == 256);  // both: the smallest within the deadline and the budget
+  // A fixed count (--gpus): the fastest fit there, priced or not.
+  p.deadline_days.reset();
+  p.budget_usd.reset();
+  p.fixed_gpus = 512;
+  p.fits = {fit(512, 35, 260), fit(512, 41, 300)};
+  p.fits[1].cost.reset();
+  CHECK(PlanChoice(p)->days == 35);
 }
 
 TEST_CASE("plan text: each Pareto row says the batch its step ran", "[explore]") {
@@ -555,6 +573,85 @@ TEST_CASE("plan text: each Pareto row says the batch its step ran", "[explore]")
   CHECK(absl::StrContains(text, "selective   1024    4.15"));
 }
 
+TEST_CASE("plan --days: the smallest count that meets it, any whole number of nodes", "[explore]") {
+  PlanRequest req;
+  req.model = "llama2-7b";
+  req.gpus = {"H100-SXM5-80GB"};
+  req.tokens = 2e12;
+  req.deadline_days = 20;
+  req.jobs = 2;
+  auto plan = Plan(kRoot, req, nullptr);
+  REQUIRE(plan.ok());
+  const auto c = PlanChoice(*plan);
+  REQUIRE(c.has_value());
+  INFO(c->gpus << " GPUs, " << c->days << " days");
+  CHECK(c->days <= 20);
+  CHECK(c->gpus % 8 == 0);
+  CHECK((c->gpus & (c->gpus - 1)) != 0);  // between the powers of two
+  // One node fewer was searched, and none of its layouts meets the deadline.
+  bool tried = false;
+  for (const PlanFit& f : plan->fits) {
+    if (f.gpus != c->gpus - 8 || f.estimated) continue;
+    tried = true;
+    CHECK(f.days > 20);
+  }
+  for (const PlanRejection& r : plan->rejected) tried = tried || r.gpus == c->gpus - 8;
+  CHECK(tried);
+  // `stepsim run` of the chosen layout agrees: the same step, so the same days.
+  std::vector<config::Override> o = {
+      {"model", "llama2-7b"},
+      {"cluster.node", "dgx-h100"},
+      {"cluster.nodes", std::to_string(c->gpus / 8)},
+      {"training.micro_batch", std::to_string(c->config.micro_batch)},
+      {"training.global_batch", std::to_string(c->global_batch)},
+      {"training.recompute", std::string(Name(c->config.recompute))},
+      {"runtime.headroom", "5%"}};
+  if (c->config.ModelParallel()) {
+    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {"parallel.framework", "megatron"},
+             {"parallel.zero", "1"},
+             {"parallel.tp", std::to_string(c->config.tp)},
+             {"parallel.pp", std::to_string(c->config.pp)},
+             {"parallel.cp", std::to_string(c->config.cp)},
+             {"parallel.sequence_parallel", c->config.SequenceParallel() ? "true" : "false"},
+             {"parallel.pp_schedule", c->config.pp_chunks > 1 ? "interleaved" : "1f1b"},
+             {"parallel.pp_chunks", std::to_string(c->config.pp_chunks)}}) {
+      o.push_back({k, v});
+    }
+  } else {
+    o.push_back({"parallel.zero", std::to_string(c->config.zero)});
+  }
+  const auto r = RunConfigs(DefaultLoader(), {o}, 1, nullptr);
+  REQUIRE(r[0].status.ok());
+  CHECK(r[0].summary->fits);
+  CHECK(r[0].summary->step.seconds() == Approx(c->step_s).epsilon(1e-9));
+}
+
+TEST_CASE("plan without a deadline fills the counts until the days' gaps are within 10 %",
+          "[explore]") {
+  PlanRequest req;
+  req.model = "llama2-7b";
+  req.gpus = {"H100-SXM5-80GB"};
+  req.tokens = 2e12;
+  req.max_gpus = 128;
+  req.jobs = 2;
+  auto plan = Plan(kRoot, req, nullptr);
+  REQUIRE(plan.ok());
+  std::map<int64_t, double> best;
+  for (const PlanFit& f : plan->fits) {
+    if (f.estimated) continue;
+    auto [it, fresh] = best.emplace(f.gpus, f.days);
+    if (!fresh) it->second = std::min(it->second, f.days);
+  }
+  REQUIRE(best.size() > 5);  // more than the powers of two from 8 to 128
+  for (auto it = best.begin(); std::next(it) != best.end(); ++it) {
+    const auto next = std::next(it);
+    INFO(it->first << " GPUs: " << it->second << " days; " << next->first << ": " << next->second);
+    // Neighbouring counts a node apart cannot be split further.
+    if (next->first - it->first > 8) CHECK(it->second <= next->second * 1.10);
+  }
+}
+
 TEST_CASE("plan: smallest Llama-2-70B cluster on A100-80GB, checked by replay", "[explore]") {
   PlanRequest req;
   req.model = "llama2-70b";
@@ -583,7 +680,9 @@ TEST_CASE("plan: smallest Llama-2-70B cluster on A100-80GB, checked by replay", 
                               {{{"cluster.node", "dgx-a100-80gb"},
                                 {"cluster.nodes", std::to_string(gpus / per_node)},
                                 {"cluster.gpus_per_node", std::to_string(per_node)},
-                                {"training.global_batch", std::to_string(2 * gpus)}}},
+                                {"training.global_batch", std::to_string(2 * gpus)},
+                                // the plan's default headroom
+                                {"runtime.headroom", "5%"}}},
                               1, nullptr);
     REQUIRE(r[0].status.ok());
     return r[0].summary->fits;

@@ -16,7 +16,7 @@ absl::string_view Name(RejectionKind k) { return EnumName(k); }
 
 void SetMinGpus(std::vector<MinGpus>& all, MinGpus m) {
   for (MinGpus& e : all) {
-    if (e.gpu == m.gpu) {
+    if (e.gpu == m.gpu && e.variant == m.variant) {
       e = std::move(m);
       return;
     }
@@ -63,17 +63,82 @@ void SortRejected(std::vector<PlanRejection>& rejected) {
   rejected = std::move(sorted);
 }
 
-std::optional<PlanFit> PlanChoice(const PlanResult& plan) {
-  if (!plan.deadline_days && !plan.budget_usd) return std::nullopt;
+namespace {
+
+// The fewest GPUs of one GPU type (and variant) whose fastest layout meets the deadline and,
+// given one, the budget: that count's fastest fit. What a buyer buys: the smallest cluster
+// that trains in time.
+std::optional<PlanFit> SmallestMeeting(const PlanResult& plan, const std::string& gpu,
+                                       const std::string& variant) {
   std::optional<PlanFit> best;
-  for (const PlanFit& f : plan.pareto) {
-    if (plan.deadline_days && f.days > *plan.deadline_days) continue;
-    if (plan.budget_usd && *f.cost > *plan.budget_usd) continue;
-    // With a deadline the cheapest that meets it; with a budget alone the fastest.
-    const bool better = !best || (plan.deadline_days ? *f.cost < *best->cost : f.days < best->days);
-    if (better) best = f;
+  for (const PlanFit& f : plan.fits) {
+    if (f.gpu != gpu || f.variant != variant || f.estimated) continue;
+    if (f.days > *plan.deadline_days) continue;
+    if (plan.budget_usd && (!f.cost || *f.cost > *plan.budget_usd)) continue;
+    if (!best || f.gpus < best->gpus || (f.gpus == best->gpus && f.days < best->days)) best = f;
   }
   return best;
+}
+
+double GpuHours(const PlanFit& f) { return f.days * 24.0 * static_cast<double>(f.gpus); }
+
+}  // namespace
+
+std::optional<PlanFit> PlanChoice(const PlanResult& plan) {
+  if (!plan.deadline_days && !plan.budget_usd) {
+    if (!plan.fixed_gpus) return std::nullopt;
+    std::optional<PlanFit> fastest;
+    for (const PlanFit& f : plan.fits) {
+      if (!f.estimated && (!fastest || f.days < fastest->days)) fastest = f;
+    }
+    return fastest;
+  }
+  if (plan.deadline_days) {
+    // Each type's smallest cluster that meets the deadline; of those, the cheapest (priced
+    // ones first), else the fewest GPU-hours.
+    std::optional<PlanFit> best;
+    for (const PlanTypeRow& t : plan.types) {
+      const auto f = SmallestMeeting(plan, t.gpu, t.variant);
+      if (!f) continue;
+      const bool better =
+          !best || (f->cost.has_value() != best->cost.has_value()
+                        ? f->cost.has_value()
+                        : (f->cost ? *f->cost < *best->cost : GpuHours(*f) < GpuHours(*best)));
+      if (better) best = f;
+    }
+    return best;
+  }
+  // A budget alone: the fastest of the Pareto set within it.
+  std::optional<PlanFit> best;
+  for (const PlanFit& f : plan.pareto) {
+    if (*f.cost > *plan.budget_usd) continue;
+    if (!best || f.days < best->days) best = f;
+  }
+  return best;
+}
+
+void FillTypeRows(PlanResult& plan) {
+  for (PlanTypeRow& t : plan.types) {
+    t.best.reset();
+    t.why.clear();
+    bool any = false;
+    for (const PlanFit& f : plan.fits) {
+      if (f.gpu != t.gpu || f.variant != t.variant || f.estimated) continue;
+      any = true;
+      // Without a deadline: the fewest GPU-hours; equal ones, the fewer GPUs.
+      if (!t.best || GpuHours(f) < GpuHours(*t.best) ||
+          (GpuHours(f) == GpuHours(*t.best) && f.gpus < t.best->gpus)) {
+        t.best = f;
+      }
+    }
+    if (plan.deadline_days) t.best = SmallestMeeting(plan, t.gpu, t.variant);
+    if (!t.best) {
+      t.why =
+          !any ? "no layout fits at the counts searched"
+               : absl::StrFormat("no layout meets %g days%s at the counts searched",
+                                 *plan.deadline_days, plan.budget_usd ? " within the budget" : "");
+    }
+  }
 }
 
 std::vector<PlanFit> ParetoFrontier(const std::vector<PlanFit>& fits) {
@@ -106,6 +171,7 @@ absl::StatusOr<PlanResult> MergePlans(std::vector<PlanResult> shards) {
   merged.rejected.clear();
   merged.fits.clear();
   merged.min_gpus.clear();
+  merged.types.clear();
   merged.considered = merged.pruned = merged.replayed = 0;
   merged.estimated = merged.confirmed = 0;
   merged.seconds = 0;
@@ -127,6 +193,12 @@ absl::StatusOr<PlanResult> MergePlans(std::vector<PlanResult> shards) {
     merged.rejected.insert(merged.rejected.end(), s.rejected.begin(), s.rejected.end());
     merged.fits.insert(merged.fits.end(), s.fits.begin(), s.fits.end());
     for (const MinGpus& m : s.min_gpus) SetMinGpus(merged.min_gpus, m);
+    for (const PlanTypeRow& t : s.types) {
+      bool seen = false;
+      for (const PlanTypeRow& u : merged.types)
+        seen = seen || (u.gpu == t.gpu && u.variant == t.variant);
+      if (!seen) merged.types.push_back(t);
+    }
     merged.considered += s.considered;
     merged.pruned += s.pruned;
     merged.replayed += s.replayed;
@@ -141,6 +213,7 @@ absl::StatusOr<PlanResult> MergePlans(std::vector<PlanResult> shards) {
   merged.shard = {0, total, total};
   SortRejected(merged.rejected);
   merged.pareto = ParetoFrontier(merged.fits);
+  FillTypeRows(merged);
   return merged;
 }
 

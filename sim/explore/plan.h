@@ -25,12 +25,14 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "sim/base/quantity.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/grid.h"
 #include "sim/explore/plan_progress.h"
@@ -40,9 +42,42 @@
 
 namespace sim::explore {
 
+// The headroom a plan keeps below each GPU's usable memory unless told otherwise: 5 %, about
+// the replay's mean error on measured reserved peaks (docs/validation.md: 4.4 % over SimuMax's
+// B200 runs, each 2-9 % low), so that a layout the plan calls a fit still fits when the replay
+// errs low by that much.
+inline const MemoryMargin kDefaultPlanHeadroom{0.05, Bytes()};
+
+// How far a layout's batch may round from the batch asked (a whole number of micro-batches on
+// every data-parallel rank, and of pp of them interleaved): 10 %; a layout further off is
+// rejected ("batch"), so that the plan's rows train the batch asked for, to the rounding.
+inline constexpr double kBatchTolerance = 0.10;
+
 struct PlanRequest {
-  std::string model;              // catalog name or path
-  std::vector<std::string> gpus;  // GPU catalog names (each needs a node type)
+  // A catalog model name or model file, or a scenario file (one whose top level has `model:`):
+  // the scenario gives the model, the node type, the precision and every other key the search
+  // does not vary, and its sequence length, batch and framework unless the options name them.
+  std::string model;
+  std::vector<std::string> gpus;  // GPU catalog names (each needs a node type); empty: default
+  // The options the caller named (SetPlanOption records them): a scenario's own values stand
+  // for those it did not name.
+  std::set<std::string> given;
+  // --set KEY=VALUE over the base, in order. A key the search varies (parallel.zero, tp, pp, cp,
+  // ep, pp_chunks, sequence_parallel, training.micro_batch, recompute) fixes it: only layouts
+  // with that value are tried.
+  std::vector<config::Override> sets;
+  // --search KEY=A,B: the whole plan once per value (several keys: their product), each fit
+  // labelled with its values (PlanFit::variant); cluster.node picks the GPU type.
+  std::vector<std::pair<std::string, std::vector<std::string>>> searches;
+  std::string variant;  // this request's search values ("KEY=V, ..."), set by Plan
+  // --gpus N: only clusters of exactly N GPUs (a whole number of nodes of each type).
+  std::optional<int64_t> fixed_gpus;
+  // Kept free below each GPU's usable memory (runtime.headroom of every candidate).
+  MemoryMargin headroom = kDefaultPlanHeadroom;
+  // Counts between the powers of two: without a deadline, counts are added between
+  // neighbouring ones until their fastest layouts' days differ by at most this share; with a
+  // deadline, the smallest count that meets it is found by bisection over node counts.
+  double count_gap = 0.10;
   int64_t seq_len = 4096;
   double tokens = 1e12;                     // training budget
   int64_t global_batch_tokens = 4'194'304;  // ~4M tokens per step (Llama 2's batch)
@@ -57,8 +92,9 @@ struct PlanRequest {
   int64_t lora_rank = 16;
   OffloadSpec offload;
   int jobs = 1;
-  // A deadline (the cheapest Pareto point that trains the budget within it) and a budget in USD
-  // (the fastest within it); both: the cheapest within the deadline and the budget.
+  // A deadline (per GPU type the smallest cluster whose fastest layout trains the tokens within
+  // it; of the types, the cheapest) and a budget in USD (alone: the fastest Pareto point
+  // within it; with a deadline, it also bounds the smallest clusters' cost).
   std::optional<double> deadline_days, budget_usd;
   // Run only one of N contiguous slices of the work: per GPU type, one unit for the
   // smallest-count search and one per whole-node cluster size. `stepsim merge` joins them.
@@ -95,6 +131,7 @@ struct PlanFit {
   std::string gpu;
   int64_t gpus = 0;
   PlanConfig config;
+  std::string variant;  // the --search values it ran with ("" without --search)
   // Sequences per step: the request's batch in tokens rounded to a whole number of
   // micro-batches on every data-parallel rank (and of pp for the interleaved schedule).
   int64_t global_batch = 0;
@@ -124,6 +161,7 @@ struct PlanRejection {
 // The smallest GPU count of one GPU type that fits (ZeRO-3, full recompute, micro-batch 1).
 struct MinGpus {
   std::string gpu;
+  std::string variant;          // as PlanFit::variant
   std::optional<int64_t> gpus;  // none: nothing fits up to the request's max_gpus
   std::string reason;           // why none fits
   PlanConfig config;
@@ -131,6 +169,18 @@ struct MinGpus {
   std::string binding;   // the largest category at the peak
   memory::Breakdown peak_breakdown{};
   Bytes host;  // host memory per node
+};
+
+// One GPU type's answer (per --search variant): its best fit (with a deadline, the smallest
+// cluster that meets it, at its fastest layout; otherwise the fewest GPU-hours of all), its
+// price, and what its time calibration rests on. Every type planned has a row, priced or not.
+struct PlanTypeRow {
+  std::string gpu, variant;
+  std::optional<double> price;  // USD per GPU-hour
+  std::string calibration;      // CalibrationBasis
+  bool datasheet_only = false;  // no fit to measured step times on any GPU
+  std::optional<PlanFit> best;
+  std::string why;  // why there is no best
 };
 
 // The slice of the plan's work units a result covers: [begin, end) of total.
@@ -149,19 +199,28 @@ struct PlanResult {
   std::vector<PlanRejection> rejected;  // canonical order (GPU, count, configuration)
   PlanShard shard;
   std::vector<PlanFit> fits;  // every fitting configuration
+  std::vector<PlanTypeRow> types;
+  MemoryMargin headroom;     // kept free below each GPU's usable memory
+  int64_t batch_tokens = 0;  // the request's tokens per step
   int64_t considered = 0, pruned = 0, replayed = 0;
   // Fits whose step is a screening estimate, and the estimates near the front replayed in full.
   int64_t estimated = 0, confirmed = 0;
   double seconds = 0;                               // wall time of the search
   std::optional<double> deadline_days, budget_usd;  // the request's (PlanRequest)
+  std::optional<int64_t> fixed_gpus;                // the request's --gpus
 };
 
-// The Pareto point the request's deadline and budget choose (PlanRequest::deadline_days,
-// budget_usd); none when neither is given or no point meets them.
+// The fit the request's deadline and budget choose (PlanRequest::deadline_days, budget_usd;
+// types of `plan.types` compared); with neither, at a fixed count (--gpus) the fastest fit
+// there, priced or not; none otherwise, or when nothing meets them.
 std::optional<PlanFit> PlanChoice(const PlanResult& plan);
 
 absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest& req,
                                 const PlanProgressFn& progress);
+
+// One row per GPU type (and search variant) of `plan.fits` (PlanTypeRow), in the order of
+// `types`, whose gpu, variant, price and calibration are kept.
+void FillTypeRows(PlanResult& plan);
 
 // The Pareto set of fitting configurations: those no other is both faster and cheaper than;
 // configurations without a price are left out.

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,9 +26,8 @@ absl::Status Bad(absl::string_view shown, absl::string_view what, absl::string_v
 // most `max`: a count past it was cast to an integer it does not fit (--max-gpus 1e19 planned
 // nothing and said so as an answer) or asked for minutes of search (--max-gpus 1e15).
 template <class T>
-absl::Status Count(absl::string_view shown, absl::string_view value, T& slot, double max,
-                   bool batch_tokens = false) {
-  auto n = batch_tokens ? ParseBatchTokens(value) : ParseCount(value);
+absl::Status Count(absl::string_view shown, absl::string_view value, T& slot, double max) {
+  auto n = ParseCount(value);
   if (!n.ok() || *n < 1) return Bad(shown, "a count", value);
   // A GPU count, a length or a rank is whole: 8.5 is refused, not truncated to 8.
   if (std::is_integral_v<T> && *n != std::floor(*n)) return Bad(shown, "a whole count", value);
@@ -69,12 +69,86 @@ absl::Status Positive(absl::string_view shown, absl::string_view value,
 const std::vector<std::string>& PlanOptionNames() {
   static const std::vector<std::string> names = {
       "gpu",    "tokens", "seq-len",   "batch-tokens", "max-gpus",  "jobs",    "days",
-      "budget", "price",  "framework", "finetune",     "lora-rank", "offload", "shard"};
+      "budget", "price",  "framework", "finetune",     "lora-rank", "offload", "shard",
+      "set",    "search", "gpus",      "headroom",     "count-gap"};
   return names;
 }
 
 absl::Status SetPlanOption(PlanRequest& req, absl::string_view name, absl::string_view value,
                            absl::string_view shown) {
+  absl::Status st = ApplyPlanOption(req, name, value, shown);
+  if (st.ok()) req.given.insert(std::string(name));
+  return st;
+}
+
+namespace {
+
+// The keys a plan sets itself for every candidate: a --set or --search of them would be
+// overwritten or would break the search, so each is refused with what to use instead.
+std::optional<std::string> OwnKey(absl::string_view key) {
+  if (key == "cluster.nodes" || key == "cluster.gpus_per_node") return "--gpus N";
+  if (key == "training.global_batch" || key == "training.global_batch_tokens") {
+    return "--batch-tokens";
+  }
+  if (key == "training.seq_len") return "--seq-len";
+  if (key == "model") return "the plan's MODEL or SCENARIO argument";
+  if (key == "runtime.headroom") return "--headroom";
+  return std::nullopt;
+}
+
+}  // namespace
+
+absl::Status ApplyPlanOption(PlanRequest& req, absl::string_view name, absl::string_view value,
+                             absl::string_view shown) {
+  if (name == "set" || name == "search") {
+    std::pair<std::string, std::string> kv = absl::StrSplit(value, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || kv.second.empty()) {
+      return Bad(shown, name == "set" ? "KEY=VALUE" : "KEY=VALUE,VALUE,...", value);
+    }
+    if (auto instead = OwnKey(kv.first)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(shown, ": ", kv.first, " is set by the plan itself; use ", *instead));
+    }
+    if (name == "set") {
+      auto o = config::ParseOverride(value);
+      if (!o.ok())
+        return absl::InvalidArgumentError(absl::StrCat(shown, ": ", o.status().message()));
+      req.sets.push_back(*std::move(o));
+      return absl::OkStatus();
+    }
+    std::vector<std::string> values = absl::StrSplit(kv.second, ',', absl::SkipEmpty());
+    if (values.empty()) return Bad(shown, "KEY=VALUE,VALUE,...", value);
+    for (const auto& [key, vs] : req.searches) {
+      if (key == kv.first) {
+        return absl::InvalidArgumentError(absl::StrCat(shown, ": ", key, " is searched twice"));
+      }
+    }
+    req.searches.emplace_back(kv.first, std::move(values));
+    return absl::OkStatus();
+  }
+  if (name == "gpus") {
+    int64_t n = 0;
+    if (absl::Status st = Count(shown, value, n, kMaxGpus); !st.ok()) return st;
+    req.fixed_gpus = n;
+    return absl::OkStatus();
+  }
+  if (name == "headroom") {
+    auto m = ParseMemoryMargin(value);
+    if (!m.ok()) return absl::InvalidArgumentError(absl::StrCat(shown, ": ", m.status().message()));
+    req.headroom = *m;
+    return absl::OkStatus();
+  }
+  if (name == "count-gap") {
+    std::string v(absl::StripAsciiWhitespace(value));
+    const bool percent = absl::EndsWith(v, "%");
+    if (percent) v.pop_back();
+    double x = 0;
+    if (!absl::SimpleAtod(v, &x) || !(x >= 0) || !std::isfinite(x)) {
+      return Bad(shown, "a share of days, 0 or more (10% or 0.1; 0: powers of two only)", value);
+    }
+    req.count_gap = percent ? x / 100.0 : x;
+    return absl::OkStatus();
+  }
   if (name == "gpu") {
     req.gpus = absl::StrSplit(value, ',', absl::SkipEmpty());
     if (req.gpus.empty()) return Bad(shown, "GPU catalog names, comma-separated", value);
@@ -83,7 +157,7 @@ absl::Status SetPlanOption(PlanRequest& req, absl::string_view name, absl::strin
   if (name == "tokens") return Count(shown, value, req.tokens, kMaxTokens);
   if (name == "seq-len") return Count(shown, value, req.seq_len, kMaxSeqLen);
   if (name == "batch-tokens") {
-    return Count(shown, value, req.global_batch_tokens, kMaxBatchTokens, /*batch_tokens=*/true);
+    return Count(shown, value, req.global_batch_tokens, kMaxBatchTokens);
   }
   if (name == "max-gpus") return Count(shown, value, req.max_gpus, kMaxGpus);
   if (name == "jobs") return Count(shown, value, req.jobs, kMaxJobs);

@@ -15,7 +15,7 @@ namespace sim::explore {
 
 // The names PlanOption accepts (the command's flags, without "--"): gpu, tokens, seq-len,
 // batch-tokens, max-gpus, jobs, days, budget, price, framework, finetune, lora-rank, offload,
-// shard.
+// shard, set, search, gpus, headroom, count-gap.
 const std::vector<std::string>& PlanOptionNames();
 
 // Sets option `name` of `req` from `value`; `shown` names the option in errors ("--tokens" on
@@ -24,6 +24,9 @@ const std::vector<std::string>& PlanOptionNames();
 // nearest option name for an unknown one.
 absl::Status SetPlanOption(PlanRequest& req, absl::string_view name, absl::string_view value,
                            absl::string_view shown);
+// SetPlanOption without recording the name in `req.given`.
+absl::Status ApplyPlanOption(PlanRequest& req, absl::string_view name, absl::string_view value,
+                             absl::string_view shown);
 
 // The GPUs a plan searches when none is named: every GPU of the catalog that has a node type,
 // in the node catalog's order.

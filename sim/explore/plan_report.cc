@@ -36,6 +36,29 @@ Json FitJson(const PlanFit& f) {
   if (f.cost) j["cost"] = *f.cost;
   j["host_bytes_per_node"] = f.host.count();
   j["estimated"] = f.estimated;
+  j["variant"] = f.variant;
+  return j;
+}
+
+// "GPU" or "GPU [KEY=V, ...]": a GPU type's name under one --search variant.
+std::string TypeKey(const std::string& gpu, const std::string& variant) {
+  return variant.empty() ? gpu : absl::StrCat(gpu, " [", variant, "]");
+}
+
+Json TypeJson(const PlanTypeRow& t) {
+  Json j = {{"gpu", t.gpu},
+            {"variant", t.variant},
+            {"price_per_gpu_hour", t.price ? Json(*t.price) : Json(nullptr)},
+            {"priced", t.price.has_value()},
+            {"calibration", t.calibration},
+            {"datasheet_only", t.datasheet_only},
+            {"best", t.best ? FitJson(*t.best) : Json(nullptr)},
+            {"gpus", t.best ? Json(t.best->gpus) : Json(nullptr)},
+            {"days", t.best ? Json(t.best->days) : Json(nullptr)},
+            {"gpu_hours", t.best ? Json(t.best->days * 24.0 * static_cast<double>(t.best->gpus))
+                                 : Json(nullptr)},
+            {"cost", t.best && t.best->cost ? Json(*t.best->cost) : Json(nullptr)},
+            {"why", t.why}};
   return j;
 }
 
@@ -165,6 +188,9 @@ std::optional<PlanFit> ReadFit(Reader& in, const Json& j, const std::string& pat
   if (auto v = in.Int(j, path, "host_bytes_per_node")) f.host = Bytes::Count(*v);
   if (j.is_object() && j.contains("estimated"))
     f.estimated = j.at("estimated").is_boolean() && j.at("estimated").get<bool>();
+  if (j.is_object() && j.contains("variant")) {
+    if (auto v = in.String(j, path, "variant")) f.variant = *v;
+  }
   if (j.is_object() && j.contains("cost") && !j.at("cost").is_null()) {
     if (auto v = in.Real(j, path, "cost")) f.cost = *v;
   } else if (!j.is_object() || !j.contains("cost")) {
@@ -199,25 +225,31 @@ Json PlanJson(const PlanResult& p) {
   out["seq_len"] = p.seq_len;
   out["tokens"] = p.tokens;
   out["global_batch"] = p.global_batch;
+  out["batch_tokens"] = p.batch_tokens;
+  out["headroom"] = MemoryMarginText(p.headroom);
+  out["types"] = Json::array();
+  for (const PlanTypeRow& t : p.types) out["types"].push_back(TypeJson(t));
   out["min_gpus"] = Json::object();
   for (const MinGpus& m : p.min_gpus) {
+    const std::string key = TypeKey(m.gpu, m.variant);
     if (!m.gpus) {
-      out["min_gpus"][m.gpu] = {{"gpus", nullptr}, {"reason", m.reason}};
+      out["min_gpus"][key] = {{"gpus", nullptr}, {"reason", m.reason}};
       continue;
     }
-    out["min_gpus"][m.gpu] = {{"gpus", *m.gpus},
-                              {"config", PlanConfigJson(m.config)},
-                              {"peak_bytes", m.peak.count()},
-                              {"capacity_bytes", m.capacity.count()},
-                              {"binding", m.binding},
-                              {"peak_breakdown_bytes", BreakdownJson(m.peak_breakdown)},
-                              {"host_bytes_per_node", m.host.count()},
-                              {"one_fewer", absl::StrFormat("%d GPUs do not fit", *m.gpus - 1)}};
+    out["min_gpus"][key] = {{"gpus", *m.gpus},
+                            {"config", PlanConfigJson(m.config)},
+                            {"peak_bytes", m.peak.count()},
+                            {"capacity_bytes", m.capacity.count()},
+                            {"binding", m.binding},
+                            {"peak_breakdown_bytes", BreakdownJson(m.peak_breakdown)},
+                            {"host_bytes_per_node", m.host.count()},
+                            {"one_fewer", absl::StrFormat("%d GPUs do not fit", *m.gpus - 1)}};
   }
   out["pareto"] = Json::array();
   for (const PlanFit& f : p.pareto) out["pareto"].push_back(FitJson(f));
   out["deadline_days"] = p.deadline_days ? Json(*p.deadline_days) : Json(nullptr);
   out["budget_usd"] = p.budget_usd ? Json(*p.budget_usd) : Json(nullptr);
+  out["fixed_gpus"] = p.fixed_gpus ? Json(*p.fixed_gpus) : Json(nullptr);
   const auto choice = PlanChoice(p);
   out["choice"] = choice ? FitJson(*choice) : Json(nullptr);
   out["rejected"] = Json::array();
@@ -272,6 +304,11 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
       const Json& e = it.value();
       MinGpus g;
       g.gpu = it.key();
+      // "GPU [variant]" under --search (TypeKey).
+      if (const size_t open = g.gpu.find(" ["); open != std::string::npos && g.gpu.back() == ']') {
+        g.variant = g.gpu.substr(open + 2, g.gpu.size() - open - 3);
+        g.gpu.resize(open);
+      }
       if (!e.is_object() || !e.contains("gpus")) {
         in.Fail(path + ".gpus", "missing");
         break;
@@ -295,6 +332,38 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
       }
       p.min_gpus.push_back(std::move(g));
     }
+  }
+  // Older plans have no types: their rows are left out.
+  if (j.contains("types")) {
+    if (const Json* types = in.At(j, "", "types", Json::value_t::array)) {
+      for (size_t i = 0; in.ok() && i < types->size(); ++i) {
+        const Json& e = (*types)[i];
+        const std::string path = absl::StrCat("types[", i, "]");
+        PlanTypeRow t;
+        if (auto v = in.String(e, path, "gpu")) t.gpu = *v;
+        if (auto v = in.String(e, path, "variant")) t.variant = *v;
+        if (auto v = in.String(e, path, "calibration")) t.calibration = *v;
+        if (auto v = in.Bool(e, path, "datasheet_only")) t.datasheet_only = *v;
+        if (e.is_object() && e.contains("price_per_gpu_hour") &&
+            !e.at("price_per_gpu_hour").is_null()) {
+          if (auto v = in.Real(e, path, "price_per_gpu_hour")) t.price = *v;
+        }
+        p.types.push_back(std::move(t));
+      }
+    }
+  }
+  if (j.contains("headroom")) {
+    if (auto v = in.String(j, "", "headroom")) {
+      auto m = ParseMemoryMargin(*v);
+      if (m.ok()) {
+        p.headroom = *m;
+      } else {
+        in.Fail("headroom", std::string(m.status().message()));
+      }
+    }
+  }
+  if (j.contains("batch_tokens")) {
+    if (auto v = in.Int(j, "", "batch_tokens", 1)) p.batch_tokens = *v;
   }
   if (const Json* fits = in.At(j, "", "fits", Json::value_t::array)) {
     for (size_t i = 0; in.ok() && i < fits->size(); ++i) {
@@ -340,16 +409,22 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
       if (auto v = in.Real(j, "", key)) *slot = *v;
     }
   }
+  if (j.is_object() && j.contains("fixed_gpus") && !j.at("fixed_gpus").is_null()) {
+    p.fixed_gpus = in.Int(j, "", "fixed_gpus", 1);
+  }
   if (!in.ok()) return in.status();
   p.pareto = ParetoFrontier(p.fits);
+  FillTypeRows(p);
   return p;
 }
 
 std::string PlanText(const PlanResult& p) {
   std::string out = absl::StrFormat(
-      "Plan for %s (%s parameters), seq_len %d, %.3g tokens, global batch %d sequences asked\n\n",
+      "Plan for %s (%s parameters), seq_len %d, %.3g tokens, global batch %d sequences asked "
+      "(%d tokens per step)\nFits keep %s of each GPU's usable memory free (--headroom); the "
+      "peaks shown are reserved peaks, the ones that decide it.\n\n",
       p.model, report::FormatCount(static_cast<double>(p.params)), p.seq_len, p.tokens,
-      p.global_batch);
+      p.global_batch, p.batch_tokens, MemoryMarginText(p.headroom));
   // Host memory is a requirement of the nodes bought when something is offloaded.
   bool host = false;
   for (const MinGpus& m : p.min_gpus) host = host || m.host > Bytes();
@@ -363,16 +438,41 @@ std::string PlanText(const PlanResult& p) {
   report::Table min(min_header);
   for (const MinGpus& m : p.min_gpus) {
     if (!m.gpus) {
-      min.AddRow(with_host({m.gpu, "-", "-", m.reason}, Bytes()));
+      min.AddRow(with_host({TypeKey(m.gpu, m.variant), "-", "-", m.reason}, Bytes()));
       continue;
     }
     min.AddRow(
-        with_host({m.gpu, absl::StrCat(*m.gpus),
+        with_host({TypeKey(m.gpu, m.variant), absl::StrCat(*m.gpus),
                    absl::StrFormat("%.1f of %.0f GiB", m.peak.gib(), m.capacity.gib()), m.binding},
                   m.host));
   }
   absl::StrAppend(&out, "Smallest GPU count that fits (ZeRO-3, full recompute, micro-batch 1):\n",
                   min.Render(), "\n");
+  // Every GPU type planned, priced or not, with what its time rests on.
+  if (!p.types.empty()) {
+    report::Table types(
+        {"GPU", "GPUs", "config", "days", "GPU-hours", "cost USD", "time calibration"});
+    for (const PlanTypeRow& t : p.types) {
+      const std::string calibration =
+          t.datasheet_only ? "DATASHEET ONLY (uncalibrated)" : t.calibration;
+      if (!t.best) {
+        types.AddRow({TypeKey(t.gpu, t.variant), "-", t.why, "-", "-", t.price ? "-" : "no price",
+                      calibration});
+        continue;
+      }
+      const PlanFit& f = *t.best;
+      types.AddRow({TypeKey(t.gpu, t.variant), absl::StrCat(f.gpus), ConfigLabel(f.config),
+                    absl::StrFormat("%.1f", f.days),
+                    absl::StrFormat("%.0f", f.days * 24.0 * static_cast<double>(f.gpus)),
+                    f.cost ? absl::StrFormat("%.0f", *f.cost) : "no price", calibration});
+    }
+    absl::StrAppend(
+        &out, "Per GPU type: ",
+        p.deadline_days
+            ? absl::StrFormat("the smallest cluster that trains within %g days", *p.deadline_days)
+            : std::string("the fewest GPU-hours"),
+        " (a type without a price keeps its row):\n", types.Render(), "\n");
+  }
   // "batch": the sequences each layout's step ran — the request's tokens rounded to whole
   // micro-batches on every data-parallel rank (and to pp of them for the interleaved
   // schedule), which can double it on a large cluster: its step time is for that batch.
@@ -381,7 +481,7 @@ std::string PlanText(const PlanResult& p) {
   if (host) par_header.push_back("host per node");
   report::Table par(par_header);
   for (const PlanFit& f : p.pareto) {
-    par.AddRow(with_host({f.gpu, absl::StrCat(f.gpus), ConfigLabel(f.config),
+    par.AddRow(with_host({TypeKey(f.gpu, f.variant), absl::StrCat(f.gpus), ConfigLabel(f.config),
                           absl::StrCat(f.global_batch), absl::StrFormat("%.2f", f.step_s),
                           absl::StrFormat("%.1f", f.days), absl::StrFormat("%.0f", *f.cost)},
                          f.host));
@@ -399,13 +499,44 @@ std::string PlanText(const PlanResult& p) {
     absl::StrAppendFormat(&out, "%s: no price, so not on the Pareto set: pass --price %s=USD\n", g,
                           g);
   }
+  if (p.fixed_gpus && !p.deadline_days && !p.budget_usd) {
+    if (const auto c = PlanChoice(p)) {
+      absl::StrAppendFormat(&out, "Choice (the fastest on exactly %d GPUs): %s %s, %.1f days%s\n\n",
+                            *p.fixed_gpus, TypeKey(c->gpu, c->variant), ConfigLabel(c->config),
+                            c->days, c->cost ? absl::StrFormat(", $%.0f", *c->cost) : "");
+    } else {
+      absl::StrAppendFormat(&out, "Choice: nothing fits on exactly %d GPUs\n\n", *p.fixed_gpus);
+    }
+  }
   if (p.deadline_days || p.budget_usd) {
-    std::string ask =
-        p.deadline_days ? absl::StrFormat("cheapest within %g days", *p.deadline_days) : "fastest";
+    std::string ask = p.deadline_days ? absl::StrFormat(
+                                            "the smallest cluster that trains "
+                                            "within %g days",
+                                            *p.deadline_days)
+                                      : "fastest";
     if (p.budget_usd) absl::StrAppendFormat(&ask, " within $%.0f", *p.budget_usd);
     if (const auto c = PlanChoice(p)) {
-      absl::StrAppendFormat(&out, "Choice (%s): %d x %s %s, %.1f days, $%.0f\n\n", ask, c->gpus,
-                            c->gpu, ConfigLabel(c->config), c->days, *c->cost);
+      absl::StrAppendFormat(&out, "Choice (%s): %d x %s %s, %.1f days, %s\n", ask, c->gpus,
+                            TypeKey(c->gpu, c->variant), ConfigLabel(c->config), c->days,
+                            c->cost ? absl::StrFormat("$%.0f", *c->cost) : "no price");
+      // Renting, the cheapest within the deadline can be a larger cluster that runs better.
+      if (p.deadline_days) {
+        std::optional<PlanFit> cheapest;
+        for (const PlanFit& f : p.pareto) {
+          if (f.days <= *p.deadline_days && (!cheapest || *f.cost < *cheapest->cost)) {
+            cheapest = f;
+          }
+        }
+        if (cheapest && c->cost && *cheapest->cost < *c->cost) {
+          absl::StrAppendFormat(&out,
+                                "  Renting, the cheapest within %g days is larger: %d x %s %s, "
+                                "%.1f days, $%.0f\n",
+                                *p.deadline_days, cheapest->gpus,
+                                TypeKey(cheapest->gpu, cheapest->variant),
+                                ConfigLabel(cheapest->config), cheapest->days, *cheapest->cost);
+        }
+      }
+      absl::StrAppend(&out, "\n");
     } else if (!p.pareto.empty()) {
       absl::StrAppendFormat(&out,
                             "Choice (%s): none of the Pareto set meets it (fastest %.1f days for "
@@ -420,7 +551,7 @@ std::string PlanText(const PlanResult& p) {
   std::map<std::string, int> kinds;
   for (const PlanRejection& r : p.rejected) kinds[std::string(Name(r.kind))]++;
   const std::map<std::string, std::string> what = {
-      {"batch", "the batch is less than half of one micro-batch per data-parallel rank"},
+      {"batch", "their batch rounds more than 10 % off the one asked"},
       {"lighter", "the same layout with less recompute fits (and is faster)"},
       {"slower", "a lower bound on their step exceeds the fastest on as many GPUs"},
       {"static", "the static ledger exceeds the HBM"},

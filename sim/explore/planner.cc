@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
@@ -16,10 +17,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/input_file.h"
 #include "sim/base/parallel.h"
 #include "sim/base/stop_request.h"
+#include "sim/base/suggest.h"
+#include "sim/config/yaml_fields.h"
+#include "sim/explore/plan_options.h"
 #include "sim/replay/step_bound.h"
 #include "sim/workload/params.h"
+#include "yaml-cpp/yaml.h"
 
 namespace sim::explore {
 
@@ -46,6 +52,27 @@ std::string ProblemsText(const std::vector<config::ConfigProblem>& problems,
   return absl::StrJoin(lines, "; ");
 }
 
+// Whether `arg` names a scenario file rather than a model: a file whose top level has `model:`.
+bool IsScenarioFile(const std::string& arg) {
+  if (!IsRegularFile(arg)) return false;
+  auto doc = config::LoadYamlFile(arg);
+  return doc.ok() && doc->IsMap() && config::Child(*doc, "model").IsDefined();
+}
+
+// The scenario keys the search sets for every candidate, by section: taken out of a scenario
+// file planned from, so that none of its own layout stays in force under another.
+const std::vector<std::pair<const char*, std::vector<const char*>>>& SearchedKeys() {
+  static const auto* keys = new std::vector<std::pair<const char*, std::vector<const char*>>>{
+      {"cluster", {"nodes", "gpus_per_node"}},
+      {"training",
+       {"seq_len", "micro_batch", "global_batch", "global_batch_tokens", "recompute",
+        "recompute_every", "recompute_layers", "recompute_method", "recompute_modules"}},
+      {"parallel",
+       {"zero", "tp", "pp", "cp", "ep", "etp", "sequence_parallel", "pp_schedule", "pp_chunks",
+        "first_stage_layers", "last_stage_layers", "pp_layers"}}};
+  return *keys;
+}
+
 // Whether a rejection decides a layout that waited for replays (not one pruned before them).
 bool AfterReplays(RejectionKind k) {
   return k != RejectionKind::kBatch && k != RejectionKind::kLayout && k != RejectionKind::kStatic;
@@ -61,6 +88,7 @@ absl::StatusOr<PlanResult> Planner::Run() {
   }
   SortRejected(out_.rejected);
   out_.pareto = ParetoFrontier(out_.fits);
+  FillTypeRows(out_);
   out_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return std::move(out_);
 }
@@ -69,12 +97,47 @@ absl::Status Planner::Prepare() {
   auto catalogs = config::LoadCatalogs(root_);
   if (!catalogs.ok()) return catalogs.status();
   catalogs_ = *std::move(catalogs);
-  auto model = config::LoadModel(root_, req_.model);
-  if (!model.ok()) return model.status();
-  model_ = *std::move(model);
+  if (IsScenarioFile(req_.model)) {
+    if (absl::Status st = PrepareScenario(); !st.ok()) return st;
+  } else {
+    auto model = config::LoadModel(root_, req_.model);
+    if (!model.ok()) return model.status();
+    model_ = *std::move(model);
+  }
+  // --set cluster.node (one value of --search cluster.node) names the node type, so its GPU.
+  for (const config::Override& o : req_.sets) {
+    if (o.key != "cluster.node") continue;
+    const NodeSpec* node = nullptr;
+    std::vector<std::string> names;
+    for (const NodeSpec& n : catalogs_->nodes) {
+      names.push_back(n.name);
+      if (absl::AsciiStrToLower(n.name) == absl::AsciiStrToLower(o.value)) node = &n;
+    }
+    if (node == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster.node: no node type '", o.value,
+                                                     "' in topologies/nodes.yaml",
+                                                     DidYouMean(o.value, names)));
+    }
+    if (req_.given.count("gpu") != 0 &&
+        (req_.gpus.size() != 1 ||
+         absl::AsciiStrToLower(req_.gpus[0]) != absl::AsciiStrToLower(node->gpu))) {
+      return absl::InvalidArgumentError(absl::StrCat("cluster.node ", node->name, " holds ",
+                                                     node->gpu, ", not the --gpu named; give one"));
+    }
+    req_.gpus = {node->gpu};
+    node_of_[node->gpu] = node->name;
+  }
+  if (req_.gpus.empty()) {
+    auto gpus = DefaultPlanGpus(root_);
+    if (!gpus.ok()) return gpus.status();
+    req_.gpus = *std::move(gpus);
+  }
   out_.model = model_->name;
+  out_.headroom = req_.headroom;
+  out_.batch_tokens = req_.global_batch_tokens;
   out_.deadline_days = req_.deadline_days;
   out_.budget_usd = req_.budget_usd;
+  out_.fixed_gpus = req_.fixed_gpus;
   out_.params = CountParameters(*model_).total;
   out_.seq_len = req_.seq_len;
   out_.tokens = req_.tokens;
@@ -103,10 +166,20 @@ absl::Status Planner::Prepare() {
     auto gpu = config::FindGpu(catalogs_->gpus, gpu_name);
     if (!gpu.ok()) return gpu.status();
     int64_t gpn = 0;
-    for (const NodeSpec& n : catalogs_->nodes) {
-      if (n.gpu == gpu->name && gpn == 0) gpn = n.gpus_per_node;
-    }
+    if (const NodeSpec* n = NodeFor(gpu->name)) gpn = n->gpus_per_node;
     units_.push_back({gpu->name, 0});
+    if (req_.fixed_gpus) {
+      // --gpus N: one size, a whole number of this type's nodes.
+      if (gpn > 0 && *req_.fixed_gpus % gpn != 0) {
+        const int64_t below = *req_.fixed_gpus / gpn * gpn;
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--gpus %d: not a whole number of %s nodes of %d GPUs (nearest: %s%d)",
+                            *req_.fixed_gpus, gpu->name, gpn,
+                            below > 0 ? absl::StrCat(below, " or ") : "", below + gpn));
+      }
+      if (gpn > 0) units_.push_back({gpu->name, *req_.fixed_gpus / gpn});
+      continue;
+    }
     for (int64_t nodes = 1; gpn > 0 && nodes * gpn <= req_.max_gpus; nodes *= 2) {
       units_.push_back({gpu->name, nodes});
     }
@@ -130,19 +203,65 @@ bool Planner::Mine(const std::string& gpu, int64_t nodes) const {
   return false;
 }
 
-absl::StatusOr<config::ScenarioLoader> Planner::BaseLoader(const GpuSearch& g) const {
-  std::vector<config::Override> base = {
-      {"schema_version", "1"},
-      {"name", absl::StrCat("plan-", model_->name, "-", g.gpu.name)},
-      {"model", req_.model},
-      {"cluster.node", g.node->name},
-      {"cluster.nodes", "1"},
-      {"training.seq_len", absl::StrCat(req_.seq_len)},
-      {"training.micro_batch", "1"},
-      {"training.global_batch", absl::StrCat(out_.global_batch)},
-      {"training.recompute", std::string(Name(Recompute::kFull))},
-      {"parallel.framework", std::string(Name(req_.framework))},
-      {"parallel.zero", "3"}};
+const NodeSpec* Planner::NodeFor(const std::string& gpu) const {
+  const auto named = node_of_.find(gpu);
+  for (const NodeSpec& n : catalogs_->nodes) {
+    if (named != node_of_.end() ? n.name == named->second : n.gpu == gpu) return &n;
+  }
+  return nullptr;
+}
+
+absl::Status Planner::PrepareScenario() {
+  auto file = config::ScenarioLoader::Open(root_, req_.model);
+  if (!file.ok()) return file.status();
+  // As written, with --set: what the plan takes from it.
+  auto s = file->Load(req_.sets);
+  if (!s.ok()) return s.status();
+  model_ = s->model;
+  if (req_.given.count("seq-len") == 0) req_.seq_len = s->training.seq_len;
+  if (req_.given.count("batch-tokens") == 0) {
+    req_.global_batch_tokens = s->training.global_batch * s->training.seq_len;
+  }
+  // The ZeRO family's framework is the scenario's where it is one --framework takes
+  // (Megatron's layouts are searched anyway).
+  if (req_.given.count("framework") == 0) {
+    const std::string name(Name(s->parallel.framework));
+    if (ApplyPlanOption(req_, "framework", name, "the scenario's parallel.framework").ok() &&
+        s->parallel.fsdp_version != 1) {
+      req_.fsdp_version = s->parallel.fsdp_version;
+    }
+  }
+  if (req_.given.count("gpu") == 0) {
+    req_.gpus = {s->cluster.gpu.name};
+    node_of_[s->cluster.gpu.name] = s->cluster.node.name;
+  }
+  // The file again, without the keys the search sets: what it says of them would otherwise
+  // stay in force where a candidate does not name them (a scenario's pp under a ZeRO layout).
+  auto doc = config::LoadYamlFile(req_.model);
+  if (!doc.ok()) return doc.status();
+  YAML::Node root = *doc;
+  for (const auto& [section, keys] : SearchedKeys()) {
+    YAML::Node sec = root[section];
+    if (!sec.IsMap()) continue;
+    for (const char* k : keys) sec.remove(k);
+  }
+  YAML::Emitter text;
+  text << root;
+  auto loader = config::ScenarioLoader::FromText(root_, text.c_str(), req_.model);
+  if (!loader.ok()) return loader.status();
+  scenario_.emplace(*std::move(loader));
+  return absl::OkStatus();
+}
+
+absl::Status Planner::BaseLoader(GpuSearch& g) const {
+  std::vector<config::Override> base = {{"cluster.node", g.node->name},
+                                        {"cluster.nodes", "1"},
+                                        {"training.seq_len", absl::StrCat(req_.seq_len)},
+                                        {"training.micro_batch", "1"},
+                                        {"training.global_batch", absl::StrCat(out_.global_batch)},
+                                        {"training.recompute", std::string(Name(Recompute::kFull))},
+                                        {"parallel.framework", std::string(Name(req_.framework))},
+                                        {"parallel.zero", "3"}};
   if (req_.fsdp_version != 1) {
     base.push_back({"parallel.fsdp_version", absl::StrCat(req_.fsdp_version)});
   }
@@ -158,8 +277,55 @@ absl::StatusOr<config::ScenarioLoader> Planner::BaseLoader(const GpuSearch& g) c
     base.push_back({"parallel.offload.params", std::string(Name(req_.offload.params))});
   }
   if (req_.offload.activations) base.push_back({"parallel.offload.activations", "cpu"});
-  return config::ScenarioLoader::FromOverrides(root_, std::move(base),
-                                               absl::StrCat("plan:", g.gpu.name));
+  if (!req_.headroom.none()) {
+    base.push_back({"runtime.headroom", MemoryMarginText(req_.headroom)});
+  }
+  // --set last: it fixes what it names (Admitted keeps only the layouts that agree).
+  for (const config::Override& o : req_.sets) base.push_back(o);
+  g.base = std::move(base);
+  if (scenario_) {
+    g.loader.emplace(*scenario_);
+    return absl::OkStatus();
+  }
+  auto loader = config::ScenarioLoader::FromOverrides(
+      root_,
+      {{"schema_version", "1"},
+       {"name", absl::StrCat("plan-", model_->name, "-", g.gpu.name)},
+       {"model", req_.model}},
+      absl::StrCat("plan:", g.gpu.name));
+  if (!loader.ok()) return loader.status();
+  g.loader.emplace(*std::move(loader));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Scenario> Planner::Load(const GpuSearch& g,
+                                       const std::vector<config::Override>& overrides,
+                                       std::vector<config::ConfigProblem>* problems) const {
+  std::vector<config::Override> all = g.base;
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return g.loader->Load(all, problems);
+}
+
+bool Planner::Admitted(const Candidate& c) const {
+  if (req_.sets.empty()) return true;
+  // The candidate's value of each searched key: what it sets, else what the base implies.
+  std::map<std::string, std::string> value = {
+      {"parallel.tp", "1"},
+      {"parallel.pp", "1"},
+      {"parallel.cp", "1"},
+      {"parallel.ep", "1"},
+      {"parallel.pp_chunks", "1"},
+      {"parallel.sequence_parallel", "false"},
+      {"parallel.pp_schedule", "1f1b"},
+      {"parallel.framework", std::string(Name(req_.framework))}};
+  for (const config::Override& o : c.overrides) value[o.key] = o.value;
+  for (const config::Override& o : req_.sets) {
+    const auto it = value.find(o.key);
+    if (it != value.end() && absl::AsciiStrToLower(it->second) != absl::AsciiStrToLower(o.value)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 absl::Status Planner::PlanGpu(const std::string& gpu_name) {
@@ -167,9 +333,7 @@ absl::Status Planner::PlanGpu(const std::string& gpu_name) {
   if (!gpu.ok()) return gpu.status();
   GpuSearch g;
   g.gpu = *std::move(gpu);
-  for (const NodeSpec& n : catalogs_->nodes) {
-    if (n.gpu == g.gpu.name && g.node == nullptr) g.node = &n;
-  }
+  g.node = NodeFor(g.gpu.name);
   if (g.node == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("plan: no node type in topologies/nodes.yaml holds ", g.gpu.name,
@@ -188,14 +352,37 @@ absl::Status Planner::PlanGpu(const std::string& gpu_name) {
       p.replay_layouts = p.replay_decided = 0;
     });
   }
-  auto loader = BaseLoader(g);
-  if (!loader.ok()) return loader.status();
-  g.loader.emplace(*std::move(loader));
+  if (absl::Status st = BaseLoader(g); !st.ok()) return st;
+  out_.types.push_back({g.gpu.name, req_.variant, g.price, CalibrationBasis(g.gpu),
+                        DatasheetOnly(g.gpu), std::nullopt, ""});
 
-  // ---- Pareto search over whole-node clusters --------------------------------------------
-  for (int64_t nodes = 1; nodes * g.node->gpus_per_node <= req_.max_gpus; nodes *= 2) {
-    if (StopRequested()) return absl::CancelledError("interrupted");
-    if (Mine(g.gpu.name, nodes)) Enumerate(g, nodes);
+  // ---- Pareto search: the whole-node sizes of this slice, then the counts between ----------
+  tried_.clear();
+  std::vector<int64_t> sizes;
+  for (int64_t i = begin_; i < end_; ++i) {
+    if (units_[i].first == g.gpu.name && units_[i].second > 0) sizes.push_back(units_[i].second);
+  }
+  SearchSizes(g, sizes);
+  if (StopRequested()) return absl::CancelledError("interrupted");
+  // A shard sees only its own sizes: the counts between are searched by unsharded plans.
+  if (req_.shard.n == 1 && !req_.fixed_gpus) {
+    if (absl::Status st = RefineCounts(g); !st.ok()) return st;
+  }
+  if (!Mine(g.gpu.name, 0)) return absl::OkStatus();
+  return SmallestCount(g);
+}
+
+void Planner::SearchSizes(const GpuSearch& type, const std::vector<int64_t>& node_counts) {
+  GpuSearch g;
+  g.gpu = type.gpu;
+  g.node = type.node;
+  g.price = type.price;
+  g.loader = type.loader;
+  g.base = type.base;
+  for (int64_t nodes : node_counts) {
+    if (StopRequested()) return;
+    tried_.insert(nodes);
+    Enumerate(g, nodes);
   }
   // Rounds by recompute policy, lightest first (none, selective, full): a layout is replayed
   // with more recompute only when the lighter policy did not fit, since recomputing less
@@ -205,8 +392,78 @@ absl::Status Planner::PlanGpu(const std::string& gpu_name) {
     ReplayRound(g, round);
   }
   Confirm(g);
-  if (!Mine(g.gpu.name, 0)) return absl::OkStatus();
-  return SmallestCount(g);
+}
+
+std::map<int64_t, double> Planner::BestDays(const GpuSearch& type) const {
+  std::map<int64_t, double> best;
+  for (int64_t nodes : tried_) best[nodes] = std::numeric_limits<double>::infinity();
+  for (const PlanFit& f : out_.fits) {
+    if (f.gpu != type.gpu.name || f.estimated) continue;
+    double& d = best[f.gpus / type.node->gpus_per_node];
+    d = std::min(d, f.days);
+  }
+  return best;
+}
+
+absl::Status Planner::RefineCounts(const GpuSearch& type) {
+  const int64_t gpn = type.node->gpus_per_node;
+  // The largest node count searched: --max-gpus; with a deadline and no --max-gpus, the
+  // powers of two go on past it until one meets the deadline (up to kMaxDeadlineGpus).
+  constexpr int64_t kMaxDeadlineGpus = 131072;
+  if (req_.deadline_days && req_.given.count("max-gpus") == 0) {
+    int64_t nodes = tried_.empty() ? 1 : *tried_.rbegin();
+    auto met = [&] {
+      for (const auto& [n, d] : BestDays(type)) {
+        if (d <= *req_.deadline_days) return true;
+      }
+      return false;
+    };
+    while (!met() && nodes * 2 * gpn <= kMaxDeadlineGpus) {
+      if (StopRequested()) return absl::CancelledError("interrupted");
+      nodes *= 2;
+      SearchSizes(type, {nodes});
+    }
+  }
+  if (req_.deadline_days) {
+    // Bisection over node counts between the largest tried that misses the deadline and the
+    // smallest that meets it (the fastest layout's days fall as the count grows).
+    while (true) {
+      if (StopRequested()) return absl::CancelledError("interrupted");
+      const std::map<int64_t, double> best = BestDays(type);
+      std::optional<int64_t> hi;
+      for (const auto& [n, d] : best) {
+        if (d <= *req_.deadline_days) {
+          hi = n;
+          break;
+        }
+      }
+      if (!hi) return absl::OkStatus();
+      int64_t lo = 0;
+      for (const auto& [n, d] : best) {
+        if (n < *hi) lo = n;
+      }
+      if (*hi - lo <= 1) return absl::OkStatus();
+      SearchSizes(type, {lo + (*hi - lo) / 2});
+    }
+  }
+  if (req_.count_gap <= 0) return absl::OkStatus();
+  // Without a deadline: the geometric middle of each neighbouring pair whose fastest days
+  // differ by more than the gap, all of a round at once, until none does.
+  while (true) {
+    if (StopRequested()) return absl::CancelledError("interrupted");
+    const std::map<int64_t, double> best = BestDays(type);
+    std::vector<int64_t> middles;
+    for (auto it = best.begin(); it != best.end() && std::next(it) != best.end(); ++it) {
+      const auto next = std::next(it);
+      if (next->first - it->first <= 1 || !std::isfinite(it->second)) continue;
+      if (it->second <= next->second * (1.0 + req_.count_gap)) continue;
+      const auto mid = static_cast<int64_t>(
+          std::llround(std::sqrt(static_cast<double>(it->first * next->first))));
+      middles.push_back(std::clamp(mid, it->first + 1, next->first - 1));
+    }
+    if (middles.empty()) return absl::OkStatus();
+    SearchSizes(type, middles);
+  }
 }
 
 void Planner::Enumerate(GpuSearch& g, int64_t nodes) {
@@ -220,6 +477,8 @@ void Planner::Enumerate(GpuSearch& g, int64_t nodes) {
     if (req_.fsdp_version != 1) c.overrides.push_back({"parallel.fsdp_version", "1"});
     family.push_back(std::move(c));
   }
+  // --set of a searched key: only the layouts that keep its value.
+  std::erase_if(family, [&](const Candidate& c) { return !Admitted(c); });
   // Each layout loaded and its static floor taken on the workers (independently: 0.9 s of
   // plan llama2-70b, one thread, before); then kept or rejected in the family's order.
   struct Loaded {
@@ -240,13 +499,18 @@ void Planner::Enumerate(GpuSearch& g, int64_t nodes) {
     c.overrides.insert(c.overrides.begin(), {"cluster.nodes", absl::StrCat(nodes)});
     // The batch in tokens, as sequences: the nearest whole number of micro-batches on every
     // data-parallel rank (a multiple of pp of them for the interleaved schedule, which
-    // Megatron-LM asserts); refused when even one per rank overshoots it by half.
+    // Megatron-LM asserts); refused when that is more than kBatchTolerance off the batch
+    // asked, so that no row trains with a batch other than the one asked for but by rounding.
     const int64_t units = (global_batch + BatchUnit(c) / 2) / BatchUnit(c);
     if (units == 0) return;
     c.global_batch = units * BatchUnit(c);
+    if (std::abs(static_cast<double>(c.global_batch - global_batch)) >
+        kBatchTolerance * static_cast<double>(global_batch)) {
+      return;
+    }
     c.overrides.push_back({"training.global_batch", absl::StrCat(c.global_batch)});
     Loaded& l = loaded[k];
-    l.scenario = g.loader->Load(c.overrides, &l.problems);
+    l.scenario = Load(g, c.overrides, &l.problems);
     if (l.scenario->ok()) l.floor = StaticFloor(**l.scenario);
   });
   tracker_.Update([](PlanProgress& p) { p.to_load = 0; }, /*report=*/false);
@@ -257,10 +521,14 @@ void Planner::Enumerate(GpuSearch& g, int64_t nodes) {
     tracker_.Update([](PlanProgress& p) { ++p.layouts; }, /*report=*/false);
     if (!l.scenario) {
       ++out_.pruned;
+      const int64_t unit = BatchUnit(c);
+      const int64_t nearest = std::max<int64_t>(1, (global_batch + unit / 2) / unit) * unit;
       Reject(g, c, RejectionKind::kBatch,
-             absl::StrFormat("a batch of %d sequences is less than half of one step's "
-                             "least, %d (micro-batch x data-parallel ranks%s)",
-                             global_batch, BatchUnit(c), c.config.pp_chunks > 1 ? " x pp" : ""));
+             absl::StrFormat("a batch of %d sequences is not within %.0f %% of a whole number "
+                             "of steps' least, %d (micro-batch x data-parallel ranks%s): the "
+                             "nearest is %d",
+                             global_batch, kBatchTolerance * 100, unit,
+                             c.config.pp_chunks > 1 ? " x pp" : "", nearest));
       continue;
     }
     absl::StatusOr<Scenario>& s = *l.scenario;
@@ -316,9 +584,16 @@ std::optional<PlanFit> Planner::FitOf(GpuSearch& g, const Candidate& c, const Co
   const double step = step_s.value_or(run.step.seconds());
   const double tokens_per_s =
       static_cast<double>(c.global_batch) * static_cast<double>(req_.seq_len) / step;
-  PlanFit fit{g.gpu.name,     c.gpus,        c.config,
-              c.global_batch, step,          req_.tokens / tokens_per_s / 86400.0,
-              std::nullopt,   run.host_peak, step_s.has_value()};
+  PlanFit fit{g.gpu.name,
+              c.gpus,
+              c.config,
+              req_.variant,
+              c.global_batch,
+              step,
+              req_.tokens / tokens_per_s / 86400.0,
+              std::nullopt,
+              run.host_peak,
+              step_s.has_value()};
   if (g.price) fit.cost = fit.days * 24.0 * static_cast<double>(c.gpus) * *g.price;
   return fit;
 }
@@ -381,7 +656,9 @@ absl::Status Planner::SmallestCount(GpuSearch& g) {
     std::vector<config::Override> o = {{"cluster.nodes", absl::StrCat(n / per_node)},
                                        {"cluster.gpus_per_node", absl::StrCat(per_node)},
                                        {"training.global_batch", absl::StrCat(2 * n)}};
-    auto r = RunConfigs(*g.loader, {o}, 1, nullptr);
+    std::vector<config::Override> all = g.base;
+    all.insert(all.end(), o.begin(), o.end());
+    auto r = RunConfigs(*g.loader, {all}, 1, nullptr);
     ++out_.replayed;
     tracker_.Update([&](PlanProgress& p) { p.replayed = out_.replayed; });
     if (!r[0].status.ok() || !r[0].summary->fits) return std::nullopt;
@@ -390,7 +667,7 @@ absl::Status Planner::SmallestCount(GpuSearch& g) {
   int64_t lo = 1;  // largest N known not to fit (or 1 as the floor), hi = smallest that fits
   {
     // One node, ZeRO-3, the batch of the count search (whatever the request's batch in tokens).
-    auto s = g.loader->Load({{"training.global_batch", absl::StrCat(2 * gpn)}});
+    auto s = Load(g, {{"training.global_batch", absl::StrCat(2 * gpn)}});
     if (!s.ok()) return s.status();
     const Bytes act = StaticFloor(*s) - PersistentStates(*s).total() - s->runtime.reserved;
     const double per_gpu_room = (s->cluster.gpu.Usable() - act - s->runtime.reserved).gb();
@@ -414,6 +691,7 @@ absl::Status Planner::SmallestCount(GpuSearch& g) {
   if (!hi) {
     MinGpus none;
     none.gpu = g.gpu.name;
+    none.variant = req_.variant;
     none.reason = absl::StrFormat("nothing fits up to %d GPUs", req_.max_gpus);
     SetMinGpus(out_.min_gpus, std::move(none));
     return absl::OkStatus();
@@ -429,8 +707,9 @@ absl::Status Planner::SmallestCount(GpuSearch& g) {
     }
   }
   SetMinGpus(out_.min_gpus,
-             MinGpus{g.gpu.name, *hi, "", PlanConfig{}, hi_run->reserved_peak, hi_run->capacity,
-                     Largest(hi_run->peak_breakdown), hi_run->peak_breakdown, hi_run->host_peak});
+             MinGpus{g.gpu.name, req_.variant, *hi, "", PlanConfig{}, hi_run->reserved_peak,
+                     hi_run->capacity, Largest(hi_run->peak_breakdown), hi_run->peak_breakdown,
+                     hi_run->host_peak});
   return absl::OkStatus();
 }
 
@@ -438,7 +717,49 @@ absl::Status Planner::SmallestCount(GpuSearch& g) {
 
 absl::StatusOr<PlanResult> Plan(const config::DataRoot& root, const PlanRequest& req,
                                 const PlanProgressFn& progress) {
-  return plan_internal::Planner(root, req, progress).Run();
+  if (req.searches.empty()) return plan_internal::Planner(root, req, progress).Run();
+  if (req.shard.n > 1) {
+    return absl::InvalidArgumentError("--search and --shard: shard a plan without --search");
+  }
+  // The product of the searched values by an odometer, the last key fastest; each a plan of
+  // its own with the values as --set, joined into one.
+  std::vector<size_t> at(req.searches.size(), 0);
+  std::optional<PlanResult> all;
+  while (true) {
+    PlanRequest one = req;
+    std::vector<std::string> label;
+    for (size_t k = 0; k < req.searches.size(); ++k) {
+      const auto& [key, values] = req.searches[k];
+      one.sets.push_back({key, values[at[k]]});
+      label.push_back(absl::StrCat(key, "=", values[at[k]]));
+    }
+    one.variant = absl::StrJoin(label, ", ");
+    auto p = plan_internal::Planner(root, one, progress).Run();
+    if (!p.ok()) {
+      return absl::Status(p.status().code(), absl::StrCat(one.variant, ": ", p.status().message()));
+    }
+    if (!all) {
+      all = *std::move(p);
+    } else {
+      for (auto& f : p->fits) all->fits.push_back(std::move(f));
+      for (auto& r : p->rejected) all->rejected.push_back(std::move(r));
+      for (auto& m : p->min_gpus) all->min_gpus.push_back(std::move(m));
+      for (auto& t : p->types) all->types.push_back(std::move(t));
+      all->considered += p->considered;
+      all->pruned += p->pruned;
+      all->replayed += p->replayed;
+      all->estimated += p->estimated;
+      all->confirmed += p->confirmed;
+      all->seconds += p->seconds;
+    }
+    size_t k = at.size();
+    while (k > 0 && ++at[k - 1] == req.searches[k - 1].second.size()) at[--k] = 0;
+    if (k == 0) break;
+  }
+  SortRejected(all->rejected);
+  all->pareto = ParetoFrontier(all->fits);
+  FillTypeRows(*all);
+  return *std::move(all);
 }
 
 }  // namespace sim::explore

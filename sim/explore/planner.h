@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -60,6 +61,7 @@ struct Bounds {
 // One search: Run once.
 class Planner {
  public:
+  // The request is copied: Prepare fills in what a scenario decides where the options did not.
   Planner(const config::DataRoot& root, const PlanRequest& req, const PlanProgressFn& progress)
       : root_(root), req_(req), progress_(progress), tracker_(progress) {}
 
@@ -71,7 +73,8 @@ class Planner {
     GpuSpec gpu;
     const NodeSpec* node = nullptr;
     std::optional<double> price;
-    std::optional<config::ScenarioLoader> loader;  // the frugal base, as data (BaseLoader)
+    std::optional<config::ScenarioLoader> loader;  // the model or scenario (BaseLoader)
+    std::vector<config::Override> base;            // the frugal base over it, then --set
     std::vector<Candidate> candidates;             // those past the static screen
     std::vector<PlanRejection> rejected;
     std::vector<std::optional<PlanFit>> fits;  // per candidate
@@ -87,8 +90,29 @@ class Planner {
   // sizes: per GPU type, the smallest-count search and each whole-node size).
   absl::Status Prepare();
   bool Mine(const std::string& gpu, int64_t nodes) const;
+  // The node type planned for a GPU: the scenario's or --set cluster.node's, else the first in
+  // topologies/nodes.yaml that holds it; null when none does.
+  const NodeSpec* NodeFor(const std::string& gpu) const;
   absl::Status PlanGpu(const std::string& gpu_name);
-  absl::StatusOr<config::ScenarioLoader> BaseLoader(const GpuSearch& g) const;
+  absl::Status BaseLoader(GpuSearch& g) const;
+  // The model or scenario loaded with the search's base and `overrides` over it.
+  absl::StatusOr<Scenario> Load(const GpuSearch& g, const std::vector<config::Override>& overrides,
+                                std::vector<config::ConfigProblem>* problems = nullptr) const;
+  // A scenario file as the plan's base: read with --set to take its model, node, sequence
+  // length, batch and framework, then with the keys the search varies taken out.
+  absl::Status PrepareScenario();
+  // Whether a layout keeps every searched key the request's --set fixes.
+  bool Admitted(const Candidate& c) const;
+
+  // Stages 1-3 for some node counts of one GPU type: a search of its own, whose fits and
+  // rejections join the result.
+  void SearchSizes(const GpuSearch& type, const std::vector<int64_t>& node_counts);
+  // The counts between the powers of two (PlanRequest::count_gap): bisection to the smallest
+  // that meets the deadline, or filling the gaps in days between neighbouring counts.
+  absl::Status RefineCounts(const GpuSearch& type);
+  // The fastest replayed layout's days per node count of one GPU type so far; counts tried
+  // without any fit map to infinity.
+  std::map<int64_t, double> BestDays(const GpuSearch& type) const;
 
   // Stage 1: each size's layouts, loaded and screened against their static floor.
   void Enumerate(GpuSearch& g, int64_t nodes);
@@ -117,11 +141,14 @@ class Planner {
   std::vector<ConfigResult> ReplayInFull(const GpuSearch& g, const std::vector<size_t>& which);
 
   const config::DataRoot& root_;
-  const PlanRequest& req_;
+  PlanRequest req_;
   const PlanProgressFn& progress_;
   ProgressTracker tracker_;
   std::optional<config::Catalogs> catalogs_;
   std::optional<ModelSpec> model_;
+  std::optional<config::ScenarioLoader> scenario_;      // a scenario file's, layout keys taken out
+  std::map<std::string, std::string> node_of_;          // GPU -> the node type the scenario names
+  std::set<int64_t> tried_;                             // node counts searched, this GPU type
   std::map<std::string, double> prices_;                // --price, keyed by the catalog's spelling
   std::vector<std::pair<std::string, int64_t>> units_;  // (GPU, nodes; 0 = smallest count)
   int64_t begin_ = 0, end_ = 0;                         // this shard's slice of units_

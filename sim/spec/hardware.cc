@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace sim {
 
@@ -49,6 +53,18 @@ Bandwidth HostSpec::PcieLink() const {
                                    : 8.0 * std::pow(2.0, static_cast<double>(pcie_gen - 3));
   const double coding = pcie_gen <= 2 ? 8.0 / 10.0 : 128.0 / 130.0;
   return Bandwidth::GBps(gts * coding * static_cast<double>(pcie_lanes) / 8.0);
+}
+
+std::string CalibrationBasis(const GpuSpec& g) {
+  const GpuCalibration& c = g.calibration;
+  const std::string sources = absl::StrJoin(c.fit_sources, ", ");
+  if (c.fitted_gpu.empty()) return "datasheet only, uncalibrated (first estimates)";
+  if (c.fitted_gpu == g.name) {
+    return sources.empty() ? "fitted to its own measured step times"
+                           : absl::StrCat("fitted to its own measured step times (", sources, ")");
+  }
+  return absl::StrCat("not fitted on this GPU: ", c.fitted_gpu, "'s fit",
+                      sources.empty() ? "" : absl::StrCat(" (", sources, ")"));
 }
 
 }  // namespace sim

@@ -195,4 +195,10 @@ struct NodeSpec {
   bool operator==(const NodeSpec&) const = default;
 };
 
+// What a GPU's time calibration rests on, in words: a fit to its own measured step times, the
+// fit of another GPU it shares silicon with, or datasheets alone (`stepsim list gpus`, plan).
+std::string CalibrationBasis(const GpuSpec& g);
+// Whether its time rests on datasheets alone (no fit to any GPU's measured step times).
+inline bool DatasheetOnly(const GpuSpec& g) { return g.calibration.fitted_gpu.empty(); }
+
 }  // namespace sim

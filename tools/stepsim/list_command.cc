@@ -35,20 +35,6 @@ std::string Rate(const std::optional<sim::FlopRate>& r) {
   return r ? absl::StrFormat("%.0f", r->per_second() / 1e12) : "-";
 }
 
-// What a GPU's time calibration rests on, in words: a fit to its own measured step times, the
-// fit of another GPU it shares silicon with, or datasheets alone.
-std::string CalibrationBasis(const sim::GpuSpec& g) {
-  const sim::GpuCalibration& c = g.calibration;
-  const std::string sources = absl::StrJoin(c.fit_sources, ", ");
-  if (c.fitted_gpu.empty()) return "datasheet only, uncalibrated (first estimates)";
-  if (c.fitted_gpu == g.name) {
-    return sources.empty() ? "fitted to its own measured step times"
-                           : absl::StrCat("fitted to its own measured step times (", sources, ")");
-  }
-  return absl::StrCat("not fitted on this GPU: ", c.fitted_gpu, "'s fit",
-                      sources.empty() ? "" : absl::StrCat(" (", sources, ")"));
-}
-
 // The kernel libraries with terms of their own (GpuCalibration::libraries) and what each rests
 // on, e.g. "transformer_engine: nemo-dgxc-h100"; empty where there are none.
 std::string LibraryBasis(const sim::GpuSpec& g) {
@@ -120,9 +106,9 @@ absl::StatusOr<Listing> Gpus(const sim::config::DataRoot& root) {
                                 "fp8 TFLOP/s", "power W", "$/hour", "time calibration"})};
   for (const sim::GpuSpec& g : catalogs->gpus) {
     const std::string libraries = LibraryBasis(g);
-    const std::string basis =
-        libraries.empty() ? CalibrationBasis(g)
-                          : absl::StrCat(CalibrationBasis(g), "; kernel libraries: ", libraries);
+    const std::string basis = libraries.empty() ? sim::CalibrationBasis(g)
+                                                : absl::StrCat(sim::CalibrationBasis(g),
+                                                               "; kernel libraries: ", libraries);
     l.rows.push_back(
         {{"name", g.name},
          {"hbm_bytes", g.hbm.count()},

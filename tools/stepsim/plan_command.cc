@@ -17,7 +17,11 @@ namespace stepsim_cli {
 
 int PlanCommand(const std::vector<std::string>& args) {
   FlagSet flags(
-      "stepsim plan MODEL --gpu NAME[,NAME...] [--tokens 2T] [--seq-len 4096] [flags]",
+      "stepsim plan MODEL|SCENARIO [--gpu NAME[,NAME...]] [--tokens 2T] [--set K=V] [--search "
+      "K=A,B] [--gpus N] [--days D] [flags]",
+      "Plans from a model (catalog name or file) or from a scenario file, whose model, node\n"
+      "type, precision and other keys stand, and whose sequence length, batch and GPU apply\n"
+      "unless the flags name them.\n"
       "Searches GPU type x GPU count x layout (ZeRO stage, or Megatron TP 1-8 x PP 1-32 x CP\n"
       "1-8, 1F1B or interleaved, uneven first/last stages, with the distributed optimizer and SP)\n"
       "x micro-batch x recompute for configurations that fit, by replay (pruning with the static\n"
@@ -28,12 +32,29 @@ int PlanCommand(const std::vector<std::string>& args) {
       "--json.\n"
       "Prices are indicative on-demand USD per GPU-hour from topologies/gpus.yaml (2025).",
       {{"gpu", "LIST", "GPU catalog names, comma-separated (default: every GPU with a node type)"},
-       {"tokens", "COUNT", "training tokens (2T, 15T, 300B); default 1T"},
+       {"tokens", "COUNT", "training tokens (2T, 15T, 300B: decimal); default 1T"},
        {"seq-len", "S", "sequence length; default 4096"},
        {"batch-tokens", "COUNT",
-        "tokens per optimizer step; K, M, G are 2^10, 2^20, 2^30 here, as batch sizes are "
-        "quoted (default 4M = 4194304 = 1024 x 4096; --tokens counts are decimal)"},
-       {"max-gpus", "N", "largest cluster to consider; default 1024, at most 1048576"},
+        "tokens per optimizer step (default 4Mi = 4194304 = 1024 x 4096). Counts here are "
+        "decimal with K, M, G, T (16M = 16,000,000) and binary with Ki, Mi, Gi, Ti"},
+       {"max-gpus", "N",
+        "largest cluster to consider; default 1024 (with --days: doubling until one meets the "
+        "deadline, up to 131072), at most 1048576"},
+       {"gpus", "N", "only clusters of exactly N GPUs (a whole number of nodes)"},
+       {"set", "KEY=VALUE",
+        "a scenario key for every candidate (training.precision=fp8); a key the search varies "
+        "(parallel.tp, training.recompute, ...) is fixed to that value",
+        true},
+       {"search", "KEY=A,B",
+        "plan once per value and show them side by side (cluster.node=dgx-h100,dgx-b200 "
+        "picks the GPU type); several: their product",
+        true},
+       {"headroom", "P%|BYTES",
+        "memory kept free below each GPU's usable memory (default 5%: about the replay's mean "
+        "error on measured reserved peaks)"},
+       {"count-gap", "P%",
+        "without --days, add counts between the powers of two until neighbouring counts' "
+        "fastest days differ by at most P (default 10%; 0: powers of two only)"},
        {"days", "D", "deadline: pick the cheapest Pareto point that trains within D days"},
        {"budget", "USD", "budget: pick the fastest Pareto point within it (with --days: cheapest)"},
        {"price", "GPU=USD", "price per GPU-hour, overriding the catalog", true},
@@ -54,7 +75,7 @@ int PlanCommand(const std::vector<std::string>& args) {
     return kExitOk;
   }
   if (flags.positional().size() != 1) {
-    return Fail("plan", absl::InvalidArgumentError("expected exactly one MODEL"));
+    return Fail("plan", absl::InvalidArgumentError("expected exactly one MODEL or SCENARIO"));
   }
   sim::explore::PlanRequest req;
   req.model = flags.positional()[0];
@@ -69,11 +90,6 @@ int PlanCommand(const std::vector<std::string>& args) {
         return Fail("plan", st);
       }
     }
-  }
-  if (req.gpus.empty()) {
-    auto gpus = sim::explore::DefaultPlanGpus(root);
-    if (!gpus.ok()) return Fail("plan", gpus.status());
-    req.gpus = *std::move(gpus);
   }
   // What the search has done and, once a twentieth of it is, the time it has left (the pruning
   // decides how many replays it takes as it goes: there is no total to count down).
