@@ -587,6 +587,43 @@ TEST_CASE("plan takes a scenario, --set, --search, --gpus and --headroom", "[cli
   CHECK(absl::StrContains(own.out, "use --gpus N"));
 }
 
+TEST_CASE("the plan page draws the deadline, the choice and one series per GPU type", "[cli]") {
+  const std::string dir = "/tmp/stepsim-cli-plan-page";
+  std::filesystem::create_directories(dir);
+  const std::string page = dir + "/plan.html";
+  // H100 priced, B200 not: both are series of the count chart, only H100 of the cost chart.
+  Result r = Stepsim(
+      "plan llama3-8b --gpu H100-SXM5-80GB,B200-SXM-180GB --tokens 1T --days 10 --max-gpus 256 "
+      "--html " +
+      page);
+  REQUIRE(r.status == 0);
+  std::string dom = RenderedDom(page);
+  if (dom.empty()) {
+    WARN("chromium not installed (tools/install-deps.sh --test installs it): page not rendered");
+    dom = Slurp(page);
+  }
+  for (const char* id : {"pareto-chart", "count-chart", "types-table", "choice", "unpriced"}) {
+    INFO(id);
+    CHECK(absl::StrContains(dom, absl::StrCat("id=\"", id, "\"")));
+  }
+  // The deadline as a line in each chart, the chosen point ringed in each.
+  CHECK(absl::StrContains(dom, "id=\"pareto-chart-limit\""));
+  CHECK(absl::StrContains(dom, "id=\"count-chart-limit\""));
+  CHECK(absl::StrContains(dom, "deadline: 10 days"));
+  CHECK(absl::StrContains(dom, "id=\"pareto-chart-mark\""));
+  CHECK(absl::StrContains(dom, "id=\"count-chart-mark\""));
+  // One series per GPU type in the count chart's legend, and the counts beside the points.
+  const size_t legend = dom.find("<ul class=\"legend\">", dom.find("id=\"count-chart\""));
+  REQUIRE(legend != std::string::npos);
+  const std::string items = dom.substr(legend, dom.find("</ul>", legend) - legend);
+  CHECK(absl::StrContains(items, "H100-SXM5-80GB"));
+  CHECK(absl::StrContains(items, "B200-SXM-180GB"));
+  CHECK(absl::StrContains(dom, "class=\"point-label\">128<"));
+  // Real spacing: the cost axis's ticks are round money amounts, not one label per point.
+  CHECK(absl::StrContains(dom, ">$70k<"));
+  CHECK(absl::StrContains(dom, "Without a price, so not on the cost chart: B200-SXM-180GB"));
+}
+
 TEST_CASE("compare's page charts what each ZeRO stage sends, as a multiple of DDP's", "[cli]") {
   const std::string page = "/tmp/stepsim-cli-pages/compare-comm.html";
   std::filesystem::create_directories("/tmp/stepsim-cli-pages");

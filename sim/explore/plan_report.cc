@@ -40,11 +40,6 @@ Json FitJson(const PlanFit& f) {
   return j;
 }
 
-// "GPU" or "GPU [KEY=V, ...]": a GPU type's name under one --search variant.
-std::string TypeKey(const std::string& gpu, const std::string& variant) {
-  return variant.empty() ? gpu : absl::StrCat(gpu, " [", variant, "]");
-}
-
 Json TypeJson(const PlanTypeRow& t) {
   Json j = {{"gpu", t.gpu},
             {"variant", t.variant},
@@ -201,6 +196,10 @@ std::optional<PlanFit> ReadFit(Reader& in, const Json& j, const std::string& pat
 }
 
 }  // namespace
+
+std::string TypeKey(const std::string& gpu, const std::string& variant) {
+  return variant.empty() ? gpu : absl::StrCat(gpu, " [", variant, "]");
+}
 
 std::string ConfigLabel(const PlanConfig& c) {
   if (c.ModelParallel()) {

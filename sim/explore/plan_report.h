@@ -16,6 +16,8 @@ nlohmann::ordered_json PlanJson(const PlanResult& plan);
 // of the interleaved schedule, ends the layers of uneven first/last (virtual) stages.
 std::string ConfigLabel(const PlanConfig& c);
 std::string PlanText(const PlanResult& plan);
+// "GPU" or "GPU [KEY=V, ...]": a GPU type's name under one --search variant.
+std::string TypeKey(const std::string& gpu, const std::string& variant);
 
 // `origin` (the file name) prefixes every error: "FILE: key.path: what was expected".
 absl::StatusOr<PlanResult> PlanFromJson(const nlohmann::ordered_json& j, const std::string& origin);

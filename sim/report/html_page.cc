@@ -144,12 +144,28 @@ std::string Chart(const XYChart& c) {
                          : (y - y_lo) / (y_hi - y_lo);
     return kTop + ph - ph * f;
   };
+  // A numeric x axis spans the points' values between round ticks (from 0 when they reach
+  // near it), so that its spacing is real.
+  const bool numeric = static_cast<bool>(c.x_format);
+  double x_lo = std::numeric_limits<double>::max(), x_hi = 0;
+  for (const Series& s : c.series) {
+    for (const auto& p : s.points) {
+      x_lo = std::min(x_lo, p.xv);
+      x_hi = std::max(x_hi, p.xv);
+    }
+  }
+  if (x_lo > x_hi || x_lo < 0.3 * x_hi) x_lo = 0;
+  const double x_step = TickStep(std::max(x_hi - x_lo, 1e-300) * 1.1, 6);
+  x_lo = std::floor(x_lo / x_step) * x_step;
+  x_hi = std::max(x_lo + x_step, std::ceil(x_hi * 1.0001 / x_step) * x_step);
   const int n = std::max<int>(1, static_cast<int>(c.x_labels.size()));
   auto px = [&](int i) { return kLeft + pw * (i + 0.5) / n; };
+  auto pxv = [&](double x) { return kLeft + pw * (x - x_lo) / (x_hi - x_lo); };
   // Series side by side at each x (6 px apart), so that equal values stay visible.
-  const double dodge = c.lines ? 6.0 : 0.0;
-  auto sx = [&](size_t k, int i) {
-    return px(i) +
+  const double dodge = c.lines && !numeric ? 6.0 : 0.0;
+  auto sx = [&](size_t k, const Series::Point& p) {
+    if (numeric) return pxv(p.xv);
+    return px(p.x) +
            dodge * (static_cast<double>(k) - (static_cast<double>(c.series.size()) - 1) / 2);
   };
   std::string out = absl::StrFormat(
@@ -171,7 +187,13 @@ std::string Chart(const XYChart& c) {
                           "<text x=\"%.1f\" y=\"%.1f\" class=\"yt\">%g</text>",
                           kLeft, py(y), kLeft + pw, py(y), kLeft - 6, py(y) + 4, y);
   }
-  for (int i = 0; i < n && i < static_cast<int>(c.x_labels.size()); ++i) {
+  if (numeric) {
+    for (double x = x_lo; x <= x_hi + x_step * 1e-4; x += x_step) {
+      absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" class=\"xt\">%s</text>", pxv(x),
+                            kTop + ph + 16, Escape(c.x_format(x)));
+    }
+  }
+  for (int i = 0; !numeric && i < n && i < static_cast<int>(c.x_labels.size()); ++i) {
     absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" class=\"xt\">%s</text>", px(i),
                           kTop + ph + 16, Escape(c.x_labels[i]));
   }
@@ -189,6 +211,14 @@ std::string Chart(const XYChart& c) {
                           kLeft, py(*c.limit), kLeft + pw, py(*c.limit), Escape(c.id),
                           kLeft + pw - 4, py(*c.limit) - 5, Escape(c.limit_label));
   }
+  if (c.mark) {
+    const double mx = numeric ? pxv(c.mark->first) : px(static_cast<int>(c.mark->first));
+    absl::StrAppendFormat(
+        &out,
+        "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"9\" class=\"mark\" id=\"%s-mark\" "
+        "fill=\"none\" stroke=\"#000\" stroke-width=\"2\"><title>%s</title></circle>",
+        mx, py(c.mark->second), Escape(c.id), Escape(c.mark_label));
+  }
   std::string legend = "<ul class=\"legend\">";
   for (size_t k = 0; k < c.series.size(); ++k) {
     const Style& st = kStyles[k % kStyles.size()];
@@ -196,14 +226,18 @@ std::string Chart(const XYChart& c) {
     if (c.lines && s.points.size() > 1) {
       std::string points;
       for (const auto& p : s.points)
-        absl::StrAppendFormat(&points, "%.1f,%.1f ", sx(k, p.x), py(p.y));
+        absl::StrAppendFormat(&points, "%.1f,%.1f ", sx(k, p), py(p.y));
       absl::StrAppendFormat(&out,
                             "<polyline class=\"series\" points=\"%s\" stroke=\"%s\" "
                             "stroke-dasharray=\"%s\"/>",
                             points, st.colour, st.dash);
     }
     for (const auto& p : s.points) {
-      absl::StrAppend(&out, Marker(st.marker, sx(k, p.x), py(p.y), st.colour, p.apart), "><title>",
+      if (!p.label.empty()) {
+        absl::StrAppendFormat(&out, "<text x=\"%.1f\" y=\"%.1f\" class=\"point-label\">%s</text>",
+                              sx(k, p) + 6, py(p.y) - 6, Escape(p.label));
+      }
+      absl::StrAppend(&out, Marker(st.marker, sx(k, p), py(p.y), st.colour, p.apart), "><title>",
                       Escape(p.hover), "</title>",
                       st.marker == 1   ? "</rect>"
                       : st.marker == 4 ? "</path>"

@@ -3,6 +3,7 @@
 // and plan pages): one self-contained document (inline CSS and SVG, nothing fetched), fills that
 // pair a colour with a hatch so that series stay apart in grey print, and an x-y chart.
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,10 +28,12 @@ std::string TableRow(const std::vector<std::string>& cells, bool header = false)
 struct Series {
   std::string name;
   struct Point {
-    int x = 0;
+    int x = 0;  // categorical: an index into XYChart::x_labels
     double y = 0;
     std::string hover;
     bool apart = false;  // drawn hollow: a configuration that does not fit (XYChart::apart_label)
+    double xv = 0;       // numeric: the x value (XYChart::x_format set)
+    std::string label;   // drawn beside the marker ("2624")
   };
   std::vector<Point> points;
 };
@@ -46,6 +49,12 @@ struct XYChart {
   bool lines = true;  // join each series' points (false: a scatter)
   // The legend's entry for hollow points (Series::Point::apart), shown when any is.
   std::string apart_label;
+  // Set: a numeric linear x axis over the points' `xv` from 0, its round ticks written by it
+  // (x_labels unused).
+  std::function<std::string(double)> x_format;
+  // A point to ring and name (the plan's choice): id "<id>-mark".
+  std::optional<std::pair<double, double>> mark;  // (xv or x index, y)
+  std::string mark_label;
 };
 // An SVG chart: a log y axis when the values span more than 10x, each series with its own
 // marker shape and dash so that coincident lines stay visible, and a legend.

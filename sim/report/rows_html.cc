@@ -46,7 +46,7 @@ html::XYChart ChartOf(const std::string& id, const std::string& y_label,
          absl::StrCat(absl::StrJoin(r.labels, ", "), ": ",
                       absl::StrFormat("%.4g", metric(*r.summary)), " ", y_label,
                       r.summary->fits ? "" : " (does not fit)"),
-         !r.summary->fits});
+         !r.summary->fits, 0, ""});
   }
   c.apart_label = kDoesNotFit;
   return c;
@@ -151,7 +151,7 @@ std::string CommunicationSection(const std::vector<Row>& rows) {
            absl::StrFormat("%s: %s %.3f GB per GPU per step (all kinds %.3f GB, %s)",
                            absl::StrJoin(r.labels, " "), Name(k.kind), k.sent.gb(), total / 1e9,
                            ratio),
-           !s.fits});
+           !s.fits, 0, ""});
     }
   }
   const int64_t m = first->summary->micro_batches;

@@ -183,6 +183,15 @@ def test_plan_is_the_command_lines_report():
     assert r["min_gpus"]
 
 
+def test_plan_takes_a_scenario_with_set_and_search_as_dicts():
+    r = stepsim.plan(DEFAULT, gpus=64, set={"parallel.tp": 2},
+                     search={"training.precision": ["bf16", "fp8"]}, jobs=2)
+    assert [t["variant"] for t in r["types"]] == ["training.precision=bf16",
+                                                  "training.precision=fp8"]
+    assert r["fits"] and all(f["config"]["tp"] == 2 and f["gpus"] == 64 for f in r["fits"])
+    assert r["choice"]["gpus"] == 64
+
+
 def test_plan_bad_options():
     with pytest.raises(stepsim.ScenarioError) as e:
         stepsim.plan("llama2-7b", tokens="lots")

@@ -444,6 +444,15 @@ py::object Plan(const std::string& model, const py::object& calibration, const p
         values.push_back(
             absl::StrCat(py::str(gpu).cast<std::string>(), "=", py::str(usd).cast<std::string>()));
       }
+    } else if ((name == "set" || name == "search") && py::isinstance<py::dict>(v)) {
+      // {KEY: VALUE} for set, {KEY: [A, B]} for search.
+      for (const auto& [key, value] : v.cast<py::dict>()) {
+        const std::string text =
+            name == "search" && !py::isinstance<py::str>(value)
+                ? absl::StrJoin(StringList(py::reinterpret_borrow<py::object>(value), shown), ",")
+                : py::str(value).cast<std::string>();
+        values.push_back(absl::StrCat(py::str(key).cast<std::string>(), "=", text));
+      }
     } else if ((name == "gpu" || name == "offload") && !py::isinstance<py::str>(v)) {
       values.push_back(
           absl::StrJoin(StringList(py::reinterpret_borrow<py::object>(v), shown), ","));
@@ -456,7 +465,6 @@ py::object Plan(const std::string& model, const py::object& calibration, const p
       }
     }
   }
-  if (req.gpus.empty()) req.gpus = OrRaise(sim::explore::DefaultPlanGpus(root));
   absl::StatusOr<sim::explore::PlanResult> plan;
   RunInterruptible([&] { plan = sim::explore::Plan(root, req, nullptr); });
   if (!plan.ok()) Raise(plan.status());
@@ -607,12 +615,14 @@ class ScenarioError(ValueError):
         "side by side, as `stepsim compare --json -`; finetune: methods (full, lora, qlora,\n"
         "offload) to compare instead; ep: expert-parallel degrees (MoE models, e.g. [1, 8]).");
   m.def("plan", &Plan, py::arg("model"), py::kw_only(), py::arg("calibration") = py::none(),
-        "plan(model, *, gpu=None, tokens='1T', seq_len=4096, batch_tokens='4M', max_gpus=1024,\n"
-        "     days=None, budget=None, price=None, framework='deepspeed', finetune='full',\n"
+        "plan(model, *, gpu=None, tokens='1T', seq_len=4096, batch_tokens='4Mi', max_gpus=1024,\n"
+        "     gpus=None, days=None, budget=None, price=None, set=None, search=None,\n"
+        "     headroom='5%', count_gap='10%', framework='deepspeed', finetune='full',\n"
         "     lora_rank=16, offload=None, jobs=None, shard=None, calibration=None) -> dict\n\n"
-        "The smallest GPU count that fits per GPU type and the Pareto set of time-to-train\n"
-        "against cost, as `stepsim plan MODEL --json -` (each keyword is the flag of the same\n"
-        "name; gpu and offload take lists, price a {GPU: USD per GPU-hour} dict).");
+        "The smallest GPU count that fits per GPU type, a row per type and the Pareto set of\n"
+        "time-to-train against cost, as `stepsim plan MODEL|SCENARIO --json -` (each keyword\n"
+        "is the flag of the same name; gpu and offload take lists, price a {GPU: USD per\n"
+        "GPU-hour} dict, set a {KEY: VALUE} dict, search a {KEY: [VALUES]} dict).");
   m.def("validate", &Validate, py::arg("cases") = py::none(), py::kw_only(),
         py::arg("cross_validate") = false, py::arg("jobs") = py::none(),
         py::arg("calibration") = py::none(),
