@@ -624,6 +624,30 @@ TEST_CASE("the plan page draws the deadline, the choice and one series per GPU t
   CHECK(absl::StrContains(dom, "Without a price, so not on the cost chart: B200-SXM-180GB"));
 }
 
+TEST_CASE("run reports the whole run: Llama 3 405B as Meta trained it", "[cli]") {
+  const std::string path = "/tmp/stepsim-cli-whole-run.json";
+  Result r = Stepsim("run scenarios/llama3-405b-8k.yaml --json " + path);
+  REQUIRE(r.status == 0);
+  const auto run = nlohmann::json::parse(Slurp(path))["run"];
+  // Meta (Dubey et al. 2024): 466 interruptions in a 54-day snapshot, > 90 % effective
+  // training time; the rates are theirs, so the count is exact, the ETTR a model's.
+  CHECK(run["interruptions_per_day"].get<double>() * 54 == Approx(466));
+  CHECK(run["ettr"].get<double>() > 0.90);
+  CHECK(run["ettr"].get<double>() < 0.95);
+  CHECK(run["ettr_monte_carlo"]["mean"].get<double>() ==
+        Approx(run["ettr"].get<double>()).margin(0.01));
+  CHECK(run["tokens"].get<double>() == 15.6e12);
+  for (const char* k : {"checkpoint_s", "effective_days", "energy_mwh", "tokens_per_joule",
+                        "cost_usd"}) {
+    INFO(k);
+    CHECK(run[k].get<double>() > 0);
+  }
+  CHECK(run["effective_days"].get<double>() > run["productive_days"].get<double>());
+  Result text = Stepsim("run scenarios/llama3-405b-8k.yaml");
+  CHECK(absl::StrContains(text.out, "Whole run: 15.60 T tokens"));
+  CHECK(absl::StrContains(text.out, "(Young/Daly)"));
+}
+
 TEST_CASE("compare's page charts what each ZeRO stage sends, as a multiple of DDP's", "[cli]") {
   const std::string page = "/tmp/stepsim-cli-pages/compare-comm.html";
   std::filesystem::create_directories("/tmp/stepsim-cli-pages");

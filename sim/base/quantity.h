@@ -5,7 +5,7 @@
 //   bytes      B, kB, MB, GB, TB, PB (1e3 steps) and KiB, MiB, GiB, TiB (1024 steps)
 //   bandwidth  B/s kB/s MB/s GB/s TB/s GiB/s (bytes) and b/s kb/s Mb/s Gb/s Tb/s (bits; "Gbps" too)
 //   FLOP rate  FLOP/s, GFLOP/s, TFLOP/s, PFLOP/s
-//   time       ps, ns, us (or µs), ms, s
+//   time       ps, ns, us (or µs), ms, s, min, h
 //   power      W, kW
 // A bare number where a unit belongs, an unknown unit, or a unit of the wrong dimension is an
 // InvalidArgument naming the expected units. Bits and bytes are case-distinct: "Gb/s" is

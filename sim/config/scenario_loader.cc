@@ -526,6 +526,89 @@ void ReadRuntime(const YAML::Node& node, RuntimeSpec& r, YamlErrors& errors) {
   }
 }
 
+// `run:` (RunSpec): the whole run's inputs, each optional.
+void ReadRun(const YAML::Node& node, RunSpec& r, YamlErrors& errors) {
+  if (!node) return;
+  if (!CheckMapping(node, "run", SectionKeys("run"), errors)) return;
+  auto k = [&](absl::string_view name) { return Key{node, name, "run", false}; };
+  if (auto v = ReadCount(k("tokens"), errors, 1, int64_t{1} << 60)) {
+    r.tokens = static_cast<double>(*v);
+  }
+  if (auto v = ReadDuration(k("detect"), errors)) r.detect = *v;
+  if (auto v = ReadDuration(k("restart"), errors)) r.restart = *v;
+  if (auto v = ReadRegisteredInt(k("trials"), errors)) r.trials = *v;
+  if (auto v = ReadRegisteredInt(k("seed"), errors)) r.seed = *v;
+  if (const YAML::Node f = Child(node, "failures"); f.IsDefined()) {
+    const std::string path = "run.failures";
+    if (CheckMapping(f, path, SectionKeys(path), errors)) {
+      auto fk = [&](absl::string_view name) { return Key{f, name, path, false}; };
+      for (auto [name, slot] :
+           {std::pair{"gpu", &r.failures.gpu}, std::pair{"hbm", &r.failures.hbm},
+            std::pair{"network", &r.failures.network}, std::pair{"host", &r.failures.host},
+            std::pair{"software", &r.failures.software},
+            std::pair{"planned", &r.failures.planned_per_node_hour}}) {
+        if (auto v = ReadDouble(fk(name), errors, 0.0, 1.0)) *slot = *v;
+      }
+    }
+  }
+  if (const YAML::Node c = Child(node, "checkpoint"); c.IsDefined()) {
+    const std::string path = "run.checkpoint";
+    if (CheckMapping(c, path, SectionKeys(path), errors)) {
+      auto ck = [&](absl::string_view name) { return Key{c, name, path, false}; };
+      const YAML::Node interval = Child(c, "interval");
+      if (interval.IsDefined() && !(interval.IsScalar() && interval.Scalar() == "optimal")) {
+        if (auto v = ReadDuration(ck("interval"), errors)) {
+          if (*v > Duration()) {
+            r.checkpoint_interval = *v;
+          } else {
+            errors.Add(interval, "run.checkpoint.interval", "must be longer than 0 s, or optimal");
+          }
+        }
+      }
+      if (auto v = ReadBool(ck("async"), errors)) r.checkpoint_async = *v;
+    }
+  }
+  if (const YAML::Node st = Child(node, "storage"); st.IsDefined()) {
+    const std::string path = "run.storage";
+    if (CheckMapping(st, path, SectionKeys(path), errors)) {
+      auto sk = [&](absl::string_view name) { return Key{st, name, path, false}; };
+      for (auto [name, slot] : {std::pair{"node_bandwidth", &r.storage_node},
+                                std::pair{"aggregate_bandwidth", &r.storage_aggregate}}) {
+        if (auto v = ReadBandwidth(sk(name), errors)) {
+          if (v->bytes_per_s() > 0) {
+            *slot = *v;
+          } else {
+            errors.Add(Child(st, name), JoinPath(path, name), "must be more than 0 B/s");
+          }
+        }
+      }
+    }
+  }
+  if (const YAML::Node e = Child(node, "energy"); e.IsDefined()) {
+    const std::string path = "run.energy";
+    if (CheckMapping(e, path, SectionKeys(path), errors)) {
+      auto ek = [&](absl::string_view name) { return Key{e, name, path, false}; };
+      if (auto v = ReadDouble(ek("pue"), errors, 1.0, 10.0)) r.pue = *v;
+      if (auto v = ReadWatts(ek("host_power"), errors)) r.host_watts = *v;
+      if (auto v = ReadDouble(ek("idle_share"), errors, 0.0, 1.0)) r.idle_share = *v;
+      if (auto v = ReadDouble(ek("comm_share"), errors, 0.0, 1.0)) r.comm_share = *v;
+      if (auto v = ReadDouble(ek("grid_intensity"), errors, 0.0, 1e5)) r.grid_g_per_kwh = *v;
+    }
+  }
+  if (const YAML::Node c = Child(node, "cost"); c.IsDefined()) {
+    const std::string path = "run.cost";
+    if (CheckMapping(c, path, SectionKeys(path), errors)) {
+      auto ck = [&](absl::string_view name) { return Key{c, name, path, false}; };
+      if (auto v = ReadDouble(ck("gpu_hour"), errors, 0.0, 1e6)) r.gpu_hour_usd = *v;
+      if (auto v = ReadDouble(ck("capex_per_gpu"), errors, 0.0, 1e9)) r.capex_per_gpu_usd = *v;
+      if (auto v = ReadDouble(ck("years"), errors, 0.1, 100.0)) r.years = *v;
+      if (auto v = ReadDouble(ck("electricity"), errors, 0.0, 100.0)) {
+        r.electricity_usd_per_kwh = *v;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& path,
@@ -555,6 +638,7 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
   ReadTraining(r["training"], s.training, errors);
   ReadParallel(r["parallel"], s.parallel, errors);
   ReadRuntime(r["runtime"], s.runtime, errors);
+  ReadRun(r["run"], s.run, errors);
   if (!errors.empty()) return failed();
   if (!s.runtime.headroom.none()) {
     const Bytes usable = s.cluster.gpu.Usable();

@@ -58,6 +58,89 @@ nlohmann::ordered_json StagesJson(const RunSummary& r) {
 
 }  // namespace
 
+namespace {
+
+// The whole run with its Monte Carlo check (WholeRun, sim/report/whole_run.h).
+WholeRun Checked(const RunSummary& r) {
+  WholeRun w = r.whole_run;
+  MonteCarloEttr(w, w.trials, w.seed);
+  return w;
+}
+
+nlohmann::ordered_json WholeRunJson(const RunSummary& r) {
+  const WholeRun w = Checked(r);
+  nlohmann::ordered_json causes = nlohmann::ordered_json::object();
+  for (const auto& [cause, per_day] : w.interruptions_by_cause) causes[cause] = per_day;
+  nlohmann::ordered_json j = {
+      {"tokens", w.tokens},
+      {"tokens_default", w.tokens_default},
+      {"steps", w.steps},
+      {"productive_days", w.productive_days},
+      {"interruptions_per_day", w.interruptions_per_day},
+      {"interruptions_by_cause_per_day", causes},
+      {"mtbf_h", w.mtbf_h},
+      {"checkpoint_bytes", w.checkpoint_bytes},
+      {"checkpoint_s", w.save_s},
+      {"checkpoint_stall_s", w.stall_s},
+      {"checkpoint_interval_s", w.interval_s},
+      {"checkpoint_interval_optimal", w.interval_optimal},
+      {"restart_s", w.restart_s},
+      {"ettr", w.ettr},
+      {"ettr_monte_carlo",
+       {{"mean", w.ettr_mc},
+        {"p10", w.ettr_mc_p10},
+        {"p90", w.ettr_mc_p90},
+        {"trials", w.trials},
+        {"seed", w.seed}}},
+      {"checkpoint_share", w.checkpoint_share},
+      {"failure_share", w.failure_share},
+      {"effective_days", w.effective_days},
+      {"gpu_watts", w.gpu_watts},
+      {"host_watts_per_node", w.host_watts},
+      {"pue", w.pue},
+      {"step_kwh", w.step_kwh},
+      {"energy_mwh", w.energy_mwh},
+      {"tokens_per_joule", w.tokens_per_joule},
+      {"tco2e", w.tco2e ? nlohmann::ordered_json(*w.tco2e) : nlohmann::ordered_json(nullptr)},
+      {"cost_usd",
+       w.cost_usd ? nlohmann::ordered_json(*w.cost_usd) : nlohmann::ordered_json(nullptr)},
+      {"cost_basis", w.cost_basis},
+      {"cost_split_usd",
+       {{"training", w.cost_compute_usd},
+        {"failures_and_checkpoints", w.cost_failures_usd},
+        {"electricity", w.cost_energy_usd}}}};
+  return j;
+}
+
+void AppendWholeRun(const RunSummary& r, std::string& out) {
+  const WholeRun w = Checked(r);
+  absl::StrAppendFormat(
+      &out,
+      "\nWhole run: %s tokens%s = %.0f steps, %.1f days of steps alone\n"
+      "  interruptions: %.2f per day (MTBF %.1f h: gpu %.2f, hbm %.2f, network %.2f, host %.2f, "
+      "software %.2f, planned %.2f)\n"
+      "  checkpoint: %s of model states, written in %s (%s stall per save), every %s%s; "
+      "restart %s (detect + restart + reload)\n"
+      "  ETTR %.3f (Monte Carlo %.3f, p10-p90 %.3f-%.3f over %d runs): %.1f effective days "
+      "(checkpoints %.1f %%, failures %.1f %% of wall time)\n"
+      "  energy: %.0f W per GPU over the step, %.0f W per node host, PUE %.2f: %.3f kWh per step, "
+      "%.1f MWh for the run, %.3g tokens per joule%s\n"
+      "  cost: %s%s\n",
+      FormatCount(w.tokens), w.tokens_default ? " (20 per parameter: run.tokens)" : "", w.steps,
+      w.productive_days, w.interruptions_per_day, w.mtbf_h, w.interruptions_by_cause[0].second,
+      w.interruptions_by_cause[1].second, w.interruptions_by_cause[2].second,
+      w.interruptions_by_cause[3].second, w.interruptions_by_cause[4].second,
+      w.interruptions_by_cause[5].second, FormatGiB(Bytes::Round(w.checkpoint_bytes)),
+      FormatSeconds(w.save_s), FormatSeconds(w.stall_s), FormatSeconds(w.interval_s),
+      w.interval_optimal ? " (Young/Daly)" : "", FormatSeconds(w.restart_s), w.ettr, w.ettr_mc,
+      w.ettr_mc_p10, w.ettr_mc_p90, w.trials, w.effective_days, 100 * w.checkpoint_share,
+      100 * w.failure_share, w.gpu_watts, w.host_watts, w.pue, w.step_kwh, w.energy_mwh,
+      w.tokens_per_joule, w.tco2e ? absl::StrFormat(", %.0f tCO2e", *w.tco2e) : std::string(),
+      w.cost_usd ? absl::StrFormat("$%.0f, ", *w.cost_usd) : std::string(), w.cost_basis);
+}
+
+}  // namespace
+
 nlohmann::ordered_json RunJson(const RunSummary& r) {
   nlohmann::ordered_json j;
   j["schema_version"] = 1;
@@ -166,6 +249,7 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
   j["collectives"] = coll;
   j["stages"] = StagesJson(r);
   j["replay"] = {{"ops", r.ops}, {"events", r.events}, {"simulated_ranks", r.simulated_ranks}};
+  j["run"] = WholeRunJson(r);
   return j;
 }
 
@@ -424,6 +508,7 @@ std::string RunText(const RunSummary& r) {
   AppendTime(r, out);
   AppendExpertsAndThroughput(r, out);
   AppendCommunication(r, out);
+  AppendWholeRun(r, out);
   return out;
 }
 

@@ -147,6 +147,9 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
     o.hfu = o.hardware_flops_total / (step_s * gpus * peak);
   }
   o.tokens_per_s_per_gpu = o.tokens_per_s / gpus;
+  o.whole_run = PriceWholeRun(s, o);
+  o.whole_run.trials = s.run.trials;
+  o.whole_run.seed = static_cast<uint64_t>(s.run.seed);
 
   o.comm_bytes_sent = r.comm_bytes_sent;
   for (CollectiveKind k : kReportedKinds) {

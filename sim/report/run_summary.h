@@ -18,6 +18,7 @@
 
 #include "sim/base/units.h"
 #include "sim/memory/ledger.h"
+#include "sim/report/whole_run.h"
 #include "sim/replay/replay.h"
 #include "sim/spec/scenario.h"
 #include "sim/workload/static_ledger.h"
@@ -121,6 +122,9 @@ struct RunSummary {
   Duration step;
   replay::StageTimes times;  // of the pacing stage, time_stage (ReplayResult::times)
   int32_t time_stage = 0;
+
+  // ---- the whole run (analytic; the renderers add the Monte Carlo check) ---------------------
+  WholeRun whole_run;
 
   // ---- work and throughput ----------------------------------------------------------------
   Flops model_flops_per_gpu, hardware_flops_per_gpu;  // averaged over pipeline stages

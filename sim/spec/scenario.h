@@ -420,6 +420,67 @@ struct RuntimeSpec {
   Bytes headroom_taken;  // the margin in bytes, as the loader took it off
 };
 
+// The whole training run around the replayed step (`run:`; sim/report/whole_run.h prices it):
+// its token budget, failures and restarts, checkpoints, energy and cost. Every default is cited
+// in docs/model.md "The whole run".
+struct RunSpec {
+  // Tokens to train; none: 20 per parameter (Hoffmann et al. 2022, "Training Compute-Optimal
+  // Large Language Models": the compute-optimal ratio).
+  std::optional<double> tokens;
+  // Unexpected interruptions per GPU-hour by cause, and planned ones (maintenance) per
+  // node-hour. Defaults: Meta's Llama 3 405B run, 419 unexpected interruptions and 47 planned in
+  // 54 days on 16,384 H100 in 2,048 nodes (Dubey et al. 2024, "The Llama 3 Herd of Models",
+  // §3.3.4, Table 5), per GPU-hour: faulty GPU, SRAM, system processor, thermal interface and
+  // silent data corruption 196; HBM3 72; network switch, cable and NIC 42; host (maintenance,
+  // SSD, power supply, chassis, IO board, CPU, memory) 46; software (bugs, NCCL watchdog,
+  // dependencies) 63 — each over 16,384 x 54 x 24 GPU-hours.
+  struct Failures {
+    double gpu = 196.0 / 21233664.0;
+    double hbm = 72.0 / 21233664.0;
+    double network = 42.0 / 21233664.0;
+    double host = 46.0 / 21233664.0;
+    double software = 63.0 / 21233664.0;
+    double planned_per_node_hour = 47.0 / (2048.0 * 54 * 24);
+    double PerGpuHour() const { return gpu + hbm + network + host + software; }
+  } failures;
+  // From an interruption to training again, before the checkpoint is read back: detection
+  // (PyTorch's NCCL watchdog times a hung collective out after 10 min by default; a health
+  // check finds a dead GPU sooner) and the restart (rescheduling, process launch, NCCL
+  // initialisation). Assumptions: 5 min each.
+  Duration detect = Duration::FromSeconds(300);
+  Duration restart = Duration::FromSeconds(300);
+  // Checkpoints: every `interval` of training (none: Young/Daly's optimum from the job's MTBF
+  // and the stall per save); async: the step stalls only for the copy of the rank's shard to
+  // host memory, the write to storage runs beside training (torch.distributed.checkpoint's
+  // async_save, Megatron-LM --async-save); otherwise the step waits for the write
+  // (Megatron-LM's default).
+  std::optional<Duration> checkpoint_interval;
+  bool checkpoint_async = false;
+  // Storage the checkpoints are written to and read from: per node and for the whole cluster.
+  // Defaults: Meta's Tectonic for Llama 3, 2 TB/s sustained (Dubey et al. 2024, §3.3.1); 5 GB/s
+  // per node, an assumption (a 50-100 Gb/s storage NIC share).
+  Bandwidth storage_node = Bandwidth::BytesPerSecond(5e9);
+  Bandwidth storage_aggregate = Bandwidth::BytesPerSecond(2e12);
+  // Energy: the data centre's PUE; host power per node beside the GPUs (none: 40 % of the
+  // node's GPU power limit, about DGX H100's 10.2 kW maximum less its GPUs' 5.6 kW, halved for
+  // a training load); GPU power as shares of its power limit when idle and when only
+  // communicating (assumptions, no measurement fitted); grid carbon intensity (g CO2e per kWh,
+  // none: not reported).
+  double pue = 1.1;
+  std::optional<double> host_watts;
+  double idle_share = 0.15, comm_share = 0.5;
+  std::optional<double> grid_g_per_kwh;
+  // Cost: rented per GPU-hour (none: the GPU catalog's price), or owned: capex per GPU
+  // (with its share of node and network) written off over `years`, plus electricity.
+  std::optional<double> gpu_hour_usd;
+  std::optional<double> capex_per_gpu_usd;
+  double years = 4;
+  double electricity_usd_per_kwh = 0.08;
+  // The Monte Carlo check of the analytic ETTR: trials and seed.
+  int64_t trials = 200;
+  int64_t seed = 1;
+};
+
 struct Scenario {
   std::string name;
   std::string file;  // where it was loaded from ("" for generated scenarios)
@@ -432,6 +493,7 @@ struct Scenario {
   TrainingSpec training;
   ParallelSpec parallel;
   RuntimeSpec runtime;
+  RunSpec run;
 
   int64_t dp() const { return cluster.gpus() / (parallel.tp * parallel.pp * parallel.cp); }
   int64_t micro_batches() const { return training.global_batch / (training.micro_batch * dp()); }
