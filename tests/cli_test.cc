@@ -637,8 +637,8 @@ TEST_CASE("run reports the whole run: Llama 3 405B as Meta trained it", "[cli]")
   CHECK(run["ettr_monte_carlo"]["mean"].get<double>() ==
         Approx(run["ettr"].get<double>()).margin(0.01));
   CHECK(run["tokens"].get<double>() == 15.6e12);
-  for (const char* k : {"checkpoint_s", "effective_days", "energy_mwh", "tokens_per_joule",
-                        "cost_usd"}) {
+  for (const char* k :
+       {"checkpoint_s", "effective_days", "energy_mwh", "tokens_per_joule", "cost_usd"}) {
     INFO(k);
     CHECK(run[k].get<double>() > 0);
   }

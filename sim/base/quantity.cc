@@ -105,9 +105,8 @@ const UnitTable& FlopRateUnits() {
 }
 
 const UnitTable& TimeUnits() {
-  static const UnitTable t = {{"ps", 1e-12},       {"ns", 1e-9}, {"us", 1e-6},
-                              {"\xC2\xB5s", 1e-6}, {"ms", 1e-3}, {"s", 1},
-                              {"min", 60},         {"h", 3600}};
+  static const UnitTable t = {{"ps", 1e-12}, {"ns", 1e-9}, {"us", 1e-6}, {"\xC2\xB5s", 1e-6},
+                              {"ms", 1e-3},  {"s", 1},     {"min", 60},  {"h", 3600}};
   return t;
 }
 

@@ -18,8 +18,8 @@
 
 #include "sim/base/units.h"
 #include "sim/memory/ledger.h"
-#include "sim/report/whole_run.h"
 #include "sim/replay/replay.h"
+#include "sim/report/whole_run.h"
 #include "sim/spec/scenario.h"
 #include "sim/workload/static_ledger.h"
 
