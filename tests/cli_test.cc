@@ -349,6 +349,8 @@ TEST_CASE("run --html writes a self-contained page that headless Chromium render
   CHECK(absl::StrContains(dom.out, "id=\"memory-chart\""));
   CHECK(absl::StrContains(dom.out, "<polygon"));
   CHECK(absl::StrContains(dom.out, "FITS: reserved peak"));
+  CHECK(absl::StrContains(dom.out, "id=\"whole-run-table\""));
+  CHECK(absl::StrContains(dom.out, "ETTR (Monte Carlo mean, p10-p90)"));
   CHECK_FALSE(absl::StrContains(dom.out, "CONSOLE"));  // no console message of any kind
   std::filesystem::remove(dir + "/run.png");
   Result shot = Shell(absl::StrCat(browser, "--window-size=1100,1500 --screenshot=", dir,

@@ -309,7 +309,7 @@ std::vector<ScenarioKey> Build() {
        "owned: purchase per GPU with its share of node and network"},
       {"run.cost.years", "number", "4", "owned: years the purchase is written off over"},
       {"run.cost.electricity", "USD per kWh", "0.08", "owned: electricity"},
-      {"run.trials", Integer(1, 100000), "200", "Monte Carlo trials that check the ETTR"},
+      {"run.trials", Integer(1, 100000), "1000", "Monte Carlo trials that check the ETTR"},
       {"run.seed", Integer(0, int64_t{1} << 62), "1", "the Monte Carlo's seed"},
       {"runtime.headroom", "P% | bytes", "none",
        "memory kept free: taken off the GPU's usable memory before \"fits\" is decided"},

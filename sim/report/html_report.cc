@@ -317,6 +317,42 @@ std::string TimeTable(const RunSummary& r) {
   return out + "</table>";
 }
 
+// The whole run (sim/report/whole_run.h) with its Monte Carlo check, as the text report says it.
+std::string WholeRunTable(const RunSummary& r) {
+  WholeRun w = r.whole_run;
+  MonteCarloEttr(w, w.trials, w.seed);
+  std::string out =
+      "<table id=\"whole-run-table\">" + html::TableRow({"the whole run", "value"}, true);
+  auto add = [&](const std::string& name, const std::string& value) {
+    out += html::TableRow({name, value});
+  };
+  add("tokens", absl::StrCat(FormatCount(w.tokens), w.tokens_default ? " (20 per parameter)" : ""));
+  add("steps; days of steps alone", absl::StrFormat("%.0f; %.1f days", w.steps, w.productive_days));
+  add("interruptions per day (MTBF)",
+      absl::StrFormat("%.2f (%.1f h)", w.interruptions_per_day, w.mtbf_h));
+  add("checkpoint: states, write, stall, interval",
+      absl::StrFormat("%s, %s, %s, %s%s", FormatGiB(Bytes::Round(w.checkpoint_bytes)),
+                      FormatSeconds(w.save_s), FormatSeconds(w.stall_s),
+                      FormatSeconds(w.interval_s), w.interval_optimal ? " (Young/Daly)" : ""));
+  add("restart (detect + restart + reload)", FormatSeconds(w.restart_s));
+  add("ETTR (Monte Carlo mean, p10-p90)",
+      absl::StrFormat("%.3f (%.3f, %.3f-%.3f over %d runs)", w.ettr, w.ettr_mc, w.ettr_mc_p10,
+                      w.ettr_mc_p90, w.trials));
+  add("effective days", absl::StrFormat("%.1f", w.effective_days));
+  add("power: per GPU over the step, per node host, PUE",
+      absl::StrFormat("%.0f W, %.0f W, %.2f", w.gpu_watts, w.host_watts, w.pue));
+  add("energy: per step, for the run",
+      absl::StrFormat("%.3f kWh, %.1f MWh%s", w.step_kwh, w.energy_mwh,
+                      w.tco2e ? absl::StrFormat(" (%.0f tCO2e)", *w.tco2e) : std::string()));
+  add("tokens per joule", absl::StrFormat("%.3g", w.tokens_per_joule));
+  add("cost", w.cost_usd ? absl::StrFormat("$%.0f (%s): training $%.0f, failures and "
+                                           "checkpoints $%.0f, electricity $%.0f",
+                                           *w.cost_usd, w.cost_basis, w.cost_compute_usd,
+                                           w.cost_failures_usd, w.cost_energy_usd)
+                         : w.cost_basis);
+  return out + "</table>";
+}
+
 std::string CollectiveTable(const RunSummary& r) {
   std::string out = "<table id=\"collective-table\">" +
                     html::TableRow({"per GPU per step", "count", "sent GB", "time s", "bus GB/s",
@@ -376,6 +412,8 @@ std::string RunHtml(const Scenario& s, const replay::ReplayResult& r, const RunS
   absl::StrAppend(&out, "<h2>One micro-batch on the peak GPU's streams</h2>", StreamChart(s, r));
   absl::StrAppend(&out, "<h2>Where the step goes</h2>", TimeTable(sum));
   absl::StrAppend(&out, "<h2>Collectives</h2>", CollectiveTable(sum));
+  absl::StrAppend(&out, "<h2>The whole run: failures, checkpoints, energy, cost</h2>",
+                  WholeRunTable(sum));
   absl::StrAppend(&out, "<p class=\"note\">Written by stepsim run; ", sum.ops, " ops replayed as ",
                   sum.events, " events.</p>\n");
   return html::Page(absl::StrCat("stepsim: ", name), out);

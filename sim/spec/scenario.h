@@ -477,7 +477,7 @@ struct RunSpec {
   double years = 4;
   double electricity_usd_per_kwh = 0.08;
   // The Monte Carlo check of the analytic ETTR: trials and seed.
-  int64_t trials = 200;
+  int64_t trials = 1000;
   int64_t seed = 1;
 };
 
