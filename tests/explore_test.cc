@@ -627,6 +627,52 @@ TEST_CASE("plan --days: the smallest count that meets it, any whole number of no
   CHECK(r[0].summary->step.seconds() == Approx(c->step_s).epsilon(1e-9));
 }
 
+TEST_CASE("plan: owning instead of renting changes the choice, a power budget bounds it",
+          "[explore]") {
+  PlanRequest req;
+  req.model = "llama2-7b";
+  req.gpus = {"H100-SXM5-80GB", "H200-SXM-141GB"};
+  req.tokens = 2e12;
+  req.deadline_days = 20;
+  req.jobs = 2;
+  // Rented, H200's price ($3.50 against $2.49 per GPU-hour) is more than its speed is worth.
+  auto rented = Plan(kRoot, req, nullptr);
+  REQUIRE(rented.ok());
+  const auto r = PlanChoice(*rented);
+  REQUIRE(r.has_value());
+  CHECK(r->gpu == "H100-SXM5-80GB");
+  CHECK(r->days <= 20);
+  // Every fit's days are effective days: the steps' over the whole run's ETTR.
+  for (const PlanFit& f : rented->fits) {
+    CHECK(f.ettr < 1);
+    CHECK(f.days == Approx(f.ideal_days / f.ettr));
+  }
+  // Owned at the same purchase price per GPU, the faster H200 costs less for the same work.
+  PlanRequest owned = req;
+  REQUIRE(SetPlanOption(owned, "set", "run.cost.capex_per_gpu=30000", "--set").ok());
+  auto o = Plan(kRoot, owned, nullptr);
+  REQUIRE(o.ok());
+  const auto oc = PlanChoice(*o);
+  REQUIRE(oc.has_value());
+  CHECK(oc->gpu == "H200-SXM-141GB");
+  CHECK(*oc->cost == Approx(30000.0 * static_cast<double>(oc->gpus) * oc->days / (4 * 365.0) +
+                            oc->energy_mwh * 1000 * 0.08));
+  // A power budget below the rented choice's draw: the answer meets both, or there is none.
+  PlanRequest capped = req;
+  capped.power_mw = r->power_mw * 0.99;
+  auto c = Plan(kRoot, capped, nullptr);
+  REQUIRE(c.ok());
+  if (const auto cc = PlanChoice(*c)) {
+    CHECK(cc->power_mw <= *capped.power_mw);
+    CHECK(cc->days <= 20);
+  }
+  capped.power_mw = 0.001;  // 1 kW: not even one GPU's node
+  auto none = Plan(kRoot, capped, nullptr);
+  REQUIRE(none.ok());
+  CHECK_FALSE(PlanChoice(*none).has_value());
+  CHECK(absl::StrContains(none->types.front().why, "within 0.001 MW"));
+}
+
 TEST_CASE("plan without a deadline fills the counts until the days' gaps are within 10 %",
           "[explore]") {
   PlanRequest req;

@@ -65,6 +65,12 @@ void SortRejected(std::vector<PlanRejection>& rejected) {
 
 namespace {
 
+double GpuHours(const PlanFit& f) { return f.days * 24.0 * static_cast<double>(f.gpus); }
+
+bool WithinPower(const PlanResult& plan, const PlanFit& f) {
+  return !plan.power_mw || f.power_mw <= *plan.power_mw;
+}
+
 // The fewest GPUs of one GPU type (and variant) whose fastest layout meets the deadline and,
 // given one, the budget: that count's fastest fit. What a buyer buys: the smallest cluster
 // that trains in time.
@@ -73,14 +79,12 @@ std::optional<PlanFit> SmallestMeeting(const PlanResult& plan, const std::string
   std::optional<PlanFit> best;
   for (const PlanFit& f : plan.fits) {
     if (f.gpu != gpu || f.variant != variant || f.estimated) continue;
-    if (f.days > *plan.deadline_days) continue;
+    if (f.days > *plan.deadline_days || !WithinPower(plan, f)) continue;
     if (plan.budget_usd && (!f.cost || *f.cost > *plan.budget_usd)) continue;
     if (!best || f.gpus < best->gpus || (f.gpus == best->gpus && f.days < best->days)) best = f;
   }
   return best;
 }
-
-double GpuHours(const PlanFit& f) { return f.days * 24.0 * static_cast<double>(f.gpus); }
 
 }  // namespace
 
@@ -89,7 +93,9 @@ std::optional<PlanFit> PlanChoice(const PlanResult& plan) {
     if (!plan.fixed_gpus) return std::nullopt;
     std::optional<PlanFit> fastest;
     for (const PlanFit& f : plan.fits) {
-      if (!f.estimated && (!fastest || f.days < fastest->days)) fastest = f;
+      if (!f.estimated && WithinPower(plan, f) && (!fastest || f.days < fastest->days)) {
+        fastest = f;
+      }
     }
     return fastest;
   }
@@ -111,7 +117,7 @@ std::optional<PlanFit> PlanChoice(const PlanResult& plan) {
   // A budget alone: the fastest of the Pareto set within it.
   std::optional<PlanFit> best;
   for (const PlanFit& f : plan.pareto) {
-    if (*f.cost > *plan.budget_usd) continue;
+    if (*f.cost > *plan.budget_usd || !WithinPower(plan, f)) continue;
     if (!best || f.days < best->days) best = f;
   }
   return best;
@@ -123,7 +129,9 @@ void FillTypeRows(PlanResult& plan) {
     t.why.clear();
     bool any = false;
     for (const PlanFit& f : plan.fits) {
-      if (f.gpu != t.gpu || f.variant != t.variant || f.estimated) continue;
+      if (f.gpu != t.gpu || f.variant != t.variant || f.estimated || !WithinPower(plan, f)) {
+        continue;
+      }
       any = true;
       // Without a deadline: the fewest GPU-hours; equal ones, the fewer GPUs.
       if (!t.best || GpuHours(f) < GpuHours(*t.best) ||
@@ -134,7 +142,10 @@ void FillTypeRows(PlanResult& plan) {
     if (plan.deadline_days) t.best = SmallestMeeting(plan, t.gpu, t.variant);
     if (!t.best) {
       t.why =
-          !any ? "no layout fits at the counts searched"
+          !any ? (plan.power_mw ? absl::StrFormat("no layout fits within %g MW at the counts "
+                                                  "searched",
+                                                  *plan.power_mw)
+                                : std::string("no layout fits at the counts searched"))
                : absl::StrFormat("no layout meets %g days%s at the counts searched",
                                  *plan.deadline_days, plan.budget_usd ? " within the budget" : "");
     }

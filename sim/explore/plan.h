@@ -96,6 +96,9 @@ struct PlanRequest {
   // it; of the types, the cheapest) and a budget in USD (alone: the fastest Pareto point
   // within it; with a deadline, it also bounds the smallest clusters' cost).
   std::optional<double> deadline_days, budget_usd;
+  // A power budget in MW (the cluster's draw at the facility, PUE included): layouts above it
+  // are left out of the choice and the type rows.
+  std::optional<double> power_mw;
   // Run only one of N contiguous slices of the work: per GPU type, one unit for the
   // smallest-count search and one per whole-node cluster size. `stepsim merge` joins them.
   Shard shard;
@@ -135,12 +138,21 @@ struct PlanFit {
   // Sequences per step: the request's batch in tokens rounded to a whole number of
   // micro-batches on every data-parallel rank (and of pp for the interleaved schedule).
   int64_t global_batch = 0;
+  // The step, and the days to train the tokens: effective days (the steps' days over the ETTR
+  // of the whole run's interruptions and checkpoints; sim/report/whole_run.h), the steps' days
+  // alone beside them.
   double step_s = 0, days = 0;
-  std::optional<double> cost;  // USD; none without a price for the GPU
-  Bytes host;                  // host memory per node (offload, paged optimizers)
+  // USD of the wall time: rented at the GPU's price, or owned (run.cost.capex_per_gpu written
+  // off over run.cost.years, plus electricity); none without a price for the GPU.
+  std::optional<double> cost;
+  Bytes host;  // host memory per node (offload, paged optimizers)
   // The step extrapolated from two short replays (the plan's screening), not replayed in
   // full: never on the Pareto front.
   bool estimated = false;
+  double ideal_days = 0;  // the steps alone
+  double ettr = 1;
+  double power_mw = 0;    // at the facility
+  double energy_mwh = 0;  // over the wall time
 };
 
 // Why a configuration was left out, in the order the search applies the filters.
@@ -208,6 +220,7 @@ struct PlanResult {
   double seconds = 0;                               // wall time of the search
   std::optional<double> deadline_days, budget_usd;  // the request's (PlanRequest)
   std::optional<int64_t> fixed_gpus;                // the request's --gpus
+  std::optional<double> power_mw;                   // the request's --power-mw
 };
 
 // The fit the request's deadline and budget choose (PlanRequest::deadline_days, budget_usd;

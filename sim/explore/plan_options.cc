@@ -70,7 +70,7 @@ const std::vector<std::string>& PlanOptionNames() {
   static const std::vector<std::string> names = {
       "gpu",    "tokens", "seq-len",   "batch-tokens", "max-gpus",  "jobs",    "days",
       "budget", "price",  "framework", "finetune",     "lora-rank", "offload", "shard",
-      "set",    "search", "gpus",      "headroom",     "count-gap"};
+      "set",    "search", "gpus",      "headroom",     "count-gap", "power-mw"};
   return names;
 }
 
@@ -163,6 +163,7 @@ absl::Status ApplyPlanOption(PlanRequest& req, absl::string_view name, absl::str
   if (name == "jobs") return Count(shown, value, req.jobs, kMaxJobs);
   if (name == "lora-rank") return Count(shown, value, req.lora_rank, kMaxLoraRank);
   if (name == "days") return Positive(shown, value, req.deadline_days);
+  if (name == "power-mw") return Positive(shown, value, req.power_mw);
   if (name == "budget") return Positive(shown, value, req.budget_usd);
   if (name == "price") {
     std::pair<std::string, std::string> kv = absl::StrSplit(value, absl::MaxSplits('=', 1));

@@ -15,7 +15,7 @@ namespace sim::explore {
 
 // The names PlanOption accepts (the command's flags, without "--"): gpu, tokens, seq-len,
 // batch-tokens, max-gpus, jobs, days, budget, price, framework, finetune, lora-rank, offload,
-// shard, set, search, gpus, headroom, count-gap.
+// shard, set, search, gpus, headroom, count-gap, power-mw.
 const std::vector<std::string>& PlanOptionNames();
 
 // Sets option `name` of `req` from `value`; `shown` names the option in errors ("--tokens" on

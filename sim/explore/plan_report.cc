@@ -37,6 +37,10 @@ Json FitJson(const PlanFit& f) {
   j["host_bytes_per_node"] = f.host.count();
   j["estimated"] = f.estimated;
   j["variant"] = f.variant;
+  j["ideal_days"] = f.ideal_days;
+  j["ettr"] = f.ettr;
+  j["power_mw"] = f.power_mw;
+  j["energy_mwh"] = f.energy_mwh;
   return j;
 }
 
@@ -186,6 +190,15 @@ std::optional<PlanFit> ReadFit(Reader& in, const Json& j, const std::string& pat
   if (j.is_object() && j.contains("variant")) {
     if (auto v = in.String(j, path, "variant")) f.variant = *v;
   }
+  // The whole run's terms (older plans have none: the days are the steps' alone).
+  f.ideal_days = f.days;
+  for (const auto& [key, slot] :
+       {std::pair{"ideal_days", &f.ideal_days}, std::pair{"ettr", &f.ettr},
+        std::pair{"power_mw", &f.power_mw}, std::pair{"energy_mwh", &f.energy_mwh}}) {
+    if (j.is_object() && j.contains(key)) {
+      if (auto v = in.Real(j, path, key)) *slot = *v;
+    }
+  }
   if (j.is_object() && j.contains("cost") && !j.at("cost").is_null()) {
     if (auto v = in.Real(j, path, "cost")) f.cost = *v;
   } else if (!j.is_object() || !j.contains("cost")) {
@@ -249,6 +262,7 @@ Json PlanJson(const PlanResult& p) {
   out["deadline_days"] = p.deadline_days ? Json(*p.deadline_days) : Json(nullptr);
   out["budget_usd"] = p.budget_usd ? Json(*p.budget_usd) : Json(nullptr);
   out["fixed_gpus"] = p.fixed_gpus ? Json(*p.fixed_gpus) : Json(nullptr);
+  out["power_mw"] = p.power_mw ? Json(*p.power_mw) : Json(nullptr);
   const auto choice = PlanChoice(p);
   out["choice"] = choice ? FitJson(*choice) : Json(nullptr);
   out["rejected"] = Json::array();
@@ -411,6 +425,9 @@ absl::StatusOr<PlanResult> PlanFromJson(const Json& j, const std::string& origin
   if (j.is_object() && j.contains("fixed_gpus") && !j.at("fixed_gpus").is_null()) {
     p.fixed_gpus = in.Int(j, "", "fixed_gpus", 1);
   }
+  if (j.is_object() && j.contains("power_mw") && !j.at("power_mw").is_null()) {
+    p.power_mw = in.Real(j, "", "power_mw");
+  }
   if (!in.ok()) return in.status();
   p.pareto = ParetoFrontier(p.fits);
   FillTypeRows(p);
@@ -447,21 +464,27 @@ std::string PlanText(const PlanResult& p) {
   }
   absl::StrAppend(&out, "Smallest GPU count that fits (ZeRO-3, full recompute, micro-batch 1):\n",
                   min.Render(), "\n");
+  absl::StrAppend(&out,
+                  "Days are effective days: the steps' days over the ETTR the whole run's "
+                  "interruptions and checkpoints leave; MW is the cluster's draw at the facility; "
+                  "cost is the wall time's",
+                  p.power_mw ? absl::StrFormat(" (power budget %g MW)", *p.power_mw) : "", ".\n\n");
   // Every GPU type planned, priced or not, with what its time rests on.
   if (!p.types.empty()) {
-    report::Table types(
-        {"GPU", "GPUs", "config", "days", "GPU-hours", "cost USD", "time calibration"});
+    report::Table types({"GPU", "GPUs", "config", "days", "ETTR", "MW", "GPU-hours", "cost USD",
+                         "time calibration"});
     for (const PlanTypeRow& t : p.types) {
       const std::string calibration =
           t.datasheet_only ? "DATASHEET ONLY (uncalibrated)" : t.calibration;
       if (!t.best) {
-        types.AddRow({TypeKey(t.gpu, t.variant), "-", t.why, "-", "-", t.price ? "-" : "no price",
-                      calibration});
+        types.AddRow({TypeKey(t.gpu, t.variant), "-", t.why, "-", "-", "-", "-",
+                      t.price ? "-" : "no price", calibration});
         continue;
       }
       const PlanFit& f = *t.best;
       types.AddRow({TypeKey(t.gpu, t.variant), absl::StrCat(f.gpus), ConfigLabel(f.config),
-                    absl::StrFormat("%.1f", f.days),
+                    absl::StrFormat("%.1f", f.days), absl::StrFormat("%.3f", f.ettr),
+                    absl::StrFormat("%.2f", f.power_mw),
                     absl::StrFormat("%.0f", f.days * 24.0 * static_cast<double>(f.gpus)),
                     f.cost ? absl::StrFormat("%.0f", *f.cost) : "no price", calibration});
     }

@@ -138,6 +138,7 @@ absl::Status Planner::Prepare() {
   out_.deadline_days = req_.deadline_days;
   out_.budget_usd = req_.budget_usd;
   out_.fixed_gpus = req_.fixed_gpus;
+  out_.power_mw = req_.power_mw;
   out_.params = CountParameters(*model_).total;
   out_.seq_len = req_.seq_len;
   out_.tokens = req_.tokens;
@@ -280,6 +281,8 @@ absl::Status Planner::BaseLoader(GpuSearch& g) const {
   if (!req_.headroom.none()) {
     base.push_back({"runtime.headroom", MemoryMarginText(req_.headroom)});
   }
+  // The whole run of every candidate trains the plan's budget.
+  base.push_back({"run.tokens", absl::StrFormat("%.17g", req_.tokens)});
   // --set last: it fixes what it names (Admitted keeps only the layouts that agree).
   for (const config::Override& o : req_.sets) base.push_back(o);
   g.base = std::move(base);
@@ -399,6 +402,7 @@ std::map<int64_t, double> Planner::BestDays(const GpuSearch& type) const {
   for (int64_t nodes : tried_) best[nodes] = std::numeric_limits<double>::infinity();
   for (const PlanFit& f : out_.fits) {
     if (f.gpu != type.gpu.name || f.estimated) continue;
+    if (req_.power_mw && f.power_mw > *req_.power_mw) continue;
     double& d = best[f.gpus / type.node->gpus_per_node];
     d = std::min(d, f.days);
   }
@@ -418,7 +422,18 @@ absl::Status Planner::RefineCounts(const GpuSearch& type) {
       }
       return false;
     };
-    while (!met() && nodes * 2 * gpn <= kMaxDeadlineGpus) {
+    // Past a power budget a larger cluster only draws more: stop once no layout of the
+    // largest count searched is within it.
+    auto over_power = [&](int64_t n) {
+      if (!req_.power_mw) return false;
+      for (const PlanFit& f : out_.fits) {
+        if (f.gpu == type.gpu.name && f.gpus == n * gpn && f.power_mw <= *req_.power_mw) {
+          return false;
+        }
+      }
+      return true;
+    };
+    while (!met() && nodes * 2 * gpn <= kMaxDeadlineGpus && !over_power(nodes)) {
       if (StopRequested()) return absl::CancelledError("interrupted");
       nodes *= 2;
       SearchSizes(type, {nodes});
@@ -584,17 +599,29 @@ std::optional<PlanFit> Planner::FitOf(GpuSearch& g, const Candidate& c, const Co
   const double step = step_s.value_or(run.step.seconds());
   const double tokens_per_s =
       static_cast<double>(c.global_batch) * static_cast<double>(req_.seq_len) / step;
-  PlanFit fit{g.gpu.name,
-              c.gpus,
-              c.config,
-              req_.variant,
-              c.global_batch,
-              step,
-              req_.tokens / tokens_per_s / 86400.0,
-              std::nullopt,
-              run.host_peak,
-              step_s.has_value()};
-  if (g.price) fit.cost = fit.days * 24.0 * static_cast<double>(c.gpus) * *g.price;
+  // The whole run (sim/report/whole_run.h): the days of steps over the ETTR its interruptions
+  // and checkpoints leave, at the power the cluster draws; the cost of that wall time, rented
+  // at the plan's price or owned (run.cost.capex_per_gpu) with its electricity.
+  const report::WholeRun& whole = run.whole_run;
+  const double ideal_days = req_.tokens / tokens_per_s / 86400.0;
+  const double ettr = whole.ettr > 0 ? whole.ettr : 1.0;
+  const double days = ideal_days / ettr;
+  const double gpus = static_cast<double>(c.gpus);
+  const double power_w =
+      (whole.gpu_watts * gpus + whole.host_watts * static_cast<double>(whole.nodes)) * whole.pue;
+  PlanFit fit{g.gpu.name, c.gpus, c.config,     req_.variant,  c.global_batch,
+              step,       days,   std::nullopt, run.host_peak, step_s.has_value()};
+  fit.ideal_days = ideal_days;
+  fit.ettr = ettr;
+  fit.power_mw = power_w / 1e6;
+  fit.energy_mwh = power_w * days * 86400.0 / 3.6e9;
+  const RunSpec& spec = c.scenario->run;
+  if (spec.capex_per_gpu_usd) {
+    fit.cost = *spec.capex_per_gpu_usd * gpus * days / (spec.years * 365.0) +
+               fit.energy_mwh * 1000.0 * spec.electricity_usd_per_kwh;
+  } else if (g.price) {
+    fit.cost = days * 24.0 * gpus * *g.price;
+  }
   return fit;
 }
 

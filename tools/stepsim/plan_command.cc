@@ -55,8 +55,13 @@ int PlanCommand(const std::vector<std::string>& args) {
        {"count-gap", "P%",
         "without --days, add counts between the powers of two until neighbouring counts' "
         "fastest days differ by at most P (default 10%; 0: powers of two only)"},
-       {"days", "D", "deadline: pick the cheapest Pareto point that trains within D days"},
-       {"budget", "USD", "budget: pick the fastest Pareto point within it (with --days: cheapest)"},
+       {"days", "D",
+        "deadline in effective days (failures and checkpoints included): pick the smallest "
+        "cluster that trains within D"},
+       {"budget", "USD",
+        "budget: pick the fastest Pareto point within it (with --days: a bound on the choice)"},
+       {"power-mw", "MW",
+        "power budget at the facility (GPUs, hosts, PUE): layouts drawing more are not chosen"},
        {"price", "GPU=USD", "price per GPU-hour, overriding the catalog", true},
        {"framework", "F", "deepspeed (default) | fsdp | fsdp2 (FSDP2, torchtitan) | torchtune"},
        {"finetune", "METHOD", "full (default) | lora | qlora: adapters on every candidate"},
