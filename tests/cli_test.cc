@@ -650,6 +650,31 @@ TEST_CASE("run reports the whole run: Llama 3 405B as Meta trained it", "[cli]")
   CHECK(absl::StrContains(text.out, "(Young/Daly)"));
 }
 
+TEST_CASE("import model writes a model file the ledger and run read", "[cli]") {
+  const std::string out = "/tmp/stepsim-cli-import/qwen2.5-7b.yaml";
+  std::filesystem::create_directories("/tmp/stepsim-cli-import");
+  std::filesystem::remove(out);
+  Result r = Stepsim("import model tests/data/hf/qwen2.5-7b.json --name qwen2.5-7b --out " + out);
+  REQUIRE(r.status == 0);
+  CHECK(absl::StrContains(r.out, "7.62 B parameters"));
+  Result ledger = Stepsim("ledger " + out + " --json -");
+  REQUIRE(ledger.status == 0);
+  // Qwen2.5-7B's 7,615,616,512 parameters less its q/k/v biases, which the source lists as not
+  // modelled: 28 layers x (3,584 + 2 x 512).
+  CHECK(nlohmann::json::parse(ledger.out)["params"] == 7615616512 - 28 * (3584 + 2 * 512));
+  Result run = Stepsim("run scenarios/default.yaml --set model=" + out);
+  CHECK(run.status == 0);
+  // A config that is not JSON: exit 2, the file and byte named, nothing written.
+  std::filesystem::remove("/tmp/stepsim-cli-import/bad.yaml");
+  { std::ofstream("/tmp/stepsim-cli-import/bad.json") << "{\"model_type\": \"llama\",\n"; }
+  Result bad = Stepsim(
+      "import model /tmp/stepsim-cli-import/bad.json --out /tmp/stepsim-cli-import/bad.yaml");
+  CHECK(bad.status == 2);
+  CHECK(absl::StrContains(bad.out, "bad.json: byte "));
+  CHECK_FALSE(std::filesystem::exists("/tmp/stepsim-cli-import/bad.yaml"));
+  CHECK(Stepsim("import modle x.json").status == 2);
+}
+
 TEST_CASE("compare's page charts what each ZeRO stage sends, as a multiple of DDP's", "[cli]") {
   const std::string page = "/tmp/stepsim-cli-pages/compare-comm.html";
   std::filesystem::create_directories("/tmp/stepsim-cli-pages");

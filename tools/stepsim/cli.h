@@ -45,5 +45,6 @@ int CalibrateCommand(const std::vector<std::string>& args);
 int CollectiveCommand(const std::vector<std::string>& args);
 int TopoCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
+int ImportCommand(const std::vector<std::string>& args);
 
 }  // namespace stepsim_cli

@@ -27,8 +27,8 @@ std::string TopHelp() {
       "                   per layer for none/selective/full recompute\n"
       "  sweep SCENARIO   replay the product of --vary values in parallel: table, CSV, plot\n"
       "  compare SCENARIO ZeRO 0/1/2/3 (or the FSDP strategies) side by side\n"
-      "  plan MODEL       smallest GPU count that fits per GPU type, and the Pareto set of\n"
-      "                   time-to-train against cost\n"
+      "  plan MODEL|SCENARIO  the smallest cluster per GPU type that fits or meets a\n"
+      "                   deadline, and the Pareto set of time-to-train against cost\n"
       "  merge SHARDS...  join the JSON of `sweep --shard K/N` runs\n"
       "  validate [CASES] predictions against published measurements, per case and as MAPE\n"
       "  calibrate CASES  fit a GPU type's calibration to measured step times (--gpu, --out)\n"
@@ -36,7 +36,8 @@ std::string TopHelp() {
       "bandwidth\n"
       "  collective KIND  one collective across message sizes, as nccl-tests prints it\n"
       "  list CATALOG     what models/ and topologies/ hold: models, gpus (with what each\n"
-      "                   GPU's time calibration rests on), nodes, fabrics, systems\n\n"
+      "                   GPU's time calibration rests on), nodes, fabrics, systems\n"
+      "  import model CONFIG.json  a Hugging Face config.json as a model file\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
       "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
       "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
@@ -65,10 +66,12 @@ int Dispatch(const std::vector<std::string>& args) {
   if (command == "topo") return stepsim_cli::TopoCommand(rest);
   if (command == "collective") return stepsim_cli::CollectiveCommand(rest);
   if (command == "list") return stepsim_cli::ListCommand(rest);
+  if (command == "import") return stepsim_cli::ImportCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
-            << sim::DidYouMean(command, {"run", "ledger", "sweep", "compare", "plan", "merge",
-                                         "validate", "calibrate", "topo", "collective", "list"})
+            << sim::DidYouMean(command,
+                               {"run", "ledger", "sweep", "compare", "plan", "merge", "validate",
+                                "calibrate", "topo", "collective", "list", "import"})
             << "; see stepsim --help\n";
   return stepsim_cli::kExitBadInput;
 }
