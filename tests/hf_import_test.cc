@@ -86,7 +86,7 @@ TEST_CASE("import refuses what it cannot price, and says how to import anyway", 
   auto window = ImportHfConfig(base + R"(, "sliding_window": 4096})", "m.json", "m", {});
   REQUIRE_FALSE(window.ok());
   CHECK(absl::StrContains(window.status().message(), "m.json: sliding_window: 4096"));
-  CHECK(absl::StrContains(window.status().message(), "--ignore sliding_window"));
+  CHECK(absl::StrContains(window.status().message(), "m.json --ignore sliding_window`"));
   auto ignored =
       ImportHfConfig(base + R"(, "sliding_window": 4096})", "m.json", "m", {"sliding_window"});
   REQUIRE(ignored.ok());
@@ -114,6 +114,17 @@ TEST_CASE("import refuses what it cannot price, and says how to import anyway", 
   auto named = ImportHfConfig(base + "}", "m.json", "x: [1]\n# y", {});
   REQUIRE(named.ok());
   CHECK(YAML::Load(named->yaml)["name"].as<std::string>() == "x: [1]\n# y");
+}
+
+TEST_CASE("a scenario's model can be hf:CONFIG.json", "[import]") {
+  const DataRoot root{STEPSIM_SOURCE_DIR};
+  auto m = LoadModel(root, "hf:" STEPSIM_SOURCE_DIR "/tests/data/hf/mixtral-8x7b.json");
+  REQUIRE(m.ok());
+  CHECK(m->name == "mixtral-8x7b");
+  CHECK(static_cast<double>(CountParameters(*m).total) == Approx(46.7e9).epsilon(0.005));
+  auto missing = LoadModel(root, "hf:/nonexistent/config.json");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(absl::StrContains(missing.status().message(), "/nonexistent/config.json"));
 }
 
 }  // namespace

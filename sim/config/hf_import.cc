@@ -191,8 +191,9 @@ absl::StatusOr<HfImport> ImportHfConfig(const std::string& text, const std::stri
   if (window_used && ignored.count("sliding_window") == 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         origin, ": sliding_window: ", window->dump(),
-        ": stepsim prices full attention; pass --ignore sliding_window to import it priced "
-        "as full attention (exact for sequences within the window)"));
+        ": stepsim prices full attention; `stepsim import model ", origin,
+        " --ignore sliding_window` imports it priced as full attention (exact for sequences "
+        "within the window)"));
   }
   if (window_used) out.ignored.push_back("sliding_window");
 
@@ -304,9 +305,9 @@ absl::StatusOr<HfImport> ImportHfConfig(const std::string& text, const std::stri
     }
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": ", key,
-                     ": a field stepsim does not know, which may change the cost; pass "
-                     "--ignore ",
-                     key, " to import without it"));
+                     ": a field stepsim does not know, which may change the cost; `stepsim "
+                     "import model ",
+                     origin, " --ignore ", key, "` imports without it"));
   }
   std::string source =
       absl::StrCat("Imported from ", std::filesystem::path(origin).filename().string(), " (",

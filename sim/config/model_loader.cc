@@ -7,6 +7,7 @@
 #include "sim/base/input_file.h"
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
+#include "sim/config/hf_import.h"
 #include "sim/config/loaders.h"
 #include "sim/config/yaml_fields.h"
 
@@ -167,6 +168,19 @@ std::vector<std::string> CatalogModelNames(const DataRoot& root) {
 
 absl::StatusOr<ModelSpec> LoadModel(const DataRoot& root, absl::string_view name_or_path) {
   const std::string s(name_or_path);
+  // hf:PATH: a Hugging Face config.json, imported as `stepsim import model` would (nothing is
+  // ignored: a field it cannot price is an error here too).
+  if (absl::StartsWith(s, "hf:")) {
+    const std::string path = s.substr(3);
+    auto text = ReadInputFile(path);
+    if (!text.ok()) return text.status();
+    auto imported = ImportHfConfig(*text, path, "", {});
+    if (!imported.ok()) return imported.status();
+    YamlErrors errors(path);
+    auto m = ReadModel(YAML::Load(imported->yaml), path, errors);
+    if (!m || !errors.empty()) return errors.ToStatus();
+    return *m;
+  }
   if (absl::StrContains(s, '/') || absl::EndsWith(s, ".yaml")) return LoadModelFile(s);
   const std::string lower = absl::AsciiStrToLower(s);
   const std::string file = root.ModelsDir() + "/" + lower + ".yaml";
