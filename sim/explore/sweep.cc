@@ -147,7 +147,7 @@ Json SweepItem(const ConfigResult& r, size_t labels_from) {
   }
   item["vary"] = std::move(vary);
   if (r.status.ok()) {
-    item["report"] = report::RunJson(*r.summary);
+    item["report"] = report::RunJson(*r.summary, /*monte_carlo=*/false);
   } else {
     item["error"] = std::string(r.status.message());
   }
@@ -199,7 +199,7 @@ Json CompareJson(const std::string& scenario, const std::vector<CompareStage>& s
   for (size_t i = 0; i < stages.size(); ++i) {
     Json item = {{"zero", stages[i].zero}, {"mode", stages[i].mode}};
     if (results[i].status.ok()) {
-      item["report"] = report::RunJson(*results[i].summary);
+      item["report"] = report::RunJson(*results[i].summary, /*monte_carlo=*/false);
     } else {
       item["error"] = std::string(results[i].status.message());
     }

@@ -67,8 +67,8 @@ WholeRun Checked(const RunSummary& r) {
   return w;
 }
 
-nlohmann::ordered_json WholeRunJson(const RunSummary& r) {
-  const WholeRun w = Checked(r);
+nlohmann::ordered_json WholeRunJson(const RunSummary& r, bool monte_carlo) {
+  const WholeRun w = monte_carlo ? Checked(r) : r.whole_run;
   nlohmann::ordered_json causes = nlohmann::ordered_json::object();
   for (const auto& [cause, per_day] : w.interruptions_by_cause) causes[cause] = per_day;
   nlohmann::ordered_json j = {
@@ -86,12 +86,12 @@ nlohmann::ordered_json WholeRunJson(const RunSummary& r) {
       {"checkpoint_interval_optimal", w.interval_optimal},
       {"restart_s", w.restart_s},
       {"ettr", w.ettr},
-      {"ettr_monte_carlo",
-       {{"mean", w.ettr_mc},
-        {"p10", w.ettr_mc_p10},
-        {"p90", w.ettr_mc_p90},
-        {"trials", w.trials},
-        {"seed", w.seed}}},
+      {"ettr_monte_carlo", monte_carlo ? nlohmann::ordered_json{{"mean", w.ettr_mc},
+                                                                {"p10", w.ettr_mc_p10},
+                                                                {"p90", w.ettr_mc_p90},
+                                                                {"trials", w.trials},
+                                                                {"seed", w.seed}}
+                                       : nlohmann::ordered_json(nullptr)},
       {"checkpoint_share", w.checkpoint_share},
       {"failure_share", w.failure_share},
       {"effective_days", w.effective_days},
@@ -141,7 +141,7 @@ void AppendWholeRun(const RunSummary& r, std::string& out) {
 
 }  // namespace
 
-nlohmann::ordered_json RunJson(const RunSummary& r) {
+nlohmann::ordered_json RunJson(const RunSummary& r, bool monte_carlo) {
   nlohmann::ordered_json j;
   j["schema_version"] = 1;
   j["scenario"] = r.scenario;
@@ -249,7 +249,7 @@ nlohmann::ordered_json RunJson(const RunSummary& r) {
   j["collectives"] = coll;
   j["stages"] = StagesJson(r);
   j["replay"] = {{"ops", r.ops}, {"events", r.events}, {"simulated_ranks", r.simulated_ranks}};
-  j["run"] = WholeRunJson(r);
+  j["run"] = WholeRunJson(r, monte_carlo);
   return j;
 }
 

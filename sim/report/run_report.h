@@ -15,7 +15,9 @@
 namespace sim::report {
 
 // Renderers of a run's summary: the docs/model.md "The report" JSON report and the text report.
-nlohmann::ordered_json RunJson(const RunSummary& r);
+// Without `monte_carlo` the whole run's `ettr_monte_carlo` is null (a sweep's rows: its 1,000
+// trials per row cost more than the row's replay on a small cluster).
+nlohmann::ordered_json RunJson(const RunSummary& r, bool monte_carlo = true);
 std::string RunText(const RunSummary& r);
 
 // What part of a step a trace keeps (stepsim run --trace-steps, --trace-stages): the ops of the
