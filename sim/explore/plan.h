@@ -8,11 +8,14 @@
 //    count that fits finds the smallest N whose replayed peak fits. N GPUs are laid out as
 //    nodes of the largest divisor of N not above the node type's GPUs per node.
 // 2. The Pareto set of time-to-train against cost over whole-node clusters (node counts
-//    1, 2, 4, ... up to --max-gpus), every stage, micro-batch 1/2/4 and recompute policy, and
+//    1, 2, 4, ... up to --max-gpus, then the counts between: bisection to the smallest that
+//    meets a deadline, or until neighbouring counts' days are within count_gap; days are the
+//    whole run's effective days), every stage, micro-batch 1/2/4 and recompute policy, and
 //    the Megatron-LM layouts TP 1/2/4/8 (within a node) × PP 1/2/4/8/16/32 × CP 1/2/4/8 ×
 //    1F1B or interleaved (2 chunks), with uneven first/last stages where the layers do not
 //    split, the distributed optimizer, SP, micro-batch 1/2 and selective or full recompute;
-//    the batch is the request's tokens rounded per layout to whole micro-batches per rank;
+//    the batch is the request's tokens rounded per layout to whole micro-batches per rank
+//    (within kBatchTolerance of it);
 //    configurations whose static states plus kept activations exceed the HBM are pruned
 //    before replay; every rejected family is reported with its reason.
 // 3. What keeps it affordable (planner.cc): rounds by recompute policy, lightest first (a heavier
