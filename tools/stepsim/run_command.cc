@@ -12,6 +12,7 @@
 #include "sim/replay/replay.h"
 #include "sim/report/html_report.h"
 #include "sim/report/json_text.h"
+#include "sim/report/memory_snapshot.h"
 #include "sim/report/resolved.h"
 #include "sim/report/run_report.h"
 #include "sim/report/table.h"
@@ -74,6 +75,9 @@ FlagSet RunFlags() {
        {"timeline", "PATH",
         "write the memory timeline as CSV: time_s, gpu, event, category, "
         "delta_bytes, allocated_bytes"},
+       {"memory-snapshot", "PATH",
+        "write the peak GPU's allocations over the step as a PyTorch memory snapshot "
+        "(torch.cuda.memory._snapshot()'s pickle; opens in pytorch.org/memory_viz)"},
        {"html", "PATH",
         "write one self-contained page: verdict, memory over the step by category with the "
         "peak, one micro-batch on the streams, time split, collectives (open in a browser)"},
@@ -169,7 +173,8 @@ int RunCommand(const std::vector<std::string>& args) {
   options.explicit_ranks = flags.Has("explicit-ranks");
   options.fold = !flags.Has("no-fold");
   options.record_ops = flags.Has("trace") || flags.Has("html");
-  options.record_memory = flags.Has("trace") || flags.Has("timeline") || flags.Has("html");
+  options.record_memory = flags.Has("trace") || flags.Has("timeline") || flags.Has("html") ||
+                          flags.Has("memory-snapshot");
   auto result = sim::replay::Simulate(*scenario, options);
   if (!result.ok()) return Fail("run", result.status());
   const sim::report::RunSummary summary = sim::report::Summarize(*scenario, *result);
@@ -191,6 +196,9 @@ int RunCommand(const std::vector<std::string>& args) {
       std::cerr << "stepsim run: " << *w << "\n";
   }
   if (auto p = flags.Get("timeline")) outputs.push_back({*p, sim::report::TimelineCsv(*result)});
+  if (auto p = flags.Get("memory-snapshot")) {
+    outputs.push_back({*p, sim::report::MemorySnapshotPickle(*result, result->peak_rank)});
+  }
   if (auto p = flags.Get("html")) {
     outputs.push_back({*p, sim::report::RunHtml(*scenario, *result, summary)});
   }
