@@ -46,5 +46,6 @@ int CollectiveCommand(const std::vector<std::string>& args);
 int TopoCommand(const std::vector<std::string>& args);
 int ListCommand(const std::vector<std::string>& args);
 int ImportCommand(const std::vector<std::string>& args);
+int MemoryDiffCommand(const std::vector<std::string>& args);
 
 }  // namespace stepsim_cli

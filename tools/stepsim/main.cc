@@ -37,7 +37,8 @@ std::string TopHelp() {
       "  collective KIND  one collective across message sizes, as nccl-tests prints it\n"
       "  list CATALOG     what models/ and topologies/ hold: models, gpus (with what each\n"
       "                   GPU's time calibration rests on), nodes, fabrics, systems\n"
-      "  import model CONFIG.json  a Hugging Face config.json as a model file\n\n"
+      "  import model CONFIG.json  a Hugging Face config.json as a model file\n"
+      "  memory-diff SNAPSHOT SCENARIO  a PyTorch memory snapshot beside the replay\n\n"
       "Each command has --help. Exit status: 0 success (a job that does not fit is an answer),\n"
       "2 bad input, 1 internal failure. Data files (models/, topologies/) are read from\n"
       "$STEPSIM_DATA_DIR, or the source tree stepsim was built from.\n");
@@ -67,6 +68,7 @@ int Dispatch(const std::vector<std::string>& args) {
   if (command == "collective") return stepsim_cli::CollectiveCommand(rest);
   if (command == "list") return stepsim_cli::ListCommand(rest);
   if (command == "import") return stepsim_cli::ImportCommand(rest);
+  if (command == "memory-diff") return stepsim_cli::MemoryDiffCommand(rest);
   if (command.rfind("--", 0) == 0) return stepsim_cli::RunCommand(args);
   std::cerr << "stepsim: unknown command '" << command << "'"
             << sim::DidYouMean(command,
