@@ -23,6 +23,54 @@ namespace {
 
 using Value = std::shared_ptr<PickleValue>;
 
+// Appends code point `cp` as UTF-8; false for one past Unicode's range or a surrogate.
+bool AppendUtf8(uint32_t cp, std::string& out) {
+  if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+  return true;
+}
+
+// Python's raw-unicode-escape: \uXXXX and \UXXXXXXXX are code points, every other byte is
+// Latin-1.
+bool RawUnicodeEscape(const std::string& in, std::string& out) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(in[i]);
+    if (c == '\\' && i + 1 < in.size() && (in[i + 1] == 'u' || in[i + 1] == 'U')) {
+      const size_t digits = in[i + 1] == 'u' ? 4 : 8;
+      if (i + 2 + digits > in.size()) return false;
+      uint32_t cp = 0;
+      for (size_t k = 0; k < digits; ++k) {
+        const char h = in[i + 2 + k];
+        const int v = h >= '0' && h <= '9'   ? h - '0'
+                      : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                      : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                             : -1;
+        if (v < 0) return false;
+        cp = cp << 4 | static_cast<uint32_t>(v);
+      }
+      if (!AppendUtf8(cp, out)) return false;
+      i += 1 + digits;
+      continue;
+    }
+    AppendUtf8(c, out);
+  }
+  return true;
+}
+
 class Reader {
  public:
   Reader(absl::string_view data, const std::string& origin) : d_(data), origin_(origin) {}
@@ -239,6 +287,12 @@ class Reader {
         if (n > d_.size() - pos_) return Fail("a string longer than the rest of the file", at);
         Take(static_cast<size_t>(n), b);
         return Text(std::string(b), at);
+      }
+      case 'V': {  // UNICODE (protocol 0): a raw-unicode-escape line
+        if (!Line(line)) return Fail("truncated UNICODE", at);
+        std::string utf8;
+        if (!RawUnicodeEscape(line, utf8)) return Fail("UNICODE with a bad escape", at);
+        return Text(std::move(utf8), at);
       }
       case 'p':  // PUT index (text)
       case 'g': {
