@@ -138,9 +138,8 @@ class Reader {
     stack_.resize(m);
     return items;
   }
-  absl::Status Text(std::string bytes, size_t at) {
+  absl::Status Text(std::string bytes) {
     Push(Make(std::move(bytes)));
-    (void)at;
     return absl::OkStatus();
   }
   // Marks `items` as placed in `target`, bounding the nesting.
@@ -286,13 +285,13 @@ class Reader {
         if (!Le(width, n)) return Fail("truncated string length", at);
         if (n > d_.size() - pos_) return Fail("a string longer than the rest of the file", at);
         Take(static_cast<size_t>(n), b);
-        return Text(std::string(b), at);
+        return Text(std::string(b));
       }
       case 'V': {  // UNICODE (protocol 0): a raw-unicode-escape line
         if (!Line(line)) return Fail("truncated UNICODE", at);
         std::string utf8;
         if (!RawUnicodeEscape(line, utf8)) return Fail("UNICODE with a bad escape", at);
-        return Text(std::move(utf8), at);
+        return Text(std::move(utf8));
       }
       case 'p':  // PUT index (text)
       case 'g': {

@@ -251,7 +251,6 @@ absl::StatusOr<SnapshotSummary> SummarizeSnapshot(const PickleValue& snapshot,
         out.allocated_peak = Bytes::Count(allocated);
         const PickleValue* t = e.Get("time_us");
         out.peak_at_us = t && t->integer() ? *t->integer() : 0;
-        out.peak_frame = live[*addr->integer()].frames;
         at_peak = live;
       }
     } else if (a == "free_completed" || a == "free") {

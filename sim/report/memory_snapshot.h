@@ -40,7 +40,6 @@ struct SnapshotSummary {
   int64_t events = 0;
   Bytes allocated_peak, reserved_peak;
   int64_t peak_at_us = 0;
-  std::string peak_frame;  // the allocation that reached the peak
   std::array<Bytes, kNumMemCategories> at_peak{};
   Bytes persistent_at_peak;
 };
