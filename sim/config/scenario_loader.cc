@@ -142,6 +142,24 @@ std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& no
   return *m;
 }
 
+// `cluster.variability` (VariabilitySpec).
+void ReadVariability(const YAML::Node& node, VariabilitySpec& v, YamlErrors& errors) {
+  const std::string path = "cluster.variability";
+  if (!CheckMapping(node, path, SectionKeys(path), errors)) return;
+  auto k = [&](absl::string_view name) { return Key{node, name, path, false}; };
+  if (auto d = ReadEnum<SpeedDistribution>(k("distribution"), errors)) v.distribution = *d;
+  if (auto x = ReadDouble(k("gemm_cv"), errors, 0.0, 0.5)) v.gemm_cv = *x;
+  if (auto x = ReadDouble(k("memory_cv"), errors, 0.0, 0.5)) v.memory_cv = *x;
+  if (const YAML::Node t = Child(node, "speeds"); t.IsDefined()) {
+    if (auto x = ReadDoubleList(t, JoinPath(path, "speeds"), 0.05, 2.0, errors)) v.speeds = *x;
+  }
+  if (auto x = ReadDouble(k("slow_nodes"), errors, 0.0, 1.0)) v.slow_node_share = *x;
+  if (auto x = ReadDouble(k("slow_node_speed"), errors, 0.05, 1.0)) v.slow_node_speed = *x;
+  if (auto x = ReadDouble(k("slow_gpus"), errors, 0.0, 1.0)) v.slow_gpu_share = *x;
+  if (auto x = ReadDouble(k("slow_gpu_speed"), errors, 0.05, 1.0)) v.slow_gpu_speed = *x;
+  if (auto x = ReadRegisteredInt(k("seed"), errors)) v.seed = *x;
+}
+
 void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector<GpuSpec>& gpus,
                  const std::vector<NodeSpec>& nodes, ClusterSpec& c, YamlErrors& errors) {
   const std::string p = "cluster";
@@ -220,6 +238,9 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
         c.fabric = *fabric;
       }
     }
+  }
+  if (const YAML::Node v = Child(node, "variability"); v.IsDefined()) {
+    ReadVariability(v, c.variability, errors);
   }
   if (c.gpus() > kMaxClusterGpus) {
     // The replay and the cluster graph grow with the GPUs (8 million took 17 GB).

@@ -157,13 +157,20 @@ std::optional<int64_t> ReadInt(const Key& key, YamlErrors& errors, int64_t min, 
   return v;
 }
 
-std::optional<std::vector<int64_t>> ReadIntList(const YAML::Node& list, const std::string& path,
-                                                int64_t min, int64_t max, YamlErrors& errors) {
+namespace {
+
+// The items of a list given as a YAML sequence or as one comma-separated scalar, each with the
+// node it came from; none (with an error) when the list is empty or an item is not a scalar.
+std::optional<std::vector<std::pair<std::string, YAML::Node>>> ListItems(const YAML::Node& list,
+                                                                         const std::string& path,
+                                                                         absl::string_view one,
+                                                                         absl::string_view many,
+                                                                         YamlErrors& errors) {
   std::vector<std::pair<std::string, YAML::Node>> items;
   if (list.IsSequence()) {
     for (size_t i = 0; i < list.size(); ++i) {
       if (!list[i].IsScalar()) {
-        errors.Add(list[i], absl::StrCat(path, "[", i, "]"), "expected an integer");
+        errors.Add(list[i], absl::StrCat(path, "[", i, "]"), absl::StrCat("expected ", one));
         return std::nullopt;
       }
       items.push_back({list[i].Scalar(), list[i]});
@@ -174,12 +181,21 @@ std::optional<std::vector<int64_t>> ReadIntList(const YAML::Node& list, const st
     }
   }
   if (items.empty()) {
-    errors.Add(list, path, "expected a non-empty list of integers");
+    errors.Add(list, path, absl::StrCat("expected a non-empty list of ", many));
     return std::nullopt;
   }
+  return items;
+}
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> ReadIntList(const YAML::Node& list, const std::string& path,
+                                                int64_t min, int64_t max, YamlErrors& errors) {
+  auto items = ListItems(list, path, "an integer", "integers", errors);
+  if (!items) return std::nullopt;
   std::vector<int64_t> out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const auto& [text, node] = items[i];
+  for (size_t i = 0; i < items->size(); ++i) {
+    const auto& [text, node] = (*items)[i];
     const std::string at = absl::StrCat(path, "[", i, "]");
     int64_t v = 0;
     if (!absl::SimpleAtoi(text, &v)) {
@@ -188,6 +204,28 @@ std::optional<std::vector<int64_t>> ReadIntList(const YAML::Node& list, const st
     }
     if (v < min || v > max) {
       errors.Add(node, at, absl::StrCat("must be between ", min, " and ", max, ", got ", v));
+      return std::nullopt;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+std::optional<std::vector<double>> ReadDoubleList(const YAML::Node& list, const std::string& path,
+                                                  double min, double max, YamlErrors& errors) {
+  auto items = ListItems(list, path, "a number", "numbers", errors);
+  if (!items) return std::nullopt;
+  std::vector<double> out;
+  for (size_t i = 0; i < items->size(); ++i) {
+    const auto& [text, node] = (*items)[i];
+    const std::string at = absl::StrCat(path, "[", i, "]");
+    double v = 0;
+    if (!absl::SimpleAtod(text, &v) || !std::isfinite(v)) {
+      errors.Add(node, at, absl::StrCat("expected a number, got '", text, "'"));
+      return std::nullopt;
+    }
+    if (v < min || v > max) {
+      errors.Add(node, at, absl::StrCat("must be between ", min, " and ", max, ", got ", text));
       return std::nullopt;
     }
     out.push_back(v);

@@ -76,6 +76,9 @@ std::optional<int64_t> ReadInt(const Key& key, YamlErrors& errors, int64_t min, 
 // values (as --set writes it); each bad entry reported at its own position.
 std::optional<std::vector<int64_t>> ReadIntList(const YAML::Node& list, const std::string& path,
                                                 int64_t min, int64_t max, YamlErrors& errors);
+// The same for numbers in [min, max] (finite).
+std::optional<std::vector<double>> ReadDoubleList(const YAML::Node& list, const std::string& path,
+                                                  double min, double max, YamlErrors& errors);
 // A whole count, written plainly or as DeepSpeed's configs do ("5e8", "200M"; sim/base/quantity.h
 // ParseCount).
 std::optional<int64_t> ReadCount(const Key& key, YamlErrors& errors, int64_t min, int64_t max);

@@ -129,6 +129,25 @@ Duration RooflineCostModel::Time(const Op& op) const {
   return slot.time;
 }
 
+Duration SlowedCostModel::Time(const Op& op) const {
+  const Duration t = base_.Time(op);
+  if (op.stage < 0 || static_cast<size_t>(op.stage) >= slowdown_.size()) return t;
+  double factor = 1;
+  switch (op.op_class) {
+    case OpClass::kGemm:
+    case OpClass::kAttention:
+      factor = slowdown_[op.stage].gemm;
+      break;
+    case OpClass::kMemoryBound:
+      factor = slowdown_[op.stage].memory;
+      break;
+    default:
+      break;  // the host's, PCIe's or the NVMe drive's time
+  }
+  // Exactly the base time at factor 1: a trial without spread is the plain replay.
+  return factor == 1 ? t : Duration::FromSeconds(t.seconds() * factor);
+}
+
 Duration RooflineCostModel::Price(const Op& op) const {
   switch (op.op_class) {
     case OpClass::kPcieCopy:

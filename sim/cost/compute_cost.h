@@ -121,6 +121,31 @@ class RooflineCostModel final : public ComputeCostModel {
   mutable std::vector<Remembered> remembered_;  // kRemembered slots once the first op is priced
 };
 
+// How much longer a pipeline stage's kernels take than at the calibrated speed: its GEMM and
+// attention kernels `gemm` times, its memory-bound ones `memory` times (sim/replay/variability.h:
+// the slowest GPU of the stage's lockstep group). Host work, PCIe copies and NVMe reads are
+// not the GPU's and keep their time.
+struct StageSlowdown {
+  double gemm = 1, memory = 1;
+  bool operator==(const StageSlowdown&) const = default;
+};
+
+// A compute model whose ops of stage s take `slowdown[s]` times `base`'s (ops of stages past
+// the list: base's time).
+class SlowedCostModel final : public ComputeCostModel {
+ public:
+  SlowedCostModel(const ComputeCostModel& base, std::vector<StageSlowdown> slowdown)
+      : base_(base), slowdown_(std::move(slowdown)) {}
+  Duration Time(const Op& op) const override;
+  double OverlapSlowdown() const override { return base_.OverlapSlowdown(); }
+  Duration Dispatch(const Op& op) const override { return base_.Dispatch(op); }
+  bool Dispatches() const override { return base_.Dispatches(); }
+
+ private:
+  const ComputeCostModel& base_;
+  std::vector<StageSlowdown> slowdown_;
+};
+
 // The dense peak MFU/HFU are measured against: the 16-bit rate (bf16, or fp16 where the GPU
 // has no bf16), or the fp8 rate when training in fp8.
 FlopRate PeakRate(const GpuSpec& gpu, Precision precision);

@@ -559,13 +559,21 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
   return r;
 }
 
+cost::RooflineCostModel ComputeModel(const Scenario& s) {
+  return cost::RooflineCostModel(CalibratedGpu(s), s.training.precision, s.cluster.node.host,
+                                 s.cluster.node.gpus_per_node, s.training.flash_impl);
+}
+
 namespace {
 
 absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions options,
                                           cost::CostModelCache& models) {
   auto comm = models.For(s);
-  const cost::RooflineCostModel compute(CalibratedGpu(s), s.training.precision, s.cluster.node.host,
-                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
+  const cost::RooflineCostModel roofline = ComputeModel(s);
+  std::optional<cost::SlowedCostModel> slowed;
+  if (!options.stage_slowdown.empty()) slowed.emplace(roofline, options.stage_slowdown);
+  const cost::ComputeCostModel& compute =
+      slowed ? static_cast<const cost::ComputeCostModel&>(*slowed) : roofline;
   if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
   options.allocator.expandable_segments = s.runtime.expandable_segments;
   if (comm.ok() && options.fold) {

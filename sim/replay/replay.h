@@ -35,6 +35,9 @@ struct ReplayOptions {
   memory::AllocatorOptions allocator = {};
   // Simulate: fold the repeating micro-batches (sim/replay/fold.h); off = replay each (--no-fold).
   bool fold = true;
+  // Simulate: per pipeline stage, how much longer its kernels take than at the calibrated
+  // speed (a trial of sim/replay/variability.h); empty = the calibrated speed everywhere.
+  std::vector<cost::StageSlowdown> stage_slowdown = {};
 };
 
 struct OpTiming {
@@ -138,6 +141,9 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
 // 2^62 ps (53 days) is OutOfRange instead (a step that long comes from inputs far from any real
 // cluster: a few bytes per second, a latency of days).
 inline constexpr Duration kClockLimit = Duration::Picoseconds(int64_t{1} << 62);
+
+// The compute model Simulate prices the scenario's kernels with (before any stage slowdown).
+cost::RooflineCostModel ComputeModel(const Scenario& s);
 
 absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options);
 // The same, with the collective model taken from (and kept in) `models`: for a worker that

@@ -317,6 +317,60 @@ std::string TimeTable(const RunSummary& r) {
   return out + "</table>";
 }
 
+// The step over `run --trials N`'s speed draws: a histogram of the trials' steps in 20 equal
+// bins with the ideal step marked, and the percentiles beside it.
+std::string StepHistogram(const RunSummary& r) {
+  const replay::StepDistribution& d = *r.distribution;
+  const double lo = std::min(d.ideal, *std::min_element(d.steps.begin(), d.steps.end())).seconds();
+  const double hi = std::max(d.ideal, *std::max_element(d.steps.begin(), d.steps.end())).seconds();
+  constexpr int kBins = 20;
+  const double width = hi > lo ? (hi - lo) / kBins : 1;
+  std::array<int64_t, kBins> count{};
+  for (Duration t : d.steps) {
+    ++count[std::min(kBins - 1, static_cast<int>((t.seconds() - lo) / width))];
+  }
+  const int64_t most = *std::max_element(count.begin(), count.end());
+  constexpr double kW = 640, kH = 200, kLeft = 40, kBottom = 30;
+  auto x_of = [&](double v) {
+    return kLeft + (hi > lo ? (v - lo) / (hi - lo) : 0.5) * (kW - kLeft - 10);
+  };
+  std::string svg = absl::StrFormat(
+      "<svg id=\"step-histogram\" width=\"%.0f\" height=\"%.0f\" role=\"img\" "
+      "aria-label=\"steps of %d trials\">",
+      kW, kH + kBottom, d.trials);
+  const double bar = (kW - kLeft - 10) / kBins;
+  for (int i = 0; i < kBins; ++i) {
+    if (count[i] == 0) continue;
+    const double h = (kH - 10) * static_cast<double>(count[i]) / static_cast<double>(most);
+    absl::StrAppendFormat(&svg,
+                          "<rect class=\"bin\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                          "height=\"%.1f\" fill=\"#4c78a8\"><title>%s .. %s: %d trials</title>"
+                          "</rect>",
+                          kLeft + i * bar, kH - h, bar - 1, h,
+                          html::Escape(FormatSeconds(lo + i * width)),
+                          html::Escape(FormatSeconds(lo + (i + 1) * width)), count[i]);
+  }
+  absl::StrAppendFormat(&svg,
+                        "<line id=\"ideal-step\" x1=\"%.1f\" x2=\"%.1f\" y1=\"0\" y2=\"%.0f\" "
+                        "stroke=\"#e45756\" stroke-dasharray=\"4 3\"/>",
+                        x_of(d.ideal.seconds()), x_of(d.ideal.seconds()), kH);
+  absl::StrAppendFormat(&svg,
+                        "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\">%s</text>"
+                        "<text x=\"%.0f\" y=\"%.0f\" font-size=\"12\" "
+                        "text-anchor=\"end\">%s</text></svg>",
+                        kLeft, kH + 18, html::Escape(FormatSeconds(lo)), kW - 10, kH + 18,
+                        html::Escape(FormatSeconds(hi)));
+  std::string table = "<table id=\"distribution-table\">" +
+                      html::TableRow({"step over the trials", "seconds"}, true);
+  for (const auto& [name, t] :
+       {std::pair{"ideal (every GPU at its calibrated speed)", d.ideal}, std::pair{"P50", d.p50},
+        std::pair{"P90", d.p90}, std::pair{"P99", d.p99}, std::pair{"mean", d.mean}}) {
+    table += html::TableRow({name, absl::StrFormat("%.4f", t.seconds())});
+  }
+  table += html::TableRow({"slowdown of the mean", absl::StrFormat("%+.2f %%", 100 * d.slowdown)});
+  return svg + table + "</table>";
+}
+
 // The whole run (sim/report/whole_run.h) with its Monte Carlo check, as the text report says it.
 std::string WholeRunTable(const RunSummary& r) {
   WholeRun w = r.whole_run;
@@ -411,6 +465,10 @@ std::string RunHtml(const Scenario& s, const replay::ReplayResult& r, const RunS
   absl::StrAppend(&out, breakdown);
   absl::StrAppend(&out, "<h2>One micro-batch on the peak GPU's streams</h2>", StreamChart(s, r));
   absl::StrAppend(&out, "<h2>Where the step goes</h2>", TimeTable(sum));
+  if (sum.distribution) {
+    absl::StrAppend(&out, "<h2>The step over ", sum.distribution->trials,
+                    " trials of the GPUs' speeds</h2>", StepHistogram(sum));
+  }
   absl::StrAppend(&out, "<h2>Collectives</h2>", CollectiveTable(sum));
   absl::StrAppend(&out, "<h2>The whole run: failures, checkpoints, energy, cost</h2>",
                   WholeRunTable(sum));

@@ -60,6 +60,32 @@ nlohmann::ordered_json StagesJson(const RunSummary& r) {
 
 namespace {
 
+// What the speeds were drawn from, and how the trials came out (StepDistribution).
+nlohmann::ordered_json VariabilityJson(const RunSummary& r) {
+  const VariabilitySpec& v = r.variability;
+  const replay::StepDistribution& d = *r.distribution;
+  nlohmann::ordered_json steps = nlohmann::ordered_json::array();
+  for (Duration t : d.steps) steps.push_back(t.seconds());
+  return {{"trials", d.trials},
+          {"seed", v.seed},
+          {"distribution", EnumName(v.distribution)},
+          {"gemm_cv", v.gemm_cv},
+          {"memory_cv", v.memory_cv},
+          {"speeds", v.speeds},
+          {"slow_nodes", v.slow_node_share},
+          {"slow_node_speed", v.slow_node_speed},
+          {"slow_gpus", v.slow_gpu_share},
+          {"slow_gpu_speed", v.slow_gpu_speed},
+          {"ideal_step_s", d.ideal.seconds()},
+          {"paced_by",
+           {{"spread", d.paced_by[static_cast<int>(replay::SlowCause::kSpread)]},
+            {"slow_gpu", d.paced_by[static_cast<int>(replay::SlowCause::kSlowGpu)]},
+            {"slow_node", d.paced_by[static_cast<int>(replay::SlowCause::kSlowNode)]}}},
+          {"paced_by_stage", d.paced_by_stage},
+          {"replays", d.replays},
+          {"step_s", steps}};
+}
+
 // The whole run with its Monte Carlo check (WholeRun, sim/report/whole_run.h).
 WholeRun Checked(const RunSummary& r) {
   WholeRun w = r.whole_run;
@@ -196,7 +222,16 @@ nlohmann::ordered_json RunJson(const RunSummary& r, bool monte_carlo) {
   nlohmann::ordered_json time = {{"step_s", r.step.seconds()}};
   replay::ForEachTime(r.times, [&](const char* key, Duration d) { time[key] = d.seconds(); });
   time["stage"] = r.time_stage;
+  if (r.distribution) {
+    const replay::StepDistribution& d = *r.distribution;
+    time["step_s_p50"] = d.p50.seconds();
+    time["step_s_p90"] = d.p90.seconds();
+    time["step_s_p99"] = d.p99.seconds();
+    time["step_s_mean"] = d.mean.seconds();
+    time["variability_slowdown"] = d.slowdown;
+  }
   j["time"] = std::move(time);
+  if (r.distribution) j["variability"] = VariabilityJson(r);
   if (r.moe) {
     nlohmann::ordered_json moe = {{"experts", r.experts},
                                   {"top_k", r.top_k},
@@ -435,6 +470,54 @@ void AppendTime(const RunSummary& r, std::string& out) {
   }
 }
 
+// The step over the trials' speed draws (run --trials N).
+void AppendDistribution(const RunSummary& r, std::string& out) {
+  if (!r.distribution) return;
+  const replay::StepDistribution& d = *r.distribution;
+  const VariabilitySpec& v = r.variability;
+  std::vector<std::string> drawn;
+  if (v.gemm_cv > 0) drawn.push_back(absl::StrFormat("GEMM speed cv %g", v.gemm_cv));
+  if (v.memory_cv > 0) drawn.push_back(absl::StrFormat("memory-bound speed cv %g", v.memory_cv));
+  if (!drawn.empty()) drawn.back() += absl::StrCat(" (", EnumName(v.distribution), ")");
+  if (!v.speeds.empty()) drawn.push_back(absl::StrCat(v.speeds.size(), " tabulated speeds"));
+  if (v.slow_node_share > 0 && v.slow_node_speed < 1) {
+    drawn.push_back(
+        absl::StrFormat("%g %% of nodes at %g", 100 * v.slow_node_share, v.slow_node_speed));
+  }
+  if (v.slow_gpu_share > 0 && v.slow_gpu_speed < 1) {
+    drawn.push_back(
+        absl::StrFormat("%g %% of GPUs at %g", 100 * v.slow_gpu_share, v.slow_gpu_speed));
+  }
+  absl::StrAppendFormat(&out, "Step over %d trials (%s; seed %d):\n", d.trials,
+                        drawn.empty() ? "no variability described: every GPU at its calibrated "
+                                        "speed"
+                                      : absl::StrJoin(drawn, ", "),
+                        v.seed);
+  absl::StrAppendFormat(&out,
+                        "  P50 %.4f s, P90 %.4f s, P99 %.4f s; mean %.4f s, %+.2f %% over the "
+                        "ideal %.4f s\n",
+                        d.p50.seconds(), d.p90.seconds(), d.p99.seconds(), d.mean.seconds(),
+                        100 * d.slowdown, d.ideal.seconds());
+  const int64_t slower = d.paced_by[0] + d.paced_by[1] + d.paced_by[2];
+  if (slower > 0) {
+    std::vector<std::string> stages;
+    for (size_t st = 0; st < d.paced_by_stage.size(); ++st) {
+      if (d.paced_by_stage[st] > 0 && d.paced_by_stage.size() > 1) {
+        stages.push_back(absl::StrCat("stage ", st, " ", d.paced_by_stage[st]));
+      }
+    }
+    absl::StrAppendFormat(
+        &out,
+        "  %d trials slower than ideal, paced by: the spread %d, a slow GPU %d, a slow node %d%s\n",
+        slower, d.paced_by[static_cast<int>(replay::SlowCause::kSpread)],
+        d.paced_by[static_cast<int>(replay::SlowCause::kSlowGpu)],
+        d.paced_by[static_cast<int>(replay::SlowCause::kSlowNode)],
+        stages.empty() ? "" : absl::StrCat("; at ", absl::StrJoin(stages, ", ")));
+  }
+  absl::StrAppendFormat(&out, "  (%d exact replays of the slowest-ranked pipelines)\n\n",
+                        d.replays);
+}
+
 // Experts' routing and imbalance; throughput and MFU.
 void AppendExpertsAndThroughput(const RunSummary& r, std::string& out) {
   if (r.moe) {
@@ -506,6 +589,7 @@ std::string RunText(const RunSummary& r) {
   AppendVerdict(r, out);
   AppendMemory(r, out);
   AppendTime(r, out);
+  AppendDistribution(r, out);
   AppendExpertsAndThroughput(r, out);
   AppendCommunication(r, out);
   AppendWholeRun(r, out);

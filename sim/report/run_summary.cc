@@ -114,6 +114,7 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.step = r.step;
   o.times = r.times;
   o.time_stage = r.time_stage;
+  o.variability = s.cluster.variability;
 
   // Work: per-GPU averages times the GPUs.
   const double gpus = static_cast<double>(o.gpus);

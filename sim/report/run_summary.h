@@ -19,6 +19,7 @@
 #include "sim/base/units.h"
 #include "sim/memory/ledger.h"
 #include "sim/replay/replay.h"
+#include "sim/replay/variability.h"
 #include "sim/report/whole_run.h"
 #include "sim/spec/scenario.h"
 #include "sim/workload/static_ledger.h"
@@ -122,6 +123,10 @@ struct RunSummary {
   Duration step;
   replay::StageTimes times;  // of the pacing stage, time_stage (ReplayResult::times)
   int32_t time_stage = 0;
+
+  // ---- the step over per-GPU speed draws (run --trials N; sim/replay/variability.h) ----------
+  VariabilitySpec variability;
+  std::optional<replay::StepDistribution> distribution;
 
   // ---- the whole run (analytic; the renderers add the Monte Carlo check) ---------------------
   WholeRun whole_run;

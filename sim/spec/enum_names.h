@@ -77,6 +77,11 @@ struct EnumNames<RoutingDistribution> {
       {{RoutingDistribution::kBalanced, "balanced"}, {RoutingDistribution::kZipf, "zipf"}}};
 };
 template <>
+struct EnumNames<SpeedDistribution> {
+  static constexpr NameTable<SpeedDistribution, 2> kNames{
+      {{SpeedDistribution::kNormal, "normal"}, {SpeedDistribution::kLognormal, "lognormal"}}};
+};
+template <>
 struct EnumNames<RecomputeMethod> {
   static constexpr NameTable<RecomputeMethod, 2> kNames{
       {{RecomputeMethod::kUniform, "uniform"}, {RecomputeMethod::kBlock, "block"}}};

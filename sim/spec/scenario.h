@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "sim/base/quantity.h"
@@ -73,6 +74,8 @@ constexpr RecomputeModules ModuleBit(RecomputeModule m) {
 inline constexpr RecomputeModules kDefaultRecomputeModules = ModuleBit(RecomputeModule::kCoreAttn);
 // How a mixture of experts' router spreads tokens over the experts (training.routing).
 enum class RoutingDistribution { kBalanced, kZipf };
+// How each GPU's speed is drawn around its calibrated speed (cluster.variability).
+enum class SpeedDistribution { kNormal, kLognormal };
 // How the loss turns logits into a gradient (sim/workload/loss.h has each kernel's tensors):
 // eager PyTorch cross_entropy on fp32-upcast logits; Megatron-LM's vocab-parallel cross-entropy
 // (fp32 copy, softmax and gradient in place); a fused kernel that keeps the 16-bit logits and
@@ -172,6 +175,28 @@ std::string Name(TeVersion v);
 // in 2025). The cluster graph and the replay grow with them (8 million GPUs took 17 GB).
 inline constexpr int64_t kMaxClusterGpus = int64_t{1} << 20;
 
+// Per-GPU speed variability (`cluster.variability`; sim/replay/variability.h draws and replays
+// it). Each GPU's GEMM and memory-bound kernel speeds are drawn once per trial around the
+// calibrated speed (mean 1) with coefficients of variation `gemm_cv` and `memory_cv`, times a
+// speed drawn uniformly from the empirical table `speeds` when one is given; a share of nodes
+// (power or thermal throttling of a whole node) and a share of single GPUs run at a fixed
+// reduced speed. `seed` makes the draws, and so every percentile, reproducible.
+struct VariabilitySpec {
+  SpeedDistribution distribution = SpeedDistribution::kLognormal;
+  double gemm_cv = 0, memory_cv = 0;
+  std::vector<double> speeds;
+  double slow_node_share = 0, slow_node_speed = 1;
+  double slow_gpu_share = 0, slow_gpu_speed = 1;
+  int64_t seed = 1;
+  // Whether any GPU can run at other than its calibrated speed.
+  bool Any() const {
+    return gemm_cv > 0 || memory_cv > 0 || !speeds.empty() ||
+           (slow_node_share > 0 && slow_node_speed != 1) ||
+           (slow_gpu_share > 0 && slow_gpu_speed != 1);
+  }
+  bool operator==(const VariabilitySpec&) const = default;
+};
+
 struct ClusterSpec {
   GpuSpec gpu;
   NodeSpec node;
@@ -180,6 +205,7 @@ struct ClusterSpec {
   // node's NICs (the DGX SuperPOD reference design).
   std::optional<FabricSpec> fabric;
   NcclRelease nccl = NcclRelease::k2_28;
+  VariabilitySpec variability;
   int64_t gpus() const { return nodes * node.gpus_per_node; }
   bool operator==(const ClusterSpec&) const = default;
 };

@@ -10,6 +10,7 @@
 #include "sim/config/catalog.h"
 #include "sim/config/scenario_keys.h"
 #include "sim/replay/replay.h"
+#include "sim/replay/variability.h"
 #include "sim/report/html_report.h"
 #include "sim/report/json_text.h"
 #include "sim/report/memory_snapshot.h"
@@ -52,7 +53,7 @@ absl::StatusOr<sim::report::TraceRange> ParseTraceRange(const std::string& flag,
 FlagSet RunFlags() {
   return FlagSet(
       "stepsim run SCENARIO [--set KEY=VALUE]... [--json PATH] [--trace PATH [--trace-steps A..B] "
-      "[--trace-stages A..B]] [--timeline PATH] [--html PATH]",
+      "[--trace-stages A..B]] [--timeline PATH] [--html PATH] [--trials N]",
       "Loads a scenario (docs/reference.md, 'Scenario files'), applies the overrides in order,\n"
       "validates it and replays one optimizer step layer by layer: prints whether it fits, the\n"
       "per-GPU peak (when, in which op, and what is live then), the step time split (with the\n"
@@ -81,6 +82,10 @@ FlagSet RunFlags() {
        {"html", "PATH",
         "write one self-contained page: verdict, memory over the step by category with the "
         "peak, one micro-batch on the streams, time split, collectives (open in a browser)"},
+       {"trials", "N",
+        "replay the step N times with each GPU's speed drawn from cluster.variability: P50, "
+        "P90, P99 and mean step, the slowdown over the ideal cluster and what paced it "
+        "(1..100000)"},
        {"explicit-ranks", "",
         "simulate every data-parallel replica (of every stage) instead of one "
         "standing for all"},
@@ -169,6 +174,16 @@ int RunCommand(const std::vector<std::string>& args) {
     if (!range.ok()) return Fail("run", range.status());
     trace.stages = *range;
   }
+  std::optional<int64_t> trials;
+  if (auto v = flags.Get("trials")) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > 100000) {
+      return Fail("run", absl::InvalidArgumentError(absl::StrCat(
+                             "--trials: expected a whole number of trials from 1 to 100000, got '",
+                             *v, "'")));
+    }
+    trials = n;
+  }
   sim::replay::ReplayOptions options;
   options.explicit_ranks = flags.Has("explicit-ranks");
   options.fold = !flags.Has("no-fold");
@@ -177,7 +192,12 @@ int RunCommand(const std::vector<std::string>& args) {
                           flags.Has("memory-snapshot");
   auto result = sim::replay::Simulate(*scenario, options);
   if (!result.ok()) return Fail("run", result.status());
-  const sim::report::RunSummary summary = sim::report::Summarize(*scenario, *result);
+  sim::report::RunSummary summary = sim::report::Summarize(*scenario, *result);
+  if (trials) {
+    auto d = sim::replay::SimulateTrials(*scenario, *result, *trials);
+    if (!d.ok()) return Fail("run", d.status());
+    summary.distribution = *std::move(d);
+  }
   // Render everything before writing anything, so a failure leaves no partial output.
   std::vector<std::pair<std::string, std::string>> outputs;
   if (auto p = flags.Get("json")) {
