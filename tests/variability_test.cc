@@ -237,3 +237,34 @@ TEST_CASE("trials do not depend on the thread count", "[variability]") {
 
 }  // namespace
 }  // namespace sim
+
+namespace sim {
+namespace {
+
+TEST_CASE("the pipelines the estimate ranks slowest hold the slowest one", "[variability]") {
+  // DP 8 × PP 2 on two nodes: 8 pipelines, of which a trial replays 3. Over trials with a
+  // spread and slow GPUs, the step is the one replaying every pipeline gives.
+  Scenario s = Make(8, 1, 2, 8);
+  s.cluster.nodes = 2;
+  s.training.global_batch = 8 * 8;
+  s.cluster.variability.gemm_cv = 0.05;
+  s.cluster.variability.memory_cv = 0.05;
+  s.cluster.variability.slow_gpu_share = 0.05;
+  s.cluster.variability.slow_gpu_speed = 0.85;
+  const replay::ReplayResult ideal = Ideal(s);
+  const replay::TrialReplayer trials(s, ideal);
+  REQUIRE(trials.pipelines() == 8);
+  cost::CostModelCache models;
+  for (int64_t t = 0; t < 12; ++t) {
+    INFO("trial " << t);
+    const replay::GpuSpeeds v = replay::DrawSpeeds(s.cluster.variability, 16, 8, t);
+    auto ranked = trials.Step(v, models);
+    auto every = trials.Step(v, models, trials.pipelines());
+    REQUIRE(ranked.ok());
+    REQUIRE(every.ok());
+    CHECK(ranked->step == every->step);
+  }
+}
+
+}  // namespace
+}  // namespace sim

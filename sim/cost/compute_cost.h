@@ -127,7 +127,7 @@ class RooflineCostModel final : public ComputeCostModel {
 // not the GPU's and keep their time.
 struct StageSlowdown {
   double gemm = 1, memory = 1;
-  bool operator==(const StageSlowdown&) const = default;
+  auto operator<=>(const StageSlowdown&) const = default;
 };
 
 // A compute model whose ops of stage s take `slowdown[s]` times `base`'s (ops of stages past

@@ -135,8 +135,8 @@ TrialReplayer::TrialReplayer(const Scenario& s, const ReplayResult& ideal)
   }
 }
 
-absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds,
-                                              cost::CostModelCache& models) const {
+absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds, cost::CostModelCache& models,
+                                              int64_t replayed) const {
   // Each lockstep group's slowdowns (the slowest member's, per kernel kind), and the member
   // that slows its stage's work most.
   const size_t groups = static_cast<size_t>(pipelines_) * stages_;
@@ -171,21 +171,14 @@ absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds,
     estimate[q] = sum / m + (m - 1) / m * most;
   }
   // The pipelines the estimate ranks slowest (ties: the lower index), replayed exactly.
-  constexpr int64_t kReplayed = 3;
   std::vector<int64_t> order(pipelines_);
   std::iota(order.begin(), order.end(), 0);
-  const int64_t k = std::min(kReplayed, pipelines_);
+  const int64_t k = std::clamp<int64_t>(replayed, 1, pipelines_);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
     return estimate[a] != estimate[b] ? estimate[a] > estimate[b] : a < b;
   });
   TrialStep out;
-  std::map<std::vector<cost::StageSlowdown>, Duration, decltype([](const auto& a, const auto& b) {
-             return std::lexicographical_compare(
-                 a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
-                   return std::pair(x.gemm, x.memory) < std::pair(y.gemm, y.memory);
-                 });
-           })>
-      replayed;
+  std::map<std::vector<cost::StageSlowdown>, Duration> known;  // this trial's replays
   int64_t slowest = -1;
   for (int64_t j = 0; j < k; ++j) {
     const int64_t q = order[j];
@@ -194,7 +187,7 @@ absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds,
     Duration step = ideal_.step;
     if (std::any_of(stage.begin(), stage.end(),
                     [](const cost::StageSlowdown& d) { return d.gemm != 1 || d.memory != 1; })) {
-      if (auto it = replayed.find(stage); it != replayed.end()) {
+      if (auto it = known.find(stage); it != known.end()) {
         step = it->second;
       } else {
         ReplayOptions options;
@@ -202,7 +195,7 @@ absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds,
         auto r = Simulate(s_, options, models);
         if (!r.ok()) return r.status();
         step = r->step;
-        replayed.emplace(std::move(stage), step);
+        known.emplace(std::move(stage), step);
         ++out.replays;
       }
     }

@@ -62,7 +62,11 @@ struct TrialStep {
 class TrialReplayer {
  public:
   TrialReplayer(const Scenario& s, const ReplayResult& ideal);
-  absl::StatusOr<TrialStep> Step(const GpuSpeeds& speeds, cost::CostModelCache& models) const;
+  // The step at `speeds`, replaying exactly the `replayed` pipelines the estimate ranks slowest
+  // (all of them when at least pipelines()).
+  static constexpr int64_t kReplayed = 3;
+  absl::StatusOr<TrialStep> Step(const GpuSpeeds& speeds, cost::CostModelCache& models,
+                                 int64_t replayed = kReplayed) const;
   int64_t gpus() const { return static_cast<int64_t>(stage_of_.size()); }
   int64_t pipelines() const { return pipelines_; }
 

@@ -54,6 +54,16 @@ def test_run_folded_and_unfolded_agree():
     assert stepsim.run(DEFAULT, fold=False) == stepsim.run(DEFAULT)
 
 
+def test_run_trials_is_the_command_lines_report():
+    sets = {"cluster.variability.gemm_cv": 0.03}
+    r = stepsim.run(DEFAULT, set=sets, trials=8)
+    assert r == cli_json("run", DEFAULT, "--trials", "8", "--set",
+                         "cluster.variability.gemm_cv=0.03")
+    assert r["time"]["step_s_p50"] > r["time"]["step_s"]
+    with pytest.raises(ValueError):
+        stepsim.run(DEFAULT, trials=0)
+
+
 def test_run_from_a_dict_is_the_file():
     scenario = {
         "schema_version": 1,

@@ -16,6 +16,8 @@ What each line times:
   - sweep: the command the sweep-throughput contract check (144 default-shape configurations, 2 jobs) times, the whole process with loading
     and the JSON report: 144 default-shape configurations on 2 jobs.
   - plan: `stepsim plan` as the issue's acceptance writes it, the whole process.
+  - trials: `stepsim run --trials 100` of Llama 3 405B on 16,384 GPUs with a GEMM spread and
+    slow nodes (the step-distribution issue's goal, 30 s), the whole process.
 """
 import argparse
 import json
@@ -83,7 +85,11 @@ def main():
           "16384"], 30),
         ("plan llama2-70b, 3 GPU types",
          ["plan", "llama2-70b", "--tokens", "2T", "--gpu",
-          "A100-SXM4-80GB,H100-SXM5-80GB,H200-SXM-141GB"], 10)]:
+          "A100-SXM4-80GB,H100-SXM5-80GB,H200-SXM-141GB"], 10),
+        ("run llama3-405b, 16,384 GPUs x 100 trials",
+         ["run", "scenarios/llama3-405b-8k.yaml", "--trials", "100", "--set",
+          "cluster.variability.gemm_cv=0.022", "--set", "cluster.variability.slow_nodes=0.001",
+          "--set", "cluster.variability.slow_node_speed=0.8"], 30)]:
         t = wall_s([exe] + cmd, max(1, a.rounds // 2))
         rows.append((what, f"<= {goal} s", statistics.median(t), min(t), "s",
                      statistics.median(t) <= goal))

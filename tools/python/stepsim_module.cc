@@ -42,6 +42,7 @@
 #include "sim/explore/runner.h"
 #include "sim/explore/sweep_run.h"
 #include "sim/replay/replay.h"
+#include "sim/replay/variability.h"
 #include "sim/report/run_report.h"
 #include "sim/report/run_summary.h"
 #include "sim/validate/validate_files.h"
@@ -348,7 +349,14 @@ int Jobs(const py::object& jobs) {
 // ---- the commands ------------------------------------------------------------------------
 
 py::object Run(const py::object& scenario, const py::object& set, const py::object& calibration,
-               bool explicit_ranks, bool fold) {
+               bool explicit_ranks, bool fold, const py::object& trials) {
+  std::optional<int64_t> n;
+  if (!trials.is_none()) {
+    n = trials.cast<int64_t>();
+    if (*n < 1 || *n > 100000) {
+      throw py::value_error("trials: expected a whole number of trials from 1 to 100000");
+    }
+  }
   const sim::config::DataRoot root = Root(calibration);
   const ScenarioSource source = Source(root, scenario);
   const std::vector<sim::config::Override> overrides = Overrides(set);
@@ -364,7 +372,18 @@ py::object Run(const py::object& scenario, const py::object& set, const py::obje
       options.explicit_ranks = explicit_ranks;
       options.fold = fold;
       result = sim::replay::Simulate(*s, options);
-      if (result.ok()) j = sim::report::RunJson(sim::report::Summarize(*s, *result));
+      if (result.ok()) {
+        sim::report::RunSummary summary = sim::report::Summarize(*s, *result);
+        if (n) {
+          auto d = sim::replay::SimulateTrials(*s, *result, *n);
+          if (d.ok()) {
+            summary.distribution = *std::move(d);
+          } else {
+            result = d.status();
+          }
+        }
+        if (result.ok()) j = sim::report::RunJson(summary);
+      }
     }
   }
   if (!s.ok()) Raise(s.status(), problems, source.from_dict);
@@ -593,12 +612,14 @@ class ScenarioError(ValueError):
 
   m.def("run", &Run, py::arg("scenario"), py::arg("set") = py::none(), py::kw_only(),
         py::arg("calibration") = py::none(), py::arg("explicit_ranks") = false,
-        py::arg("fold") = true,
-        "run(scenario, set=None, *, calibration=None, explicit_ranks=False, fold=True) -> dict\n\n"
+        py::arg("fold") = true, py::arg("trials") = py::none(),
+        "run(scenario, set=None, *, calibration=None, explicit_ranks=False, fold=True, "
+        "trials=None)\n    -> dict\n\n"
         "Replays one training step, as `stepsim run SCENARIO --json -`. scenario: a path (found\n"
         "under the data root when relative and absent) or a dict of scenario keys; set: {dotted\n"
         "key: value} overrides applied in order; calibration: calibration file(s) from\n"
-        "`stepsim calibrate --out`; fold=False replays every micro-batch (same report).");
+        "`stepsim calibrate --out`; fold=False replays every micro-batch (same report); trials=N\n"
+        "draws the GPUs' speeds N times (cluster.variability) for the step's percentiles.");
   m.def("sweep", &Sweep, py::arg("scenario"), py::arg("vary"), py::arg("set") = py::none(),
         py::kw_only(), py::arg("jobs") = py::none(), py::arg("shard") = py::none(),
         py::arg("calibration") = py::none(),
