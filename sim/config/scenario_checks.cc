@@ -416,9 +416,50 @@ void CheckKeys(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
 
 }  // namespace
 
+// A mixed cluster places pipeline stages by node type: each stage's GPUs on one type, which
+// needs a pipeline, the pipeline outermost in the rank order, and each type's GPUs a whole
+// number of stages.
+void CheckMixedCluster(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
+  const ClusterSpec& c = s.cluster;
+  if (c.groups.empty()) return;
+  const YAML::Node at = KeyAt(root, "cluster", "nodes");
+  for (const char* key : {"gpu", "gpus_per_node"}) {
+    if (NodeAtPath(root, absl::StrCat("cluster.", key), /*exact=*/true).IsDefined()) {
+      errors.Add(KeyAt(root, "cluster", key), absl::StrCat("cluster.", key),
+                 "a mixed cluster takes each type's GPUs from its node type: leave it out");
+    }
+  }
+  const ParallelSpec& par = s.parallel;
+  if (par.pp < 2) {
+    errors.Add(at, "cluster.nodes",
+               absl::StrCat("a mixed cluster places pipeline stages by node type: set "
+                            "parallel.pp to 2 or more (the ",
+                            c.groups.size(), " types need a stage each at least)"));
+    return;
+  }
+  if (par.rank_order.back() != ParallelDim::kPp) {
+    errors.Add(KeyAt(root, "parallel", "rank_order"), "parallel.rank_order",
+               "a mixed cluster places pipeline stages by node type: the pipeline must be the "
+               "outermost dimension (e.g. tp-cp-dp-pp)");
+    return;
+  }
+  const int64_t per_stage = c.gpus() / par.pp;
+  for (size_t i = 0; i < c.groups.size(); ++i) {
+    const int64_t gpus = c.groups[i].count * c.node.gpus_per_node;
+    if (per_stage == 0 || gpus % per_stage != 0) {
+      errors.Add(at, "cluster.nodes",
+                 absl::StrCat("'", c.groups[i].node.name, "' has ", gpus,
+                              " GPUs, not a whole number of pipeline stages of ", per_stage,
+                              " (tp x cp x dp): each stage must run on one node type"));
+      return;
+    }
+  }
+}
+
 void CheckConsistency(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
   const std::optional<int64_t> dp = CheckShapes(root, s, errors);
   if (!dp) return;
+  CheckMixedCluster(root, s, errors);
   CheckExperts(root, s, *dp, errors);
   if (!CheckSizes(root, s, *dp, errors)) return;
   CheckKeys(root, s, errors);

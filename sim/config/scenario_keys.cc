@@ -80,7 +80,8 @@ std::vector<ScenarioKey> Build() {
       {"cluster.node", "name", "—",
        "a node type of `topologies/nodes.yaml`; or describe it inline"},
       {"cluster.nodes", Integer(1, kMaxClusterGpus), absl::StrCat(d.cluster.nodes),
-       "nodes in the cluster"},
+       "nodes in the cluster; or a list [{node: NAME, count: N}, ...] of node types in rank "
+       "order: a mixed cluster, pipeline stages placed by type"},
       {"cluster.gpu", "name", "the node type's", "a GPU of `topologies/gpus.yaml`"},
       {"cluster.gpus_per_node", Integer(1, 1024), "the node type's", "GPUs per node"},
       {"cluster.intra_node_bandwidth", "bandwidth", "the node type's",

@@ -142,6 +142,115 @@ std::optional<ModelSpec> ResolveModel(const DataRoot& root, const YAML::Node& no
   return *m;
 }
 
+// `cluster.nodes` as a list of {node: NAME, count: N}: a mixed cluster (ClusterSpec::groups),
+// whose first group's node and GPU become the cluster's `node` and `gpu`.
+void ReadNodeGroups(const YAML::Node& list, const std::vector<NodeSpec>& nodes,
+                    const std::vector<GpuSpec>& gpus, bool have_node, ClusterSpec& c,
+                    YamlErrors& errors) {
+  const std::string path = "cluster.nodes";
+  if (have_node) {
+    errors.Add(list, path,
+               "a list of node types makes a mixed cluster: give each type in the list, not "
+               "cluster.node beside it");
+    return;
+  }
+  if (list.size() == 0) {
+    errors.Add(list, path, "expected at least one {node: NAME, count: N}");
+    return;
+  }
+  std::vector<std::string> names;
+  for (const NodeSpec& n : nodes) names.push_back(n.name);
+  int64_t total = 0;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string at = absl::StrCat(path, "[", i, "]");
+    const YAML::Node item = list[i];
+    if (!CheckMapping(item, at, {"node", "count"}, errors)) return;
+    auto k = [&](absl::string_view name) { return Key{item, name, at, true}; };
+    const auto name = ReadString(k("node"), errors);
+    const auto count = ReadInt(k("count"), errors, 1, kMaxClusterGpus);
+    if (!name || !count) return;
+    NodeGroup g;
+    bool found = false;
+    for (const NodeSpec& n : nodes) {
+      if (absl::EqualsIgnoreCase(n.name, *name)) {
+        g.node = n;
+        found = true;
+      }
+    }
+    if (!found) {
+      errors.Add(item["node"], JoinPath(at, "node"),
+                 absl::StrCat("unknown node type '", *name, "'", DidYouMean(*name, names)));
+      return;
+    }
+    auto gpu = FindGpu(gpus, g.node.gpu);
+    if (!gpu.ok()) {
+      errors.Add(item["node"], JoinPath(at, "node"), gpu.status().message());
+      return;
+    }
+    g.gpu = *gpu;
+    g.count = *count;
+    if (!c.groups.empty() && g.node.gpus_per_node != c.groups.front().node.gpus_per_node) {
+      errors.Add(
+          item["node"], JoinPath(at, "node"),
+          absl::StrCat("a mixed cluster's node types must hold as many GPUs each: '", g.node.name,
+                       "' has ", g.node.gpus_per_node, ", '", c.groups.front().node.name, "' ",
+                       c.groups.front().node.gpus_per_node));
+      return;
+    }
+    total += g.count;
+    c.groups.push_back(std::move(g));
+  }
+  c.node = c.groups.front().node;
+  c.gpu = c.groups.front().gpu;
+  c.nodes = total;
+  if (c.groups.size() == 1) c.groups.clear();  // one type is no mix
+}
+
+// A GPU's sustained dense GEMM rate in the scenario's precision, relative units: its datasheet
+// peak (fp8's when training in fp8 and it has one; else bf16's, or fp16's) times its calibrated
+// GEMM efficiency and its clocks under its power limit.
+double GemmRate(const GpuSpec& g, Precision p) {
+  std::optional<FlopRate> peak = p == Precision::kFp8 && g.fp8 ? g.fp8 : g.bf16 ? g.bf16 : g.fp16;
+  if (!peak) return 0;
+  return peak->per_second() * g.calibration.gemm_efficiency * g.SustainedClock();
+}
+
+// A mixed cluster with a plain pipeline and no split given: each stage's share of the layers in
+// proportion to its GPUs' GEMM rate (largest remainders, at least one each), so that stages on
+// faster GPUs take more layers and the stages' times come out about even. An interleaved
+// schedule, or any split the scenario gives, is left as it is.
+void BalanceMixedStages(Scenario& s) {
+  ParallelSpec& par = s.parallel;
+  if (s.cluster.groups.empty() || par.pp < 2 || par.pp_chunks != 1 || !par.pp_layers.empty() ||
+      par.first_stage_layers || par.last_stage_layers || s.cluster.gpus() % par.pp != 0 ||
+      s.model.layers < par.pp) {
+    return;
+  }
+  const std::vector<int32_t> group = s.StageGroups();
+  std::vector<double> rate;
+  double sum = 0;
+  for (int32_t g : group) {
+    rate.push_back(GemmRate(s.cluster.groups[g].gpu, s.training.precision));
+    sum += rate.back();
+  }
+  if (sum <= 0) return;
+  const int64_t spare = s.model.layers - par.pp;  // one layer per stage first
+  std::vector<int64_t> layers(par.pp, 1);
+  std::vector<std::pair<double, int64_t>> remainder;
+  int64_t given = 0;
+  for (int64_t st = 0; st < par.pp; ++st) {
+    const double exact = static_cast<double>(spare) * rate[st] / sum;
+    const auto whole = static_cast<int64_t>(exact);
+    layers[st] += whole;
+    given += whole;
+    remainder.push_back({-(exact - static_cast<double>(whole)), st});
+  }
+  std::sort(remainder.begin(), remainder.end());
+  for (int64_t i = 0; i < spare - given; ++i) ++layers[remainder[i].second];
+  par.pp_layers = layers;
+  par.pp_layers_balanced = true;
+}
+
 // `cluster.variability` (VariabilitySpec).
 void ReadVariability(const YAML::Node& node, VariabilitySpec& v, YamlErrors& errors) {
   const std::string path = "cluster.variability";
@@ -186,6 +295,10 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
       return;
     }
   }
+  if (const YAML::Node list = Child(node, "nodes"); list.IsSequence()) {
+    ReadNodeGroups(list, nodes, gpus, have_node, c, errors);
+    have_node = true;
+  }
   std::string gpu_name = c.node.gpu;
   if (auto v = ReadString(k("gpu"), errors)) gpu_name = *v;
   if (!have_node) {
@@ -215,7 +328,10 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
       c.gpu.power_limit_watts = *v;
     }
   }
-  if (auto v = ReadRegisteredInt(k("nodes"), errors)) c.nodes = *v;
+  const YAML::Node list = Child(node, "nodes");
+  if (!list.IsSequence()) {
+    if (auto v = ReadRegisteredInt(k("nodes"), errors)) c.nodes = *v;
+  }
   if (auto v = ReadRegisteredInt(k("gpus_per_node"), errors)) c.node.gpus_per_node = *v;
   if (auto v = ReadBandwidth(k("intra_node_bandwidth"), errors)) c.node.intra_node_bandwidth = *v;
   if (auto v = ReadRegisteredInt(k("nics_per_node"), errors)) c.node.nics_per_node = *v;
@@ -672,7 +788,13 @@ absl::StatusOr<Scenario> BuildScenario(const DataRoot& data, const std::string& 
     }
     s.cluster.gpu.usable_hbm = usable - margin;
     s.runtime.headroom_taken = margin;
+    for (NodeGroup& g : s.cluster.groups) {
+      // The same rule on each type of a mixed cluster (its first group's GPU is the one above).
+      const Bytes own = g.gpu.Usable();
+      g.gpu.usable_hbm = own - std::min(own, s.runtime.headroom.Of(own));
+    }
   }
+  BalanceMixedStages(s);
   if (const int64_t tokens = s.training.global_batch_tokens; tokens > 0 && s.dp() > 0) {
     // The nearest whole number of steps' least batch (Megatron-LM's interleaved schedule needs
     // the micro-batches to be a multiple of pp); refused when even one overshoots by half.

@@ -60,6 +60,8 @@ class ComputeCostModel {
   virtual ~ComputeCostModel() = default;
   virtual Duration Time(const Op& op) const = 0;
   virtual double OverlapSlowdown() const = 0;
+  // The same for the GPUs of pipeline stage `stage` (a mixed cluster's differ).
+  virtual double OverlapSlowdownOf(int32_t /*stage*/) const { return OverlapSlowdown(); }
   // Host time to issue the op's kernels (0 = issued at once).
   virtual Duration Dispatch(const Op&) const { return Duration::Zero(); }
   // False only when Dispatch is zero for every op: the replay then skips asking op by op (no
@@ -138,12 +140,42 @@ class SlowedCostModel final : public ComputeCostModel {
       : base_(base), slowdown_(std::move(slowdown)) {}
   Duration Time(const Op& op) const override;
   double OverlapSlowdown() const override { return base_.OverlapSlowdown(); }
+  double OverlapSlowdownOf(int32_t stage) const override { return base_.OverlapSlowdownOf(stage); }
   Duration Dispatch(const Op& op) const override { return base_.Dispatch(op); }
   bool Dispatches() const override { return base_.Dispatches(); }
 
  private:
   const ComputeCostModel& base_;
   std::vector<StageSlowdown> slowdown_;
+};
+
+// A mixed cluster's compute model: the ops of stage s priced by the model of its node type,
+// `models[group_of_stage[s]]` (Scenario::StageGroups), with its overlap slowdown and dispatch.
+class StagedCostModel final : public ComputeCostModel {
+ public:
+  StagedCostModel(std::vector<RooflineCostModel> models, std::vector<int32_t> group_of_stage)
+      : models_(std::move(models)), group_(std::move(group_of_stage)) {}
+  Duration Time(const Op& op) const override { return Of(op).Time(op); }
+  double OverlapSlowdown() const override { return models_.front().OverlapSlowdown(); }
+  double OverlapSlowdownOf(int32_t stage) const override {
+    return models_[static_cast<size_t>(stage) < group_.size() ? group_[stage] : 0]
+        .OverlapSlowdown();
+  }
+  Duration Dispatch(const Op& op) const override { return Of(op).Dispatch(op); }
+  bool Dispatches() const override {
+    for (const RooflineCostModel& m : models_) {
+      if (m.Dispatches()) return true;
+    }
+    return false;
+  }
+
+ private:
+  const RooflineCostModel& Of(const Op& op) const {
+    const bool known = op.stage >= 0 && static_cast<size_t>(op.stage) < group_.size();
+    return models_[known ? group_[op.stage] : 0];
+  }
+  std::vector<RooflineCostModel> models_;
+  std::vector<int32_t> group_;
 };
 
 // The dense peak MFU/HFU are measured against: the 16-bit rate (bf16, or fp16 where the GPU

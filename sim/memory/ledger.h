@@ -47,6 +47,8 @@ class MemoryLedger {
  public:
   MemoryLedger(Bytes capacity, bool record_changes, AllocatorOptions allocator = {})
       : capacity_(capacity), record_(record_changes), allocator_(capacity, allocator) {}
+  // The usable memory the ledger holds the step to (its GPU's).
+  Bytes capacity() const { return capacity_; }
 
   // `op`: the op that allocates or frees, kNoOp for the persistent state. `stream`: the stream
   // of that op (blocks are reused within their stream). The op is a plain index, not an

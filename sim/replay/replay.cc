@@ -233,7 +233,10 @@ std::unique_ptr<ReplayRun> Prepare(OpProgram program, const cost::ComputeCostMod
   const int32_t stages = r.program.stages;
   r.simulated_ranks = replicas * stages;
   for (int32_t gpu = 0; gpu < r.simulated_ranks; ++gpu) {
-    r.ledgers.emplace_back(capacity, options.record_memory, options.allocator);
+    const size_t stage = static_cast<size_t>(gpu % stages);
+    r.ledgers.emplace_back(
+        stage < options.stage_capacity.size() ? options.stage_capacity[stage] : capacity,
+        options.record_memory, options.allocator);
     for (const MemAction& a : r.program.persistent[gpu % stages]) {
       r.ledgers.back().Apply(a.category, a.bytes, Duration::Zero(), memory::MemoryLedger::kNoOp);
     }
@@ -564,16 +567,55 @@ cost::RooflineCostModel ComputeModel(const Scenario& s) {
                                  s.cluster.node.gpus_per_node, s.training.flash_impl);
 }
 
+Scenario OnGroup(const Scenario& s, int32_t group) {
+  Scenario on = s;
+  on.cluster.node = s.cluster.groups[group].node;
+  on.cluster.gpu = s.cluster.groups[group].gpu;
+  on.cluster.groups.clear();
+  return on;
+}
+
+cost::RooflineCostModel ComputeModel(const Scenario& s, int32_t group) {
+  return ComputeModel(OnGroup(s, group));
+}
+
+std::unique_ptr<cost::ComputeCostModel> ScenarioComputeModel(const Scenario& s) {
+  const std::vector<int32_t> groups = s.StageGroups();
+  if (groups.empty()) return std::make_unique<cost::RooflineCostModel>(ComputeModel(s));
+  std::vector<cost::RooflineCostModel> models;
+  for (int32_t g = 0; g < static_cast<int32_t>(s.cluster.groups.size()); ++g) {
+    models.push_back(ComputeModel(s, g));
+  }
+  return std::make_unique<cost::StagedCostModel>(std::move(models), groups);
+}
+
 namespace {
 
 absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions options,
                                           cost::CostModelCache& models) {
   auto comm = models.For(s);
-  const cost::RooflineCostModel roofline = ComputeModel(s);
+  const std::unique_ptr<cost::ComputeCostModel> base = ScenarioComputeModel(s);
+  // A mixed cluster: each stage priced by its node type's models, its ledger at its memory.
+  std::vector<std::unique_ptr<cost::CollectiveCostModel>> group_comm;
+  if (const std::vector<int32_t> groups = s.StageGroups(); !groups.empty()) {
+    options.stage_capacity.clear();
+    options.stage_comm.clear();
+    for (int32_t g = 0; g < static_cast<int32_t>(s.cluster.groups.size()); ++g) {
+      // Collectives inside a stage run on its type's NVLink and NICs; a send between stages
+      // of two types is priced on the sender's.
+      auto m = cost::MakeCollectiveCostModel(OnGroup(s, g));
+      if (!m.ok()) return m.status();
+      group_comm.push_back(*std::move(m));
+    }
+    for (int32_t g : groups) {
+      options.stage_capacity.push_back(s.cluster.groups[g].gpu.Usable());
+      options.stage_comm.push_back(group_comm[g].get());
+    }
+  }
   std::optional<cost::SlowedCostModel> slowed;
-  if (!options.stage_slowdown.empty()) slowed.emplace(roofline, options.stage_slowdown);
+  if (!options.stage_slowdown.empty()) slowed.emplace(*base, options.stage_slowdown);
   const cost::ComputeCostModel& compute =
-      slowed ? static_cast<const cost::ComputeCostModel&>(*slowed) : roofline;
+      slowed ? static_cast<const cost::ComputeCostModel&>(*slowed) : *base;
   if (options.explicit_ranks) options.replicas = static_cast<int32_t>(s.dp());
   options.allocator.expandable_segments = s.runtime.expandable_segments;
   if (comm.ok() && options.fold) {

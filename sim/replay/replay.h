@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,12 @@ struct ReplayOptions {
   // Simulate: per pipeline stage, how much longer its kernels take than at the calibrated
   // speed (a trial of sim/replay/variability.h); empty = the calibrated speed everywhere.
   std::vector<cost::StageSlowdown> stage_slowdown = {};
+  // Replay: per pipeline stage, its GPUs' usable memory (a mixed cluster's types); empty = the
+  // capacity Replay is given, for every stage. Simulate sets it from the scenario.
+  std::vector<Bytes> stage_capacity = {};
+  // Per pipeline stage, the collective model its collectives are priced by (a mixed cluster's
+  // node types); empty = the model Replay is given. Simulate sets it from the scenario.
+  std::vector<const cost::CollectiveCostModel*> stage_comm = {};
 };
 
 struct OpTiming {
@@ -142,8 +149,16 @@ ReplayResult Replay(OpProgram program, const cost::ComputeCostModel& compute,
 // cluster: a few bytes per second, a latency of days).
 inline constexpr Duration kClockLimit = Duration::Picoseconds(int64_t{1} << 62);
 
-// The compute model Simulate prices the scenario's kernels with (before any stage slowdown).
+// The compute model Simulate prices the scenario's kernels with (before any stage slowdown);
+// a mixed cluster's first node type's.
 cost::RooflineCostModel ComputeModel(const Scenario& s);
+// The model that prices the scenario's compute ops: ComputeModel, or on a mixed cluster each
+// stage's node type's (cost::StagedCostModel).
+std::unique_ptr<cost::ComputeCostModel> ScenarioComputeModel(const Scenario& s);
+// A mixed cluster as if every node were of its node group `group` (ClusterSpec::groups).
+Scenario OnGroup(const Scenario& s, int32_t group);
+// The same for the GPUs of a mixed cluster's node group `group` (ClusterSpec::groups).
+cost::RooflineCostModel ComputeModel(const Scenario& s, int32_t group);
 
 absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options);
 // The same, with the collective model taken from (and kept in) `models`: for a worker that

@@ -47,7 +47,7 @@ class ReplayListener {
         comm_(comm),
         r_(result),
         p_(result.program),
-        slowdown_(compute.OverlapSlowdown()),
+        slowdown_(StageSlowdowns(compute, result.program.stages)),
         sharing_(result.simulated_ranks) {
     const size_t n = p_.ops.size();
     CollectiveTotals totals;
@@ -69,7 +69,8 @@ class ReplayListener {
       Duration d;
       if (op.kind == OpKind::kCollective) {
         const CollectiveSpec& c = p_.CollectiveOf(op);
-        const cost::PricedCollective& priced = comm.Price(c.kind, c.tensor, c.group, c.buckets);
+        const cost::PricedCollective& priced =
+            CommOf(op.stage).Price(c.kind, c.tensor, c.group, c.buckets);
         d = priced.time;
         totals.Add(c, priced);
       } else {
@@ -93,6 +94,12 @@ class ReplayListener {
     r_.stages.assign(p_.stages, StageTimes{});
     r_.host_activation_peak.assign(gpus, Bytes());
     host_.assign(gpus, Bytes());
+  }
+
+  // The collective model of a stage's collectives (ReplayOptions::stage_comm).
+  const cost::CollectiveCostModel& CommOf(int32_t stage) const {
+    const auto& per_stage = options_.stage_comm;
+    return stage >= 0 && static_cast<size_t>(stage) < per_stage.size() ? *per_stage[stage] : comm_;
   }
 
   void OnIssue(int32_t task, Duration now) { ApplyMemory(task, MemWhen::kIssue, now); }
@@ -121,7 +128,7 @@ class ReplayListener {
       c.left = d;
       c.since = now;
       c.beside_comm = comm_running_[gpu] > 0;
-      d = c.beside_comm ? Stretch(d) : d;
+      d = c.beside_comm ? Stretch(d, op.stage) : d;
     }
     if (collective && d > Duration::Zero()) {
       d = sharing_.Start(gpu, op.link_class, task, d, now, Moves(rescheduler));
@@ -206,7 +213,7 @@ class ReplayListener {
     if (prefix < saved_.upto) saved_ = {};
     auto add = [&](int32_t o) {
       const CollectiveSpec& c = p_.CollectiveOf(p_.ops[o]);
-      saved_.totals.Add(c, comm_.Price(c.kind, c.tensor, c.group, c.buckets));
+      saved_.totals.Add(c, CommOf(p_.ops[o].stage).Price(c.kind, c.tensor, c.group, c.buckets));
     };
     for (int32_t o = saved_.upto; o < std::min(prefix, base_); ++o) {
       if (early_->hot[o].kind == OpKind::kCollective) add(o);
@@ -303,8 +310,13 @@ class ReplayListener {
   // Communication kernels take SMs and HBM bandwidth from the compute beside them (docs/model.md
   // "Time"): while a collective or send runs on its GPU, a compute-stream kernel progresses at 1 /
   // overlap_slowdown of its rate alone, and at its full rate the rest of its time.
-  Duration Stretch(Duration alone) const {
-    return Duration::FromSeconds(alone.seconds() * slowdown_);
+  Duration Stretch(Duration alone, int32_t stage) const {
+    return Duration::FromSeconds(alone.seconds() * slowdown_[stage]);
+  }
+  static std::vector<double> StageSlowdowns(const cost::ComputeCostModel& compute, int32_t stages) {
+    std::vector<double> out;
+    for (int32_t st = 0; st < stages; ++st) out.push_back(compute.OverlapSlowdownOf(st));
+    return out;
   }
 
   // The GPU's communication started (beside_comm) or stopped: its running compute kernel keeps
@@ -313,12 +325,13 @@ class ReplayListener {
     RunningCompute& c = running_[gpu];
     if (c.task < 0 || c.beside_comm == beside_comm) return;
     const Duration elapsed = now - c.since;
+    const int32_t stage = gpu % p_.stages;
     const Duration done =
-        c.beside_comm ? Duration::FromSeconds(elapsed.seconds() / slowdown_) : elapsed;
+        c.beside_comm ? Duration::FromSeconds(elapsed.seconds() / slowdown_[stage]) : elapsed;
     c.left = std::max(Duration::Zero(), c.left - done);
     c.since = now;
     c.beside_comm = beside_comm;
-    rescheduler.Reschedule(c.task, now + (beside_comm ? Stretch(c.left) : c.left));
+    rescheduler.Reschedule(c.task, now + (beside_comm ? Stretch(c.left, stage) : c.left));
   }
 
   // The compute stream of op's stage was idle since compute_free_: the wait is a bubble when
@@ -397,7 +410,7 @@ class ReplayListener {
   int32_t base_ = 0;                      // the first op replayed (the constructor's `base`)
   const ListenerState* early_ = nullptr;  // with a base: the ops before it, as they ended
   std::vector<HotOp> hot_;                // per op from the base
-  double slowdown_;                       // GpuCalibration::overlap_slowdown
+  std::vector<double> slowdown_;          // per stage: its GPU's overlap_slowdown
   std::vector<int32_t> comm_running_;     // per simulated GPU: collectives and sends running
   std::vector<RunningCompute> running_;   // per simulated GPU
   std::vector<Duration> compute_free_;    // per stage (replica 0): when the compute stream idled

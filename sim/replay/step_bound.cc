@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "sim/cost/compute_cost.h"
+#include "sim/replay/replay.h"
 #include "sim/spec/stage_split.h"
 #include "sim/workload/lowering.h"
 #include "sim/workload/policy/framework_traits.h"
@@ -17,8 +18,8 @@ namespace {
 // micro-batches of a lowering of 2d to a lowering of d, stage by stage), so one lowering gives
 // what lowerings of d and 2d gave: a third less to lower for every bound of the plan.
 absl::StatusOr<ComputeProfile> Measure(const Scenario& s, int64_t d, bool crosses) {
-  const cost::RooflineCostModel compute(CalibratedGpu(s), s.training.precision, s.cluster.node.host,
-                                        s.cluster.node.gpus_per_node, s.training.flash_impl);
+  const std::unique_ptr<cost::ComputeCostModel> model = ScenarioComputeModel(s);
+  const cost::ComputeCostModel& compute = *model;
   auto program = Lower(s.WithMicroBatches(2 * d));
   if (!program.ok()) return program.status();
   ComputeProfile c;

@@ -113,7 +113,8 @@ TrialReplayer::TrialReplayer(const Scenario& s, const ReplayResult& ideal)
   // Each stage's busy time split by kernel kind: the ops' prices in the program replayed (a
   // folded program holds some of the micro-batches), scaled to the stage's busy time over the
   // whole step.
-  const cost::RooflineCostModel compute = ComputeModel(s);
+  const std::unique_ptr<cost::ComputeCostModel> model = ScenarioComputeModel(s);
+  const cost::ComputeCostModel& compute = *model;
   gemm_s_.assign(stages_, 0);
   memory_s_.assign(stages_, 0);
   for (const Op& op : ideal.program.ops) {

@@ -38,10 +38,28 @@ std::string ResolvedScenarioText(const Scenario& s) {
                           EnumName(moe->router), FormatCount(params.active));
   }
   const int64_t domain_nodes = s.cluster.node.domain_nodes;  // config::FoldNvlinkDomain
-  absl::StrAppendFormat(&out, "  cluster    %d x %s (%d x %s, %s HBM each) = %d GPUs",
-                        s.cluster.nodes * domain_nodes, s.cluster.node.name,
-                        s.cluster.node.gpus_per_node / domain_nodes, s.cluster.gpu.name,
-                        FormatGiB(s.cluster.gpu.hbm, 0), s.cluster.gpus());
+  if (!s.cluster.groups.empty()) {
+    // A mixed cluster: each node type in rank order, and the pipeline stages on it.
+    std::vector<std::string> parts;
+    const std::vector<int32_t> stage_group = s.StageGroups();
+    for (int32_t g = 0; g < static_cast<int32_t>(s.cluster.groups.size()); ++g) {
+      const NodeGroup& n = s.cluster.groups[g];
+      std::vector<std::string> stages;
+      for (size_t st = 0; st < stage_group.size(); ++st) {
+        if (stage_group[st] == g) stages.push_back(absl::StrCat(st));
+      }
+      parts.push_back(absl::StrFormat("%d x %s (%d x %s, %s HBM each; stages %s)", n.count,
+                                      n.node.name, n.node.gpus_per_node, n.gpu.name,
+                                      FormatGiB(n.gpu.hbm, 0), absl::StrJoin(stages, ",")));
+    }
+    absl::StrAppendFormat(&out, "  cluster    mixed: %s = %d GPUs", absl::StrJoin(parts, " + "),
+                          s.cluster.gpus());
+  } else {
+    absl::StrAppendFormat(&out, "  cluster    %d x %s (%d x %s, %s HBM each) = %d GPUs",
+                          s.cluster.nodes * domain_nodes, s.cluster.node.name,
+                          s.cluster.node.gpus_per_node / domain_nodes, s.cluster.gpu.name,
+                          FormatGiB(s.cluster.gpu.hbm, 0), s.cluster.gpus());
+  }
   if (domain_nodes > 1) {
     absl::StrAppendFormat(&out, " in %d NVLink domain%s of %d GPUs", s.cluster.nodes,
                           s.cluster.nodes == 1 ? "" : "s", s.cluster.node.gpus_per_node);
@@ -100,6 +118,12 @@ std::string ResolvedScenarioText(const Scenario& s) {
                         p.cp, p.ep > 1 ? absl::StrCat(", ep ", p.ep) : "", p.pp,
                         Name(p.pp_schedule), p.pp_chunks, p.pp_chunks == 1 ? "" : "s",
                         s.micro_batches(), s.micro_batches() == 1 ? "" : "es", prefetch, bucket);
+  if (!p.pp_layers.empty()) {
+    absl::StrAppendFormat(&out, "  stages     layers %s%s\n", absl::StrJoin(p.pp_layers, ","),
+                          p.pp_layers_balanced
+                              ? " (balanced over the node types' GEMM rates; pp_layers overrides)"
+                              : "");
+  }
   absl::StrAppendFormat(&out, "  placement  %s%s%s\n", RankOrder(p.rank_order),
                         p.tp_comm_overlap ? ", TP collectives overlapped" : "",
                         policy->OverlapGradReduce() ? ", gradient reduction overlapped"

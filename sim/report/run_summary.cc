@@ -35,6 +35,16 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.model = s.model.name;
   o.gpu = s.cluster.gpu.name;
   o.node = s.cluster.node.name;
+  if (!s.cluster.groups.empty()) {
+    // A mixed cluster: each type with its node count, in rank order.
+    std::vector<std::string> gpus, nodes;
+    for (const NodeGroup& g : s.cluster.groups) {
+      gpus.push_back(g.gpu.name);
+      nodes.push_back(absl::StrCat(g.count, " x ", g.node.name));
+    }
+    o.gpu = absl::StrJoin(gpus, "/");
+    o.node = absl::StrJoin(nodes, " + ");
+  }
   o.gpus = s.cluster.gpus();
   // Physical nodes: a multi-node NVLink domain was priced as one node (config::FoldNvlinkDomain).
   const int64_t domain_nodes = s.cluster.node.domain_nodes;
@@ -62,6 +72,9 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   // Memory of the GPU with the highest peak.
   const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
   o.capacity = s.cluster.gpu.Usable();
+  if (const std::vector<int32_t> groups = s.StageGroups(); !groups.empty()) {
+    o.capacity = s.cluster.groups[groups[r.StageOf(r.peak_rank)]].gpu.Usable();
+  }
   o.headroom = s.runtime.headroom_taken;
   o.peak = ledger.peak();
   o.reserved_peak = ledger.reserved_peak();
@@ -140,6 +153,15 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
     }
   }
   o.peak_rate = cost::PeakRate(s.cluster.gpu, s.training.precision);
+  if (!s.cluster.groups.empty()) {
+    // A mixed cluster: the mean dense peak over its GPUs.
+    double sum = 0;
+    for (const NodeGroup& g : s.cluster.groups) {
+      sum +=
+          cost::PeakRate(g.gpu, s.training.precision).per_second() * static_cast<double>(g.count);
+    }
+    o.peak_rate = FlopRate::PerSecond(sum / static_cast<double>(s.cluster.nodes));
+  }
   const double step_s = r.step.seconds();
   if (step_s > 0) {
     const double peak = o.peak_rate.per_second();

@@ -197,10 +197,22 @@ struct VariabilitySpec {
   bool operator==(const VariabilitySpec&) const = default;
 };
 
+// One node type of a mixed cluster (`cluster.nodes: [{node: NAME, count: N}, ...]`).
+struct NodeGroup {
+  NodeSpec node;
+  GpuSpec gpu;
+  int64_t count = 0;
+  bool operator==(const NodeGroup&) const = default;
+};
+
 struct ClusterSpec {
   GpuSpec gpu;
   NodeSpec node;
   int64_t nodes = 1;
+  // A mixed cluster: its node types in rank order (the first fills the lowest ranks), `node`
+  // and `gpu` being the first's and `nodes` their sum; empty when every node is `node`.
+  // Pipeline stages fill the groups in order, each stage on one type (Scenario::StageGroups).
+  std::vector<NodeGroup> groups;
   // The inter-node fabric; absent = a non-blocking rail-optimised two-level fat tree of the
   // node's NICs (the DGX SuperPOD reference design).
   std::optional<FabricSpec> fabric;
@@ -377,6 +389,8 @@ struct ParallelSpec {
   // c·pp + s), as nanotron and Megatron-LM's --pipeline-model-parallel-layout balance them by
   // cost; empty = the split above. Each at least 1, summing to the model's layers.
   std::vector<int64_t> pp_layers;
+  // pp_layers was set by the loader to balance a mixed cluster's stages (not written).
+  bool pp_layers_balanced = false;
   // TP collectives run beside the GEMMs they feed (Megatron-LM --tp-comm-overlap); otherwise
   // the compute stream waits for them.
   bool tp_comm_overlap = false;
@@ -522,6 +536,25 @@ struct Scenario {
   RunSpec run;
 
   int64_t dp() const { return cluster.gpus() / (parallel.tp * parallel.pp * parallel.cp); }
+  // A mixed cluster's node group of each pipeline stage (stage s holds GPUs s·S .. (s+1)·S − 1,
+  // S = gpus / pp, in the default rank order); empty when the cluster is not mixed. A stage
+  // that straddles two groups takes the first (the loader refuses such a layout).
+  std::vector<int32_t> StageGroups() const {
+    std::vector<int32_t> out;
+    if (cluster.groups.empty()) return out;
+    const int64_t per_stage = cluster.gpus() / parallel.pp;
+    for (int64_t st = 0; st < parallel.pp; ++st) {
+      int64_t first = st * per_stage, seen = 0;
+      int32_t g = 0;
+      while (g + 1 < static_cast<int32_t>(cluster.groups.size()) &&
+             first >= seen + cluster.groups[g].count * cluster.node.gpus_per_node) {
+        seen += cluster.groups[g].count * cluster.node.gpus_per_node;
+        ++g;
+      }
+      out.push_back(g);
+    }
+    return out;
+  }
   int64_t micro_batches() const { return training.global_batch / (training.micro_batch * dp()); }
   // The same scenario at `m` micro-batches per step: its global batch m · micro_batch · dp.
   Scenario WithMicroBatches(int64_t m) const {
