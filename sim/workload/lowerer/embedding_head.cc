@@ -29,8 +29,8 @@ void Lowerer::HeadForward(std::vector<int32_t> deps, const GatherFrees& free_gat
                     Bytes::Count(kCompute * (tokens_ * h + h * v + tokens_ * v)), g);
   head.keep_16bit = true;  // the LM head stays 16-bit under fp8 (Megatron-LM, Composer + TE)
   head.inv_k = GemmInvK(tokens_, h, v, OpPass::kForward, false);
-  head.waves = static_cast<float>(
-      LinearWaveFactor(tokens_, h, v, 1, /*backward=*/false, false, s_.cluster.gpu.sms));
+  head.waves =
+      static_cast<float>(LinearWaveFactor(tokens_, h, v, 1, /*backward=*/false, false, Sms()));
   MemList head_mem = {
       {MemWhen::kStart, MemCategory::kActivations, hidden},
       {MemWhen::kStart, MemCategory::kLogits, loss_.logits16},
@@ -81,8 +81,8 @@ void Lowerer::HeadBackward(std::vector<int32_t> deps, const GatherFrees& free_ga
       g);
   head.keep_16bit = true;
   head.inv_k = GemmInvK(tokens_, h, v, OpPass::kBackward, s_.training.finetune.adapters());
-  head.waves = static_cast<float>(LinearWaveFactor(
-      tokens_, h, v, 1, /*backward=*/true, s_.training.finetune.adapters(), s_.cluster.gpu.sms));
+  head.waves = static_cast<float>(LinearWaveFactor(tokens_, h, v, 1, /*backward=*/true,
+                                                   s_.training.finetune.adapters(), Sms()));
   // The input gradient exists while it runs; the saved input and the logits gradient are
   // freed when it ends.
   MemList head_mem = {

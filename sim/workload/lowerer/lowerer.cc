@@ -24,6 +24,8 @@ Lowerer::Lowerer(const Scenario& s, std::unique_ptr<DataParallelPolicy> policy,
       loss_(LossTensorsOf(s.training.loss.value_or(policy_->DefaultLoss()), s.training.loss_chunks,
                           tokens_, s.model.vocab / s.parallel.tp)),
       b_(p_, static_cast<int32_t>(s.parallel.pp)) {
+  // A mixed cluster: each stage's GEMMs fill its own GPU's SMs in waves.
+  for (int32_t g : s.StageGroups()) stage_sms_.push_back(s.cluster.groups[g].gpu.sms);
   group_params_ = GroupParameters(s);
   group_trainable_ = GroupTrainable(s);
   group_weights_ = GroupWeightBytes(s);

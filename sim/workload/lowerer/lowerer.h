@@ -423,6 +423,9 @@ class Lowerer {
   const std::vector<LayerOp>& Ops(int32_t g) const {
     return dense_ops_.empty() || s_.model.IsMoeLayer(g - 1) ? layer_ops_ : dense_ops_;
   }
+  // Per stage, its GPU's SMs (a mixed cluster's types differ); empty: the cluster's GPU's.
+  std::vector<int64_t> stage_sms_;
+  int64_t Sms() const { return stage_sms_.empty() ? s_.cluster.gpu.sms : stage_sms_[b_.stage()]; }
   const int32_t layers_;
   const int64_t tokens_;   // per GPU per micro-batch (s/cp · b)
   const int64_t rep_;      // t with sequence parallelism (replicated tensors sharded), else 1
@@ -480,6 +483,12 @@ inline Op Lowerer::FromLayerOp(const LayerOp& lo, OpPass pass, int32_t g) const 
   SIM_CHECK(i < from.size(), "a layer op of neither of the lowering's layers");
   Op op = (dense ? dense_made_ : layer_made_)[static_cast<size_t>(pass)][i];
   op.group = g;
+  if (!stage_sms_.empty() && lo.gemm_inner > 0 && Sms() != s_.cluster.gpu.sms) {
+    // Made over the first type's SMs: this stage's GPU has its own.
+    const bool backward = pass == OpPass::kBackward;
+    op.waves = static_cast<float>(LinearWaveFactor(lo.gemm_rows, lo.gemm_inner, lo.gemm_cols,
+                                                   lo.gemm_groups, backward, lo.frozen, Sms()));
+  }
   return op;
 }
 
