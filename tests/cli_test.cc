@@ -1050,6 +1050,11 @@ TEST_CASE("run --trials gives step percentiles, with none described the step its
   CHECK(k["time"]["variability_slowdown"].get<double>() < 0.09);
   CHECK(k["time"]["step_s_p50"].get<double>() <= k["time"]["step_s_p90"].get<double>());
   CHECK(k["variability"]["step_s"].size() == 40);
+  // The whole run is priced at the trials' mean step.
+  CHECK(k["run"]["productive_days"].get<double>() ==
+        Approx(j["run"]["productive_days"].get<double>() *
+               k["time"]["step_s_mean"].get<double>() / j["time"]["step_s"].get<double>())
+            .epsilon(1e-9));
   // Bad counts are refused before anything runs.
   for (const char* bad : {"0", "lots", "100001"}) {
     const Result r = Stepsim(absl::StrCat("run scenarios/default.yaml --trials ", bad));

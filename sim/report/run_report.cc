@@ -142,7 +142,7 @@ void AppendWholeRun(const RunSummary& r, std::string& out) {
   const WholeRun w = Checked(r);
   absl::StrAppendFormat(
       &out,
-      "\nWhole run: %s tokens%s = %.0f steps, %.1f days of steps alone\n"
+      "\nWhole run: %s tokens%s = %.0f steps, %.1f days of steps alone%s\n"
       "  interruptions: %.2f per day (MTBF %.1f h: gpu %.2f, hbm %.2f, network %.2f, host %.2f, "
       "software %.2f, planned %.2f)\n"
       "  checkpoint: %s of model states, written in %s (%s stall per save), every %s%s; "
@@ -153,7 +153,9 @@ void AppendWholeRun(const RunSummary& r, std::string& out) {
       "%.1f MWh for the run, %.3g tokens per joule%s\n"
       "  cost: %s%s\n",
       FormatCount(w.tokens), w.tokens_default ? " (20 per parameter: run.tokens)" : "", w.steps,
-      w.productive_days, w.interruptions_per_day, w.mtbf_h, w.interruptions_by_cause[0].second,
+      w.productive_days,
+      r.distribution ? absl::StrFormat(" (at the trials' mean step, %.4f s)", w.step_s) : "",
+      w.interruptions_per_day, w.mtbf_h, w.interruptions_by_cause[0].second,
       w.interruptions_by_cause[1].second, w.interruptions_by_cause[2].second,
       w.interruptions_by_cause[3].second, w.interruptions_by_cause[4].second,
       w.interruptions_by_cause[5].second, FormatGiB(Bytes::Round(w.checkpoint_bytes)),

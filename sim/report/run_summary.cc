@@ -214,6 +214,15 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   return o;
 }
 
+void AddDistribution(const Scenario& s, replay::StepDistribution d, RunSummary& summary) {
+  RunSummary at_mean = summary;
+  at_mean.step = d.mean;
+  summary.whole_run = PriceWholeRun(s, at_mean);
+  summary.whole_run.trials = s.run.trials;
+  summary.whole_run.seed = static_cast<uint64_t>(s.run.seed);
+  summary.distribution = std::move(d);
+}
+
 std::string RunSummary::Title() const {
   return overrides.empty() ? scenario
                            : absl::StrCat(scenario, " with ", absl::StrJoin(overrides, ", "));

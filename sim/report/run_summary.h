@@ -163,5 +163,8 @@ struct RunSummary {
 };
 
 RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r);
+// Adds `run --trials N`'s distribution to a summary, and prices the whole run at the trials'
+// mean step (a real cluster's GPUs are not all at their calibrated speed).
+void AddDistribution(const Scenario& s, replay::StepDistribution d, RunSummary& summary);
 
 }  // namespace sim::report

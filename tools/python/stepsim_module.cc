@@ -377,7 +377,7 @@ py::object Run(const py::object& scenario, const py::object& set, const py::obje
         if (n) {
           auto d = sim::replay::SimulateTrials(*s, *result, *n);
           if (d.ok()) {
-            summary.distribution = *std::move(d);
+            sim::report::AddDistribution(*s, *std::move(d), summary);
           } else {
             result = d.status();
           }

@@ -196,7 +196,7 @@ int RunCommand(const std::vector<std::string>& args) {
   if (trials) {
     auto d = sim::replay::SimulateTrials(*scenario, *result, *trials);
     if (!d.ok()) return Fail("run", d.status());
-    summary.distribution = *std::move(d);
+    sim::report::AddDistribution(*scenario, *std::move(d), summary);
   }
   // Render everything before writing anything, so a failure leaves no partial output.
   std::vector<std::pair<std::string, std::string>> outputs;
