@@ -1052,8 +1052,8 @@ TEST_CASE("run --trials gives step percentiles, with none described the step its
   CHECK(k["variability"]["step_s"].size() == 40);
   // The whole run is priced at the trials' mean step.
   CHECK(k["run"]["productive_days"].get<double>() ==
-        Approx(j["run"]["productive_days"].get<double>() *
-               k["time"]["step_s_mean"].get<double>() / j["time"]["step_s"].get<double>())
+        Approx(j["run"]["productive_days"].get<double>() * k["time"]["step_s_mean"].get<double>() /
+               j["time"]["step_s"].get<double>())
             .epsilon(1e-9));
   // Bad counts are refused before anything runs.
   for (const char* bad : {"0", "lots", "100001"}) {

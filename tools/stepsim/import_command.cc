@@ -1,10 +1,12 @@
 // stepsim import model CONFIG.json: a Hugging Face config as a stepsim model file
-// (sim/config/hf_import.h).
+// (sim/config/hf_import.h); stepsim import job ARGS: a Megatron-LM job's arguments as a
+// scenario (sim/config/job_import.h).
 
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -12,6 +14,7 @@
 #include "sim/base/suggest.h"
 #include "sim/config/catalog.h"
 #include "sim/config/hf_import.h"
+#include "sim/config/job_import.h"
 #include "sim/report/table.h"
 #include "sim/workload/params.h"
 #include "tools/stepsim/cli.h"
@@ -20,32 +23,104 @@
 
 namespace stepsim_cli {
 
+namespace {
+
+// stepsim import job ARGS --node NODE [--gpus N] [--model M] [--name N] [--out FILE].
+int ImportJob(const FlagSet& flags) {
+  const std::string& file = flags.positional()[1];
+  const auto node = flags.Get("node");
+  if (!node) {
+    return Fail("import", absl::InvalidArgumentError(
+                              "import job: the arguments do not name the hardware: pass --node "
+                              "NODE (stepsim list nodes)"));
+  }
+  auto catalogs = sim::config::LoadCatalogs(sim::config::DataRoot::Default());
+  if (!catalogs.ok()) return Fail("import", catalogs.status());
+  sim::config::JobContext context;
+  std::vector<std::string> names;
+  for (const sim::NodeSpec& n : catalogs->nodes) {
+    names.push_back(n.name);
+    if (n.name == *node) {
+      context.node = n.name;
+      context.gpus_per_node = n.gpus_per_node;
+    }
+  }
+  if (context.node.empty()) {
+    return Fail("import", absl::InvalidArgumentError(absl::StrCat(
+                              "--node: unknown node type '", *node, "'",
+                              sim::DidYouMean(*node, names), " (stepsim list nodes)")));
+  }
+  if (auto g = flags.Get("gpus")) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(*g, &v) || v < 1 || v > (int64_t{1} << 20)) {
+      return Fail("import", absl::InvalidArgumentError(absl::StrCat(
+                                "--gpus: expected a whole number of GPUs, got '", *g, "'")));
+    }
+    context.gpus = v;
+  }
+  context.model = flags.Get("model");
+  context.name = flags.Get("name").value_or("");
+  auto text = sim::ReadInputFile(file);
+  if (!text.ok()) return Fail("import", text.status());
+  auto imported = sim::config::ImportMegatronArgs(*text, file, context);
+  if (!imported.ok()) return Fail("import", imported.status());
+  // The scenario must load as written: a flag combination stepsim refuses is said now.
+  auto loader =
+      sim::config::ScenarioLoader::FromText(sim::config::DataRoot::Default(), imported->yaml, file);
+  if (!loader.ok()) return Fail("import", loader.status());
+  if (auto s = loader->Load({}); !s.ok()) return Fail("import", s.status());
+  const std::string out = flags.Get("out").value_or("-");
+  OutputFiles files;
+  if (absl::Status st = files.Stage(out, imported->yaml); !st.ok()) return Fail("import", st);
+  if (absl::Status st = files.Commit(); !st.ok()) return Fail("import", st);
+  if (out != "-") {
+    std::cout << out << ": written; "
+              << (imported->unmapped.empty()
+                      ? std::string("every flag that prices a step mapped")
+                      : absl::StrCat("not mapped: ", absl::StrJoin(imported->unmapped, ", ")))
+              << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int ImportCommand(const std::vector<std::string>& args) {
   FlagSet flags(
-      "stepsim import model CONFIG.json [--name N] [--out FILE] [--ignore FIELD]...",
-      "Writes a stepsim model file from a Hugging Face config.json (model_type llama,\n"
+      "stepsim import model CONFIG.json [--name N] [--out FILE] [--ignore FIELD]...\n"
+      "       stepsim import job ARGS --node NODE [--gpus N] [--model M] [--name N] [--out FILE]",
+      "import job: writes a scenario from a Megatron-LM job's arguments (a pretrain_gpt.py\n"
+      "command line or launch script's arguments with their values; torchrun's --nnodes and\n"
+      "--nproc-per-node give the world size, else --gpus), each key with the flag it came\n"
+      "from; the flags it does not map are listed in the file and printed.\n"
+      "import model: writes a stepsim model file from a Hugging Face config.json (model_type "
+      "llama,\n"
       "mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, qwen3_moe, deepseek_v2,\n"
       "deepseek_v3), each key's origin in its `source`. A field that may change the cost and\n"
       "that stepsim does not price (a sliding window, an unknown field) is an error naming it;\n"
       "--ignore FIELD imports without it, and the source says so. Prints the parameter count.",
       {{"name", "N", "the model's name (default: the config file's stem)"},
        {"out", "FILE", "write the model file there (default: standard output)"},
-       {"ignore", "FIELD", "import without this field, priced as if absent", true}});
+       {"ignore", "FIELD", "import without this field, priced as if absent", true},
+       {"node", "NODE", "import job: the node type the job runs on (stepsim list nodes)"},
+       {"gpus", "N", "import job: the world size, when no torchrun prefix gives it"},
+       {"model", "M", "import job: a catalog model or hf:config.json for the architecture"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("import", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
     return kExitOk;
   }
   const std::vector<std::string>& pos = flags.positional();
-  if (pos.size() != 2 || pos[0] != "model") {
+  if (pos.size() != 2 || (pos[0] != "model" && pos[0] != "job")) {
     const std::string what = pos.empty() ? "" : pos[0];
-    return Fail(
-        "import",
-        absl::InvalidArgumentError(absl::StrCat(
-            "expected `import model CONFIG.json`",
-            what.empty() || what == "model" ? "" : absl::StrCat(": unknown kind '", what, "'"),
-            what.empty() ? "" : sim::DidYouMean(what, {"model"}))));
+    return Fail("import", absl::InvalidArgumentError(absl::StrCat(
+                              "expected `import model CONFIG.json` or `import job ARGS`",
+                              what.empty() || what == "model" || what == "job"
+                                  ? ""
+                                  : absl::StrCat(": unknown kind '", what, "'"),
+                              what.empty() ? "" : sim::DidYouMean(what, {"model", "job"}))));
   }
+  if (pos[0] == "job") return ImportJob(flags);
   auto text = sim::ReadInputFile(pos[1]);
   if (!text.ok()) return Fail("import", text.status());
   auto imported = sim::config::ImportHfConfig(*text, pos[1], flags.Get("name").value_or(""),

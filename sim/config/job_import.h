@@ -1,0 +1,43 @@
+#pragma once
+// A training job's own launch arguments as a stepsim scenario (`stepsim import job`).
+//
+// Megatron-LM's `pretrain_gpt.py` arguments (a command line, a launch script's argument string,
+// or one `--flag value` per line; `\` line continuations, `--flag=value` and underscores for
+// dashes as Megatron's argparse accepts them; a torchrun prefix's --nnodes and
+// --nproc-per-node give the world size). Each flag that decides a cost maps to a scenario key,
+// written with the flag it came from in a comment; flags known not to change the cost (data,
+// tokenizer files, learning rate, logging, checkpoint paths) are passed over; every other flag
+// is listed at the end of the scenario as not mapped, and returned. The architecture flags
+// (--num-layers, --hidden-size, ...) become an inline model, with Megatron-LM's own defaults
+// where a flag is absent (arguments.py: --ffn-hidden-size 4h, or 8h/3 rounded down to a
+// multiple of 64 with --swiglu; the vocabulary padded to a multiple of
+// --make-vocab-size-divisible-by x tp); a named catalog model may stand in for them. Nothing in
+// the text is executed: it is read as words.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace sim::config {
+
+// What the arguments do not say: the hardware, and what stands for the architecture.
+struct JobContext {
+  std::string name;                  // the scenario's name (the file's stem when empty)
+  std::string node;                  // cluster.node (required)
+  int64_t gpus_per_node = 0;         // its GPUs (the node catalog's)
+  std::optional<int64_t> gpus;       // the world size, when no torchrun prefix gives it
+  std::optional<std::string> model;  // a catalog model name or hf:PATH instead of the flags
+};
+
+struct JobImport {
+  std::string yaml;                   // the scenario
+  std::vector<std::string> unmapped;  // flags read and not priced, as written
+};
+
+absl::StatusOr<JobImport> ImportMegatronArgs(const std::string& text, const std::string& origin,
+                                             const JobContext& context);
+
+}  // namespace sim::config

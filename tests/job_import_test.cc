@@ -1,0 +1,136 @@
+// `stepsim import job` (sim/config/job_import.h): a Megatron-LM job's arguments as a scenario,
+// checked against the hand-written validation case of the same published run.
+#include "sim/config/job_import.h"
+
+#include <catch2/catch.hpp>
+
+#include "absl/strings/match.h"
+#include "sim/base/input_file.h"
+#include "sim/config/catalog.h"
+#include "sim/replay/replay.h"
+
+namespace sim {
+namespace {
+
+constexpr const char* kSc21 = STEPSIM_SOURCE_DIR "/tests/data/jobs/megatron-sc21-1.7b.args";
+
+config::JobContext Dgx(int64_t gpus) {
+  config::JobContext c;
+  c.node = "dgx-a100-80gb";
+  c.gpus_per_node = 8;
+  c.gpus = gpus;
+  return c;
+}
+
+TEST_CASE("Megatron-LM's SC21 arguments import as the hand-written case", "[import]") {
+  // Narayanan et al. 2021 Table 1's 1.7B row, whose case in scenarios/validation/megatron.yaml
+  // was written by hand from the paper and the same script.
+  auto text = ReadInputFile(kSc21);
+  REQUIRE(text.ok());
+  auto job = config::ImportMegatronArgs(*text, "megatron-sc21-1.7b.args", Dgx(32));
+  INFO((job.ok() ? job->yaml : std::string(job.status().message())));
+  REQUIRE(job.ok());
+  // Everything in the arguments that prices a step was mapped.
+  CHECK(job->unmapped.empty());
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  auto loader = config::ScenarioLoader::FromText(root, job->yaml, "imported");
+  REQUIRE(loader.ok());
+  auto cases = config::LoadCases(root, STEPSIM_SOURCE_DIR "/scenarios/validation/megatron.yaml");
+  REQUIRE(cases.ok());
+  const ValidationCase* hand = nullptr;
+  for (const ValidationCase& c : *cases) {
+    if (c.id == "narayanan21_t1_1.7B") hand = &c;
+  }
+  REQUIRE(hand != nullptr);
+  // The vocabulary is the one difference: the job pads GPT-2's 50,257 tokens to 50,304 (a
+  // multiple of 128 at TP 1), as Megatron-LM does; the case uses the paper's V = 51,200.
+  auto imported = loader->Load({});
+  REQUIRE(imported.ok());
+  CHECK(imported->model.vocab == 50304);
+  auto same = loader->Load({{"model.vocab", "51200"}});
+  REQUIRE(same.ok());
+  const Scenario& h = hand->scenario;
+  CHECK(same->model.layers == h.model.layers);
+  CHECK(same->model.hidden == h.model.hidden);
+  CHECK(same->model.heads == h.model.heads);
+  CHECK(same->model.ffn_hidden == h.model.ffn_hidden);
+  CHECK(same->cluster.gpus() == h.cluster.gpus());
+  CHECK(same->cluster.node.name == h.cluster.node.name);
+  CHECK(same->training.global_batch == h.training.global_batch);
+  CHECK(same->training.micro_batch == h.training.micro_batch);
+  CHECK(same->training.precision == h.training.precision);
+  CHECK(same->training.recompute == h.training.recompute);
+  CHECK(same->parallel.zero == h.parallel.zero);
+  // And the replay: the same step, the same peak, to the picosecond and the byte.
+  auto a = replay::Simulate(*same, {});
+  auto b = replay::Simulate(h, {});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->step == b->step);
+  CHECK(a->ledgers[a->peak_rank].peak() == b->ledgers[b->peak_rank].peak());
+}
+
+TEST_CASE("job import: Megatron-Core flags, torchrun's world size, and what is not mapped",
+          "[import]") {
+  const std::string args =
+      "torchrun --nnodes 2 --nproc-per-node 8 pretrain_gpt.py --num-layers 32 --hidden-size "
+      "4096 --num-attention-heads 32 --group-query-attention --num-query-groups 8 "
+      "--ffn-hidden-size 14336 --swiglu --normalization RMSNorm --position-embedding-type rope "
+      "--untie-embeddings-and-output-weights --disable-bias-linear --vocab-size 128256 "
+      "--seq-length 8192 --micro-batch-size 1 --global-batch-size 64 --bf16 "
+      "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel "
+      "--use-distributed-optimizer --recompute-granularity selective --overlap-grad-reduce "
+      "--attention-backend flash --lr=3e-4 --tokenizer-type HuggingFaceTokenizer";
+  config::JobContext c = Dgx(0);
+  c.gpus.reset();
+  auto job = config::ImportMegatronArgs(args, "llama.args", c);
+  INFO((job.ok() ? job->yaml : std::string(job.status().message())));
+  REQUIRE(job.ok());
+  auto loader =
+      config::ScenarioLoader::FromText(config::DataRoot{STEPSIM_SOURCE_DIR}, job->yaml, "x");
+  REQUIRE(loader.ok());
+  auto s = loader->Load({});
+  INFO(s.status().message());
+  REQUIRE(s.ok());
+  CHECK(s->cluster.gpus() == 16);  // torchrun: 2 x 8
+  CHECK(s->model.kv_heads == 8);
+  CHECK(s->model.vocab == 128256);  // already a multiple of 128 x 2
+  CHECK_FALSE(s->model.tied_embeddings);
+  CHECK(s->parallel.tp == 2);
+  CHECK(s->parallel.pp == 2);
+  CHECK(s->parallel.sequence_parallel);
+  CHECK(s->parallel.zero == 1);
+  CHECK(s->parallel.overlap_grad_reduce);
+  CHECK(s->training.recompute == Recompute::kSelective);
+  CHECK(s->training.seq_len == 8192);
+  // --attention-backend is read but not mapped; the learning rate and tokenizer are unpriced.
+  REQUIRE(job->unmapped.size() == 1);
+  CHECK(job->unmapped[0] == "--attention-backend flash");
+  CHECK(absl::StrContains(job->yaml, "#   --attention-backend flash"));
+  CHECK(absl::StrContains(job->yaml, "tp: 2  # --tensor-model-parallel-size 2"));
+}
+
+TEST_CASE("job import refuses what it cannot read, naming the flag", "[import]") {
+  auto refused = [](const std::string& args, config::JobContext c) {
+    auto job = config::ImportMegatronArgs(args, "bad.args", c);
+    REQUIRE_FALSE(job.ok());
+    return std::string(job.status().message());
+  };
+  const std::string arch = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --bf16 ";
+  CHECK_THAT(refused(arch + "--vocab-size 100 --tensor-model-parallel-size ${TP}", Dgx(8)),
+             Catch::Contains("--tensor-model-parallel-size ${TP}: an unexpanded shell variable"));
+  CHECK_THAT(refused(arch + "--vocab-size 100 --num-layers many", Dgx(8)),
+             Catch::Contains("--num-layers many: expected a whole number"));
+  CHECK_THAT(refused(arch, Dgx(8)), Catch::Contains("add --vocab-size N"));
+  config::JobContext none = Dgx(8);
+  none.gpus.reset();
+  CHECK_THAT(refused(arch + "--vocab-size 100", none), Catch::Contains("pass --gpus N"));
+  CHECK_THAT(refused(arch + "--vocab-size 100", Dgx(12)),
+             Catch::Contains("12 GPUs are not whole nodes of 8"));
+  // A quoted value cannot smuggle YAML in: it is read as one word and refused as a number.
+  CHECK_THAT(refused(arch + "--vocab-size 100 --hidden-dropout \"0.1\nmodel: evil\"", Dgx(8)),
+             Catch::Contains("expected a probability"));
+}
+
+}  // namespace
+}  // namespace sim
