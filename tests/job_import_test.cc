@@ -132,5 +132,55 @@ TEST_CASE("job import refuses what it cannot read, naming the flag", "[import]")
              Catch::Contains("expected a probability"));
 }
 
+TEST_CASE("a DeepSpeed config imports with the launcher's world size and a model", "[import]") {
+  const std::string config = R"({
+    "train_batch_size": 256, "train_micro_batch_size_per_gpu": 2,
+    "gradient_accumulation_steps": 4, "bf16": {"enabled": true},
+    "zero_optimization": {"stage": 3, "overlap_comm": true, "reduce_bucket_size": 5e8,
+      "stage3_prefetch_bucket_size": 5e7, "stage3_param_persistence_threshold": 1e6,
+      "offload_optimizer": {"device": "cpu", "pin_memory": true}},
+    "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}, "gradient_clipping": 1.0,
+    "activation_checkpointing": {"partition_activations": true}})";
+  config::JobContext c = Dgx(32);
+  c.model = "llama2-7b";
+  auto job = config::ImportDeepSpeedConfig(config, "ds_config.json", c, 4096);
+  INFO((job.ok() ? job->yaml : std::string(job.status().message())));
+  REQUIRE(job.ok());
+  auto loader =
+      config::ScenarioLoader::FromText(config::DataRoot{STEPSIM_SOURCE_DIR}, job->yaml, "x");
+  REQUIRE(loader.ok());
+  auto s = loader->Load({});
+  INFO(s.status().message());
+  REQUIRE(s.ok());
+  CHECK(s->model.name == "llama2-7b");
+  CHECK(s->cluster.gpus() == 32);
+  CHECK(s->training.micro_batch == 2);
+  CHECK(s->training.global_batch == 256);
+  CHECK(s->micro_batches() == 4);  // gradient_accumulation_steps
+  CHECK(s->parallel.zero == 3);
+  CHECK(s->parallel.offload.optimizer == OffloadTarget::kCpu);
+  // The optimizer, clipping and persistence threshold do not change a step; activation
+  // partitioning is Megatron-DeepSpeed's, not priced here: listed.
+  CHECK(job->unmapped == std::vector<std::string>{"activation_checkpointing"});
+
+  auto refused = [&](const std::string& text) {
+    auto r = config::ImportDeepSpeedConfig(text, "ds.json", c, std::nullopt);
+    REQUIRE_FALSE(r.ok());
+    return std::string(r.status().message());
+  };
+  CHECK_THAT(refused(R"({"train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": true}})"),
+             Catch::Contains("train_micro_batch_size_per_gpu: \"auto\" is the Hugging Face"));
+  CHECK_THAT(refused(R"({"train_batch_size": 100, "train_micro_batch_size_per_gpu": 2,
+                         "gradient_accumulation_steps": 4, "bf16": {"enabled": true}})"),
+             Catch::Contains("train_batch_size 100 is not train_micro_batch_size_per_gpu 2 x "
+                             "gradient_accumulation_steps 4 x 32 GPUs"));
+  CHECK_THAT(refused(R"({"train_micro_batch_size_per_gpu": 1})"),
+             Catch::Contains("fp32 training is not modelled"));
+  CHECK_THAT(refused("{\"bf16\": "), Catch::Contains("not JSON"));
+  CHECK_THAT(refused(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
+                         "zero_optimization": {"offload_param": {"device": "disk"}}})"),
+             Catch::Contains("expected none, cpu or nvme"));
+}
+
 }  // namespace
 }  // namespace sim

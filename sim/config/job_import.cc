@@ -1,6 +1,7 @@
 #include "sim/config/job_import.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -12,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
 #include "sim/base/text_escape.h"
 
 namespace sim::config {
@@ -114,14 +116,23 @@ struct Arg {
   bool used = false;
 };
 
-// The words of a command line: `\` continuations joined, split at blanks, quotes around a word
-// dropped (a quoted value with blanks inside stays one word).
+// The words of a command line: `\` continuations joined, `#` comments dropped, split at blanks,
+// quotes around a word dropped (a quoted value with blanks inside stays one word).
 std::vector<std::string> Words(std::string text) {
   text = absl::StrReplaceAll(text, {{"\\\r\n", " "}, {"\\\n", " "}});
   std::vector<std::string> out;
   std::string word;
   char quote = 0;
+  bool comment = false;  // from a `#` that starts a word to the end of its line, as a shell reads
   for (char c : text) {
+    if (comment) {
+      comment = c != '\n';
+      continue;
+    }
+    if (!quote && c == '#' && word.empty()) {
+      comment = true;
+      continue;
+    }
     if (quote) {
       if (c == quote) {
         quote = 0;
@@ -215,12 +226,15 @@ absl::StatusOr<JobImport> ImportMegatronArgs(const std::string& text, const std:
   }
   // Integer flag values, each in a sane range, with what it was written as.
   std::map<std::string, std::pair<int64_t, std::string>> ints;
+  // Sizes and counts are at least 1 (the first and last stage's layers at least 0), and at
+  // most 2^30: beyond any real job, and products of a few stay far from overflow.
   auto integer = [&](const std::string& key) -> absl::StatusOr<std::optional<int64_t>> {
     Arg* a = args.Find(key);
     if (!a) return std::optional<int64_t>();
+    const int64_t least = absl::StartsWith(key, "decoder-") ? 0 : 1;
     int64_t v = 0;
-    if (!a->value || !absl::SimpleAtoi(*a->value, &v) || v < 0 || v > (int64_t{1} << 40)) {
-      return fail(absl::StrCat(a->written, ": expected a whole number"));
+    if (!a->value || !absl::SimpleAtoi(*a->value, &v) || v < least || v > (int64_t{1} << 30)) {
+      return fail(absl::StrCat(a->written, ": expected a whole number from ", least, " to 2^30"));
     }
     ints[key] = {v, a->written};
     return std::optional<int64_t>(v);
@@ -499,6 +513,217 @@ absl::StatusOr<JobImport> ImportMegatronArgs(const std::string& text, const std:
       continue;  // torchrun's
     }
     out.unmapped.push_back(a.written);
+  }
+  if (!out.unmapped.empty()) {
+    w.Raw("# Not mapped (not priced by stepsim, or not known to it):\n");
+    for (const std::string& u : out.unmapped) w.Raw(absl::StrCat("#   ", CommentLine(u), "\n"));
+  }
+  out.yaml = std::move(w.text());
+  return out;
+}
+
+absl::StatusOr<JobImport> ImportDeepSpeedConfig(const std::string& text, const std::string& origin,
+                                                const JobContext& context,
+                                                std::optional<int64_t> seq_len) {
+  using Json = nlohmann::json;
+  auto fail = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", why));
+  };
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return fail(absl::StrCat("byte ", e.byte, ": not JSON (", e.what(), ")"));
+  }
+  if (!j.is_object()) return fail("expected a JSON object (a DeepSpeed config)");
+  if (!context.model) return fail("a DeepSpeed config holds no architecture: pass --model NAME");
+  if (!context.gpus) return fail("a DeepSpeed config holds no world size: pass --gpus N");
+  if (context.node.empty())
+    return fail("a DeepSpeed config does not name the hardware: pass --node");
+  const int64_t world = *context.gpus;
+  if (context.gpus_per_node <= 0 || world % context.gpus_per_node != 0) {
+    return fail(absl::StrCat(world, " GPUs are not whole nodes of ", context.gpus_per_node, " (",
+                             context.node, ")"));
+  }
+  std::set<std::string> used;
+  // A value at a dotted path: none when absent; "auto" refused.
+  auto at = [&](const std::string& path) -> absl::StatusOr<const Json*> {
+    const Json* v = &j;
+    for (absl::string_view part : absl::StrSplit(path, '.')) {
+      if (!v->is_object()) return static_cast<const Json*>(nullptr);
+      auto it = v->find(std::string(part));
+      if (it == v->end()) return static_cast<const Json*>(nullptr);
+      v = &*it;
+    }
+    used.insert(path);
+    if (v->is_string() && v->get<std::string>() == "auto") {
+      return fail(absl::StrCat(path,
+                               ": \"auto\" is the Hugging Face Trainer's placeholder, "
+                               "filled at launch; give the value"));
+    }
+    return v;
+  };
+  auto count = [&](const std::string& path) -> absl::StatusOr<std::optional<int64_t>> {
+    auto v = at(path);
+    if (!v.ok()) return v.status();
+    if (!*v) return std::optional<int64_t>();
+    const Json& x = **v;
+    // At most 2^40 (a bucket of a trillion elements): products of three stay far from overflow.
+    constexpr double kMost = 1099511627776.0;
+    const double d = x.is_number() ? x.get<double>() : -1;
+    if (!x.is_number() || !(d >= 0 && d <= kMost) || d != std::floor(d)) {
+      return fail(absl::StrCat(path, ": expected a whole number from 0 to 2^40"));
+    }
+    return std::optional<int64_t>(static_cast<int64_t>(d));
+  };
+  auto flag = [&](const std::string& path) -> absl::StatusOr<std::optional<bool>> {
+    auto v = at(path);
+    if (!v.ok()) return v.status();
+    if (!*v) return std::optional<bool>();
+    if (!(*v)->is_boolean()) return fail(absl::StrCat(path, ": expected true or false"));
+    return std::optional<bool>((*v)->get<bool>());
+  };
+  auto device = [&](const std::string& path) -> absl::StatusOr<std::optional<std::string>> {
+    auto v = at(path);
+    if (!v.ok()) return v.status();
+    if (!*v) return std::optional<std::string>();
+    if (!(*v)->is_string()) return fail(absl::StrCat(path, ": expected none, cpu or nvme"));
+    const std::string d = (*v)->get<std::string>();
+    if (d != "none" && d != "cpu" && d != "nvme") {
+      return fail(absl::StrCat(path, ": expected none, cpu or nvme"));
+    }
+    return std::optional<std::string>(d);
+  };
+#define SIM_TRY(var, expr) \
+  auto var = (expr);       \
+  if (!var.ok()) return var.status()
+  SIM_TRY(micro, count("train_micro_batch_size_per_gpu"));
+  SIM_TRY(total, count("train_batch_size"));
+  SIM_TRY(gas, count("gradient_accumulation_steps"));
+  SIM_TRY(bf16, flag("bf16.enabled"));
+  SIM_TRY(fp16, flag("fp16.enabled"));
+  SIM_TRY(stage, count("zero_optimization.stage"));
+  SIM_TRY(opt_dev, device("zero_optimization.offload_optimizer.device"));
+  SIM_TRY(param_dev, device("zero_optimization.offload_param.device"));
+  SIM_TRY(overlap, flag("zero_optimization.overlap_comm"));
+  SIM_TRY(contiguous, flag("zero_optimization.contiguous_gradients"));
+#undef SIM_TRY
+  // DeepSpeed's batch rule (runtime/config.py _batch_assertion): train_batch_size =
+  // micro × gradient_accumulation_steps × world size; two of the three give the third.
+  int64_t m = micro->value_or(0), g = gas->value_or(0), t = total->value_or(0);
+  if (!m && t && g) m = t / (g * world);
+  if (!g && t && m) g = t / (m * world);
+  if (!g) g = 1;
+  if (!m) return fail("train_micro_batch_size_per_gpu is missing (or not derivable)");
+  if (!t) t = m * g * world;
+  if (t != m * g * world) {
+    return fail(absl::StrCat("train_batch_size ", t, " is not train_micro_batch_size_per_gpu ", m,
+                             " x gradient_accumulation_steps ", g, " x ", world, " GPUs"));
+  }
+  if (!(bf16->value_or(false) || fp16->value_or(false))) {
+    return fail("neither bf16.enabled nor fp16.enabled: fp32 training is not modelled");
+  }
+  if (stage->value_or(0) > 3) return fail("zero_optimization.stage: expected 0 to 3");
+
+  Writer w;
+  const std::string name =
+      context.name.empty() ? std::filesystem::path(origin).stem().string() : context.name;
+  w.Raw(absl::StrCat("# Imported by `stepsim import job` from ", CommentLine(origin),
+                     " (a DeepSpeed config).\n# Each key's source is in its comment; keys "
+                     "without one are stepsim's defaults.\n"));
+  w.Line(0, "schema_version", "1");
+  w.Line(0, "name", YamlString(name));
+  w.Line(0, "model", YamlString(*context.model), "import --model");
+  w.Raw("cluster:\n");
+  w.Line(2, "node", YamlString(context.node), "import --node");
+  w.Line(2, "nodes", absl::StrCat(world / context.gpus_per_node),
+         absl::StrCat("import --gpus: ", world, " GPUs"));
+  w.Raw("training:\n");
+  if (seq_len) {
+    w.Line(2, "seq_len", absl::StrCat(*seq_len), "import --seq-len");
+  } else {
+    w.Raw("  # seq_len: not in a DeepSpeed config; stepsim's default (import --seq-len N)\n");
+  }
+  w.Line(2, "micro_batch", absl::StrCat(m), "train_micro_batch_size_per_gpu");
+  w.Line(2, "global_batch", absl::StrCat(t),
+         absl::StrCat("train_batch_size = ", m, " x gradient_accumulation_steps ", g, " x ", world,
+                      " GPUs"));
+  w.Line(2, "precision", bf16->value_or(false) ? "bf16" : "fp16",
+         bf16->value_or(false) ? "bf16.enabled" : "fp16.enabled");
+  w.Raw("parallel:\n");
+  w.Line(2, "framework", "deepspeed", "a DeepSpeed config");
+  w.Line(2, "zero", absl::StrCat(stage->value_or(0)),
+         stage->has_value() ? "zero_optimization.stage" : "DeepSpeed's default: 0");
+  if (overlap->has_value()) {
+    w.Line(2, "overlap_grad_reduce", **overlap ? "true" : "false",
+           "zero_optimization.overlap_comm");
+  }
+  if (opt_dev->value_or("none") != "none" || param_dev->value_or("none") != "none") {
+    w.Raw("  offload:\n");
+    if (*opt_dev) {
+      w.Line(4, "optimizer", **opt_dev, "zero_optimization.offload_optimizer.device");
+    }
+    if (*param_dev) w.Line(4, "params", **param_dev, "zero_optimization.offload_param.device");
+  }
+  std::vector<std::pair<std::string, std::string>> buckets;
+  for (const char* key :
+       {"reduce_bucket_size", "allgather_bucket_size", "stage3_prefetch_bucket_size",
+        "stage3_max_live_parameters", "stage3_max_reuse_distance", "sub_group_size"}) {
+    auto v = count(absl::StrCat("zero_optimization.", key));
+    if (!v.ok()) return v.status();
+    if (*v) buckets.push_back({key, absl::StrCat(**v)});
+  }
+  if (contiguous->has_value()) {
+    buckets.push_back({"contiguous_gradients", **contiguous ? "true" : "false"});
+  }
+  if (!buckets.empty()) {
+    w.Raw("  deepspeed:\n");
+    for (const auto& [k, v] : buckets) w.Line(4, k, v, absl::StrCat("zero_optimization.", k));
+  }
+  // Everything else: passed over when it cannot change a step, else listed.
+  static const auto* unpriced = new std::set<std::string>{"optimizer",
+                                                          "scheduler",
+                                                          "gradient_clipping",
+                                                          "steps_per_print",
+                                                          "wall_clock_breakdown",
+                                                          "tensorboard",
+                                                          "wandb",
+                                                          "csv_monitor",
+                                                          "flops_profiler",
+                                                          "comms_logger",
+                                                          "prescale_gradients",
+                                                          "zero_allow_untested_optimizer",
+                                                          "dump_state",
+                                                          "gradient_predivide_factor"};
+  static const auto* unpriced_zero =
+      new std::set<std::string>{"allgather_partitions",
+                                "reduce_scatter",
+                                "stage3_gather_16bit_weights_on_model_save",
+                                "stage3_param_persistence_threshold",
+                                "round_robin_gradients",
+                                "offload_optimizer",
+                                "offload_param",
+                                "memory_efficient_linear",
+                                "load_from_fp32_weights",
+                                "elastic_checkpoint"};
+  static const auto* unpriced_precision = new std::set<std::string>{
+      "loss_scale",     "loss_scale_window", "initial_scale_power",  "hysteresis",
+      "min_loss_scale", "auto_cast",         "immediate_grad_update"};
+  JobImport out;
+  for (const auto& [key, value] : j.items()) {
+    if (used.contains(key) || unpriced->contains(key)) continue;
+    if (value.is_object() && (key == "zero_optimization" || key == "bf16" || key == "fp16")) {
+      for (const auto& [sub, v] : value.items()) {
+        const std::string path = absl::StrCat(key, ".", sub);
+        if (used.contains(path) || unpriced_zero->contains(sub) ||
+            unpriced_precision->contains(sub)) {
+          continue;
+        }
+        out.unmapped.push_back(path);
+      }
+      continue;
+    }
+    out.unmapped.push_back(key);
   }
   if (!out.unmapped.empty()) {
     w.Raw("# Not mapped (not priced by stepsim, or not known to it):\n");

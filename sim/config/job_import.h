@@ -1,5 +1,5 @@
 #pragma once
-// A training job's own launch arguments as a stepsim scenario (`stepsim import job`).
+// A training job's own launch arguments or config as a stepsim scenario (`stepsim import job`).
 //
 // Megatron-LM's `pretrain_gpt.py` arguments (a command line, a launch script's argument string,
 // or one `--flag value` per line; `\` line continuations, `--flag=value` and underscores for
@@ -39,5 +39,16 @@ struct JobImport {
 
 absl::StatusOr<JobImport> ImportMegatronArgs(const std::string& text, const std::string& origin,
                                              const JobContext& context);
+
+// A DeepSpeed JSON config (`ds_config.json`) with the world size (`context.gpus`, as the
+// launcher's) and the model (`context.model`: a DeepSpeed config holds no architecture):
+// train_batch_size / train_micro_batch_size_per_gpu / gradient_accumulation_steps (checked
+// against each other as DeepSpeed does), bf16 / fp16, zero_optimization's stage, offload devices,
+// buckets and overlap_comm. "auto" (the Hugging Face Trainer's placeholder) is refused naming the
+// key; keys that do not change a step (optimizer, scheduler, logging) are passed over, others
+// listed as not mapped. `seq_len`: the tokens per sequence (none: stepsim's default, said so).
+absl::StatusOr<JobImport> ImportDeepSpeedConfig(const std::string& text, const std::string& origin,
+                                                const JobContext& context,
+                                                std::optional<int64_t> seq_len);
 
 }  // namespace sim::config

@@ -1,4 +1,5 @@
-// Fuzz target: a Megatron-LM job's arguments imported as a scenario (sim/config/job_import.h).
+// Fuzz target: a job's Megatron-LM arguments or DeepSpeed config imported as a scenario
+// (sim/config/job_import.h).
 #include <string>
 
 #include "sim/config/catalog.h"
@@ -10,11 +11,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   context.node = "dgx-h100";
   context.gpus_per_node = 8;
   context.gpus = 64;
-  auto imported = sim::config::ImportMegatronArgs(text, "fuzz.args", context);
-  if (!imported.ok()) return 0;
-  // What it wrote parses as a scenario: loaded or refused with located errors, never garbage.
-  auto loader = sim::config::ScenarioLoader::FromText(sim::config::DataRoot{STEPSIM_SOURCE_DIR},
-                                                      imported->yaml, "fuzz.yaml");
-  if (loader.ok()) (void)loader->Load({});
+  context.model = "llama2-7b";
+  for (bool json : {false, true}) {
+    auto imported = json ? sim::config::ImportDeepSpeedConfig(text, "fuzz.json", context, 2048)
+                         : sim::config::ImportMegatronArgs(text, "fuzz.args", context);
+    if (!imported.ok()) continue;
+    // What it wrote parses as a scenario: loaded or refused with located errors, never garbage.
+    auto loader = sim::config::ScenarioLoader::FromText(sim::config::DataRoot{STEPSIM_SOURCE_DIR},
+                                                        imported->yaml, "fuzz.yaml");
+    if (loader.ok()) (void)loader->Load({});
+  }
   return 0;
 }

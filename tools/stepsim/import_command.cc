@@ -3,6 +3,7 @@
 // scenario (sim/config/job_import.h).
 
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,20 @@ int ImportJob(const FlagSet& flags) {
   context.name = flags.Get("name").value_or("");
   auto text = sim::ReadInputFile(file);
   if (!text.ok()) return Fail("import", text.status());
-  auto imported = sim::config::ImportMegatronArgs(*text, file, context);
+  // A JSON object is a DeepSpeed config; anything else, Megatron-LM arguments.
+  const size_t first = text->find_first_not_of(" \t\r\n");
+  const bool json = first != std::string::npos && (*text)[first] == '{';
+  std::optional<int64_t> seq_len;
+  if (auto v = flags.Get("seq-len")) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > (int64_t{1} << 24)) {
+      return Fail("import", absl::InvalidArgumentError(absl::StrCat(
+                                "--seq-len: expected tokens per sequence, got '", *v, "'")));
+    }
+    seq_len = n;
+  }
+  auto imported = json ? sim::config::ImportDeepSpeedConfig(*text, file, context, seq_len)
+                       : sim::config::ImportMegatronArgs(*text, file, context);
   if (!imported.ok()) return Fail("import", imported.status());
   // The scenario must load as written: a flag combination stepsim refuses is said now.
   auto loader =
@@ -88,11 +102,13 @@ int ImportJob(const FlagSet& flags) {
 int ImportCommand(const std::vector<std::string>& args) {
   FlagSet flags(
       "stepsim import model CONFIG.json [--name N] [--out FILE] [--ignore FIELD]...\n"
-      "       stepsim import job ARGS --node NODE [--gpus N] [--model M] [--name N] [--out FILE]",
+      "       stepsim import job ARGS|DS_CONFIG.json --node NODE [--gpus N] [--model M] "
+      "[--seq-len N] [--name N] [--out FILE]",
       "import job: writes a scenario from a Megatron-LM job's arguments (a pretrain_gpt.py\n"
       "command line or launch script's arguments with their values; torchrun's --nnodes and\n"
       "--nproc-per-node give the world size, else --gpus), each key with the flag it came\n"
-      "from; the flags it does not map are listed in the file and printed.\n"
+      "from; the flags it does not map are listed in the file and printed. A DeepSpeed\n"
+      "config (a JSON object) needs --model and --gpus (its launcher's world size).\n"
       "import model: writes a stepsim model file from a Hugging Face config.json (model_type "
       "llama,\n"
       "mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, qwen3_moe, deepseek_v2,\n"
@@ -104,7 +120,8 @@ int ImportCommand(const std::vector<std::string>& args) {
        {"ignore", "FIELD", "import without this field, priced as if absent", true},
        {"node", "NODE", "import job: the node type the job runs on (stepsim list nodes)"},
        {"gpus", "N", "import job: the world size, when no torchrun prefix gives it"},
-       {"model", "M", "import job: a catalog model or hf:config.json for the architecture"}});
+       {"model", "M", "import job: a catalog model or hf:config.json for the architecture"},
+       {"seq-len", "N", "import job: tokens per sequence (a DeepSpeed config does not say)"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("import", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
