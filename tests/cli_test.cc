@@ -1055,6 +1055,17 @@ TEST_CASE("run --trials gives step percentiles, with none described the step its
         Approx(j["run"]["productive_days"].get<double>() * k["time"]["step_s_mean"].get<double>() /
                j["time"]["step_s"].get<double>())
             .epsilon(1e-9));
+  // The run page draws the trials' histogram, the ideal step marked, and the percentiles.
+  const std::string page = "/tmp/stepsim-cli-trials.html";
+  const Result html = Stepsim(absl::StrCat(
+      "run scenarios/default.yaml --trials 40 --set cluster.variability.gemm_cv=0.03 --html ",
+      page));
+  REQUIRE(html.status == 0);
+  const std::string body = Slurp(page);
+  CHECK_THAT(body, Catch::Contains("<svg id=\"step-histogram\""));
+  CHECK_THAT(body, Catch::Contains("<line id=\"ideal-step\""));
+  CHECK_THAT(body, Catch::Contains("<table id=\"distribution-table\">"));
+  CHECK_THAT(body, Catch::Contains("<h2>The step over 40 trials of the GPUs' speeds</h2>"));
   // Bad counts are refused before anything runs.
   for (const char* bad : {"0", "lots", "100001"}) {
     const Result r = Stepsim(absl::StrCat("run scenarios/default.yaml --trials ", bad));
