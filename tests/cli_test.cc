@@ -1074,3 +1074,10 @@ TEST_CASE("run --trials gives step percentiles, with none described the step its
                                       "100000"));
   }
 }
+
+TEST_CASE("plan refuses a mixed cluster's scenario, saying what to run instead", "[cli]") {
+  const Result r = Stepsim("plan tests/golden/mixed-cluster.yaml --gpus 16");
+  CHECK(r.status == 2);
+  CHECK_THAT(r.out, Catch::Contains("cluster.nodes lists several node types; plan searches "
+                                    "clusters of one type"));
+}

@@ -218,6 +218,14 @@ absl::Status Planner::PrepareScenario() {
   // As written, with --set: what the plan takes from it.
   auto s = file->Load(req_.sets);
   if (!s.ok()) return s.status();
+  if (!s->cluster.groups.empty()) {
+    // The plan sizes a cluster of one type; it does not place stages over an inventory of
+    // several (docs/model.md "Mixed clusters"): replay the mixed cluster with `run`.
+    return absl::InvalidArgumentError(absl::StrCat(
+        req_.model,
+        ": cluster.nodes lists several node types; plan searches clusters of one type (--search "
+        "cluster.node=A,B compares types): replay a mixed cluster with stepsim run"));
+  }
   model_ = s->model;
   if (req_.given.count("seq-len") == 0) req_.seq_len = s->training.seq_len;
   if (req_.given.count("batch-tokens") == 0) {
