@@ -22,6 +22,19 @@ config::JobContext Dgx(int64_t gpus) {
   return c;
 }
 
+// The scenario an import wrote, loaded as `stepsim run` would load it.
+Scenario Loaded(const absl::StatusOr<config::JobImport>& job) {
+  INFO((job.ok() ? job->yaml : std::string(job.status().message())));
+  REQUIRE(job.ok());
+  auto loader =
+      config::ScenarioLoader::FromText(config::DataRoot{STEPSIM_SOURCE_DIR}, job->yaml, "x");
+  REQUIRE(loader.ok());
+  auto s = loader->Load({});
+  INFO(s.status().message());
+  REQUIRE(s.ok());
+  return *s;
+}
+
 TEST_CASE("Megatron-LM's SC21 arguments import as the hand-written case", "[import]") {
   // Narayanan et al. 2021 Table 1's 1.7B row, whose case in scenarios/validation/megatron.yaml
   // was written by hand from the paper and the same script.
@@ -84,25 +97,18 @@ TEST_CASE("job import: Megatron-Core flags, torchrun's world size, and what is n
   config::JobContext c = Dgx(0);
   c.gpus.reset();
   auto job = config::ImportMegatronArgs(args, "llama.args", c);
-  INFO((job.ok() ? job->yaml : std::string(job.status().message())));
-  REQUIRE(job.ok());
-  auto loader =
-      config::ScenarioLoader::FromText(config::DataRoot{STEPSIM_SOURCE_DIR}, job->yaml, "x");
-  REQUIRE(loader.ok());
-  auto s = loader->Load({});
-  INFO(s.status().message());
-  REQUIRE(s.ok());
-  CHECK(s->cluster.gpus() == 16);  // torchrun: 2 x 8
-  CHECK(s->model.kv_heads == 8);
-  CHECK(s->model.vocab == 128256);  // already a multiple of 128 x 2
-  CHECK_FALSE(s->model.tied_embeddings);
-  CHECK(s->parallel.tp == 2);
-  CHECK(s->parallel.pp == 2);
-  CHECK(s->parallel.sequence_parallel);
-  CHECK(s->parallel.zero == 1);
-  CHECK(s->parallel.overlap_grad_reduce);
-  CHECK(s->training.recompute == Recompute::kSelective);
-  CHECK(s->training.seq_len == 8192);
+  const Scenario s = Loaded(job);
+  CHECK(s.cluster.gpus() == 16);  // torchrun: 2 x 8
+  CHECK(s.model.kv_heads == 8);
+  CHECK(s.model.vocab == 128256);  // already a multiple of 128 x 2
+  CHECK_FALSE(s.model.tied_embeddings);
+  CHECK(s.parallel.tp == 2);
+  CHECK(s.parallel.pp == 2);
+  CHECK(s.parallel.sequence_parallel);
+  CHECK(s.parallel.zero == 1);
+  CHECK(s.parallel.overlap_grad_reduce);
+  CHECK(s.training.recompute == Recompute::kSelective);
+  CHECK(s.training.seq_len == 8192);
   // --attention-backend is read but not mapped; the learning rate and tokenizer are unpriced.
   REQUIRE(job->unmapped.size() == 1);
   CHECK(job->unmapped[0] == "--attention-backend flash");
@@ -144,21 +150,14 @@ TEST_CASE("a DeepSpeed config imports with the launcher's world size and a model
   config::JobContext c = Dgx(32);
   c.model = "llama2-7b";
   auto job = config::ImportDeepSpeedConfig(config, "ds_config.json", c, 4096);
-  INFO((job.ok() ? job->yaml : std::string(job.status().message())));
-  REQUIRE(job.ok());
-  auto loader =
-      config::ScenarioLoader::FromText(config::DataRoot{STEPSIM_SOURCE_DIR}, job->yaml, "x");
-  REQUIRE(loader.ok());
-  auto s = loader->Load({});
-  INFO(s.status().message());
-  REQUIRE(s.ok());
-  CHECK(s->model.name == "llama2-7b");
-  CHECK(s->cluster.gpus() == 32);
-  CHECK(s->training.micro_batch == 2);
-  CHECK(s->training.global_batch == 256);
-  CHECK(s->micro_batches() == 4);  // gradient_accumulation_steps
-  CHECK(s->parallel.zero == 3);
-  CHECK(s->parallel.offload.optimizer == OffloadTarget::kCpu);
+  const Scenario s = Loaded(job);
+  CHECK(s.model.name == "llama2-7b");
+  CHECK(s.cluster.gpus() == 32);
+  CHECK(s.training.micro_batch == 2);
+  CHECK(s.training.global_batch == 256);
+  CHECK(s.micro_batches() == 4);  // gradient_accumulation_steps
+  CHECK(s.parallel.zero == 3);
+  CHECK(s.parallel.offload.optimizer == OffloadTarget::kCpu);
   // The optimizer, clipping and persistence threshold do not change a step; activation
   // partitioning is Megatron-DeepSpeed's, not priced here: listed.
   CHECK(job->unmapped == std::vector<std::string>{"activation_checkpointing"});

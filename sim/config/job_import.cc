@@ -203,11 +203,30 @@ class Writer {
     out_ += "\n";
   }
   void Raw(const std::string& text) { out_ += text; }
+  // The file's first lines: where it came from (`what`: the kind of input) and its name.
+  void Header(const std::string& origin, const std::string& what, const std::string& name) {
+    Raw(absl::StrCat("# Imported by `stepsim import job` from ", CommentLine(origin), " (", what,
+                     ").\n# Each key's origin is in its comment; keys without one are stepsim's "
+                     "defaults.\n"));
+    Line(0, "schema_version", "1");
+    Line(0, "name", YamlString(name));
+  }
+  // The file's last lines: what was read and not mapped.
+  void Unmapped(const std::vector<std::string>& unmapped) {
+    if (unmapped.empty()) return;
+    Raw("# Not mapped (not priced by stepsim, or not known to it):\n");
+    for (const std::string& u : unmapped) Raw(absl::StrCat("#   ", CommentLine(u), "\n"));
+  }
   std::string& text() { return out_; }
 
  private:
   std::string out_;
 };
+
+// The scenario's name: the caller's, else the input file's stem.
+std::string NameOf(const JobContext& context, const std::string& origin) {
+  return context.name.empty() ? std::filesystem::path(origin).stem().string() : context.name;
+}
 
 }  // namespace
 
@@ -290,13 +309,8 @@ absl::StatusOr<JobImport> ImportMegatronArgs(const std::string& text, const std:
   if (context.node.empty()) return fail("the arguments do not name the hardware: pass --node");
 
   Writer w;
-  const std::string name =
-      context.name.empty() ? std::filesystem::path(origin).stem().string() : context.name;
-  w.Raw(absl::StrCat("# Imported by `stepsim import job` from ", CommentLine(origin),
-                     " (Megatron-LM arguments).\n# Each key's flag is in its comment; keys "
-                     "without one are stepsim's defaults.\n"));
-  w.Line(0, "schema_version", "1");
-  w.Line(0, "name", YamlString(name));
+  const std::string name = NameOf(context, origin);
+  w.Header(origin, "Megatron-LM arguments", name);
 
   // ---- model ----
   const bool legacy = args.Has("DDP-impl") || args.Has("checkpoint-activations") ||
@@ -514,10 +528,7 @@ absl::StatusOr<JobImport> ImportMegatronArgs(const std::string& text, const std:
     }
     out.unmapped.push_back(a.written);
   }
-  if (!out.unmapped.empty()) {
-    w.Raw("# Not mapped (not priced by stepsim, or not known to it):\n");
-    for (const std::string& u : out.unmapped) w.Raw(absl::StrCat("#   ", CommentLine(u), "\n"));
-  }
+  w.Unmapped(out.unmapped);
   out.yaml = std::move(w.text());
   return out;
 }
@@ -626,13 +637,7 @@ absl::StatusOr<JobImport> ImportDeepSpeedConfig(const std::string& text, const s
   if (stage->value_or(0) > 3) return fail("zero_optimization.stage: expected 0 to 3");
 
   Writer w;
-  const std::string name =
-      context.name.empty() ? std::filesystem::path(origin).stem().string() : context.name;
-  w.Raw(absl::StrCat("# Imported by `stepsim import job` from ", CommentLine(origin),
-                     " (a DeepSpeed config).\n# Each key's source is in its comment; keys "
-                     "without one are stepsim's defaults.\n"));
-  w.Line(0, "schema_version", "1");
-  w.Line(0, "name", YamlString(name));
+  w.Header(origin, "a DeepSpeed config", NameOf(context, origin));
   w.Line(0, "model", YamlString(*context.model), "import --model");
   w.Raw("cluster:\n");
   w.Line(2, "node", YamlString(context.node), "import --node");
@@ -725,10 +730,7 @@ absl::StatusOr<JobImport> ImportDeepSpeedConfig(const std::string& text, const s
     }
     out.unmapped.push_back(key);
   }
-  if (!out.unmapped.empty()) {
-    w.Raw("# Not mapped (not priced by stepsim, or not known to it):\n");
-    for (const std::string& u : out.unmapped) w.Raw(absl::StrCat("#   ", CommentLine(u), "\n"));
-  }
+  w.Unmapped(out.unmapped);
   out.yaml = std::move(w.text());
   return out;
 }
