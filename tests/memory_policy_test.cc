@@ -288,6 +288,19 @@ TEST_CASE("AdamW's step holds what its implementation allocates beside the state
     CHECK(step_bytes(fused) == Bytes::Count(7 * state * p));
     CHECK(step_bytes(foreach) == Bytes::Count(20 * state * p));
   }
+  // Megatron's step (MegatronPolicy::StepExtraTraffic): over the fp32 master its fused Adam
+  // reads the fp32 main_grad, p, m, v (16 B) and writes p, m, v and the bf16 weight (14 B) of
+  // each parameter of its shard; the gradient clipping reads the shard's gradients again (4 B);
+  // and the step zeroes the whole gradient buffer of the GPU's parameters (4 B each). Without
+  // the distributed optimizer (zero 0) the shard is every parameter: 38 B per parameter; with
+  // it over DP n, 34 B per shard parameter beside 4 B per parameter held.
+  const Scenario mega0 = Load({{"parallel.framework", "megatron"}, {"parallel.zero", "0"}});
+  const Scenario mega1 = Load({{"parallel.framework", "megatron"}, {"parallel.zero", "1"}});
+  int64_t held = 0;
+  for (int64_t g : GroupTrainable(mega0)) held += g;
+  CHECK(step_bytes(mega0) == Bytes::Count(38 * held));
+  const int64_t dp = mega1.dp(), shard = (held + dp - 1) / dp;
+  CHECK(step_bytes(mega1) == Bytes::Count(34 * shard + 4 * held));
   // The presets: PyTorch DDP runs torch.optim.AdamW's default (foreach on CUDA tensors);
   // torchtune's configs set fused: True.
   const auto ddp = Run(Load({{"parallel.framework", "ddp"}, {"parallel.zero", "0"}}));

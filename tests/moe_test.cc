@@ -239,6 +239,50 @@ TEST_CASE("the routed experts run as grouped GEMMs: every local expert's weights
   }
 }
 
+TEST_CASE("Megatron-Core sorts the routed tokens by local expert and TE runs a GEMM per expert",
+          "[moe]") {
+  // Mixtral-8x7B (top 2 of 8 experts, h 4096) on 32 GPUs, EP 4: two experts per GPU. The
+  // all-to-all dispatcher's "Permutation 2" copies the T·k token copies a GPU receives (4096 ·
+  // 2, balanced) once after the dispatch and once before the combine, 2 B each read and written;
+  // each copy's backward is the inverse copy, not twice the traffic. TE's GroupedLinear
+  // launches one GEMM per local expert.
+  const int64_t copies = 4096 * 2, h = 4096;
+  const Scenario s = Must({{"parallel.ep", "4"}});
+  const std::vector<LayerOp> ops = LayerForwardOps(s.model, ScenarioShape(s));
+  std::vector<std::string> names;
+  for (const LayerOp& op : ops) names.emplace_back(op.name);
+  const auto at = [&](const char* n) {
+    return std::find(names.begin(), names.end(), n) - names.begin();
+  };
+  REQUIRE(at("sort_chunks") < static_cast<std::ptrdiff_t>(ops.size()));
+  CHECK(at("permute") < at("sort_chunks"));
+  CHECK(at("sort_chunks") < at("expert_gate_up"));
+  CHECK(at("expert_down") < at("unsort_chunks"));
+  CHECK(at("unsort_chunks") < at("unpermute"));
+  for (const char* n : {"sort_chunks", "unsort_chunks"}) {
+    const LayerOp& op = ops[at(n)];
+    CHECK(op.bytes_moved.count() == 2 * 2 * copies * h);
+    REQUIRE(op.backward_bytes.has_value());
+    CHECK(*op.backward_bytes == op.bytes_moved);
+  }
+  CHECK(ops[at("expert_gate_up")].kernels == 2);
+  CHECK(ops[at("expert_down")].kernels == 2);
+
+  // One expert per GPU (EP 8) sorts nothing; FSDP has no such dispatcher, and PyTorch's
+  // kernels run the grouped GEMM as one.
+  const Scenario ep8 = Must({{"parallel.ep", "8"}});
+  for (const LayerOp& op : LayerForwardOps(ep8.model, ScenarioShape(ep8))) {
+    CHECK(op.name != "sort_chunks");
+  }
+  const Scenario fsdp = Must({{"parallel.framework", "fsdp"},
+                              {"parallel.ep", "4"},
+                              {"training.kernel_library", "pytorch"}});
+  for (const LayerOp& op : LayerForwardOps(fsdp.model, ScenarioShape(fsdp))) {
+    CHECK(op.name != "sort_chunks");
+    if (op.name == "expert_down") CHECK(op.kernels == 1);
+  }
+}
+
 TEST_CASE("expert parallelism shards the experts and their optimizer states", "[moe]") {
   const Scenario s = Must({{"parallel.ep", "8"}});
   const ParameterCount c = CountParameters(s.model);

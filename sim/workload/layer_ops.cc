@@ -148,9 +148,12 @@ constexpr MlpNames kSharedMlp{"shared_gate_up", "shared_gelu",    "shared_swiglu
 // `tp_roles`: column- and row-parallel over TP with its collectives (the shared experts); the
 // routed experts' expert-TP collectives go with the dispatch and combine instead.
 void AppendMlp(bool gelu, int64_t rows, int64_t h, int64_t f, const MlpNames& n, bool save_input,
-               bool tp_roles, int64_t groups, std::vector<LayerOp>& ops) {
+               bool tp_roles, int64_t groups, bool kernel_per_group, std::vector<LayerOp>& ops) {
   auto bytes = [](int64_t e) { return Bytes::Count(kAct * e); };
+  const int16_t gemm_kernels =
+      kernel_per_group ? static_cast<int16_t>(std::clamp<int64_t>(groups, 1, 1024)) : 1;
   LayerOp up = GroupedGemm(n.gate_up, rows, h, (gelu ? 1 : 2) * f, groups);
+  up.kernels = gemm_kernels;
   if (save_input) {
     up.saves = {{n.input, bytes(rows * h)}};
     up.saves[0].weight_grad_input = true;
@@ -167,6 +170,7 @@ void AppendMlp(bool gelu, int64_t rows, int64_t h, int64_t f, const MlpNames& n,
   }
   ops.push_back(act);
   LayerOp down = GroupedGemm(n.down, rows, f, h, groups);
+  down.kernels = gemm_kernels;
   down.saves = {{n.down_in, bytes(rows * f)}};
   down.saves[0].weight_grad_input = true;
   if (tp_roles) down.role = ParallelRole::kRow;
@@ -204,8 +208,19 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
   ops.push_back(permute);
 
   // Each EP rank holds E / e experts (each of them split by expert TP).
-  AppendMlp(gelu, routed, h, fe, kExpertMlp, /*save_input=*/true, /*tp_roles=*/false,
-            /*groups=*/std::max<int64_t>(e / shape.ep, 1), ops);
+  const int64_t local_experts = std::max<int64_t>(e / shape.ep, 1);
+  // Megatron-Core's chunk sort by local expert (ActivationShape::mcore_alltoall): a copy of the
+  // routed tokens, its backward the inverse copy.
+  auto chunk_sort = [&](absl::string_view name) {
+    LayerOp sort = Elementwise(name, routed * h, routed * h, 0);
+    sort.backward_bytes = sort.bytes_moved;
+    return sort;
+  };
+  const bool sorts = shape.mcore_alltoall && local_experts > 1;
+  if (sorts) ops.push_back(chunk_sort("sort_chunks"));
+  AppendMlp(gelu, routed, h, fe, kExpertMlp, /*save_input=*/true, /*tp_roles=*/false, local_experts,
+            shape.te_grouped_gemm, ops);
+  if (sorts) ops.push_back(chunk_sort("unsort_chunks"));
   LayerOp unpermute = Elementwise("unpermute", copies * h + copies, local * h, 2);
   unpermute.saves = {{"expert_out", bytes(kAct * copies * h), false, true}};
   if (shape.ep > 1 || shape.etp > 1) unpermute.role = ParallelRole::kEpCombine;
@@ -216,7 +231,7 @@ void MoeMlpOps(const ModelSpec& m, const ActivationShape& shape, int64_t tokens,
     // Its input is mlp_in, saved with the router; TP-parallel as the dense MLP (with SP it
     // gathers the T tokens first).
     AppendMlp(gelu, tokens, h, fs, kSharedMlp, /*save_input=*/false, /*tp_roles=*/true,
-              /*groups=*/1, ops);
+              /*groups=*/1, /*kernel_per_group=*/false, ops);
   }
 }
 
@@ -336,6 +351,9 @@ ActivationShape ScenarioShape(const Scenario& s) {
                  KernelLibraryOf(s) == KernelLibrary::kTransformerEngine;
   shape.te_fp8_weight_cache =
       shape.te_fp8 && !TraitsOf(s.parallel.framework).FullyShards(s.parallel);
+  shape.mcore_alltoall =
+      TraitsOf(s.parallel.framework).SortsTokensByLocalExpert() && s.parallel.ep > 1;
+  shape.te_grouped_gemm = KernelLibraryOf(s) == KernelLibrary::kTransformerEngine;
   return shape;
 }
 

@@ -225,6 +225,17 @@ struct ActivationShape {
   // Ring context parallelism (CpKind::kRing): attention as one flash call per K, V chunk, the
   // partial outputs merged (RingMerge in layer_ops.cc).
   bool cp_ring = false;
+  // Megatron-Core's all-to-all token dispatcher (framework megatron, EP > 1): with several
+  // experts per GPU it sorts the received token copies by local expert after the dispatch and
+  // back before the combine ("Permutation 2", sort_chunks_by_idxs, or a view/transpose/contiguous
+  // of the padded tokens under --moe-pad-expert-input-to-capacity: MoEAlltoAllTokenDispatcher in
+  // megatron/core/transformer/moe/token_dispatcher.py), one copy of the routed tokens each way.
+  bool mcore_alltoall = false;
+  // Transformer Engine's GroupedLinear (Megatron-Core's TEGroupedMLP) runs a grouped GEMM as one
+  // cuBLAS GEMM per expert over TE's compute streams (general_grouped_gemm ->
+  // nvte_multi_stream_cublas_gemm, transformer_engine/common/gemm/cublaslt_gemm.cu): a kernel per
+  // local expert, twice that backward (input and weight gradients), each with its fixed cost.
+  bool te_grouped_gemm = false;
 };
 
 // A norm's forward HBM traffic per element of its input and the kernels it launches

@@ -201,9 +201,11 @@ void Lowerer::FinishStage(std::optional<int32_t> blocking_send) {
       st.optimizer == Bytes() && (st.host > Bytes() || st.nvme > Bytes()) &&
       (off.optimizer != OffloadTarget::kNone || off.params != OffloadTarget::kNone);
   if (!on_host) {
-    Op opt = Compute("optimizer", OpPass::kStep, OpClass::kMemoryBound,
-                     Flops::Count(12.0 * static_cast<double>(local)),
-                     Bytes::Count(StepTrafficPerParam() * local), std::nullopt);
+    Op opt = Compute(
+        "optimizer", OpPass::kStep, OpClass::kMemoryBound,
+        Flops::Count(12.0 * static_cast<double>(local)),
+        Bytes::Count(StepTrafficPerParam() * local) + policy_->StepExtraTraffic(total, local),
+        std::nullopt);
     const Bytes upcast = policy_->StepTransient(local);
     frees.emplace_back(MemWhen::kStart, MemCategory::kGradients, upcast);
     frees.emplace_back(MemWhen::kEnd, MemCategory::kGradients, -upcast);

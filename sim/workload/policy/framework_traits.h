@@ -90,6 +90,9 @@ class FrameworkTraits {
   // buffers (Megatron's gradient_accumulation_fusion, on by default), handing autograd a
   // placeholder (TeVersion::CachesDummyWeightGradients).
   virtual bool FusesWeightGradientAccumulation() const { return false; }
+  // Whether expert parallelism dispatches tokens through Megatron-Core's all-to-all token
+  // dispatcher, which sorts the received copies by local expert (ActivationShape::mcore_alltoall).
+  virtual bool SortsTokensByLocalExpert() const { return false; }
 
   // The sharding stages `compare` tries, in order.
   virtual std::vector<ShardingStage> ShardingStages() const = 0;

@@ -70,6 +70,19 @@ class MegatronPolicy : public DataParallelPolicy {
     if (!deferred.empty()) StepReduce(env, deferred, std::nullopt);  // the whole main_grad
   }
 
+  // Megatron's step reads and writes more than the update of the shard: its fused Adam reads
+  // the main_grad in its dtype g (fp32 for bf16; StepTrafficPerParam counts 2 bytes), the
+  // gradient clipping's norm reads the shard's gradients once more (clip_grad 1.0 by default:
+  // MixedPrecisionOptimizer.step -> get_grad_norm -> multi_tensor_l2norm,
+  // megatron/core/optimizer/clip_grads.py; the rescale that follows runs only when the norm
+  // exceeds the limit, left out), and each step zeroes the whole gradient buffer of the GPU's
+  // parameters, not only its shard (train_step -> zero_grad_buffer -> grad_data.zero_(),
+  // megatron/core/distributed/param_and_grad_buffer.py).
+  Bytes StepExtraTraffic(StageParams total, int64_t local) const override {
+    const int64_t g = ReduceBytes();
+    return Bytes::Count((g - 2) * local + g * local + g * total.total);
+  }
+
   void AfterOptimizer(DpEnv& env, int32_t optimizer, StageParams p) override {
     if (DistributedOptimizer() && !s_.parallel.overlap_param_gather) {
       GatherUpdatedParameters(env, optimizer, p);
@@ -132,6 +145,9 @@ class MegatronTraitsImpl final : public FrameworkTraits {
   // --gradient-accumulation-fusion defaults to on (megatron/training/arguments.py;
   // --no-gradient-accumulation-fusion turns it off).
   bool FusesWeightGradientAccumulation() const override { return true; }
+  // MoEAlltoAllTokenDispatcher (megatron/core/transformer/moe/token_dispatcher.py), the
+  // dispatcher of the alltoall --moe-token-dispatcher-type the MoE recipes use.
+  bool SortsTokensByLocalExpert() const override { return true; }
   std::optional<std::string> ZeroNote(int64_t zero) const override {
     if (zero < 2) return std::nullopt;
     return absl::StrFormat(

@@ -126,6 +126,10 @@ class DataParallelPolicy {
   virtual Bytes CastCopies(int64_t) const { return Bytes(); }
   // Memory the optimizer step allocates for `local` parameters of this GPU's shard while it runs.
   virtual Bytes StepTransient(int64_t) const { return Bytes(); }
+  // HBM traffic of the step beyond the optimizer's update of the `local` parameters it owns
+  // (Lowerer::StepTrafficPerParam): the framework's own passes over the gradients of the
+  // stage's `total` parameters on this GPU.
+  virtual Bytes StepExtraTraffic(StageParams, int64_t /*local*/) const { return Bytes(); }
   // Parameters the optimizer updates on this GPU out of a stage's: the dense ones ÷ the shard
   // degree, the experts ÷ theirs (sharding.h ExpertShardDegree).
   int64_t OptimizerShard(StageParams p) const;
