@@ -397,6 +397,35 @@ TEST_CASE("Transformer Engine 2.3 on keeps one placeholder gradient per weight s
   CHECK(PersistentWorkspace(fsdp, 0) == fsdp.cluster.gpu.blas_workspace);
 }
 
+TEST_CASE("Transformer Engine keeps each fp8 weight's fp8 copy and transpose, fp8 parameters none",
+          "[memory][megatron][fp8]") {
+  // Llama-2-7B at TP 2, PP 2 (16 layers a stage), TE 2.2 (no placeholder gradients): each
+  // layer's fp8 GEMMs hold their weights' fp8 copies and transposes, 1 + 1 B per element of the
+  // per-GPU shapes the placeholder test lists (qkv 6144 x 4096, out_proj 4096 x 2048, gate_up
+  // 11008 x 4096, down 4096 x 5504). The LM head stays 16-bit (no copy), so both stages hold
+  // the same. With training.fp8_params the fp8 weight is the parameter: nothing beside it.
+  const int64_t layer = 6144 * 4096 + 4096 * 2048 + 11008 * 4096 + 4096 * 5504;
+  const Scenario bf16 = MegatronTp2Pp2({{"training.te_version", "2.2"}});
+  const Scenario fp8 =
+      MegatronTp2Pp2({{"training.te_version", "2.2"}, {"training.precision", "fp8"}});
+  const Scenario params = MegatronTp2Pp2({{"training.te_version", "2.2"},
+                                          {"training.precision", "fp8"},
+                                          {"training.fp8_params", "true"}});
+  for (int32_t stage : {0, 1}) {
+    INFO("stage " << stage);
+    CHECK(PersistentWorkspace(fp8, stage) - PersistentWorkspace(bf16, stage) ==
+          Bytes::Count(2 * 16 * layer));
+    CHECK(PersistentWorkspace(params, stage) == PersistentWorkspace(bf16, stage));
+  }
+  // ZeRO-3-like gathering anew each micro-batch keeps no copy (ActivationShape::
+  // te_fp8_weight_cache): FSDP under TE in fp8.
+  const Scenario fsdp = Load({{"model", "llama2-7b"},
+                              {"parallel.framework", "fsdp"},
+                              {"training.precision", "fp8"},
+                              {"training.kernel_library", "transformer_engine"}});
+  CHECK(PersistentWorkspace(fsdp, 0) == fsdp.cluster.gpu.blas_workspace);
+}
+
 TEST_CASE("Transformer Engine's grouped experts share the placeholder cache from 2.10",
           "[memory][megatron][moe]") {
   // tiny-moe at TP 2, EP 2, expert TP 1: the shared expert's gate_up is 1024 x 1024 and its

@@ -115,11 +115,13 @@ def parallel_line(tp, pp, cp, ep, vp, extra=""):
     return p + extra + "}"
 
 
-# The recipes that set ub_tp_comm_overlap true (nemo_dgxc_h100.yaml's header, read from the
-# NeMo-Framework-Launcher yamls at the release tags); Llama 8B, Grok-1 and Nemotron-4 340B set
-# it false.
+# The recipes that run ub_tp_comm_overlap true. The data's header reads the NeMo-Framework-Launcher
+# yamls (Llama 70B/405B, Nemotron-4 15B and GPT-3 175B true; Llama 8B, Grok-1 and Nemotron-4 340B
+# false), but the benchmark's launchers override them on the command line: nemotron/configure.sh
+# (both sizes) and grok1/configure.sh pass model.ub_tp_comm_overlap=true at the release tags
+# (NVIDIA/dgxc-benchmarking 35a9aecc), so only Llama 8B runs without it.
 UB_TP_COMM_OVERLAP = {("llama3.1", "70b"), ("llama3.1", "405b"), ("nemotron", "15b"),
-                      ("nemo_megatron", "175b")}
+                      ("nemotron", "340b"), ("grok1", "314b"), ("nemo_megatron", "175b")}
 
 
 # The Transformer Engine release of the recipes' containers: NeMo 24.09 ships TE 1.10 (NeMo
@@ -161,6 +163,11 @@ def nemo_cases(path):
         if remainders:
             notes.append("distributed_fused_adam: fp32 masters as 16-bit remainders "
                          "(parallel.store_param_remainders)")
+        # Every launcher passes model.fp8_params=$FP8_ENABLED (llama3.1, nemotron, grok1
+        # configure.sh): the fp8 runs hold their fp8 layers' weights as fp8 parameters.
+        fp8_params = r["precision"] == "fp8"
+        if fp8_params:
+            notes.append("fp8_params true (the launcher): training.fp8_params")
         notes.append(f"Transformer Engine {NEMO_TE_VERSION} (NeMo 24.09's; the 24.11 container's is a 1.x "
                      "release too): no cached placeholder weight gradients")
         notes.append("not modelled: CUDA graphs")
@@ -178,7 +185,8 @@ def nemo_cases(path):
         scenario = model_lines(m, layers, tp, max_seq_len=seq) + [
             f"cluster: {{node: dgx-h100, nodes: {gpus // 8}}}",
             f"training: {{seq_len: {seq}, micro_batch: {mbs}, global_batch: {gbs}, recompute: {recompute}, "
-            f"attention: flash, precision: {r['precision']}, te_version: \"{NEMO_TE_VERSION}\"}}",
+            f"attention: flash, precision: {r['precision']}, te_version: \"{NEMO_TE_VERSION}\""
+            + (", fp8_params: true" if fp8_params else "") + "}",
             # distributed_fused_adam with grad_sync_dtype bf16: gradients bucketed and reduced in bf16.
             parallel_line(tp, pp, cp, ep, vp, extra=", reduce_dtype: bf16" +
                           (", store_param_remainders: true" if remainders else "") +

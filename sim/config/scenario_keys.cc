@@ -159,6 +159,9 @@ std::vector<ScenarioKey> Build() {
       {"training.te_version", "MAJOR.MINOR", Name(t.te_version),
        "the Transformer Engine release (transformer_engine kernels): from 2.3 each trained "
        "weight shape keeps a 16-bit placeholder gradient under megatron (workspace)"},
+      {"training.fp8_params", "true | false", Bool(t.fp8_params),
+       "fp8 under transformer_engine: the fp8 layers' weights held as fp8 parameters (NeMo "
+       "fp8_params, Megatron-LM --fp8-param-gather), without TE's cached fp8 copies beside them"},
       {"training.norm_kernel", OneOf<KernelFusion>(), "training.kernels",
        "the norms' kernels where they differ (torchtitan norm_type fused_rmsnorm: fused)"},
       {"training.optimizer_impl", OneOf<OptimizerImpl>(), "framework's",

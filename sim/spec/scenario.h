@@ -278,6 +278,10 @@ struct TrainingSpec {
   // library is transformer_engine: what TE keeps in memory changed between releases
   // (TeVersion::CachesDummyWeightGradients).
   TeVersion te_version;
+  // Transformer Engine fp8 weights as the parameters themselves (NeMo's fp8_params, Megatron-LM's
+  // --fp8-param-gather): each fp8 layer's weight is held in fp8 with its cached transpose
+  // (1 + 1 B) instead of 16 bits beside a cached fp8 copy and transpose (2 + 2 B).
+  bool fp8_params = false;
   // The norms' kernels where they differ from the rest (torchtitan's 2024 presets ran a fused
   // Triton RMSNorm, `norm_type = "fused_rmsnorm"`, in an otherwise eager model); absent = kernels.
   std::optional<KernelFusion> norm_kernel;

@@ -128,6 +128,9 @@ class Lowerer {
   // Transformer Engine's cached placeholder weight gradients on a stage (TeVersion::
   // CachesDummyWeightGradients), held from the first backward on: in a steady step, throughout.
   Bytes TeDummyWeightGradients(int32_t stage) const;
+  // The fp8 copies and transposes of a stage's weights that Transformer Engine caches (fp8
+  // under TE, weights not gathered per micro-batch).
+  Bytes TeFp8WeightCopies(int32_t stage) const;
 
   // Gradients the backward allocates and the optimizer frees (torchtune's set_to_none), or
   // that each group's update frees as soon as it is done (optimizer in backward).

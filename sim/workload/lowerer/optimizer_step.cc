@@ -65,14 +65,15 @@ int64_t Lowerer::StepTrafficPerParam() const {
 
 std::vector<MemAction> Lowerer::PersistentActions(int32_t stage) const {
   const StateSplit st = PersistentStates(s_, stage);
-  return {{MemWhen::kIssue, MemCategory::kWeights, st.weights + st.adapters},
-          {MemWhen::kIssue, MemCategory::kGradients,
-           LazyGradients() ? st.kept_gradients : st.gradients},
-          {MemWhen::kIssue, MemCategory::kOptimizer, st.optimizer},
-          {MemWhen::kIssue, MemCategory::kCommBuffers, policy_->PersistentBuffers()},
-          {MemWhen::kIssue, MemCategory::kWorkspace,
-           s_.cluster.gpu.blas_workspace + TeDummyWeightGradients(stage)},
-          {MemWhen::kIssue, MemCategory::kReserved, s_.runtime.reserved}};
+  return {
+      {MemWhen::kIssue, MemCategory::kWeights, st.weights + st.adapters},
+      {MemWhen::kIssue, MemCategory::kGradients,
+       LazyGradients() ? st.kept_gradients : st.gradients},
+      {MemWhen::kIssue, MemCategory::kOptimizer, st.optimizer},
+      {MemWhen::kIssue, MemCategory::kCommBuffers, policy_->PersistentBuffers()},
+      {MemWhen::kIssue, MemCategory::kWorkspace,
+       s_.cluster.gpu.blas_workspace + TeDummyWeightGradients(stage) + TeFp8WeightCopies(stage)},
+      {MemWhen::kIssue, MemCategory::kReserved, s_.runtime.reserved}};
 }
 
 Bytes Lowerer::TeDummyWeightGradients(int32_t stage) const {
@@ -110,6 +111,30 @@ Bytes Lowerer::TeDummyWeightGradients(int32_t stage) const {
   int64_t elements = 0;
   for (const auto& [out, in] : shapes) elements += out * in;
   return Bytes::Count(kCompute * elements);
+}
+
+Bytes Lowerer::TeFp8WeightCopies(int32_t stage) const {
+  if (!shape_.te_fp8_weight_cache || s_.training.fp8_params) return {};
+  // Transformer Engine keeps each fp8 linear layer's weight cast to fp8 with its transpose
+  // (1 + 1 B per element) in the module's workspace from the step's first micro-batch on, and
+  // holds it between steps (TransformerEngineBaseModule.get_weight_workspace caching under
+  // "weight" when Megatron passes is_first_microbatch: transformer_engine/pytorch/module/
+  // base.py, _fp8_workspaces): persistent memory beside the 16-bit weights. The layers'
+  // GEMMs only; the LM head and the router stay 16-bit (LayerOp::keep_16bit). With
+  // training.fp8_params the fp8 weight is the parameter and its transpose takes the place of the
+  // 16-bit copy's second byte: nothing beside the weights.
+  int64_t elements = 0;
+  for (size_t vs = static_cast<size_t>(stage); vs < vstage_groups_.size();
+       vs += static_cast<size_t>(s_.parallel.pp)) {
+    for (int32_t g = vstage_groups_[vs].first; g <= vstage_groups_[vs].second; ++g) {
+      if (g == 0 || g == NumGroups() - 1) continue;
+      for (const LayerOp& op : Ops(g)) {
+        if (op.op_class != OpClass::kGemm || op.keep_16bit || op.frozen) continue;
+        elements += op.fp8_weight_elements;
+      }
+    }
+  }
+  return Bytes::Count(2 * elements);
 }
 
 Bytes Lowerer::GroupGradientBytes(int32_t g) const {

@@ -68,6 +68,14 @@ std::vector<KeyProblem> ForeignKeyProblems(const Scenario& s, const KeyWritten& 
                    "store_param_remainders belongs to framework megatron (NeMo's "
                    "distributed_fused_adam, Megatron-Core's precision-aware optimizer)"});
   }
+  if (s.training.fp8_params && (s.training.precision != Precision::kFp8 ||
+                                KernelLibraryOf(s) != KernelLibrary::kTransformerEngine)) {
+    out.push_back({"training.fp8_params",
+                   absl::StrCat("fp8_params holds Transformer Engine's fp8 weights: it needs "
+                                "precision fp8 and kernel_library transformer_engine (precision ",
+                                Name(s.training.precision), ", kernel library ",
+                                Name(KernelLibraryOf(s)), ")")});
+  }
   if (par.fsdp_version != 1 && fw != Framework::kFsdp) {
     out.push_back({"parallel.fsdp_version", "fsdp_version belongs to framework fsdp"});
   }
