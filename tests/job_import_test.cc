@@ -1,5 +1,6 @@
-// `stepsim import job` (sim/config/job_import.h): a Megatron-LM job's arguments as a scenario,
-// checked against the hand-written validation case of the same published run.
+// `stepsim import job` (sim/config/job_import.h): a Megatron-LM job's arguments, a DeepSpeed
+// config and a torchtitan job config as scenarios, checked against the hand-written validation
+// cases of the same published runs.
 #include "sim/config/job_import.h"
 
 #include <catch2/catch.hpp>
@@ -179,6 +180,144 @@ TEST_CASE("a DeepSpeed config imports with the launcher's world size and a model
   CHECK_THAT(refused(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
                          "zero_optimization": {"offload_param": {"device": "disk"}}})"),
              Catch::Contains("expected none, cpu or nvme"));
+}
+
+TEST_CASE("a torchtitan job config imports as the hand-written case of its benchmark", "[import]") {
+  // torchtitan's December 2024 H100 benchmark, Table 1's FSDP row (Llama 3 8B on 8 H100), whose
+  // case in scenarios/validation/torchtitan.yaml was written by hand from the benchmark's text.
+  auto text =
+      ReadInputFile(STEPSIM_SOURCE_DIR "/tests/data/jobs/torchtitan-llama3-8b-h100-202412.toml");
+  REQUIRE(text.ok());
+  config::JobContext c;
+  c.node = "grand-teton-h100-96gb";
+  c.gpus_per_node = 8;
+  c.gpus = 8;
+  auto job = config::ImportTorchtitanToml(*text, "llama3_8b.toml", c);
+  const Scenario imported = Loaded(job);
+  CHECK(job->unmapped.empty());
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  auto cases = config::LoadCases(root, STEPSIM_SOURCE_DIR "/scenarios/validation/torchtitan.yaml");
+  REQUIRE(cases.ok());
+  const ValidationCase* hand = nullptr;
+  for (const ValidationCase& v : *cases) {
+    if (v.id == "torchtitan_h100_202412_t1_fsdp") hand = &v;
+  }
+  REQUIRE(hand != nullptr);
+  const Scenario& h = hand->scenario;
+  CHECK(imported.model.name == h.model.name);
+  CHECK(imported.cluster.gpus() == h.cluster.gpus());
+  CHECK(imported.training.micro_batch == h.training.micro_batch);
+  CHECK(imported.training.global_batch == h.training.global_batch);
+  CHECK(imported.training.recompute == h.training.recompute);
+  CHECK(imported.training.kernels == h.training.kernels);
+  CHECK(imported.parallel.framework == h.parallel.framework);
+  CHECK(imported.parallel.fsdp_version == h.parallel.fsdp_version);
+  CHECK(imported.parallel.reduce_dtype == h.parallel.reduce_dtype);
+  auto a = replay::Simulate(imported, {});
+  auto b = replay::Simulate(h, {});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->step == b->step);
+  CHECK(a->ledgers[a->peak_rank].peak() == b->ledgers[b->peak_rank].peak());
+}
+
+TEST_CASE("torchtitan's [parallelism] layout, float8, compile and what is not mapped", "[import]") {
+  // The 2025 layout: degrees under [parallelism], local_batch_size and global_batch_size,
+  // converters, [compile]. 64 GPUs: shard 8 x tp 2 x pp 2 x cp 2; each pipeline
+  // runs the local batch of 8 as micro-batches of 2; global 256 = 8 x dp 8 x 4 accumulation.
+  const std::string toml = R"(
+[model]
+name = "llama3"
+flavor = "70B"
+converters = ["float8"]
+[training]
+local_batch_size = 8
+global_batch_size = 256
+seq_len = 16384
+mixed_precision_reduce = "bfloat16"
+steps = 10
+[parallelism]
+data_parallel_replicate_degree = 1
+data_parallel_shard_degree = 8
+tensor_parallel_degree = 2
+enable_async_tensor_parallel = true
+pipeline_parallel_degree = 2
+pipeline_parallel_schedule = "GPipe"
+pipeline_parallel_microbatch_size = 2
+context_parallel_degree = 2
+[activation_checkpoint]
+mode = "selective"
+selective_ac_option = "3"
+[optimizer]
+name = "AdamW"
+implementation = "foreach"
+early_step_in_backward = false
+[compile]
+enable = true
+[float8]
+enable_fsdp_float8_all_gather = true
+[job]
+dump_folder = "./outputs"
+)";
+  config::JobContext c;
+  c.node = "dgx-h100";
+  c.gpus_per_node = 8;  // no --gpus: the degrees multiply to the world size
+  auto job = config::ImportTorchtitanToml(toml, "job.toml", c);
+  const Scenario s = Loaded(job);
+  CHECK(s.model.name == "llama3-70b");
+  CHECK(s.cluster.gpus() == 64);
+  CHECK(s.training.seq_len == 16384);
+  CHECK(s.training.micro_batch == 2);
+  CHECK(s.training.global_batch == 256);
+  CHECK(s.training.precision == Precision::kFp8);
+  CHECK(s.training.kernel_library == KernelLibrary::kPyTorch);
+  CHECK(s.training.kernels == KernelFusion::kFused);
+  CHECK(s.training.recompute == Recompute::kFull);
+  CHECK(s.training.recompute_every == 3);
+  CHECK(s.training.optimizer_impl == OptimizerImpl::kForeach);
+  CHECK(s.parallel.framework == Framework::kFsdp);
+  CHECK(s.parallel.sharding == FsdpSharding::kFullShard);
+  CHECK(s.parallel.reduce_dtype == Dtype::kBf16);
+  CHECK(s.parallel.tp == 2);
+  CHECK(s.parallel.sequence_parallel);
+  CHECK(s.parallel.tp_comm_overlap);
+  CHECK(s.parallel.pp == 2);
+  CHECK(s.parallel.pp_schedule == PipelineSchedule::kGpipe);
+  CHECK(s.parallel.cp == 2);
+  CHECK(s.parallel.cp_kind == CpKind::kRing);
+  CHECK(s.dp() == 8);
+  // [job] cannot change a step; the float8 all-gather is not priced: listed.
+  CHECK(job->unmapped == std::vector<std::string>{"[float8].enable_fsdp_float8_all_gather"});
+  CHECK(absl::StrContains(job->yaml, "# Not mapped"));
+
+  auto refused = [&](const std::string& text, config::JobContext ctx) {
+    auto r = config::ImportTorchtitanToml(text, "bad.toml", ctx);
+    REQUIRE_FALSE(r.ok());
+    return std::string(r.status().message());
+  };
+  const std::string base = "[model]\nname = \"llama3\"\nflavor = \"8B\"\n";
+  // Malformed TOML and a value of the wrong type, each at its line and column.
+  CHECK_THAT(refused(base + "[training\n", c), Catch::StartsWith("bad.toml:4:"));
+  CHECK_THAT(refused(base + "[training]\nseq_len = \"long\"\nlocal_batch_size = 1\n", c),
+             Catch::StartsWith("bad.toml:5:11: [training].seq_len: expected a whole number"));
+  // data_parallel_shard_degree -1 (the default) needs the world size.
+  CHECK_THAT(refused(base + "[training]\nseq_len = 2048\nlocal_batch_size = 1\n", c),
+             Catch::Contains("pass --gpus N"));
+  config::JobContext eight = c;
+  eight.gpus = 8;
+  CHECK_THAT(refused("[model]\nname = \"llama3\"\nflavor = \"debugmodel\"\n[training]\n"
+                     "seq_len = 2048\nlocal_batch_size = 1\n",
+                     eight),
+             Catch::Contains("is no catalog model: pass --model"));
+  CHECK_THAT(refused(base + "[training]\nseq_len = 2048\nlocal_batch_size = 1\n[parallelism]\n"
+                            "pipeline_parallel_degree = 2\npipeline_parallel_schedule = "
+                            "\"ZBVZeroBubble\"\n",
+                     eight),
+             Catch::Contains("'ZBVZeroBubble' is not one of 1F1B, GPipe"));
+  CHECK_THAT(refused(base + "[training]\nseq_len = 2048\nlocal_batch_size = 1\n"
+                            "data_parallel_shard_degree = 3\n",
+                     eight),
+             Catch::Contains("do not multiply to 8 GPUs"));
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 # bindings' tests, Pillow to read the plot's rendering). pybind11-dev and python3-dev build `import stepsim`.
 set -euo pipefail
 packages=(g++ cmake ninja-build libboost-graph-dev libyaml-cpp-dev libabsl-dev
-          nlohmann-json3-dev gnuplot-nox pybind11-dev python3-dev)
+          nlohmann-json3-dev libtomlplusplus-dev gnuplot-nox pybind11-dev python3-dev)
 if [ "${1:-}" = "--test" ]; then
   packages+=(catch2 libbenchmark-dev clang-format chromium python3-pytest python3-pandas
              python3-pil)

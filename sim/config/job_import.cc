@@ -15,8 +15,12 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "sim/base/text_escape.h"
+#include "sim/config/job_import_writer.h"
 
 namespace sim::config {
+
+using job_import_internal::NameOf;
+using job_import_internal::Writer;
 
 namespace {
 
@@ -192,41 +196,6 @@ class Args {
   std::vector<Arg> args_;
   std::map<std::string, size_t> by_key_;
 };
-
-// One `key: value  # from FLAG` line at `indent`.
-class Writer {
- public:
-  void Line(int indent, const std::string& key, const std::string& value,
-            const std::string& from = "") {
-    absl::StrAppend(&out_, std::string(indent, ' '), key, ": ", value);
-    if (!from.empty()) absl::StrAppend(&out_, "  # ", CommentLine(from));
-    out_ += "\n";
-  }
-  void Raw(const std::string& text) { out_ += text; }
-  // The file's first lines: where it came from (`what`: the kind of input) and its name.
-  void Header(const std::string& origin, const std::string& what, const std::string& name) {
-    Raw(absl::StrCat("# Imported by `stepsim import job` from ", CommentLine(origin), " (", what,
-                     ").\n# Each key's origin is in its comment; keys without one are stepsim's "
-                     "defaults.\n"));
-    Line(0, "schema_version", "1");
-    Line(0, "name", YamlString(name));
-  }
-  // The file's last lines: what was read and not mapped.
-  void Unmapped(const std::vector<std::string>& unmapped) {
-    if (unmapped.empty()) return;
-    Raw("# Not mapped (not priced by stepsim, or not known to it):\n");
-    for (const std::string& u : unmapped) Raw(absl::StrCat("#   ", CommentLine(u), "\n"));
-  }
-  std::string& text() { return out_; }
-
- private:
-  std::string out_;
-};
-
-// The scenario's name: the caller's, else the input file's stem.
-std::string NameOf(const JobContext& context, const std::string& origin) {
-  return context.name.empty() ? std::filesystem::path(origin).stem().string() : context.name;
-}
 
 }  // namespace
 

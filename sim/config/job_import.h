@@ -51,4 +51,15 @@ absl::StatusOr<JobImport> ImportDeepSpeedConfig(const std::string& text, const s
                                                 const JobContext& context,
                                                 std::optional<int64_t> seq_len);
 
+// A torchtitan job config (`train_configs/*.toml`, torchtitan's JobConfig): [model] name and
+// flavor name the catalog model (or `context.model`), [training] the batch, sequence, precision
+// and compile settings, [parallelism] (or, in older configs, [training]) the degrees,
+// [activation_checkpoint], [optimizer] and [compile]. data_parallel_shard_degree -1 takes what
+// the other degrees leave of `context.gpus`, torchrun's world size. Each key's origin is written
+// in its comment, torchtitan's defaults named where a key is absent; sections that cannot change
+// a step (job, metrics, checkpoint, ...) are passed over, other keys listed as not mapped.
+// Malformed TOML and bad values are refused at their line and column.
+absl::StatusOr<JobImport> ImportTorchtitanToml(const std::string& text, const std::string& origin,
+                                               const JobContext& context);
+
 }  // namespace sim::config

@@ -1,12 +1,14 @@
 // stepsim import model CONFIG.json: a Hugging Face config as a stepsim model file
-// (sim/config/hf_import.h); stepsim import job ARGS: a Megatron-LM job's arguments as a
-// scenario (sim/config/job_import.h).
+// (sim/config/hf_import.h); stepsim import job ARGS|DS_CONFIG.json|JOB.toml: a Megatron-LM
+// job's arguments, a DeepSpeed config or a torchtitan job config as a scenario
+// (sim/config/job_import.h).
 
 #include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -63,9 +65,11 @@ int ImportJob(const FlagSet& flags) {
   context.name = flags.Get("name").value_or("");
   auto text = sim::ReadInputFile(file);
   if (!text.ok()) return Fail("import", text.status());
-  // A JSON object is a DeepSpeed config; anything else, Megatron-LM arguments.
+  // A JSON object is a DeepSpeed config, a .toml file torchtitan's; anything else, Megatron-LM
+  // arguments.
   const size_t first = text->find_first_not_of(" \t\r\n");
   const bool json = first != std::string::npos && (*text)[first] == '{';
+  const bool toml = absl::EndsWithIgnoreCase(file, ".toml");
   std::optional<int64_t> seq_len;
   if (auto v = flags.Get("seq-len")) {
     int64_t n = 0;
@@ -75,8 +79,9 @@ int ImportJob(const FlagSet& flags) {
     }
     seq_len = n;
   }
-  auto imported = json ? sim::config::ImportDeepSpeedConfig(*text, file, context, seq_len)
-                       : sim::config::ImportMegatronArgs(*text, file, context);
+  auto imported = toml   ? sim::config::ImportTorchtitanToml(*text, file, context)
+                  : json ? sim::config::ImportDeepSpeedConfig(*text, file, context, seq_len)
+                         : sim::config::ImportMegatronArgs(*text, file, context);
   if (!imported.ok()) return Fail("import", imported.status());
   // The scenario must load as written: a flag combination stepsim refuses is said now.
   auto loader =
@@ -102,13 +107,15 @@ int ImportJob(const FlagSet& flags) {
 int ImportCommand(const std::vector<std::string>& args) {
   FlagSet flags(
       "stepsim import model CONFIG.json [--name N] [--out FILE] [--ignore FIELD]...\n"
-      "       stepsim import job ARGS|DS_CONFIG.json --node NODE [--gpus N] [--model M] "
+      "       stepsim import job ARGS|DS_CONFIG.json|JOB.toml --node NODE [--gpus N] [--model M] "
       "[--seq-len N] [--name N] [--out FILE]",
       "import job: writes a scenario from a Megatron-LM job's arguments (a pretrain_gpt.py\n"
       "command line or launch script's arguments with their values; torchrun's --nnodes and\n"
       "--nproc-per-node give the world size, else --gpus), each key with the flag it came\n"
       "from; the flags it does not map are listed in the file and printed. A DeepSpeed\n"
-      "config (a JSON object) needs --model and --gpus (its launcher's world size).\n"
+      "config (a JSON object) needs --model and --gpus (its launcher's world size). A\n"
+      "torchtitan job config (a .toml file) names its model by [model] name and flavor;\n"
+      "--gpus gives the world size when data_parallel_shard_degree is -1.\n"
       "import model: writes a stepsim model file from a Hugging Face config.json (model_type "
       "llama,\n"
       "mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, qwen3_moe, deepseek_v2,\n"
