@@ -124,11 +124,25 @@ UB_TP_COMM_OVERLAP = {("llama3.1", "70b"), ("llama3.1", "405b"), ("nemotron", "1
                       ("nemotron", "340b"), ("grok1", "314b"), ("nemo_megatron", "175b")}
 
 
+# distributed_fused_adam's overlap_grad_sync is true in every NeMo recipe that runs it (the data's
+# header): the gradients' reduce-scatter runs in buckets beside the backward. overlap_param_sync
+# (the updated parameters' all-gather beside the next forward) is true for Llama 3.1 70B/405B by
+# the header, and in nemotron/nemotron4-340b-synth.yaml (optim: overlap_param_sync: true).
+# Grok-1 runs Megatron-Core's distributed optimizer with its own defaults (no overlap).
+OVERLAP_PARAM_SYNC = {("llama3.1", "70b"), ("llama3.1", "405b"), ("nemotron", "340b")}
+
+
 # The Transformer Engine release of the recipes' containers: NeMo 24.09 ships TE 1.10 (NeMo
 # Framework user guide 24.09, "Software Component Versions"; 24.05 ships 1.6). The 24.11
 # container's is not listed there; TE's 2.x releases began in 2025, so it is a 1.x release
 # too, and every release before 2.3 is modelled alike (TeVersion::CachesDummyWeightGradients).
 NEMO_TE_VERSION = "1.10"
+
+
+def dp_of(r):
+    """A record's data-parallel degree: its GPUs over TP x PP x CP."""
+    c = r["config"]
+    return r["gpus"] // (c.get("tp", 1) * c.get("pp", 1) * c.get("cp", 1))
 
 
 def nemo_cases(path):
@@ -160,6 +174,12 @@ def nemo_cases(path):
         # store_param_remainders (megatron_base_model.py setup_optimization). Grok-1 runs
         # Megatron-Core's own distributed optimizer (mcore_distributed_optim), fp32 masters.
         remainders = r["family"] != "grok1"
+        grad_overlap = remainders and dp_of(r) > 1
+        param_overlap = grad_overlap and (r["family"], r["model"]) in OVERLAP_PARAM_SYNC
+        if grad_overlap:
+            notes.append("distributed_fused_adam overlap_grad_sync: parallel.overlap_grad_reduce" +
+                         (", overlap_param_sync: parallel.overlap_param_gather"
+                          if param_overlap else ""))
         if remainders:
             notes.append("distributed_fused_adam: fp32 masters as 16-bit remainders "
                          "(parallel.store_param_remainders)")
@@ -190,7 +210,9 @@ def nemo_cases(path):
             # distributed_fused_adam with grad_sync_dtype bf16: gradients bucketed and reduced in bf16.
             parallel_line(tp, pp, cp, ep, vp, extra=", reduce_dtype: bf16" +
                           (", store_param_remainders: true" if remainders else "") +
-                          (", tp_comm_overlap: true" if tp_overlap else ""))]
+                          (", tp_comm_overlap: true" if tp_overlap else "") +
+                          (", overlap_grad_reduce: true" if grad_overlap else "") +
+                          (", overlap_param_gather: true" if param_overlap else ""))]
         case = {"id": r["id"], "flops": "stepsim",
                 "source": f"NVIDIA/dgxc-benchmarking {r['first_release']} ({tags[r['first_release']][:8]}), {r['file']}",
                 "measured": {"step_s": r["measured"]["step_s"]},
