@@ -320,5 +320,64 @@ dump_folder = "./outputs"
              Catch::Contains("do not multiply to 8 GPUs"));
 }
 
+TEST_CASE("a NeMo recipe with its launcher's overrides imports as the hand-written case",
+          "[import]") {
+  // NVIDIA's DGX Cloud Nemotron-4 340B recipe, as published, with what nemotron/configure.sh
+  // passes at v24.11.1 for the 128-GPU fp8 row (GBS = 2 x nodes), against its case in
+  // scenarios/validation/nemo-dgxc-h100.yaml (written by tools/convert_megatron_te.py).
+  auto text = ReadInputFile(STEPSIM_SOURCE_DIR "/tests/data/jobs/nemotron4-340b-synth.yaml");
+  REQUIRE(text.ok());
+  config::JobContext c;
+  c.node = "dgx-h100";
+  c.gpus_per_node = 8;
+  const std::vector<std::string> overrides = {
+      "trainer.num_nodes=16",   "model.global_batch_size=32",    "model.fp8=True",
+      "+model.fp8_params=True", "model.ub_tp_comm_overlap=True", "model.sequence_parallel=True"};
+  auto job = config::ImportNemoRecipe(*text, "nemotron4-340b-synth.yaml", c, overrides, 256000);
+  INFO((job.ok() ? job->yaml : std::string(job.status().message())));
+  REQUIRE(job.ok());
+  CHECK(job->unmapped.empty());
+  const config::DataRoot root{STEPSIM_SOURCE_DIR};
+  auto loader = config::ScenarioLoader::FromText(root, job->yaml, "imported");
+  REQUIRE(loader.ok());
+  // The one setting a recipe cannot say: the Transformer Engine release of its container.
+  auto imported = loader->Load({{"training.te_version", "1.10"}});
+  REQUIRE(imported.ok());
+  auto cases =
+      config::LoadCases(root, STEPSIM_SOURCE_DIR "/scenarios/validation/nemo-dgxc-h100.yaml");
+  REQUIRE(cases.ok());
+  const ValidationCase* hand = nullptr;
+  for (const ValidationCase& v : *cases) {
+    if (v.id == "dgxc_v24111_nemotron_340b_pretrain_fp8_h100x128") hand = &v;
+  }
+  REQUIRE(hand != nullptr);
+  const Scenario& h = hand->scenario;
+  CHECK(imported->model.vocab == h.model.vocab);
+  CHECK(imported->cluster.gpus() == h.cluster.gpus());
+  CHECK(imported->parallel.pp_chunks == h.parallel.pp_chunks);
+  CHECK(imported->parallel.store_param_remainders == h.parallel.store_param_remainders);
+  CHECK(imported->parallel.overlap_param_gather == h.parallel.overlap_param_gather);
+  CHECK(imported->training.fp8_params == h.training.fp8_params);
+  auto a = replay::Simulate(*imported, {});
+  auto b = replay::Simulate(h, {});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->step == b->step);
+  CHECK(a->ledgers[a->peak_rank].peak() == b->ledgers[b->peak_rank].peak());
+
+  // Hydra's rule: a key the recipe lacks needs +; a malformed recipe is refused where it breaks.
+  auto refused = [&](const std::string& t, std::vector<std::string> o) {
+    auto r = config::ImportNemoRecipe(t, "r.yaml", c, o, 256000);
+    REQUIRE_FALSE(r.ok());
+    return std::string(r.status().message());
+  };
+  CHECK_THAT(refused(*text, {"model.fp8_params=True"}),
+             Catch::Contains("is not in the recipe (Hydra adds a key with +model.fp8_params)"));
+  CHECK_THAT(refused("model: {num_layers: [1\n", {}), Catch::StartsWith("r.yaml:"));
+  CHECK_THAT(refused("trainer: {num_nodes: 2, devices: 8}\nmodel: {num_layers: many}\n", {}),
+             Catch::StartsWith("r.yaml:2:21: model.num_layers: expected a whole number"));
+  CHECK_THAT(refused(*text, {"model.activation=relu"}), Catch::Contains("'relu' is not modelled"));
+}
+
 }  // namespace
 }  // namespace sim

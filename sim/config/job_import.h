@@ -59,6 +59,18 @@ absl::StatusOr<JobImport> ImportDeepSpeedConfig(const std::string& text, const s
 // in its comment, torchtitan's defaults named where a key is absent; sections that cannot change
 // a step (job, metrics, checkpoint, ...) are passed over, other keys listed as not mapped.
 // Malformed TOML and bad values are refused at their line and column.
+// A NeMo training recipe (NeMo-Framework-Launcher's Hydra YAML: trainer:, model: with its optim:)
+// with the launcher's Hydra `overrides` applied first (KEY=VALUE replaces a key the recipe has,
+// +KEY=VALUE adds one, as Hydra does). The architecture becomes an inline model (the vocabulary,
+// which lives in the tokenizer's file, from `vocab`, padded as Megatron pads it), or
+// `context.model` stands for it; trainer.num_nodes x devices give the world size unless
+// `context.gpus` does. distributed_fused_adam is the distributed optimizer with its overlapped
+// syncs, grad_sync_dtype and, for a bf16 model, Apex's store_param_remainders as NeMo sets it.
+absl::StatusOr<JobImport> ImportNemoRecipe(const std::string& text, const std::string& origin,
+                                           const JobContext& context,
+                                           const std::vector<std::string>& overrides,
+                                           std::optional<int64_t> vocab);
+
 absl::StatusOr<JobImport> ImportTorchtitanToml(const std::string& text, const std::string& origin,
                                                const JobContext& context);
 

@@ -70,6 +70,17 @@ int ImportJob(const FlagSet& flags) {
   const size_t first = text->find_first_not_of(" \t\r\n");
   const bool json = first != std::string::npos && (*text)[first] == '{';
   const bool toml = absl::EndsWithIgnoreCase(file, ".toml");
+  const bool nemo =
+      absl::EndsWithIgnoreCase(file, ".yaml") || absl::EndsWithIgnoreCase(file, ".yml");
+  std::optional<int64_t> vocab;
+  if (auto v = flags.Get("vocab")) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > (int64_t{1} << 24)) {
+      return Fail("import", absl::InvalidArgumentError(absl::StrCat(
+                                "--vocab: expected a vocabulary size, got '", *v, "'")));
+    }
+    vocab = n;
+  }
   std::optional<int64_t> seq_len;
   if (auto v = flags.Get("seq-len")) {
     int64_t n = 0;
@@ -79,9 +90,11 @@ int ImportJob(const FlagSet& flags) {
     }
     seq_len = n;
   }
-  auto imported = toml   ? sim::config::ImportTorchtitanToml(*text, file, context)
-                  : json ? sim::config::ImportDeepSpeedConfig(*text, file, context, seq_len)
-                         : sim::config::ImportMegatronArgs(*text, file, context);
+  auto imported =
+      nemo   ? sim::config::ImportNemoRecipe(*text, file, context, flags.GetAll("override"), vocab)
+      : toml ? sim::config::ImportTorchtitanToml(*text, file, context)
+      : json ? sim::config::ImportDeepSpeedConfig(*text, file, context, seq_len)
+             : sim::config::ImportMegatronArgs(*text, file, context);
   if (!imported.ok()) return Fail("import", imported.status());
   // The scenario must load as written: a flag combination stepsim refuses is said now.
   auto loader =
@@ -107,15 +120,17 @@ int ImportJob(const FlagSet& flags) {
 int ImportCommand(const std::vector<std::string>& args) {
   FlagSet flags(
       "stepsim import model CONFIG.json [--name N] [--out FILE] [--ignore FIELD]...\n"
-      "       stepsim import job ARGS|DS_CONFIG.json|JOB.toml --node NODE [--gpus N] [--model M] "
-      "[--seq-len N] [--name N] [--out FILE]",
+      "       stepsim import job ARGS|DS_CONFIG.json|JOB.toml|RECIPE.yaml --node NODE [--gpus N] "
+      "[--model M] [--seq-len N] [--vocab N] [--override KEY=VALUE]... [--name N] [--out FILE]",
       "import job: writes a scenario from a Megatron-LM job's arguments (a pretrain_gpt.py\n"
       "command line or launch script's arguments with their values; torchrun's --nnodes and\n"
       "--nproc-per-node give the world size, else --gpus), each key with the flag it came\n"
       "from; the flags it does not map are listed in the file and printed. A DeepSpeed\n"
       "config (a JSON object) needs --model and --gpus (its launcher's world size). A\n"
       "torchtitan job config (a .toml file) names its model by [model] name and flavor;\n"
-      "--gpus gives the world size when data_parallel_shard_degree is -1.\n"
+      "--gpus gives the world size when data_parallel_shard_degree is -1. A NeMo recipe\n"
+      "(a .yaml file) takes the launcher's Hydra overrides (--override KEY=VALUE) and the\n"
+      "vocabulary size (--vocab N) unless --model names the architecture.\n"
       "import model: writes a stepsim model file from a Hugging Face config.json (model_type "
       "llama,\n"
       "mistral, qwen2, qwen3, gemma, mixtral, qwen2_moe, qwen3_moe, deepseek_v2,\n"
@@ -128,7 +143,11 @@ int ImportCommand(const std::vector<std::string>& args) {
        {"node", "NODE", "import job: the node type the job runs on (stepsim list nodes)"},
        {"gpus", "N", "import job: the world size, when no torchrun prefix gives it"},
        {"model", "M", "import job: a catalog model or hf:config.json for the architecture"},
-       {"seq-len", "N", "import job: tokens per sequence (a DeepSpeed config does not say)"}});
+       {"seq-len", "N", "import job: tokens per sequence (a DeepSpeed config does not say)"},
+       {"override", "KEY=VALUE", "import job: a Hydra override of a NeMo recipe (+KEY adds one)",
+        true},
+       {"vocab", "N",
+        "import job: the vocabulary size (a NeMo recipe keeps it in its tokenizer)"}});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("import", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
