@@ -675,6 +675,40 @@ TEST_CASE("import model writes a model file the ledger and run read", "[cli]") {
   CHECK(Stepsim("import modle x.json").status == 2);
 }
 
+TEST_CASE("import job reads torchtitan configs and NeMo recipes into scenarios run reads",
+          "[cli]") {
+  const std::string dir = "/tmp/stepsim-cli-import-job";
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir + "/titan.yaml");
+  Result titan = Stepsim(
+      "import job tests/data/jobs/torchtitan-llama3-8b-h100-202412.toml --node "
+      "grand-teton-h100-96gb --gpus 8 --out " +
+      dir + "/titan.yaml");
+  REQUIRE(titan.status == 0);
+  CHECK(absl::StrContains(titan.out, "every flag that prices a step mapped"));
+  CHECK(Stepsim("run " + dir + "/titan.yaml").status == 0);
+  Result nemo = Stepsim(
+      "import job tests/data/jobs/nemotron4-340b-synth.yaml --node dgx-h100 --vocab 256000 "
+      "--override trainer.num_nodes=16 --override model.global_batch_size=32 --out " +
+      dir + "/nemo.yaml");
+  REQUIRE(nemo.status == 0);
+  CHECK(Stepsim("run " + dir + "/nemo.yaml").status == 0);
+  // Malformed input: exit 2, the place named, nothing written.
+  std::filesystem::remove(dir + "/bad.yaml");
+  { std::ofstream(dir + "/bad.toml") << "[model]\nname = \"llama3\"\nflavor = 8B\n"; }
+  Result bad = Stepsim("import job " + dir + "/bad.toml --node dgx-h100 --gpus 8 --out " + dir +
+                       "/bad.yaml");
+  CHECK(bad.status == 2);
+  CHECK(absl::StrContains(bad.out, "bad.toml:3:"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/bad.yaml"));
+  // A recipe's key that Hydra would refuse to override without +.
+  Result hydra = Stepsim(
+      "import job tests/data/jobs/nemotron4-340b-synth.yaml --node dgx-h100 --vocab 256000 "
+      "--override model.fp8_params=True");
+  CHECK(hydra.status == 2);
+  CHECK(absl::StrContains(hydra.out, "+model.fp8_params"));
+}
+
 TEST_CASE("compare's page charts what each ZeRO stage sends, as a multiple of DDP's", "[cli]") {
   const std::string page = "/tmp/stepsim-cli-pages/compare-comm.html";
   std::filesystem::create_directories("/tmp/stepsim-cli-pages");
