@@ -36,6 +36,28 @@ Scenario Loaded(const absl::StatusOr<config::JobImport>& job) {
   return *s;
 }
 
+// The hand-written validation case `id` of `file` (under scenarios/validation/).
+Scenario HandCase(const std::string& file, const std::string& id) {
+  auto cases = config::LoadCases(config::DataRoot{STEPSIM_SOURCE_DIR},
+                                 STEPSIM_SOURCE_DIR "/scenarios/validation/" + file);
+  REQUIRE(cases.ok());
+  for (const ValidationCase& c : *cases) {
+    if (c.id == id) return c.scenario;
+  }
+  FAIL("no case " << id << " in " << file);
+  return {};
+}
+
+// The replays of two scenarios: the same step, the same peak, to the picosecond and the byte.
+void CheckSameReplay(const Scenario& x, const Scenario& y) {
+  auto a = replay::Simulate(x, {});
+  auto b = replay::Simulate(y, {});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->step == b->step);
+  CHECK(a->ledgers[a->peak_rank].peak() == b->ledgers[b->peak_rank].peak());
+}
+
 TEST_CASE("Megatron-LM's SC21 arguments import as the hand-written case", "[import]") {
   // Narayanan et al. 2021 Table 1's 1.7B row, whose case in scenarios/validation/megatron.yaml
   // was written by hand from the paper and the same script.
@@ -49,13 +71,7 @@ TEST_CASE("Megatron-LM's SC21 arguments import as the hand-written case", "[impo
   const config::DataRoot root{STEPSIM_SOURCE_DIR};
   auto loader = config::ScenarioLoader::FromText(root, job->yaml, "imported");
   REQUIRE(loader.ok());
-  auto cases = config::LoadCases(root, STEPSIM_SOURCE_DIR "/scenarios/validation/megatron.yaml");
-  REQUIRE(cases.ok());
-  const ValidationCase* hand = nullptr;
-  for (const ValidationCase& c : *cases) {
-    if (c.id == "narayanan21_t1_1.7B") hand = &c;
-  }
-  REQUIRE(hand != nullptr);
+  const Scenario h = HandCase("megatron.yaml", "narayanan21_t1_1.7B");
   // The vocabulary is the one difference: the job pads GPT-2's 50,257 tokens to 50,304 (a
   // multiple of 128 at TP 1), as Megatron-LM does; the case uses the paper's V = 51,200.
   auto imported = loader->Load({});
@@ -63,7 +79,6 @@ TEST_CASE("Megatron-LM's SC21 arguments import as the hand-written case", "[impo
   CHECK(imported->model.vocab == 50304);
   auto same = loader->Load({{"model.vocab", "51200"}});
   REQUIRE(same.ok());
-  const Scenario& h = hand->scenario;
   CHECK(same->model.layers == h.model.layers);
   CHECK(same->model.hidden == h.model.hidden);
   CHECK(same->model.heads == h.model.heads);
@@ -75,13 +90,7 @@ TEST_CASE("Megatron-LM's SC21 arguments import as the hand-written case", "[impo
   CHECK(same->training.precision == h.training.precision);
   CHECK(same->training.recompute == h.training.recompute);
   CHECK(same->parallel.zero == h.parallel.zero);
-  // And the replay: the same step, the same peak, to the picosecond and the byte.
-  auto a = replay::Simulate(*same, {});
-  auto b = replay::Simulate(h, {});
-  REQUIRE(a.ok());
-  REQUIRE(b.ok());
-  CHECK(a->step == b->step);
-  CHECK(a->ledgers[a->peak_rank].peak() == b->ledgers[b->peak_rank].peak());
+  CheckSameReplay(*same, h);
 }
 
 TEST_CASE("job import: Megatron-Core flags, torchrun's world size, and what is not mapped",
@@ -195,15 +204,7 @@ TEST_CASE("a torchtitan job config imports as the hand-written case of its bench
   auto job = config::ImportTorchtitanToml(*text, "llama3_8b.toml", c);
   const Scenario imported = Loaded(job);
   CHECK(job->unmapped.empty());
-  const config::DataRoot root{STEPSIM_SOURCE_DIR};
-  auto cases = config::LoadCases(root, STEPSIM_SOURCE_DIR "/scenarios/validation/torchtitan.yaml");
-  REQUIRE(cases.ok());
-  const ValidationCase* hand = nullptr;
-  for (const ValidationCase& v : *cases) {
-    if (v.id == "torchtitan_h100_202412_t1_fsdp") hand = &v;
-  }
-  REQUIRE(hand != nullptr);
-  const Scenario& h = hand->scenario;
+  const Scenario h = HandCase("torchtitan.yaml", "torchtitan_h100_202412_t1_fsdp");
   CHECK(imported.model.name == h.model.name);
   CHECK(imported.cluster.gpus() == h.cluster.gpus());
   CHECK(imported.training.micro_batch == h.training.micro_batch);
@@ -213,12 +214,7 @@ TEST_CASE("a torchtitan job config imports as the hand-written case of its bench
   CHECK(imported.parallel.framework == h.parallel.framework);
   CHECK(imported.parallel.fsdp_version == h.parallel.fsdp_version);
   CHECK(imported.parallel.reduce_dtype == h.parallel.reduce_dtype);
-  auto a = replay::Simulate(imported, {});
-  auto b = replay::Simulate(h, {});
-  REQUIRE(a.ok());
-  REQUIRE(b.ok());
-  CHECK(a->step == b->step);
-  CHECK(a->ledgers[a->peak_rank].peak() == b->ledgers[b->peak_rank].peak());
+  CheckSameReplay(imported, h);
 }
 
 TEST_CASE("torchtitan's [parallelism] layout, float8, compile and what is not mapped", "[import]") {
@@ -343,27 +339,15 @@ TEST_CASE("a NeMo recipe with its launcher's overrides imports as the hand-writt
   // The one setting a recipe cannot say: the Transformer Engine release of its container.
   auto imported = loader->Load({{"training.te_version", "1.10"}});
   REQUIRE(imported.ok());
-  auto cases =
-      config::LoadCases(root, STEPSIM_SOURCE_DIR "/scenarios/validation/nemo-dgxc-h100.yaml");
-  REQUIRE(cases.ok());
-  const ValidationCase* hand = nullptr;
-  for (const ValidationCase& v : *cases) {
-    if (v.id == "dgxc_v24111_nemotron_340b_pretrain_fp8_h100x128") hand = &v;
-  }
-  REQUIRE(hand != nullptr);
-  const Scenario& h = hand->scenario;
+  const Scenario h =
+      HandCase("nemo-dgxc-h100.yaml", "dgxc_v24111_nemotron_340b_pretrain_fp8_h100x128");
   CHECK(imported->model.vocab == h.model.vocab);
   CHECK(imported->cluster.gpus() == h.cluster.gpus());
   CHECK(imported->parallel.pp_chunks == h.parallel.pp_chunks);
   CHECK(imported->parallel.store_param_remainders == h.parallel.store_param_remainders);
   CHECK(imported->parallel.overlap_param_gather == h.parallel.overlap_param_gather);
   CHECK(imported->training.fp8_params == h.training.fp8_params);
-  auto a = replay::Simulate(*imported, {});
-  auto b = replay::Simulate(h, {});
-  REQUIRE(a.ok());
-  REQUIRE(b.ok());
-  CHECK(a->step == b->step);
-  CHECK(a->ledgers[a->peak_rank].peak() == b->ledgers[b->peak_rank].peak());
+  CheckSameReplay(*imported, h);
 
   // Hydra's rule: a key the recipe lacks needs +; a malformed recipe is refused where it breaks.
   auto refused = [&](const std::string& t, std::vector<std::string> o) {

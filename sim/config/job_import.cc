@@ -574,20 +574,16 @@ absl::StatusOr<JobImport> ImportDeepSpeedConfig(const std::string& text, const s
     }
     return std::optional<std::string>(d);
   };
-#define SIM_TRY(var, expr) \
-  auto var = (expr);       \
-  if (!var.ok()) return var.status()
-  SIM_TRY(micro, count("train_micro_batch_size_per_gpu"));
-  SIM_TRY(total, count("train_batch_size"));
-  SIM_TRY(gas, count("gradient_accumulation_steps"));
-  SIM_TRY(bf16, flag("bf16.enabled"));
-  SIM_TRY(fp16, flag("fp16.enabled"));
-  SIM_TRY(stage, count("zero_optimization.stage"));
-  SIM_TRY(opt_dev, device("zero_optimization.offload_optimizer.device"));
-  SIM_TRY(param_dev, device("zero_optimization.offload_param.device"));
-  SIM_TRY(overlap, flag("zero_optimization.overlap_comm"));
-  SIM_TRY(contiguous, flag("zero_optimization.contiguous_gradients"));
-#undef SIM_TRY
+  SIM_IMPORT_TRY(micro, count("train_micro_batch_size_per_gpu"));
+  SIM_IMPORT_TRY(total, count("train_batch_size"));
+  SIM_IMPORT_TRY(gas, count("gradient_accumulation_steps"));
+  SIM_IMPORT_TRY(bf16, flag("bf16.enabled"));
+  SIM_IMPORT_TRY(fp16, flag("fp16.enabled"));
+  SIM_IMPORT_TRY(stage, count("zero_optimization.stage"));
+  SIM_IMPORT_TRY(opt_dev, device("zero_optimization.offload_optimizer.device"));
+  SIM_IMPORT_TRY(param_dev, device("zero_optimization.offload_param.device"));
+  SIM_IMPORT_TRY(overlap, flag("zero_optimization.overlap_comm"));
+  SIM_IMPORT_TRY(contiguous, flag("zero_optimization.contiguous_gradients"));
   // DeepSpeed's batch rule (runtime/config.py _batch_assertion): train_batch_size =
   // micro × gradient_accumulation_steps × world size; two of the three give the third.
   int64_t m = micro->value_or(0), g = gas->value_or(0), t = total->value_or(0);

@@ -1,9 +1,9 @@
 #pragma once
-// The scenario text `stepsim import job` writes, shared by its readers (job_import.cc,
-// torchtitan_import.cc): one `key: value  # from ORIGIN` line at a time, the header naming the
-// input, and the trailer listing what was read and not mapped. Values and origins are escaped
-// for YAML and for a comment line (sim/base/text_escape.h): the input's text never becomes
-// structure.
+// What `stepsim import job`'s readers share (job_import.cc, torchtitan_import.cc,
+// nemo_import.cc): the scenario text they write, one `key: value  # from ORIGIN` line at a time,
+// the header naming the input, and the trailer listing what was read and not mapped. Values and
+// origins are escaped for YAML and for a comment line (sim/base/text_escape.h): the input's text
+// never becomes structure.
 
 #include <filesystem>
 #include <string>
@@ -12,6 +12,12 @@
 #include "absl/strings/str_cat.h"
 #include "sim/base/text_escape.h"
 #include "sim/config/job_import.h"
+
+// In a reader returning absl::StatusOr: `var` takes what `expr` (a StatusOr) holds, or the
+// reader returns its error.
+#define SIM_IMPORT_TRY(var, expr) \
+  auto var = (expr);              \
+  if (!var.ok()) return var.status()
 
 namespace sim::config::job_import_internal {
 

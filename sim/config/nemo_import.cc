@@ -204,45 +204,41 @@ absl::StatusOr<JobImport> ImportNemoRecipe(const std::string& text, const std::s
     return std::optional<std::string>(n.Scalar());
   };
   const std::string m = "model.";
-#define SIM_TRY(var, expr) \
-  auto var = (expr);       \
-  if (!var.ok()) return var.status()
-  SIM_TRY(nodes, count(trainer, "trainer.", "num_nodes"));
-  SIM_TRY(devices, count(trainer, "trainer.", "devices"));
-  SIM_TRY(precision, word(trainer, "trainer.", "precision"));
-  SIM_TRY(micro, count(model, m, "micro_batch_size"));
-  SIM_TRY(global, count(model, m, "global_batch_size"));
-  SIM_TRY(seq, count(model, m, "encoder_seq_length"));
-  SIM_TRY(tp, count(model, m, "tensor_model_parallel_size"));
-  SIM_TRY(pp, count(model, m, "pipeline_model_parallel_size"));
-  SIM_TRY(vp, count(model, m, "virtual_pipeline_model_parallel_size"));
-  SIM_TRY(cp, count(model, m, "context_parallel_size"));
-  SIM_TRY(ep, count(model, m, "expert_model_parallel_size"));
-  SIM_TRY(sp, flag(model, m, "sequence_parallel"));
-  SIM_TRY(layers, count(model, m, "num_layers"));
-  SIM_TRY(hidden, count(model, m, "hidden_size"));
-  SIM_TRY(ffn, count(model, m, "ffn_hidden_size"));
-  SIM_TRY(heads, count(model, m, "num_attention_heads"));
-  SIM_TRY(groups, count(model, m, "num_query_groups"));
-  SIM_TRY(activation, word(model, m, "activation"));
-  SIM_TRY(norm, word(model, m, "normalization"));
-  SIM_TRY(position, word(model, m, "position_embedding_type"));
-  SIM_TRY(tied, flag(model, m, "share_embeddings_and_output_weights"));
-  SIM_TRY(bias, flag(model, m, "bias"));
-  SIM_TRY(dropout, word(model, m, "hidden_dropout"));
-  SIM_TRY(divisible, count(model, m, "make_vocab_size_divisible_by"));
-  SIM_TRY(granularity, word(model, m, "activations_checkpoint_granularity"));
-  SIM_TRY(fp8, flag(model, m, "fp8"));
-  SIM_TRY(fp8_params, flag(model, m, "fp8_params"));
-  SIM_TRY(ub, flag(model, m, "ub_tp_comm_overlap"));
-  SIM_TRY(te, flag(model, m, "transformer_engine"));
+  SIM_IMPORT_TRY(nodes, count(trainer, "trainer.", "num_nodes"));
+  SIM_IMPORT_TRY(devices, count(trainer, "trainer.", "devices"));
+  SIM_IMPORT_TRY(precision, word(trainer, "trainer.", "precision"));
+  SIM_IMPORT_TRY(micro, count(model, m, "micro_batch_size"));
+  SIM_IMPORT_TRY(global, count(model, m, "global_batch_size"));
+  SIM_IMPORT_TRY(seq, count(model, m, "encoder_seq_length"));
+  SIM_IMPORT_TRY(tp, count(model, m, "tensor_model_parallel_size"));
+  SIM_IMPORT_TRY(pp, count(model, m, "pipeline_model_parallel_size"));
+  SIM_IMPORT_TRY(vp, count(model, m, "virtual_pipeline_model_parallel_size"));
+  SIM_IMPORT_TRY(cp, count(model, m, "context_parallel_size"));
+  SIM_IMPORT_TRY(ep, count(model, m, "expert_model_parallel_size"));
+  SIM_IMPORT_TRY(sp, flag(model, m, "sequence_parallel"));
+  SIM_IMPORT_TRY(layers, count(model, m, "num_layers"));
+  SIM_IMPORT_TRY(hidden, count(model, m, "hidden_size"));
+  SIM_IMPORT_TRY(ffn, count(model, m, "ffn_hidden_size"));
+  SIM_IMPORT_TRY(heads, count(model, m, "num_attention_heads"));
+  SIM_IMPORT_TRY(groups, count(model, m, "num_query_groups"));
+  SIM_IMPORT_TRY(activation, word(model, m, "activation"));
+  SIM_IMPORT_TRY(norm, word(model, m, "normalization"));
+  SIM_IMPORT_TRY(position, word(model, m, "position_embedding_type"));
+  SIM_IMPORT_TRY(tied, flag(model, m, "share_embeddings_and_output_weights"));
+  SIM_IMPORT_TRY(bias, flag(model, m, "bias"));
+  SIM_IMPORT_TRY(dropout, word(model, m, "hidden_dropout"));
+  SIM_IMPORT_TRY(divisible, count(model, m, "make_vocab_size_divisible_by"));
+  SIM_IMPORT_TRY(granularity, word(model, m, "activations_checkpoint_granularity"));
+  SIM_IMPORT_TRY(fp8, flag(model, m, "fp8"));
+  SIM_IMPORT_TRY(fp8_params, flag(model, m, "fp8_params"));
+  SIM_IMPORT_TRY(ub, flag(model, m, "ub_tp_comm_overlap"));
+  SIM_IMPORT_TRY(te, flag(model, m, "transformer_engine"));
   const YAML::Node optim = get(model, m, "optim");
   const std::string o = "model.optim.";
-  SIM_TRY(optim_name, word(optim, o, "name"));
-  SIM_TRY(grad_dtype, word(optim, o, "grad_sync_dtype"));
-  SIM_TRY(grad_overlap, flag(optim, o, "overlap_grad_sync"));
-  SIM_TRY(param_overlap, flag(optim, o, "overlap_param_sync"));
-#undef SIM_TRY
+  SIM_IMPORT_TRY(optim_name, word(optim, o, "name"));
+  SIM_IMPORT_TRY(grad_dtype, word(optim, o, "grad_sync_dtype"));
+  SIM_IMPORT_TRY(grad_overlap, flag(optim, o, "overlap_grad_sync"));
+  SIM_IMPORT_TRY(param_overlap, flag(optim, o, "overlap_param_sync"));
 
   // ---- the world and the layout ----
   int64_t world = 0;

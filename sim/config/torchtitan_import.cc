@@ -147,42 +147,41 @@ absl::StatusOr<JobImport> ImportTorchtitanToml(const std::string& text, const st
     }
     return std::optional<int64_t>();
   };
-#define SIM_TRY(var, expr) \
-  auto var = (expr);       \
-  if (!var.ok()) return var.status()
-  SIM_TRY(model_name, string("model", "name"));
-  SIM_TRY(flavor, string("model", "flavor"));
-  SIM_TRY(norm_type,
-          choice("model", "norm_type",
-                 {"rmsnorm", "fused_rmsnorm", "compiled_rmsnorm", "layernorm", "np_layernorm"}));
-  SIM_TRY(local_batch, integer("training", "local_batch_size"));
-  SIM_TRY(old_batch, integer("training", "batch_size"));
-  SIM_TRY(global_batch, integer("training", "global_batch_size"));
-  SIM_TRY(seq_len, integer("training", "seq_len"));
-  SIM_TRY(old_compile, boolean("training", "compile"));
-  SIM_TRY(compile, boolean("compile", "enable"));
-  SIM_TRY(param_dtype, choice("training", "mixed_precision_param", {"bfloat16", "float32"}));
-  SIM_TRY(reduce_dtype, choice("training", "mixed_precision_reduce", {"float32", "bfloat16"}));
-  SIM_TRY(replicate, degree("data_parallel_replicate_degree"));
-  SIM_TRY(shard, degree("data_parallel_shard_degree"));
-  SIM_TRY(tp, degree("tensor_parallel_degree"));
-  SIM_TRY(pp, degree("pipeline_parallel_degree"));
-  SIM_TRY(cp, degree("context_parallel_degree"));
-  SIM_TRY(ep, degree("expert_parallel_degree"));
-  SIM_TRY(async_tp, boolean("parallelism", "enable_async_tensor_parallel"));
-  SIM_TRY(old_async_tp, boolean("experimental", "enable_async_tensor_parallel"));
-  SIM_TRY(old_schedule, choice("experimental", "pipeline_parallel_schedule", {"1F1B", "GPipe"}));
+  SIM_IMPORT_TRY(model_name, string("model", "name"));
+  SIM_IMPORT_TRY(flavor, string("model", "flavor"));
+  SIM_IMPORT_TRY(norm_type, choice("model", "norm_type",
+                                   {"rmsnorm", "fused_rmsnorm", "compiled_rmsnorm", "layernorm",
+                                    "np_layernorm"}));
+  SIM_IMPORT_TRY(local_batch, integer("training", "local_batch_size"));
+  SIM_IMPORT_TRY(old_batch, integer("training", "batch_size"));
+  SIM_IMPORT_TRY(global_batch, integer("training", "global_batch_size"));
+  SIM_IMPORT_TRY(seq_len, integer("training", "seq_len"));
+  SIM_IMPORT_TRY(old_compile, boolean("training", "compile"));
+  SIM_IMPORT_TRY(compile, boolean("compile", "enable"));
+  SIM_IMPORT_TRY(param_dtype, choice("training", "mixed_precision_param", {"bfloat16", "float32"}));
+  SIM_IMPORT_TRY(reduce_dtype,
+                 choice("training", "mixed_precision_reduce", {"float32", "bfloat16"}));
+  SIM_IMPORT_TRY(replicate, degree("data_parallel_replicate_degree"));
+  SIM_IMPORT_TRY(shard, degree("data_parallel_shard_degree"));
+  SIM_IMPORT_TRY(tp, degree("tensor_parallel_degree"));
+  SIM_IMPORT_TRY(pp, degree("pipeline_parallel_degree"));
+  SIM_IMPORT_TRY(cp, degree("context_parallel_degree"));
+  SIM_IMPORT_TRY(ep, degree("expert_parallel_degree"));
+  SIM_IMPORT_TRY(async_tp, boolean("parallelism", "enable_async_tensor_parallel"));
+  SIM_IMPORT_TRY(old_async_tp, boolean("experimental", "enable_async_tensor_parallel"));
+  SIM_IMPORT_TRY(old_schedule,
+                 choice("experimental", "pipeline_parallel_schedule", {"1F1B", "GPipe"}));
   // The single-stage schedules; the multi-stage ones (Interleaved1F1B, ZBV, ...) split the
   // model by pipeline_parallel_layers_per_stage, which the importer does not resolve.
-  SIM_TRY(schedule, choice("parallelism", "pipeline_parallel_schedule", {"1F1B", "GPipe"}));
-  SIM_TRY(pp_micro, degree("pipeline_parallel_microbatch_size"));
-  SIM_TRY(ac_mode, choice("activation_checkpoint", "mode", {"none", "selective", "full"}));
-  SIM_TRY(ac_option, string("activation_checkpoint", "selective_ac_option"));
-  SIM_TRY(optimizer, choice("optimizer", "name", {"AdamW", "Adam"}));
-  SIM_TRY(optimizer_impl, choice("optimizer", "implementation", {"fused", "foreach", "for-loop"}));
-  SIM_TRY(in_backward, boolean("optimizer", "early_step_in_backward"));
-  SIM_TRY(old_float8, boolean("float8", "enable_float8_linear"));
-#undef SIM_TRY
+  SIM_IMPORT_TRY(schedule, choice("parallelism", "pipeline_parallel_schedule", {"1F1B", "GPipe"}));
+  SIM_IMPORT_TRY(pp_micro, degree("pipeline_parallel_microbatch_size"));
+  SIM_IMPORT_TRY(ac_mode, choice("activation_checkpoint", "mode", {"none", "selective", "full"}));
+  SIM_IMPORT_TRY(ac_option, string("activation_checkpoint", "selective_ac_option"));
+  SIM_IMPORT_TRY(optimizer, choice("optimizer", "name", {"AdamW", "Adam"}));
+  SIM_IMPORT_TRY(optimizer_impl,
+                 choice("optimizer", "implementation", {"fused", "foreach", "for-loop"}));
+  SIM_IMPORT_TRY(in_backward, boolean("optimizer", "early_step_in_backward"));
+  SIM_IMPORT_TRY(old_float8, boolean("float8", "enable_float8_linear"));
   // [model] converters: a list (or, in older configs, one string) of model converters;
   // "float8" swaps the linear layers for torchao's Float8Linear.
   // Before converters, [float8] enable_float8_linear.

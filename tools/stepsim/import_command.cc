@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -65,30 +66,25 @@ int ImportJob(const FlagSet& flags) {
   context.name = flags.Get("name").value_or("");
   auto text = sim::ReadInputFile(file);
   if (!text.ok()) return Fail("import", text.status());
-  // A JSON object is a DeepSpeed config, a .toml file torchtitan's; anything else, Megatron-LM
-  // arguments.
+  // A JSON object is a DeepSpeed config, a .toml file torchtitan's, a .yaml file a NeMo recipe;
+  // anything else, Megatron-LM arguments.
   const size_t first = text->find_first_not_of(" \t\r\n");
   const bool json = first != std::string::npos && (*text)[first] == '{';
   const bool toml = absl::EndsWithIgnoreCase(file, ".toml");
   const bool nemo =
       absl::EndsWithIgnoreCase(file, ".yaml") || absl::EndsWithIgnoreCase(file, ".yml");
-  std::optional<int64_t> vocab;
-  if (auto v = flags.Get("vocab")) {
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > (int64_t{1} << 24)) {
-      return Fail("import", absl::InvalidArgumentError(absl::StrCat(
-                                "--vocab: expected a vocabulary size, got '", *v, "'")));
+  // --vocab and --seq-len: whole numbers from 1 to 2^24.
+  std::optional<int64_t> vocab, seq_len;
+  for (const auto& [flag, out, what] : {std::tuple{"vocab", &vocab, "a vocabulary size"},
+                                        std::tuple{"seq-len", &seq_len, "tokens per sequence"}}) {
+    if (auto v = flags.Get(flag)) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > (int64_t{1} << 24)) {
+        return Fail("import", absl::InvalidArgumentError(absl::StrCat("--", flag, ": expected ",
+                                                                      what, ", got '", *v, "'")));
+      }
+      *out = n;
     }
-    vocab = n;
-  }
-  std::optional<int64_t> seq_len;
-  if (auto v = flags.Get("seq-len")) {
-    int64_t n = 0;
-    if (!absl::SimpleAtoi(*v, &n) || n < 1 || n > (int64_t{1} << 24)) {
-      return Fail("import", absl::InvalidArgumentError(absl::StrCat(
-                                "--seq-len: expected tokens per sequence, got '", *v, "'")));
-    }
-    seq_len = n;
   }
   auto imported =
       nemo   ? sim::config::ImportNemoRecipe(*text, file, context, flags.GetAll("override"), vocab)
