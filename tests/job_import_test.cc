@@ -314,6 +314,12 @@ dump_folder = "./outputs"
                             "data_parallel_shard_degree = 3\n",
                      eight),
              Catch::Contains("do not multiply to 8 GPUs"));
+  // Degrees whose product leaves int64_t's range are refused, not multiplied.
+  CHECK_THAT(refused(base + "[training]\nseq_len = 2048\nlocal_batch_size = 1\n[parallelism]\n"
+                            "data_parallel_shard_degree = 1099511627776\n"
+                            "tensor_parallel_degree = 1099511627776\n",
+                     c),
+             Catch::Contains("multiply to more than 1048576 GPUs"));
 }
 
 TEST_CASE("a NeMo recipe with its launcher's overrides imports as the hand-written case",
@@ -361,6 +367,11 @@ TEST_CASE("a NeMo recipe with its launcher's overrides imports as the hand-writt
   CHECK_THAT(refused("trainer: {num_nodes: 2, devices: 8}\nmodel: {num_layers: many}\n", {}),
              Catch::StartsWith("r.yaml:2:21: model.num_layers: expected a whole number"));
   CHECK_THAT(refused(*text, {"model.activation=relu"}), Catch::Contains("'relu' is not modelled"));
+  // Sizes from a stranger's recipe: a product past int64_t and a zero divisor are refused.
+  CHECK_THAT(refused(*text, {"trainer.num_nodes=1099511627776", "trainer.devices=1099511627776"}),
+             Catch::Contains("more than 1048576 GPUs"));
+  CHECK_THAT(refused(*text, {"model.make_vocab_size_divisible_by=0"}),
+             Catch::Contains("model.make_vocab_size_divisible_by: expected at least 1"));
 }
 
 }  // namespace

@@ -5,7 +5,10 @@
 // origins are escaped for YAML and for a comment line (sim/base/text_escape.h): the input's text
 // never becomes structure.
 
+#include <cstdint>
 #include <filesystem>
+#include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,19 @@
   if (!var.ok()) return var.status()
 
 namespace sim::config::job_import_internal {
+
+// The most GPUs a job may name (as `import job --gpus` allows): products of the input's degrees
+// are checked against it, so that no later product of them overflows.
+inline constexpr int64_t kMostGpus = int64_t{1} << 20;
+
+// a x b x ..., or none where it leaves int64_t's range (degrees and sizes come from strangers).
+inline std::optional<int64_t> CheckedProduct(std::initializer_list<int64_t> factors) {
+  int64_t p = 1;
+  for (const int64_t f : factors) {
+    if (__builtin_mul_overflow(p, f, &p)) return std::nullopt;
+  }
+  return p;
+}
 
 // One `key: value  # from FLAG` line at `indent`.
 class Writer {

@@ -22,6 +22,8 @@ namespace sim::config {
 
 namespace {
 
+using job_import_internal::CheckedProduct;
+using job_import_internal::kMostGpus;
 using job_import_internal::NameOf;
 using job_import_internal::Writer;
 
@@ -247,7 +249,12 @@ absl::StatusOr<JobImport> ImportNemoRecipe(const std::string& text, const std::s
     world = *context.gpus;
     world_from = "import --gpus";
   } else if (nodes->has_value() && devices->has_value()) {
-    world = **nodes * **devices;
+    const std::optional<int64_t> product = CheckedProduct({**nodes, **devices});
+    if (!product || *product > kMostGpus) {
+      return fail(
+          absl::StrCat("trainer.num_nodes x trainer.devices is more than ", kMostGpus, " GPUs"));
+    }
+    world = *product;
     world_from = "trainer.num_nodes x trainer.devices";
   } else {
     return fail("trainer.num_nodes and trainer.devices are missing: pass --gpus N");
@@ -257,7 +264,8 @@ absl::StatusOr<JobImport> ImportNemoRecipe(const std::string& text, const std::s
                              context.node, ")"));
   }
   const int64_t tpd = tp->value_or(1), ppd = pp->value_or(1), cpd = cp->value_or(1);
-  if (tpd < 1 || ppd < 1 || cpd < 1 || world % (tpd * ppd * cpd) != 0) {
+  const std::optional<int64_t> model_parallel = CheckedProduct({tpd, ppd, cpd});
+  if (tpd < 1 || ppd < 1 || cpd < 1 || !model_parallel || world % *model_parallel != 0) {
     return fail(
         absl::StrCat(world, " GPUs are not a multiple of tp ", tpd, " x pp ", ppd, " x cp ", cpd));
   }
@@ -285,6 +293,11 @@ absl::StatusOr<JobImport> ImportNemoRecipe(const std::string& text, const std::s
            groups->has_value() ? "model.num_query_groups" : "no num_query_groups: one per head");
     w.Line(2, "ffn_hidden", absl::StrCat(ffn->value_or(4 * **hidden)),
            ffn->has_value() ? "model.ffn_hidden_size" : "NeMo's default: 4 x hidden");
+    if (divisible->value_or(128) < 1) {
+      return bad(model["make_vocab_size_divisible_by"], "model.make_vocab_size_divisible_by",
+                 "expected at least 1");
+    }
+    // tp divides the world (at most kMostGpus), the divisor is at most 2^40: no overflow.
     const int64_t multiple = divisible->value_or(128) * tpd;
     w.Line(2, "vocab", absl::StrCat((*vocab + multiple - 1) / multiple * multiple),
            absl::StrCat("import --vocab ", *vocab, ", padded to a multiple of ", multiple,

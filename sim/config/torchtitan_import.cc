@@ -24,6 +24,8 @@ namespace sim::config {
 
 namespace {
 
+using job_import_internal::CheckedProduct;
+using job_import_internal::kMostGpus;
 using job_import_internal::NameOf;
 using job_import_internal::Writer;
 
@@ -229,20 +231,25 @@ absl::StatusOr<JobImport> ImportTorchtitanToml(const std::string& text, const st
     world = *context.gpus;
     world_from = "import --gpus";
   } else if (s_deg > 0) {
-    world = r * s_deg * tpd * ppd * cpd;
+    const std::optional<int64_t> product = CheckedProduct({r, s_deg, tpd, ppd, cpd});
+    if (!product || *product > kMostGpus) {
+      return fail(
+          absl::StrCat("the parallelism degrees multiply to more than ", kMostGpus, " GPUs"));
+    }
+    world = *product;
     world_from = "the parallelism degrees' product";
   } else {
     return fail(
         "data_parallel_shard_degree -1 takes the GPUs the others leave: pass --gpus N (torchrun's "
         "world size)");
   }
-  const int64_t others = r * tpd * ppd * cpd;
-  if (world % others != 0) {
+  const std::optional<int64_t> others = CheckedProduct({r, tpd, ppd, cpd});
+  if (!others || world % *others != 0) {
     return fail(absl::StrCat(world, " GPUs are not a multiple of replicate ", r, " x tp ", tpd,
                              " x pp ", ppd, " x cp ", cpd));
   }
-  const int64_t dp_shard = s_deg > 0 ? s_deg : world / others;
-  if (r * dp_shard * tpd * ppd * cpd != world) {
+  const int64_t dp_shard = s_deg > 0 ? s_deg : world / *others;
+  if (CheckedProduct({*others, dp_shard}) != world) {
     return fail(absl::StrCat("the degrees (replicate ", r, " x shard ", dp_shard, " x tp ", tpd,
                              " x pp ", ppd, " x cp ", cpd, ") do not multiply to ", world,
                              " GPUs"));
