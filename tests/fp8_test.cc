@@ -167,6 +167,112 @@ TEST_CASE("Transformer Engine gathers a column-parallel layer's input in fp8", "
         std::pair{std::string("tp_reduce_scatter"), int64_t{1} << 25});
 }
 
+// Lowers Megatron's Llama-2-7B in fp8 under Transformer Engine with `recipe`, on `node`.
+absl::StatusOr<OpProgram> Recipe(std::string recipe, std::string node = "dgx-h100",
+                                 std::vector<config::Override> more = {}) {
+  more.push_back({"training.fp8_recipe", recipe});
+  more.push_back({"cluster.node", node});
+  return Lower(Megatron("fp8", "transformer_engine", more));
+}
+
+TEST_CASE("each fp8 recipe casts what Transformer Engine's quantizers cast", "[fp8]") {
+  // qkv of Llama-2-7B at 4,096 tokens: input I = T h, output gradient O = T 3h; TE caches the
+  // weight's copy once per step, so the micro-batch casts the input (forward) and the output
+  // gradient (backward) only.
+  const int64_t in = 4096LL * 4096, out = 4096LL * 3 * 4096;
+  struct Expect {
+    std::string recipe, node;
+    int64_t fwd, bwd;
+    int16_t fwd_kernels, bwd_kernels;
+  };
+  const std::vector<Expect> cases = {
+      // delayed on Hopper: cast 3 B; backward cast_transpose 4 B and the saved input's
+      // transpose (1 + 1 B), two kernels.
+      {"delayed", "dgx-h100", 3 * in, 4 * out + 2 * in, 1, 2},
+      // Blackwell's fp8 GEMMs take any layout: no transposes.
+      {"delayed", "dgx-b200", 3 * in, 3 * out, 1, 1},
+      // current scaling: an amax read (2 B) and an amax and a scale kernel before each cast.
+      {"tensorwise", "dgx-h100", 5 * in, 6 * out + 2 * in, 3, 4},
+      {"tensorwise", "dgx-b200", 5 * in, 5 * out, 3, 3},
+      // block recipes: 2 B read, row- and column-wise fp8 written (2 B) with a scale byte per
+      // 32 elements each way (an fp32 per 128 under blockwise), one kernel, no transposes.
+      {"blockwise", "dgx-h100", 4 * in + in / 16, 4 * out + out / 16, 1, 1},
+      {"mxfp8", "dgx-b200", 4 * in + in / 16, 4 * out + out / 16, 1, 1},
+  };
+  for (const Expect& e : cases) {
+    INFO(e.recipe << " on " << e.node);
+    auto p = Recipe(e.recipe, e.node);
+    REQUIRE(p.ok());
+    const Op& fwd = Find(*p, "qkv", OpPass::kForward);
+    const Op& bwd = Find(*p, "qkv", OpPass::kBackward);
+    CHECK(fwd.serial_bytes.count() == e.fwd);
+    CHECK(bwd.serial_bytes.count() == e.bwd);
+    CHECK(fwd.serial_kernels == e.fwd_kernels);
+    CHECK(bwd.serial_kernels == e.bwd_kernels);
+  }
+}
+
+TEST_CASE("each fp8 recipe keeps and casts its own weight copy", "[fp8][memory]") {
+  // Per layer: q, k, v, o (4 h^2), gate and up (2 h f), down (f h) of Llama-2-7B in four GEMMs
+  // (qkv, the output projection, gate_up, down), cast on the first micro-batch into a copy kept
+  // for the step (TE's test_cpu_offload.py sizes it: 1 B per
+  // element, 2 B with the transpose Hopper needs; MXFP8 2 (1 + 1/32) B).
+  const int64_t w = 4LL * 4096 * 4096 + 3LL * 4096 * 11008;
+  auto cast_of = [](const OpProgram& p) {
+    for (const Op& op : p.ops) {
+      if (op.name == "fp8_weight_cast") return std::pair{op.bytes_moved.count(), op.kernels};
+    }
+    FAIL("no fp8_weight_cast");
+    return std::pair{int64_t{0}, int16_t{0}};
+  };
+  auto h100 = Recipe("delayed"), b200 = Recipe("delayed", "dgx-b200"),
+       current = Recipe("tensorwise"), mx = Recipe("mxfp8", "dgx-b200");
+  REQUIRE((h100.ok() && b200.ok() && current.ok() && mx.ok()));
+  CHECK(cast_of(*h100) == std::pair{4 * w, int16_t{4}});
+  CHECK(cast_of(*b200) == std::pair{3 * w, int16_t{4}});
+  CHECK(cast_of(*current) == std::pair{6 * w, int16_t{12}});
+  const int64_t mx_bytes = std::llround((2 + 2 * (1 + 1.0 / 32)) * static_cast<double>(w));
+  CHECK(cast_of(*mx) == std::pair{mx_bytes, int16_t{4}});
+  // The copies, per GPU (32 layers, no TP or PP): the persistent workspace over bf16's.
+  auto kept = [](std::string precision, std::string recipe, std::string node) {
+    std::vector<config::Override> more = {{"cluster.node", node}};
+    if (precision == "fp8") more.push_back({"training.fp8_recipe", recipe});
+    auto p = Lower(Megatron(precision, "transformer_engine", more));
+    REQUIRE(p.ok());
+    Bytes b;
+    for (const MemAction& a : p->persistent[0]) {
+      if (a.category == MemCategory::kWorkspace) b += a.bytes;
+    }
+    return b.count();
+  };
+  const int64_t h100_bf16 = kept("bf16", "", "dgx-h100"), b200_bf16 = kept("bf16", "", "dgx-b200");
+  CHECK(kept("fp8", "delayed", "dgx-h100") - h100_bf16 == 32 * 2 * w);
+  CHECK(kept("fp8", "tensorwise", "dgx-h100") - h100_bf16 == 32 * 2 * w);
+  CHECK(kept("fp8", "delayed", "dgx-b200") - b200_bf16 == 32 * w);
+  CHECK(kept("fp8", "mxfp8", "dgx-b200") - b200_bf16 ==
+        int64_t{std::llround(2 * (1 + 1.0 / 32) * static_cast<double>(32 * w))});
+}
+
+TEST_CASE("current scaling reduces a sequence-parallel input's amax over TP", "[fp8]") {
+  // Each TP rank casts its shard before the fp8 all-gather with one scale for the group: an
+  // all-reduce (MAX) of one fp32 comes first, per column-parallel GEMM.
+  auto count = [](std::string recipe) {
+    auto p =
+        Recipe(recipe, "dgx-h100", {{"parallel.tp", "2"}, {"parallel.sequence_parallel", "true"}});
+    REQUIRE(p.ok());
+    int n = 0;
+    for (const Op& op : p->ops) {
+      if (op.name != "fp8_amax_all_reduce") continue;
+      ++n;
+      CHECK(p->CollectiveOf(op).tensor.count() == 4);
+    }
+    return n;
+  };
+  CHECK(count("delayed") == 0);
+  // qkv and gate_up (column-parallel) of 32 layers, in each of the four micro-batches (dp 4).
+  CHECK(count("tensorwise") == 32 * 2 * 4);
+}
+
 TEST_CASE("store_param_remainders keeps 2 B of master weight per parameter", "[fp8][memory]") {
   // NeMo's distributed_fused_adam with a bf16 model: the fp32 master is the bf16 weight plus a
   // 16-bit remainder (12 B of optimizer state per parameter become 10).

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_replace.h"
 #include "sim/base/input_file.h"
 #include "sim/config/catalog.h"
 #include "sim/replay/replay.h"
@@ -124,6 +125,22 @@ TEST_CASE("job import: Megatron-Core flags, torchrun's world size, and what is n
   CHECK(job->unmapped[0] == "--attention-backend flash");
   CHECK(absl::StrContains(job->yaml, "#   --attention-backend flash"));
   CHECK(absl::StrContains(job->yaml, "tp: 2  # --tensor-model-parallel-size 2"));
+
+  // --fp8-recipe names stepsim's recipe (Megatron-LM's choices are stepsim's names).
+  const std::string fp8 =
+      absl::StrReplaceAll(args, {{"--bf16", "--bf16 --fp8-format hybrid --fp8-recipe blockwise"}});
+  c.node = "dgx-h100";
+  auto fp8_job = config::ImportMegatronArgs(fp8, "llama-fp8.args", c);
+  const Scenario f = Loaded(fp8_job);
+  CHECK(f.training.precision == Precision::kFp8);
+  CHECK(f.training.fp8_recipe == Fp8Recipe::kBlockwise);
+  auto bad = config::ImportMegatronArgs(
+      absl::StrReplaceAll(args, {{"--bf16", "--bf16 --fp8-format hybrid --fp8-recipe nvfp4"}}),
+      "bad.args", c);
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()),
+             Catch::Contains("--fp8-recipe nvfp4 is not one of delayed, tensorwise, blockwise, "
+                             "mxfp8"));
 }
 
 TEST_CASE("job import refuses what it cannot read, naming the flag", "[import]") {
@@ -267,6 +284,7 @@ dump_folder = "./outputs"
   CHECK(s.training.global_batch == 256);
   CHECK(s.training.precision == Precision::kFp8);
   CHECK(s.training.kernel_library == KernelLibrary::kPyTorch);
+  CHECK(s.training.fp8_recipe == Fp8Recipe::kTensorwise);  // torchao's default
   CHECK(s.training.kernels == KernelFusion::kFused);
   CHECK(s.training.recompute == Recompute::kFull);
   CHECK(s.training.recompute_every == 3);
@@ -314,6 +332,11 @@ dump_folder = "./outputs"
                             "data_parallel_shard_degree = 3\n",
                      eight),
              Catch::Contains("do not multiply to 8 GPUs"));
+  // torchao's row-wise float8 scaling is not modelled.
+  CHECK_THAT(refused(base + "[training]\nseq_len = 2048\nlocal_batch_size = 1\n[float8]\n"
+                            "recipe_name = \"rowwise\"\n",
+                     eight),
+             Catch::Contains("[float8].recipe_name: torchao's rowwise scaling is not modelled"));
   // Degrees whose product leaves int64_t's range are refused, not multiplied.
   CHECK_THAT(refused(base + "[training]\nseq_len = 2048\nlocal_batch_size = 1\n[parallelism]\n"
                             "data_parallel_shard_degree = 1099511627776\n"

@@ -141,8 +141,8 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
     for (const auto& m : r.metrics) {
       if (megatron_te) {
         // NeMo on H100 (issue 66 asks for 5 %): the H100's Transformer Engine terms are fitted
-        // to these 88 steps (tools/calibrate.sh, --library transformer_engine): MAPE 3.49 %, each
-        // model left out 4.2 % (Grok-1 fp8 -14.9 % the furthest, Nemotron-4 340B fp8 up to +5.7
+        // to these 88 steps (tools/calibrate.sh, --library transformer_engine): MAPE 3.52 %, each
+        // model left out 4.2 % (Grok-1 fp8 -14.7 % the furthest, Nemotron-4 340B fp8 up to +5.9
         // %). 4.23 % while distributed_fused_adam's overlapped gradient and parameter syncs were
         // left out; 4.90 % while the Nemotron-4 and Grok-1 cases followed their yamls' TP
         // overlap (false) where the launchers turn it on (the 340B rows +14 .. +19 % then); 4.96 %
@@ -335,7 +335,7 @@ TEST_CASE("public validation cases stay within their error levels", "[validate]"
   // keep it in bf16.
   CHECK(te_not_fitting == 0);
   CHECK(nemo_n == 88);
-  CHECK(nemo_sum / nemo_n <= 3.55);  // 3.49 % reached (fitted; 19.5 % before the TE terms)
+  CHECK(nemo_sum / nemo_n <= 3.55);  // 3.52 % reached (fitted; 19.5 % before the TE terms)
   CHECK(b200_step_n == 22);
   CHECK(b200_step_sum / b200_step_n <= 4.9);  // 4.84 % reached (fitted; 26.0 % before)
   CHECK(h200_n == 17);

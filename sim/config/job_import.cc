@@ -16,6 +16,8 @@
 #include "nlohmann/json.hpp"
 #include "sim/base/text_escape.h"
 #include "sim/config/job_import_writer.h"
+#include "sim/spec/enum_names.h"
+#include "sim/spec/scenario.h"
 
 namespace sim::config {
 
@@ -399,6 +401,15 @@ absl::StatusOr<JobImport> ImportMegatronArgs(const std::string& text, const std:
   Arg* fp8 = args.Find("fp8-format");
   if (fp8) {
     w.Line(2, "precision", "fp8", fp8->written);
+    // --fp8-recipe {delayed, tensorwise, mxfp8, blockwise}, delayed by default
+    // (megatron/training/arguments.py): stepsim's names are Megatron-LM's.
+    if (Arg* recipe = args.Find("fp8-recipe"); recipe && recipe->value) {
+      if (!EnumFromName<Fp8Recipe>(*recipe->value)) {
+        return fail(absl::StrCat("--fp8-recipe ", *recipe->value, " is not one of ",
+                                 absl::StrJoin(EnumNameList<Fp8Recipe>(), ", ")));
+      }
+      w.Line(2, "fp8_recipe", *recipe->value, recipe->written);
+    }
     args.Has("bf16");
   } else if (args.Has("bf16")) {
     w.Line(2, "precision", "bf16", "--bf16");

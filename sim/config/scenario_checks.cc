@@ -375,6 +375,38 @@ bool CheckSizes(const YAML::Node& root, const Scenario& s, int64_t dp, YamlError
   return true;
 }
 
+// training.fp8_recipe: a recipe other than delayed needs fp8 training; the block recipes need
+// their kernels (Float8BlockScaling is Transformer Engine's, from Hopper on; MXFP8 needs
+// Blackwell's block-scaled tensor cores).
+void CheckFp8Recipe(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
+  const Fp8Recipe r = s.training.fp8_recipe;
+  if (r == Fp8Recipe::kDelayed) return;
+  auto refuse = [&](std::string why) {
+    errors.Add(KeyAt(root, "training", "fp8_recipe"), "training.fp8_recipe", std::move(why));
+  };
+  const GpuSpec& gpu = s.cluster.gpu;
+  if (s.training.precision != Precision::kFp8) {
+    refuse(absl::StrCat("fp8_recipe ", Name(r),
+                        " scales fp8 tensors: it needs precision fp8 "
+                        "(precision ",
+                        Name(s.training.precision), ")"));
+  } else if (r == Fp8Recipe::kMxfp8 && !gpu.HasMxfp8()) {
+    refuse(
+        absl::StrCat("mxfp8 needs Blackwell's block-scaled tensor cores (compute capability "
+                     "10.0 on); ",
+                     gpu.name, " has none: use delayed, tensorwise or blockwise"));
+  } else if (r == Fp8Recipe::kBlockwise &&
+             KernelLibraryOf(s) != KernelLibrary::kTransformerEngine) {
+    refuse(
+        absl::StrCat("blockwise is Transformer Engine's Float8BlockScaling: it needs "
+                     "kernel_library transformer_engine (kernel library ",
+                     Name(KernelLibraryOf(s)), ")"));
+  } else if (r == Fp8Recipe::kBlockwise && gpu.compute_capability.value_or(0) < 9.0) {
+    refuse(absl::StrCat("blockwise fp8 GEMMs run from Hopper on (compute capability 9.0); ",
+                        gpu.name, " has none"));
+  }
+}
+
 // The GPU's number formats, the framework's refusals and keys, sequence parallelism and the
 // position table.
 void CheckKeys(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
@@ -384,6 +416,7 @@ void CheckKeys(const YAML::Node& root, const Scenario& s, YamlErrors& errors) {
     errors.Add(KeyAt(root, "training", "precision"), "training.precision",
                absl::StrCat(s.cluster.gpu.name, " has no fp8 tensor cores"));
   }
+  CheckFp8Recipe(root, s, errors);
   if (s.training.precision == Precision::kBf16 && !s.cluster.gpu.bf16) {
     errors.Add(KeyAt(root, "training", "precision"), "training.precision",
                absl::StrCat(s.cluster.gpu.name, " has no bf16 tensor cores; use fp16"));

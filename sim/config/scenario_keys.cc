@@ -162,6 +162,10 @@ std::vector<ScenarioKey> Build() {
       {"training.fp8_params", "true | false", Bool(t.fp8_params),
        "fp8 under transformer_engine: the fp8 layers' weights held as fp8 parameters (NeMo "
        "fp8_params, Megatron-LM --fp8-param-gather), without TE's cached fp8 copies beside them"},
+      {"training.fp8_recipe", OneOf<Fp8Recipe>(), std::string(EnumName(t.fp8_recipe)),
+       "fp8 scaling (Megatron-LM --fp8-recipe): delayed (amax history), tensorwise (current "
+       "scaling: an amax pass before each cast), blockwise (1x128 / 128x128 blocks), mxfp8 "
+       "(32-element blocks, Blackwell); the block recipes cast row- and column-wise at once"},
       {"training.norm_kernel", OneOf<KernelFusion>(), "training.kernels",
        "the norms' kernels where they differ (torchtitan norm_type fused_rmsnorm: fused)"},
       {"training.optimizer_impl", OneOf<OptimizerImpl>(), "framework's",

@@ -506,6 +506,7 @@ void ReadTraining(const YAML::Node& node, TrainingSpec& t, YamlErrors& errors) {
   if (auto v = ReadEnum<KernelLibrary>(k("kernel_library"), errors)) t.kernel_library = *v;
   if (auto v = ReadTeVersion(k("te_version"), errors)) t.te_version = *v;
   if (auto v = ReadBool(k("fp8_params"), errors)) t.fp8_params = *v;
+  if (auto v = ReadEnum<Fp8Recipe>(k("fp8_recipe"), errors)) t.fp8_recipe = *v;
   if (auto v = ReadEnum<KernelFusion>(k("norm_kernel"), errors)) t.norm_kernel = *v;
   if (auto v = ReadEnum<LossKernel>(k("loss"), errors)) t.loss = *v;
   if (auto v = ReadRegisteredInt(k("loss_chunks"), errors)) t.loss_chunks = *v;

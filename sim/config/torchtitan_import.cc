@@ -184,6 +184,16 @@ absl::StatusOr<JobImport> ImportTorchtitanToml(const std::string& text, const st
                  choice("optimizer", "implementation", {"fused", "foreach", "for-loop"}));
   SIM_IMPORT_TRY(in_backward, boolean("optimizer", "early_step_in_backward"));
   SIM_IMPORT_TRY(old_float8, boolean("float8", "enable_float8_linear"));
+  // torchao's Float8Linear recipes: tensorwise dynamic scaling when recipe_name is absent
+  // (torchtitan's float8 converter, Float8LinearConfig.from_recipe_name); the row-wise ones are
+  // not modelled.
+  SIM_IMPORT_TRY(float8_recipe,
+                 choice("float8", "recipe_name", {"tensorwise", "rowwise", "rowwise_with_gw_hp"}));
+  if (float8_recipe->value_or("tensorwise") != "tensorwise") {
+    return bad(
+        *node("float8", "recipe_name"), path("float8", "recipe_name"),
+        absl::StrCat("torchao's ", **float8_recipe, " scaling is not modelled (tensorwise is)"));
+  }
   // [model] converters: a list (or, in older configs, one string) of model converters;
   // "float8" swaps the linear layers for torchao's Float8Linear.
   // Before converters, [float8] enable_float8_linear.
@@ -326,6 +336,9 @@ absl::StatusOr<JobImport> ImportTorchtitanToml(const std::string& text, const st
   if (float8) {
     w.Line(2, "precision", "fp8", "[model].converters float8 (torchao Float8Linear)");
     w.Line(2, "kernel_library", "pytorch", "torchao's float8 GEMMs");
+    w.Line(2, "fp8_recipe", "tensorwise",
+           float8_recipe->has_value() ? "[float8].recipe_name"
+                                      : "torchao's default: dynamic tensorwise scaling");
   } else {
     w.Line(2, "precision", "bf16",
            param_dtype->has_value() ? "[training].mixed_precision_param"

@@ -75,10 +75,10 @@ Duration ComputeDuration(const Op& op, const GpuSpec& gpu, Precision precision, 
   Duration t = std::max(math, memory) + overlap_loss + c.launch_overhead;
   if (op.kernels > 1) t += c.launch_overhead * (KernelsOf(op) - KernelsOf(op) / op.kernels);
   if (op.serial_bytes > Bytes()) {
-    // FP8's cast kernels run before the GEMM, memory-bound: two in the forward (input, weight),
-    // three in the backward (output gradient, input and weight transposes).
-    const int64_t casts = op.pass == OpPass::kBackward ? 3 : 2;
-    t += op.serial_bytes / (gpu.hbm_bandwidth * c.memory_efficiency) + c.launch_overhead * casts;
+    // FP8's cast kernels run before the GEMM, memory-bound (Op::serial_kernels of them; the
+    // recipe's, sim/workload/layer_ops.cc Fp8Casts).
+    t += op.serial_bytes / (gpu.hbm_bandwidth * c.memory_efficiency) +
+         c.launch_overhead * op.serial_kernels;
   }
   return t;
 }
@@ -112,6 +112,7 @@ Duration RooflineCostModel::Time(const Op& op) const {
                       std::bit_cast<uint32_t>(op.inv_k),
                       std::bit_cast<uint32_t>(op.waves),
                       op.kernels,
+                      op.serial_kernels,
                       static_cast<uint8_t>(op.kind),
                       static_cast<uint8_t>(op.pass),
                       static_cast<uint8_t>(op.op_class),

@@ -102,7 +102,7 @@ class RooflineCostModel final : public ComputeCostModel {
     uint64_t flops = 0;
     int64_t bytes_moved = 0, serial_bytes = 0;
     uint32_t inv_k = 0, waves = 0;
-    int16_t kernels = 0;
+    int16_t kernels = 0, serial_kernels = 0;
     uint8_t kind = 0, pass = 0, op_class = 0;
     bool keep_16bit = false;
     bool operator==(const OpCostKey&) const = default;

@@ -38,8 +38,8 @@ bool SameOp(const OpProgram& a, const Op& x, const OpProgram& b, const Op& y, in
       (!any_micro_batch && x.micro_batch != y.micro_batch) || x.stage != y.stage ||
       x.group != y.group || x.op_class != y.op_class || x.flops != y.flops ||
       x.bytes_moved != y.bytes_moved || x.serial_bytes != y.serial_bytes ||
-      x.keep_16bit != y.keep_16bit || x.inv_k != y.inv_k || x.waves != y.waves ||
-      x.kernels != y.kernels || !SameCollective(a, x, b, y) ||
+      x.serial_kernels != y.serial_kernels || x.keep_16bit != y.keep_16bit || x.inv_k != y.inv_k ||
+      x.waves != y.waves || x.kernels != y.kernels || !SameCollective(a, x, b, y) ||
       !std::equal(a.deps.begin() + x.deps_begin, a.deps.begin() + x.deps_end,
                   b.deps.begin() + y.deps_begin, b.deps.begin() + y.deps_end,
                   [shift](int32_t d, int32_t e) { return d + shift == e; })) {

@@ -156,6 +156,13 @@ struct EnumNames<CollectiveAlgorithm> {
        {CollectiveAlgorithm::kAuto, "auto"}}};
 };
 template <>
+struct EnumNames<Fp8Recipe> {
+  static constexpr NameTable<Fp8Recipe, 4> kNames{{{Fp8Recipe::kDelayed, "delayed"},
+                                                   {Fp8Recipe::kTensorwise, "tensorwise"},
+                                                   {Fp8Recipe::kBlockwise, "blockwise"},
+                                                   {Fp8Recipe::kMxfp8, "mxfp8"}}};
+};
+template <>
 struct EnumNames<CpKind> {
   static constexpr NameTable<CpKind, 3> kNames{
       {{CpKind::kAllGather, "allgather"}, {CpKind::kUlysses, "ulysses"}, {CpKind::kRing, "ring"}}};

@@ -126,6 +126,17 @@ struct GpuSpec {
   // CUDA compute capability (7.0 Volta ... 10.0 Blackwell): the GPU generation NCCL's tuner
   // tables are indexed by. Absent (non-NVIDIA parts): the tuner uses Hopper's rows.
   std::optional<double> compute_capability;
+  // cuBLAS runs fp8 GEMMs with any operand layout, so a tensor-scaled fp8 operand needs no
+  // transposed copy: compute capability 10.x and from 13.0 (Transformer Engine's
+  // is_non_tn_fp8_gemm_supported, transformer_engine/pytorch/utils.py; Hopper and Ada run only TN
+  // fp8 GEMMs, "Hopper only supports TN GEMMs for FP8", common/gemm/cublaslt_gemm.cu).
+  bool Fp8AnyLayoutGemm() const {
+    const double cc = compute_capability.value_or(0);
+    return (cc >= 10.0 && cc < 12.0) || cc >= 13.0;
+  }
+  // MXFP8 tensor cores (block-scaled fp8, 32-element blocks): Blackwell, compute capability 10.0
+  // on (TE's is_mxfp8_available).
+  bool HasMxfp8() const { return compute_capability.value_or(0) >= 10.0; }
   // Streaming multiprocessors (AMD: compute units): the GEMM kernels' output tiles run in waves
   // of this many (sim/workload/gemm_waves.h). 0 = not given: GEMMs priced without waves.
   int64_t sms = 0;

@@ -23,6 +23,7 @@ absl::string_view Name(Framework f) { return EnumName(f); }
 absl::string_view Name(FsdpSharding s) { return EnumName(s); }
 absl::string_view Name(CollectiveAlgorithm a) { return EnumName(a); }
 absl::string_view Name(PipelineSchedule p) { return EnumName(p); }
+absl::string_view Name(Fp8Recipe r) { return EnumName(r); }
 absl::string_view Name(ParallelDim d) { return EnumName(d); }
 absl::string_view Name(Dtype d) { return EnumName(d); }
 absl::string_view Name(KernelLibrary l) { return EnumName(l); }

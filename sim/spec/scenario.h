@@ -20,6 +20,16 @@
 namespace sim {
 
 enum class Precision { kBf16, kFp16, kFp8 };
+// How fp8 training scales its tensors (training.fp8_recipe; Megatron-LM --fp8-recipe, Transformer
+// Engine's recipe classes in transformer_engine/common/recipe/__init__.py). delayed
+// (DelayedScaling): one scale per tensor from the amax history of earlier steps, the cast fused
+// with its amax. tensorwise (Float8CurrentScaling; torchao's Float8Linear default): one scale per
+// tensor from the tensor itself, an amax pass and a scale kernel before every cast.
+// blockwise (Float8BlockScaling, DeepSeek-V3's recipe): a scale per 1 x 128 block of activations
+// and gradients and per 128 x 128 block of weights. mxfp8 (MXFP8BlockScaling, Blackwell): an
+// E8M0 scale per 32 elements. The block recipes scale along one direction, so each cast writes the
+// tensor twice, row-wise and column-wise (sim/workload/layer_ops.cc Fp8Casts).
+enum class Fp8Recipe { kDelayed, kTensorwise, kBlockwise, kMxfp8 };
 // adam8bit: block-wise 8-bit moments (bitsandbytes AdamW8bit, torchao AdamW8bit);
 // adam8bit_paged: the same states in CUDA unified memory (bitsandbytes PagedAdamW8bit), outside
 // PyTorch's allocator: they use free GPU memory when there is some and page to the host when
@@ -282,6 +292,7 @@ struct TrainingSpec {
   // --fp8-param-gather): each fp8 layer's weight is held in fp8 with its cached transpose
   // (1 + 1 B) instead of 16 bits beside a cached fp8 copy and transpose (2 + 2 B).
   bool fp8_params = false;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // precision fp8: how tensors are scaled
   // The norms' kernels where they differ from the rest (torchtitan's 2024 presets ran a fused
   // Triton RMSNorm, `norm_type = "fused_rmsnorm"`, in an otherwise eager model); absent = kernels.
   std::optional<KernelFusion> norm_kernel;
@@ -573,6 +584,7 @@ struct Scenario {
 };
 
 absl::string_view Name(Precision p);
+absl::string_view Name(Fp8Recipe r);
 absl::string_view Name(OptimizerKind o);
 absl::string_view Name(FinetuneMethod m);
 absl::string_view Name(LoraTarget t);

@@ -23,8 +23,8 @@ LayerOp Gemm(absl::string_view name, int64_t rows, int64_t inner, int64_t cols) 
   op.flops = Flops::Count(2.0 * static_cast<double>(rows) * static_cast<double>(inner) *
                           static_cast<double>(cols));
   op.bytes_moved = Bytes::Count(kAct * (rows * inner + inner * cols + rows * cols));
-  op.fp8_cast_fwd = Bytes::Count(3 * (rows * inner + inner * cols));
-  op.fp8_cast_bwd = Bytes::Count(4 * rows * cols + 2 * rows * inner + 2 * inner * cols);
+  op.fp8_input_elements = rows * inner;
+  op.fp8_output_elements = rows * cols;
   op.fp8_weight_elements = inner * cols;
   op.gemm_rows = rows;
   op.gemm_inner = inner;
@@ -42,8 +42,6 @@ LayerOp GroupedGemm(absl::string_view name, int64_t rows, int64_t inner, int64_t
   LayerOp op = Gemm(name, rows, inner, cols);
   const int64_t extra = (groups - 1) * inner * cols;  // the other experts' weights
   op.bytes_moved += Bytes::Count(kAct * extra);
-  op.fp8_cast_fwd += Bytes::Count(3 * extra);
-  op.fp8_cast_bwd += Bytes::Count(2 * extra);
   op.fp8_weight_elements += extra;
   op.gemm_rows = std::max<int64_t>(rows / groups, 1);
   op.gemm_groups = groups;
@@ -351,6 +349,8 @@ ActivationShape ScenarioShape(const Scenario& s) {
                  KernelLibraryOf(s) == KernelLibrary::kTransformerEngine;
   shape.te_fp8_weight_cache =
       shape.te_fp8 && !TraitsOf(s.parallel.framework).FullyShards(s.parallel);
+  shape.fp8_recipe = s.training.fp8_recipe;
+  shape.fp8_transposes = !s.cluster.gpu.Fp8AnyLayoutGemm();
   shape.mcore_alltoall =
       TraitsOf(s.parallel.framework).SortsTokensByLocalExpert() && s.parallel.ep > 1;
   shape.te_grouped_gemm = KernelLibraryOf(s) == KernelLibrary::kTransformerEngine;
@@ -537,21 +537,98 @@ std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& 
   LayerOp residual2 = Elementwise("mlp_residual", 2 * rep_tokens * h, rep_tokens * h, 1);
   if (dropout) residual2.saves = {{"mlp_mask", bytes(kMask * rep_tokens * h)}};
   ops.push_back(residual2);
-  if (shape.te_fp8) {
-    for (LayerOp& op : ops) {
-      if (op.op_class != OpClass::kGemm || op.keep_16bit) continue;
-      for (SavedTensor& t : op.saves) {
-        if (t.weight_grad_input) t.bytes = Bytes::Count(t.bytes.count() / 2);
-      }
-      if (shape.te_fp8_weight_cache) {
-        // The weight's casts leave the micro-batch's GEMM (Lowerer::Fp8WeightCache runs them
-        // once per step).
-        op.fp8_cast_fwd -= Bytes::Count(3 * op.fp8_weight_elements);
-        op.fp8_cast_bwd -= Bytes::Count(2 * op.fp8_weight_elements);
-      }
+  const bool block_scaled =
+      shape.fp8_recipe == Fp8Recipe::kBlockwise || shape.fp8_recipe == Fp8Recipe::kMxfp8;
+  for (LayerOp& op : ops) {
+    if (op.op_class != OpClass::kGemm || op.keep_16bit) continue;
+    Fp8Casts(shape, op);
+    if (!shape.te_fp8) continue;
+    for (SavedTensor& t : op.saves) {
+      if (!t.weight_grad_input) continue;
+      // The fp8 copy, 1 B per element; a block recipe keeps its column-wise scales with it (one
+      // per 32 elements: an E8M0 byte per 32 under MXFP8, an fp32 per 128 under blockwise).
+      const int64_t elements = t.bytes.count() / kAct;
+      t.bytes = Bytes::Count(elements + (block_scaled ? elements / 32 : 0));
     }
   }
   return ops;
+}
+
+void Fp8Casts(const ActivationShape& shape, LayerOp& op) {
+  const int64_t in = op.fp8_input_elements, out = op.fp8_output_elements;
+  // Transformer Engine casts a cached weight once per step instead (Fp8WeightCopyOf).
+  const int64_t w = shape.te_fp8_weight_cache ? 0 : op.fp8_weight_elements;
+  const int16_t weight_casts = w > 0 ? 1 : 0;
+  switch (shape.fp8_recipe) {
+    case Fp8Recipe::kDelayed:
+    case Fp8Recipe::kTensorwise: {
+      // Forward: the input and the weight read in 16 bits and written in fp8 (3 B each).
+      // Backward: the output gradient cast (3 B), with its transpose where the GPU's fp8 GEMMs
+      // take only TN layouts (+1 B), and there the saved fp8 input and the weight transposed
+      // (1 + 1 B each) for the weight- and input-gradient GEMMs.
+      op.fp8_cast_fwd = Bytes::Count(3 * (in + w));
+      op.fp8_cast_kernels_fwd = static_cast<int16_t>(1 + weight_casts);
+      op.fp8_cast_bwd = Bytes::Count(3 * out);
+      op.fp8_cast_kernels_bwd = 1;
+      if (shape.fp8_transposes) {
+        op.fp8_cast_bwd += Bytes::Count(out + 2 * (in + w));
+        op.fp8_cast_kernels_bwd = static_cast<int16_t>(2 + weight_casts);
+      }
+      if (shape.fp8_recipe == Fp8Recipe::kTensorwise) {
+        // Current scaling cannot fuse the amax into the cast: each cast first reads its 16-bit
+        // source for the amax (nvte_compute_amax), then computes the scale
+        // (nvte_compute_scale_from_amax), then casts (transformer_engine/pytorch/csrc/
+        // quantizer.cpp, Float8CurrentScalingQuantizer::quantize_impl): 2 B and two kernels
+        // more per cast.
+        op.fp8_cast_fwd += Bytes::Count(2 * (in + w));
+        op.fp8_cast_kernels_fwd =
+            static_cast<int16_t>(op.fp8_cast_kernels_fwd + 2 + 2 * weight_casts);
+        op.fp8_cast_bwd += Bytes::Count(2 * out);
+        op.fp8_cast_kernels_bwd = static_cast<int16_t>(op.fp8_cast_kernels_bwd + 2);
+      }
+      return;
+    }
+    case Fp8Recipe::kBlockwise:
+    case Fp8Recipe::kMxfp8: {
+      // A block scale runs along one dimension, so one kernel writes each tensor row-wise and
+      // column-wise at once, with a scale per block in each direction (Float8BlockQuantizer and
+      // MXFP8Quantizer::create_tensor allocate both, transformer_engine/pytorch/csrc/
+      // quantizer.cpp): 2 B read, 2 B and the scales written, and no transposes in the backward.
+      // Scales: an E8M0 byte per 32 elements (MXFP8); an fp32 per 1 x 128 block of activations
+      // and gradients and per 128 x 128 block of weights (blockwise).
+      const bool mx = shape.fp8_recipe == Fp8Recipe::kMxfp8;
+      auto cast = [](int64_t n, int64_t per_scale_byte) { return 4 * n + 2 * n / per_scale_byte; };
+      op.fp8_cast_fwd = Bytes::Count(cast(in, 32) + cast(w, mx ? 32 : 4096));
+      op.fp8_cast_kernels_fwd = static_cast<int16_t>(1 + weight_casts);
+      op.fp8_cast_bwd = Bytes::Count(cast(out, 32));
+      op.fp8_cast_kernels_bwd = 1;
+      return;
+    }
+  }
+}
+
+Fp8WeightCopy Fp8WeightCopyOf(const ActivationShape& shape) {
+  switch (shape.fp8_recipe) {
+    case Fp8Recipe::kDelayed:
+    case Fp8Recipe::kTensorwise: {
+      // The 16-bit weight read, its fp8 copy written, and the copy's transpose where fp8 GEMMs
+      // take only TN layouts; current scaling reads the weight once more for its amax, in two
+      // more kernels. Kept: 1 B per element, 2 with the transpose (Transformer Engine's
+      // tests/pytorch/test_cpu_offload.py, _estimate_cached_weight_size: "FP8 tensor-scaling
+      // caches one byte per element", twice that where non-TN fp8 GEMMs are not supported).
+      const double kept = shape.fp8_transposes ? 2 : 1;
+      const bool current = shape.fp8_recipe == Fp8Recipe::kTensorwise;
+      return {2 + kept + (current ? 2 : 0), kept, static_cast<int16_t>(current ? 3 : 1)};
+    }
+    case Fp8Recipe::kBlockwise:
+      // Row-wise and column-wise copies with their scales: an fp32 per 128 x 128 block each way.
+      return {4 + 8.0 / 16384, 2 + 8.0 / 16384, 1};
+    case Fp8Recipe::kMxfp8:
+      // "MXFP8 caches one data byte per element and one scale byte per 32 elements", each way
+      // (test_cpu_offload.py, as above).
+      return {2 + 2 * (1 + 1.0 / 32), 2 * (1 + 1.0 / 32), 1};
+  }
+  return {};
 }
 
 bool Allocated(const SavedTensor& t, Recompute policy) {

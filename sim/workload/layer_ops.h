@@ -164,17 +164,18 @@ struct LayerOp {
   bool frozen = false;
   Flops adapter_flops;
   Bytes dequantized;
-  // FP8 training (Transformer Engine, delayed scaling): the HBM traffic of the casts around a
-  // GEMM, which run as their own kernels before it. Forward: the input (rows × inner) and the
-  // weight (inner × cols) read in 16 bits and written in fp8, 3 B per element. Backward: the
-  // output gradient cast and transposed (cast_transpose: 2 B read, 2 B written per
-  // rows × cols element), the saved fp8 input and the fp8 weight transposed (1 + 1 B each).
-  // Zero for ops that stay 16-bit.
+  // FP8 training: the HBM traffic of the casts around a GEMM, which run as their own kernels
+  // before it, and those kernels, under the scenario's recipe (Fp8Casts in layer_ops.cc; under
+  // delayed scaling on Hopper: forward, the input (rows × inner) and the weight (inner × cols)
+  // read in 16 bits and written in fp8, 3 B per element; backward, the output gradient cast and
+  // transposed, 2 B read and 2 B written per rows × cols element, the saved fp8 input and the fp8
+  // weight transposed, 1 + 1 B each). Zero for ops that stay 16-bit.
   Bytes fp8_cast_fwd, fp8_cast_bwd;
-  // The weight elements those casts include (inner × cols, every expert's for a grouped GEMM):
-  // 3 B each of fp8_cast_fwd, 2 B each of fp8_cast_bwd. Transformer Engine casts and
-  // transposes them once per step instead (ActivationShape::te_fp8).
-  int64_t fp8_weight_elements = 0;
+  int16_t fp8_cast_kernels_fwd = 0, fp8_cast_kernels_bwd = 0;
+  // The elements those casts read: the input (rows × inner), the output gradient (rows × cols)
+  // and the weight (inner × cols, every expert's for a grouped GEMM). Transformer Engine casts
+  // the weights once per step instead (ActivationShape::te_fp8_weight_cache).
+  int64_t fp8_input_elements = 0, fp8_output_elements = 0, fp8_weight_elements = 0;
   // A GEMM-class kernel that runs in 16 bits even in fp8 training (eager attention's batched
   // QK^T and PV).
   bool keep_16bit = false;
@@ -222,6 +223,11 @@ struct ActivationShape {
   // micro-batch (ZeRO-3, FSDP's full shard).
   bool te_fp8 = false;
   bool te_fp8_weight_cache = false;
+  // Precision fp8: the recipe (TrainingSpec::fp8_recipe), and whether the GPU's fp8 GEMMs take
+  // only TN layouts, so that a tensor-scaled operand needs a transposed copy
+  // (GpuSpec::Fp8AnyLayoutGemm).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  bool fp8_transposes = true;
   // Ring context parallelism (CpKind::kRing): attention as one flash call per K, V chunk, the
   // partial outputs merged (RingMerge in layer_ops.cc).
   bool cp_ring = false;
@@ -260,6 +266,20 @@ int64_t RoutedTokenCopies(const ActivationShape& shape, int64_t local, int64_t t
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape);
 std::vector<LayerOp> LayerForwardOps(const ModelSpec& m, const ActivationShape& shape,
                                      bool moe_layer);
+
+// Sets a GEMM's fp8 casts (LayerOp::fp8_cast_*) under the shape's recipe: their HBM bytes and
+// kernels in the forward and the backward.
+void Fp8Casts(const ActivationShape& shape, LayerOp& op);
+
+// Transformer Engine's per-step fp8 copy of a weight (ActivationShape::te_fp8_weight_cache)
+// under the shape's recipe: the HBM bytes its cast moves and the bytes the copy keeps, per
+// weight element, and the kernels that make it, per weight.
+struct Fp8WeightCopy {
+  double cast_bytes_per_element = 0;
+  double kept_bytes_per_element = 0;
+  int16_t kernels_per_weight = 1;
+};
+Fp8WeightCopy Fp8WeightCopyOf(const ActivationShape& shape);
 
 // Whether a layer under `policy` allocates `t` in its forward (sac_only tensors: only under op),
 // keeps it to its backward, and needs it in its backward; `modules`: what selective recompute

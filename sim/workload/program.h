@@ -107,6 +107,7 @@ struct Op {
   // FP8: HBM bytes of the cast kernels that run before this GEMM (LayerOp::fp8_cast_*), and
   // GEMM-class ops that stay 16-bit (eager attention's batched matmuls, the LM head).
   Bytes serial_bytes;
+  int16_t serial_kernels = 0;  // the kernels of those casts
   bool keep_16bit = false;
   // The mean of 1 / K over the kernels the op runs, K each one's inner loop length. GEMMs: the
   // reduction length (the forward's inner dimension; a backward's input gradient reduces over

@@ -1,5 +1,7 @@
 // Ops made from the layer's op list: compute, host copies, the final norm, checkpointing.
 
+#include <cmath>
+
 #include "sim/workload/lowerer/lowerer.h"
 
 namespace sim::lowering_internal {
@@ -61,13 +63,16 @@ Op Lowerer::MakeLayerOp(const LayerOp& lo, OpPass pass) const {
   if (s_.training.precision == Precision::kFp8 && lo.op_class == OpClass::kGemm && !lo.keep_16bit) {
     // Frozen weights need no weight-gradient GEMM, but the casts stay.
     op.serial_bytes = backward ? lo.fp8_cast_bwd : lo.fp8_cast_fwd;
+    op.serial_kernels = backward ? lo.fp8_cast_kernels_bwd : lo.fp8_cast_kernels_fwd;
   }
   return op;
 }
 
 Op Lowerer::Fp8WeightCache(const std::vector<LayerOp>& ops, int32_t g) const {
-  // TE's fused cast_transpose of each fp8 GEMM's weight: the 16-bit weight read (2 B), its fp8
-  // copy and the copy's transpose written (1 + 1 B), one kernel per weight.
+  // TE's cast of each fp8 GEMM's weight to the copy it keeps for the step, the recipe's bytes
+  // and kernels per weight (Fp8WeightCopyOf; delayed scaling on Hopper: the fused cast_transpose,
+  // the 16-bit weight read, its fp8 copy and the copy's transpose written, 2 + 1 + 1 B).
+  const Fp8WeightCopy copy = Fp8WeightCopyOf(shape_);
   int64_t elements = 0;
   int16_t kernels = 0;
   for (const LayerOp& lo : ops) {
@@ -75,9 +80,10 @@ Op Lowerer::Fp8WeightCache(const std::vector<LayerOp>& ops, int32_t g) const {
     elements += lo.fp8_weight_elements;
     ++kernels;
   }
-  Op op = Compute("fp8_weight_cast", OpPass::kForward, OpClass::kMemoryBound, Flops(),
-                  Bytes::Count(4 * elements), g);
-  op.kernels = std::max<int16_t>(kernels, 1);
+  Op op = Compute(
+      "fp8_weight_cast", OpPass::kForward, OpClass::kMemoryBound, Flops(),
+      Bytes::Count(std::llround(copy.cast_bytes_per_element * static_cast<double>(elements))), g);
+  op.kernels = static_cast<int16_t>(std::max(kernels * copy.kernels_per_weight, 1));
   return op;
 }
 

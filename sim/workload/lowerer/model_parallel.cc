@@ -109,13 +109,23 @@ int32_t Lowerer::LayerOpWithComms(const LayerOp& lo, const Op& x, absl::Span<con
                                     true};
   const ModelParallelComm reduce_dkv{"cp_reduce_scatter_dkv", CollectiveKind::kReduceScatter, kv,
                                      &cp_group_, false};
+  // Current scaling casts each TP rank's shard of that input with one scale for the group: the
+  // ranks' amaxes are reduced first (an all-reduce of one fp32 with MAX, waited on before the
+  // cast: Float8CurrentScalingQuantizer with_amax_reduction, transformer_engine/pytorch/csrc/
+  // quantizer.cpp).
+  const ModelParallelComm amax_reduce{"fp8_amax_all_reduce", CollectiveKind::kAllReduce,
+                                      Bytes::Count(4), &tp_group_, false};
+  const bool reduce_amax = fp8_gather && shape_.fp8_recipe == Fp8Recipe::kTensorwise;
   switch (lo.role) {
     case ParallelRole::kNone:
       break;
     case ParallelRole::kColumn:
-      if (!backward)
+      if (!backward) {
+        if (sp && reduce_amax)
+          return WithComms(x, deps, std::move(mem), {amax_reduce, gather_in}, {});
         return sp ? WithComms(x, deps, std::move(mem), {gather_in}, {})
                   : WithComms(x, deps, std::move(mem), {}, {});
+      }
       // Backward: the input again for the weight gradient (SP), the input gradient reduced.
       // Megatron-LM launches both asynchronously beside the input- and weight-gradient GEMMs
       // (LinearWithGradAccumulationAndAsyncCommunication, on by default since 2021).

@@ -1,5 +1,6 @@
 // Persistent states, gradients and the optimizer step at each stage's end.
 
+#include <cmath>
 #include <set>
 #include <utility>
 
@@ -115,8 +116,9 @@ Bytes Lowerer::TeDummyWeightGradients(int32_t stage) const {
 
 Bytes Lowerer::TeFp8WeightCopies(int32_t stage) const {
   if (!shape_.te_fp8_weight_cache || s_.training.fp8_params) return {};
-  // Transformer Engine keeps each fp8 linear layer's weight cast to fp8 with its transpose
-  // (1 + 1 B per element) in the module's workspace from the step's first micro-batch on, and
+  // Transformer Engine keeps each fp8 linear layer's weight cast to fp8 (with its transpose on
+  // Hopper, 1 + 1 B per element; the recipe's bytes, Fp8WeightCopyOf) in the module's workspace
+  // from the step's first micro-batch on, and
   // holds it between steps (TransformerEngineBaseModule.get_weight_workspace caching under
   // "weight" when Megatron passes is_first_microbatch: transformer_engine/pytorch/module/
   // base.py, _fp8_workspaces): persistent memory beside the 16-bit weights. The layers'
@@ -134,7 +136,8 @@ Bytes Lowerer::TeFp8WeightCopies(int32_t stage) const {
       }
     }
   }
-  return Bytes::Count(2 * elements);
+  return Bytes::Count(
+      std::llround(Fp8WeightCopyOf(shape_).kept_bytes_per_element * static_cast<double>(elements)));
 }
 
 Bytes Lowerer::GroupGradientBytes(int32_t g) const {
