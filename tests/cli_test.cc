@@ -664,13 +664,13 @@ TEST_CASE("import model writes a model file the ledger and run read", "[cli]") {
   CHECK(nlohmann::json::parse(ledger.out)["params"] == 7615616512 - 28 * (3584 + 2 * 512));
   Result run = Stepsim("run scenarios/default.yaml --set model=" + out);
   CHECK(run.status == 0);
-  // A config that is not JSON: exit 2, the file and byte named, nothing written.
+  // A config that is not JSON: exit 2, the file, line and column named, nothing written.
   std::filesystem::remove("/tmp/stepsim-cli-import/bad.yaml");
   { std::ofstream("/tmp/stepsim-cli-import/bad.json") << "{\"model_type\": \"llama\",\n"; }
   Result bad = Stepsim(
       "import model /tmp/stepsim-cli-import/bad.json --out /tmp/stepsim-cli-import/bad.yaml");
   CHECK(bad.status == 2);
-  CHECK(absl::StrContains(bad.out, "bad.json: byte "));
+  CHECK(absl::StrContains(bad.out, "bad.json:2:1: not JSON"));
   CHECK_FALSE(std::filesystem::exists("/tmp/stepsim-cli-import/bad.yaml"));
   CHECK(Stepsim("import modle x.json").status == 2);
 }

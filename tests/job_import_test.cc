@@ -202,7 +202,10 @@ TEST_CASE("a DeepSpeed config imports with the launcher's world size and a model
                              "gradient_accumulation_steps 4 x 32 GPUs"));
   CHECK_THAT(refused(R"({"train_micro_batch_size_per_gpu": 1})"),
              Catch::Contains("fp32 training is not modelled"));
-  CHECK_THAT(refused("{\"bf16\": "), Catch::Contains("not JSON"));
+  CHECK_THAT(refused("{\"bf16\": "), Catch::Contains("ds.json:1:10: not JSON"));
+  // A number beyond a double aborted the import before (nlohmann/json's out_of_range).
+  CHECK_THAT(refused(R"({"train_batch_size": 1e400})"),
+             Catch::Equals("ds.json:1:22: the number 1e400 is out of range"));
   CHECK_THAT(refused(R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true},
                          "zero_optimization": {"offload_param": {"device": "disk"}}})"),
              Catch::Contains("expected none, cpu or nvme"));

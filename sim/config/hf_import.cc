@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
+#include "sim/base/json_parse.h"
 #include "sim/base/suggest.h"
 #include "sim/config/loaders.h"
 #include "yaml-cpp/yaml.h"
@@ -130,13 +131,9 @@ class Fields {
 absl::StatusOr<HfImport> ImportHfConfig(const std::string& text, const std::string& origin,
                                         const std::string& given_name,
                                         const std::vector<std::string>& ignore) {
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": byte ", e.byte, ": not JSON (", e.what(), ")"));
-  }
+  auto parsed = ParseJsonFile(text, origin);
+  if (!parsed.ok()) return parsed.status();
+  const Json j = *std::move(parsed);
   if (!j.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ": expected a JSON object (a config.json), got ", j.type_name()));

@@ -14,6 +14,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "sim/base/json_parse.h"
 #include "sim/base/text_escape.h"
 #include "sim/config/job_import_writer.h"
 #include "sim/spec/enum_names.h"
@@ -520,12 +521,9 @@ absl::StatusOr<JobImport> ImportDeepSpeedConfig(const std::string& text, const s
   auto fail = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", why));
   };
-  Json j;
-  try {
-    j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    return fail(absl::StrCat("byte ", e.byte, ": not JSON (", e.what(), ")"));
-  }
+  auto parsed = ParseJsonFile(text, origin);
+  if (!parsed.ok()) return parsed.status();
+  const Json j = *std::move(parsed);
   if (!j.is_object()) return fail("expected a JSON object (a DeepSpeed config)");
   if (!context.model) return fail("a DeepSpeed config holds no architecture: pass --model NAME");
   if (!context.gpus) return fail("a DeepSpeed config holds no world size: pass --gpus N");
