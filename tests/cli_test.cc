@@ -839,6 +839,39 @@ TEST_CASE("calibrate writes a file that run and validate read back with --calibr
   CHECK(absl::StrContains(bad.out, "scenario-scalar.yaml"));
 }
 
+TEST_CASE("calibrate --trace fits to a profiled step and refuses a malformed trace", "[cli]") {
+  const std::string dir = "/tmp/stepsim-cli-trace";
+  std::filesystem::create_directories(dir);
+  std::filesystem::remove(dir + "/fit.yaml");
+  // One step of the default scenario (Llama-2-70B, ZeRO-3 on 32 H100s) as a profiler would
+  // record it on GPU 0: 100 s of GEMMs, 10 s of attention, 5 s of memory-bound kernels, and an
+  // NCCL kernel the fit leaves out.
+  {
+    std::ofstream(dir + "/step.json") << R"({"traceEvents": [
+{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#2", "ts": 0, "dur": 1},
+{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "ts": 0, "dur": 1e8, "args": {"device": 0}},
+{"ph": "X", "cat": "kernel", "name": "void flash_fwd_kernel<>", "ts": 0, "dur": 1e7, "args": {"device": 0}},
+{"ph": "X", "cat": "kernel", "name": "void at::native::elementwise_kernel<>", "ts": 0, "dur": 5e6, "args": {"device": 0}},
+{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL", "ts": 0, "dur": 1e6, "args": {"device": 0}}
+]})";
+  }
+  Result fit = Stepsim("calibrate scenarios/default.yaml --trace " + dir + "/step.json --out " +
+                       dir + "/fit.yaml");
+  REQUIRE(fit.status == 0);
+  CHECK(absl::StrContains(fit.out, "3 kernels over 1 step (1 NCCL kernels left out)"));
+  CHECK(absl::StrContains(Slurp(dir + "/fit.yaml"), "kernel times of a profiled step"));
+  // The fitted file prices the step: run reads it back.
+  CHECK(Stepsim("run scenarios/default.yaml --calibration " + dir + "/fit.yaml").status == 0);
+  // Malformed JSON: exit 2 at its line, nothing written.
+  std::filesystem::remove(dir + "/bad-fit.yaml");
+  { std::ofstream(dir + "/bad.json") << "{\"traceEvents\": [\n  {\"ph\": \"X\",,}]}"; }
+  Result bad = Stepsim("calibrate scenarios/default.yaml --trace " + dir + "/bad.json --out " +
+                       dir + "/bad-fit.yaml");
+  CHECK(bad.status == 2);
+  CHECK(absl::StrContains(bad.out, "bad.json:2:"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/bad-fit.yaml"));
+}
+
 TEST_CASE("collective prints nccl-tests rows with a latency floor and refuses bad input", "[cli]") {
   Result r = Stepsim("collective all_reduce --node dgx-h100 --sizes 8..1G:x8 --json -");
   REQUIRE(r.status == 0);

@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-1800}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(scenario model fabric catalog cases set merge writers hf_config pickle megatron_args)
+[ ${#targets[@]} -gt 0 ] || targets=(scenario model fabric catalog cases set merge writers hf_config pickle megatron_args profiler_trace)
 bash tools/install-deps.sh --test
 command -v clang++ >/dev/null || { apt-get install -y -qq clang >/dev/null; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

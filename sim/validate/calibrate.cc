@@ -131,8 +131,6 @@ const std::vector<LibraryParam>& LibraryParams() {
   return *params;
 }
 
-namespace {
-
 // `c`'s entry for `library`, made if it has none.
 GpuCalibration::Library& LibraryEntry(GpuCalibration& c, KernelLibrary library) {
   for (GpuCalibration::Library& l : c.libraries) {
@@ -154,8 +152,6 @@ bool IsLibraryParam(absl::string_view name) {
   return std::any_of(LibraryParams().begin(), LibraryParams().end(),
                      [&](const LibraryParam& p) { return p.name == name; });
 }
-
-}  // namespace
 
 std::optional<double> StepTimeError(const CaseResult& r) {
   if (r.skipped) return std::nullopt;
@@ -450,16 +446,23 @@ std::string CalibrationFileText(const FitResult& fit, const std::string& command
   absl::StrAppendFormat(
       &out, "%sfit: {sources: [%s], params: [%s], cases: %d, in_sample_mape: %.2f}\n", indent,
       absl::StrJoin(sources, ", "), absl::StrJoin(fit.params, ", "), fit.cases, fit.mape);
-  absl::StrAppendFormat(
-      &out, "%snote: %s\n", indent,
-      YamlString(absl::StrFormat(
-          "fitted by stepsim calibrate to the step times of %d %s cases%s (%s): %s moved%s, "
-          "step-time MAPE %.2f%% -> %.2f%%",
-          fit.cases, fit.gpu,
-          fit.library ? absl::StrCat(" under ", Name(*fit.library), " kernels") : "",
-          absl::StrJoin(fit.sources, ", "), absl::StrJoin(fit.params, ", "),
-          fit.pinned.empty() ? "" : absl::StrCat(", ", absl::StrJoin(fit.pinned, ", "), " pinned"),
-          fit.start_mape, fit.mape)));
+  const std::string what =
+      fit.library ? absl::StrCat(" under ", Name(*fit.library), " kernels") : "";
+  const std::string pinned =
+      fit.pinned.empty() ? "" : absl::StrCat(", ", absl::StrJoin(fit.pinned, ", "), " pinned");
+  const std::string note =
+      fit.basis.empty()
+          ? absl::StrFormat(
+                "fitted by stepsim calibrate to the step times of %d %s cases%s (%s): %s moved%s, "
+                "step-time MAPE %.2f%% -> %.2f%%",
+                fit.cases, fit.gpu, what, absl::StrJoin(fit.sources, ", "),
+                absl::StrJoin(fit.params, ", "), pinned, fit.start_mape, fit.mape)
+          : absl::StrFormat(
+                "fitted by stepsim calibrate to the %s on %s%s (%s): %s moved%s, error over its "
+                "%d kernel classes %.2f%% -> %.2f%%",
+                fit.basis, fit.gpu, what, absl::StrJoin(fit.sources, ", "),
+                absl::StrJoin(fit.params, ", "), pinned, fit.cases, fit.start_mape, fit.mape);
+  absl::StrAppendFormat(&out, "%snote: %s\n", indent, YamlString(note));
   return out;
 }
 

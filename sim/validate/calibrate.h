@@ -69,6 +69,10 @@ struct LibraryParam {
   bool fitted_by_default = true;
 };
 const std::vector<LibraryParam>& LibraryParams();
+bool IsLibraryParam(absl::string_view name);
+// `c`'s entry for `library`, made if it has none, and one of its terms set by name.
+GpuCalibration::Library& LibraryEntry(GpuCalibration& c, KernelLibrary library);
+void SetLibraryParam(GpuCalibration::Library& l, absl::string_view name, double v);
 
 struct FitResult {
   std::string gpu;
@@ -79,6 +83,9 @@ struct FitResult {
   double start_mape = 0, mape = 0;  // step-time MAPE (%) over the cases, before and after
   int cases = 0, evaluations = 0;
   std::vector<std::string> sources;  // the cases' files (names without .yaml), in first-seen order
+  // What was fitted to, where not step times (empty): "kernel times of a profiled step"
+  // (sim/validate/trace_fit.h), whose `cases` count kernel classes.
+  std::string basis;
 };
 
 // The step-time error (%) a case's time metrics imply; none if it measured no time.

@@ -1,17 +1,21 @@
 // stepsim calibrate CASES.yaml... --gpu GPU --out FILE: fits one GPU type's calibration to
 // measured step times (sim/validate/calibrate.h).
 
+#include <filesystem>
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "sim/base/input_file.h"
 #include "sim/config/catalog.h"
 #include "sim/explore/runner.h"
 #include "sim/report/json_text.h"
 #include "sim/spec/enum_names.h"
 #include "sim/validate/calibrate.h"
+#include "sim/validate/trace_fit.h"
 #include "tools/stepsim/cli.h"
 #include "tools/stepsim/flags.h"
 
@@ -46,11 +50,83 @@ nlohmann::ordered_json FitJson(const sim::validate::FitResult& fit) {
           {"evaluations", fit.evaluations}};
 }
 
+// stepsim calibrate SCENARIO --trace TRACE.json --out FILE: the compute terms fitted to one
+// profiled step (sim/validate/trace_fit.h).
+int CalibrateToTrace(const FlagSet& flags, const std::vector<std::string>& args) {
+  if (flags.positional().size() != 1) {
+    return Fail("calibrate", absl::InvalidArgumentError(
+                                 "--trace fits to one profiled step: expected one SCENARIO"));
+  }
+  const std::string trace_path = *flags.Get("trace");
+  auto text = sim::ReadInputFile(trace_path);
+  if (!text.ok()) return Fail("calibrate", text.status());
+  auto trace = sim::validate::ReadKernelTrace(*text, trace_path);
+  if (!trace.ok()) return Fail("calibrate", trace.status());
+  std::vector<sim::config::Override> overrides;
+  for (const std::string& kv : flags.GetAll("set")) {
+    auto o = sim::config::ParseOverride(kv);
+    if (!o.ok()) return Fail("calibrate", o.status());
+    overrides.push_back(*o);
+  }
+  auto root = DataRootFor(flags);
+  if (!root.ok()) return Fail("calibrate", root.status());
+  auto scenario =
+      sim::config::LoadScenario(*root, ResolveScenarioPath(flags.positional()[0]), overrides);
+  if (!scenario.ok()) return Fail("calibrate", scenario.status());
+  if (auto g = flags.Get("gpu");
+      g && absl::AsciiStrToLower(*g) != absl::AsciiStrToLower(scenario->cluster.gpu.name)) {
+    return Fail("calibrate", absl::InvalidArgumentError(absl::StrCat(
+                                 "--gpu ", *g, ": the scenario runs on ",
+                                 scenario->cluster.gpu.name, ", the GPU the trace's terms fit")));
+  }
+  sim::validate::TraceFitOptions options;
+  options.trace_name = std::filesystem::path(trace_path).filename().string();
+  if (auto l = flags.Get("library")) {
+    options.library = sim::EnumFromName<sim::KernelLibrary>(*l);
+    if (!options.library) {
+      return Fail("calibrate",
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "--library expects transformer_engine or pytorch, got '", *l, "'")));
+    }
+  }
+  if (auto st = flags.Get("stage");
+      st && (!absl::SimpleAtoi(*st, &options.stage) || options.stage < 0)) {
+    return Fail("calibrate", absl::InvalidArgumentError("--stage expects a stage number from 0"));
+  }
+  auto fit = sim::validate::FitToTrace(*scenario, *trace, options);
+  if (!fit.ok()) return Fail("calibrate", fit.status());
+  const std::string command = absl::StrCat("stepsim calibrate ", absl::StrJoin(args, " "));
+  OutputFiles files;
+  const std::string out = *flags.Get("out");
+  if (absl::Status st = files.Stage(out, sim::validate::CalibrationFileText(fit->fit, command));
+      !st.ok()) {
+    return Fail("calibrate", st);
+  }
+  if (auto p = flags.Get("json")) {
+    nlohmann::ordered_json j = FitJson(fit->fit);
+    j["basis"] = fit->fit.basis;
+    j["trace_steps"] = trace->steps;
+    j["trace_kernels"] = trace->kernels;
+    if (absl::Status st = files.Stage(*p, sim::report::JsonText(j) + "\n"); !st.ok()) {
+      return Fail("calibrate", st);
+    }
+  }
+  if (absl::Status st = files.Commit(); !st.ok()) return Fail("calibrate", st);
+  if (files.writes_stdout()) return kExitOk;
+  std::cout << trace->kernels << " kernels over " << trace->steps << " step"
+            << (trace->steps == 1 ? "" : "s") << " (" << trace->communication_kernels
+            << " NCCL kernels left out)\n"
+            << sim::validate::TraceFitText(*fit) << "Wrote " << out
+            << "; use it with --calibration " << out << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 int CalibrateCommand(const std::vector<std::string>& args) {
   FlagSet flags(
-      "stepsim calibrate CASES.yaml... --gpu GPU --out FILE [flags]",
+      "stepsim calibrate CASES.yaml... --gpu GPU --out FILE [flags]\n"
+      "       stepsim calibrate SCENARIO --trace TRACE.json --out FILE [flags]",
       "Fits the calibration of one GPU type (the compute efficiencies of topologies/gpus.yaml)\n"
       "to the step times the cases measured: a bounded, deterministic coordinate descent on the\n"
       "mean absolute step-time error, one error per case (its step_s, or the step time its\n"
@@ -63,7 +139,13 @@ int CalibrateCommand(const std::vector<std::string>& args) {
       "names them. With --library NAME it fits that kernel library's terms instead\n"
       "(gemm_efficiency, fp8_gemm_efficiency, attention_efficiency; attention_kv_overhead on\n"
       "request), from the GPU's own values, to cases that all run the library, and FILE holds\n"
-      "them under libraries: NAME:.",
+      "them under libraries: NAME:.\n"
+      "With --trace, fits to one profiled step instead: a PyTorch profiler trace of one rank\n"
+      "(Kineto's JSON, torch.profiler export_chrome_trace; only data is read) running SCENARIO.\n"
+      "Its kernels are sorted by name into GEMMs, attention and memory-bound kernels (NCCL's\n"
+      "left out), averaged over its ProfilerStep#N steps, and each class's time fixes one term\n"
+      "against the replay's kernel time for that class: gemm_efficiency (fp8_gemm_efficiency\n"
+      "in fp8), attention_efficiency, and memory_efficiency (not with --library).",
       {{"gpu", "GPU", "the GPU type (catalog name) whose calibration is fitted; required"},
        {"out", "FILE", "write the calibration file here; required"},
        {"fix", "NAME=VALUE", "pin a parameter instead of fitting it", true},
@@ -74,11 +156,24 @@ int CalibrateCommand(const std::vector<std::string>& args) {
        {"skip-other-gpus", "", "leave out the cases that run on other GPUs instead of failing"},
        {"jobs", "N", "worker threads (default: all cores); the fit is the same for any N"},
        {"json", "PATH", "write the fit (parameters, MAPE, cases) as JSON (- = standard output)"},
+       {"trace", "TRACE.json", "fit to this profiled step of SCENARIO (see above)"},
+       {"stage", "N", "with --trace: the traced GPU's pipeline stage (default 0)"},
+       {"set", "KEY=VALUE", "with --trace: override a scenario key", true},
        CalibrationFlag()});
   if (absl::Status st = flags.Parse(args); !st.ok()) return Fail("calibrate", st);
   if (flags.help_requested()) {
     std::cout << flags.Help();
     return kExitOk;
+  }
+  if (flags.Has("trace")) {
+    if (!flags.Get("out")) {
+      return Fail("calibrate", absl::InvalidArgumentError("expected --out FILE"));
+    }
+    return CalibrateToTrace(flags, args);
+  }
+  if (flags.Has("stage") || !flags.GetAll("set").empty()) {
+    return Fail("calibrate",
+                absl::InvalidArgumentError("--stage and --set belong to --trace fits"));
   }
   const auto gpu = flags.Get("gpu");
   const auto out = flags.Get("out");
