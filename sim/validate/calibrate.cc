@@ -244,7 +244,10 @@ absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const Fi
       return absl::InvalidArgumentError(absl::StrCat("unknown calibration parameter '", name, "'"));
     }
   }
-  for (const auto& [name, value] : o.fixed) {
+  for (const auto& pinned : o.fixed) {
+    // Named, not bound: Clang before 16 cannot capture a structured binding (the fuzz build).
+    const std::string& name = pinned.first;
+    const double value = pinned.second;
     auto it = std::find_if(CalibrationParams().begin(), CalibrationParams().end(),
                            [&](const CalibrationParam& p) { return p.name == name; });
     if (it == CalibrationParams().end()) {
