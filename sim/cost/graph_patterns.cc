@@ -68,7 +68,7 @@ int64_t Log2Ceil(int64_t n) {
 
 // One step of concurrent transfers: each link's bandwidth (at its transport's efficiency) is
 // shared equally by the transfers crossing it; a transfer runs at its most loaded link's share.
-GraphCostModel::Phase GraphCostModel::Settle(const std::vector<Transfer>& transfers) const {
+GraphCostModel::Phase GraphCostModel::Settle(const TransferList& transfers) const {
   // The transfers' loads per link, in a table of every link kept zeroed between calls, and the
   // links they touch: a phase crosses a few hundred links of a fabric's hundreds of thousands
   // (16,384 GPUs), and zeroing and scanning the whole table per phase was most of pricing
@@ -85,16 +85,15 @@ GraphCostModel::Phase GraphCostModel::Settle(const std::vector<Transfer>& transf
   // A phase that crosses a good part of the fabric (a ring over all 16,384 GPUs: millions of
   // crossings) is counted, scanned and cleared whole, in link order, which costs less than
   // keeping the list of its links.
-  size_t crossings = 0;
-  for (const Transfer& t : transfers) crossings += t.links.size();
+  const size_t crossings = transfers.crossings();
   const bool dense = crossings > links / 4;
   size_t used = 0;  // sparse: touched[0, used), each link once, in the order first crossed
-  for (const Transfer& t : transfers) {
+  for (size_t i = 0; i < transfers.size(); ++i) {
     if (dense) {
-      for (int32_t l : t.links) load[l]++;
+      for (int32_t l : transfers.links(i)) load[l]++;
       continue;
     }
-    for (int32_t l : t.links) {
+    for (int32_t l : transfers.links(i)) {
       touched[used] = l;
       used += load[l]++ == 0 ? 1 : 0;
     }
@@ -105,21 +104,9 @@ GraphCostModel::Phase GraphCostModel::Settle(const std::vector<Transfer>& transf
            (link[l].nvlink ? intra_efficiency_ : inter_efficiency_);
   };
   Phase p;
-  for (const Transfer& t : transfers) {
-    double bw = 1e300;
-    Duration path;
-    bool network = false;
-    for (int32_t l : t.links) {
-      bw = std::min(bw, effective(l) / load[l]);
-      path += link[l].latency;
-      network = network || !link[l].nvlink;
-    }
-    if (!t.links.empty()) p.seconds_per_byte = std::max(p.seconds_per_byte, t.share / bw);
-    // NCCL's network latencies hold one switch (a NIC-leaf-NIC path of two link latencies).
-    if (network) p.hop_extra = std::max(p.hop_extra, path - switch_latency_ * 2.0);
-  }
   // The bottleneck: the used link with the smallest share of bandwidth per transfer, the
-  // lowest-numbered of equals.
+  // lowest-numbered of equals. The loads decide it, so it is found before the transfers' own
+  // pass, which then adds up the shares crossing it too.
   double tightest = 1e300;
   auto consider = [&](int32_t l) {
     const double per_transfer = effective(l) / load[l];
@@ -137,10 +124,20 @@ GraphCostModel::Phase GraphCostModel::Settle(const std::vector<Transfer>& transf
     for (size_t i = 0; i < used; ++i) consider(touched[i]);
   }
   p.transport = p.busiest_link >= 0 && !link[p.busiest_link].nvlink ? inter_ : intra_;
-  for (const Transfer& t : transfers) {
-    if (std::find(t.links.begin(), t.links.end(), p.busiest_link) != t.links.end()) {
-      p.busiest_share += t.share;
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    double bw = 1e300;
+    Duration path;
+    bool network = false, busiest = false;
+    for (int32_t l : transfers.links(i)) {
+      bw = std::min(bw, effective(l) / load[l]);
+      path += link[l].latency;
+      network = network || !link[l].nvlink;
+      busiest = busiest || l == p.busiest_link;
     }
+    p.seconds_per_byte = std::max(p.seconds_per_byte, transfers.share(i) / bw);
+    if (busiest) p.busiest_share += transfers.share(i);
+    // NCCL's network latencies hold one switch (a NIC-leaf-NIC path of two link latencies).
+    if (network) p.hop_extra = std::max(p.hop_extra, path - switch_latency_ * 2.0);
   }
   if (dense) {
     std::fill(load, load + links, 0);
@@ -151,16 +148,16 @@ GraphCostModel::Phase GraphCostModel::Settle(const std::vector<Transfer>& transf
 }
 
 void GraphCostModel::AppendRoute(int64_t a, int64_t b, std::optional<int64_t> rail,
-                                 Transfer& t) const {
+                                 TransferList& t) const {
   thread_local std::vector<int32_t> route;  // Topology::Route's, its capacity kept
   route.clear();
   topology_.Route(a, b, rail, route);
-  t.links.insert(t.links.end(), route.begin(), route.end());
+  t.Append(route);
 }
 
 GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<int64_t>>& rings,
                                                 int64_t passes) const {
-  std::vector<Transfer> transfers;
+  TransferList transfers;
   int64_t nodes = 1, size = 1;
   for (const auto& ring : rings) {
     const auto groups = ByNode(topology_, ring);
@@ -183,6 +180,10 @@ GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<in
     }
     const int64_t channels = static_cast<int64_t>(rails.size());
     const double share = 1.0 / static_cast<double>(channels * static_cast<int64_t>(ring.size()));
+    // Each transfer crosses a few links: an NVLink hop, or up to the core and back down.
+    const size_t ring_transfers = static_cast<size_t>(channels) * ring.size();
+    transfers.Reserve(transfers.size() + ring_transfers,
+                      transfers.crossings() + 4 * ring_transfers);
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t k = rails[c];
       // Channel c on rail k: each node's members from its rail-k GPU on; the inter-node hop
@@ -196,19 +197,18 @@ GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<in
       }
       for (size_t i = 0; i < order.size(); ++i) {
         const int64_t from = order[i], to = order[(i + 1) % order.size()];
-        Transfer t;
-        t.share = share;
+        transfers.Begin(share);
         if (NodeOf(topology_, from) != NodeOf(topology_, to)) {
           // The node's exit GPU is the first of its rotation (the rail-k GPU).
           const size_t node =
               std::upper_bound(node_start.begin(), node_start.end(), i) - node_start.begin() - 1;
           const int64_t exit = order[node_start[node]];
-          AppendRoute(from, exit, std::nullopt, t);
-          AppendRoute(exit, to, k, t);
+          AppendRoute(from, exit, std::nullopt, transfers);
+          AppendRoute(exit, to, k, transfers);
         } else {
-          AppendRoute(from, to, std::nullopt, t);
+          AppendRoute(from, to, std::nullopt, transfers);
         }
-        if (!t.links.empty()) transfers.push_back(std::move(t));
+        transfers.End();
       }
     }
   }
@@ -222,7 +222,7 @@ GraphCostModel::Phase GraphCostModel::RingPhase(const std::vector<std::vector<in
 
 GraphCostModel::Phase GraphCostModel::TreePhase(
     const std::vector<std::vector<int64_t>>& copies) const {
-  std::vector<Transfer> transfers;
+  TransferList transfers;
   int64_t nodes = 1, per_node = 1;
   for (const auto& members : copies) {
     const auto groups = ByNode(topology_, members);
@@ -237,19 +237,17 @@ GraphCostModel::Phase GraphCostModel::TreePhase(
         for (int64_t j = 1; j < nodes; ++j) {
           const int64_t child = tree == 0 ? j : nodes - 1 - j;
           const int64_t parent = tree == 0 ? (j - 1) / 2 : nodes - 1 - (j - 1) / 2;
-          Transfer t;
-          t.share = 1.0 / static_cast<double>(2 * channels);
-          AppendRoute(rail_gpu[child], rail_gpu[parent], k, t);
-          transfers.push_back(std::move(t));
+          transfers.Begin(1.0 / static_cast<double>(2 * channels));
+          AppendRoute(rail_gpu[child], rail_gpu[parent], k, transfers);
+          transfers.End();
         }
       }
       // The intra-node chain of each node, pipelined with the trees.
       for (const auto& g : groups) {
         for (size_t i = 0; i + 1 < g.size(); ++i) {
-          Transfer t;
-          t.share = 1.0 / static_cast<double>(channels);
-          AppendRoute(g[i], g[i + 1], std::nullopt, t);
-          transfers.push_back(std::move(t));
+          transfers.Begin(1.0 / static_cast<double>(channels));
+          AppendRoute(g[i], g[i + 1], std::nullopt, transfers);
+          transfers.End();
         }
       }
     }
@@ -263,7 +261,7 @@ GraphCostModel::Phase GraphCostModel::TreePhase(
 
 GraphCostModel::Phase GraphCostModel::SharpPhase(
     const std::vector<std::vector<int64_t>>& copies) const {
-  std::vector<Transfer> transfers;
+  TransferList transfers;
   for (const auto& members : copies) {
     const auto groups = ByNode(topology_, members);
     const int64_t nodes = static_cast<int64_t>(groups.size());
@@ -284,10 +282,10 @@ GraphCostModel::Phase GraphCostModel::SharpPhase(
       for (int64_t i = 0; i < nodes; ++i) {
         const auto& from = groups[i];
         const auto& to = groups[(i + 1) % nodes];
-        Transfer t;
-        t.share = share;
-        AppendRoute(from[RailIndex(topology_, from, k)], to[RailIndex(topology_, to, k)], k, t);
-        transfers.push_back(std::move(t));
+        transfers.Begin(share);
+        AppendRoute(from[RailIndex(topology_, from, k)], to[RailIndex(topology_, to, k)], k,
+                    transfers);
+        transfers.End();
       }
     }
   }
@@ -311,12 +309,11 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
     // One transfer per copy, member 0 -> member 1, every copy at once; a GPU leaves its node
     // through its own NIC (rail-aligned stages), so routes use the sender's rail.
     if (a != CollectiveAlgorithm::kRing) return std::nullopt;
-    std::vector<Transfer> transfers;
+    TransferList transfers;
     for (const auto& copy : members) {
-      Transfer t;
-      t.share = 1.0;
-      AppendRoute(copy[0], copy[1], std::nullopt, t);
-      if (!t.links.empty()) transfers.push_back(std::move(t));
+      transfers.Begin(1.0);
+      AppendRoute(copy[0], copy[1], std::nullopt, transfers);
+      transfers.End();
     }
     Phase ph = Settle(transfers);
     ph.bw_passes = 1;
@@ -333,7 +330,7 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
     // channel's NIC among the GPU's local ones by channel id: src/graph/paths.cc
     // ncclTopoGetNetDev, ncclTopoGetLocalNet), so each carries an equal part.
     if (a != CollectiveAlgorithm::kRing) return std::nullopt;
-    std::vector<Transfer> transfers;
+    TransferList transfers;
     const int64_t gpn = topology_.gpus_per_node();
     std::vector<std::vector<int64_t>> owned(static_cast<size_t>(gpn));  // rails by local GPU
     for (int64_t k = 0; k < topology_.nics_per_node(); ++k) {
@@ -346,22 +343,20 @@ std::optional<GraphCostModel::Pattern> GraphCostModel::MakePattern(CollectiveKin
         for (int64_t to : copy) {
           if (from == to) continue;
           if (NodeOf(topology_, from) == NodeOf(topology_, to)) {
-            Transfer t;
-            t.share = 1.0 / static_cast<double>(n);
-            AppendRoute(from, to, std::nullopt, t);
-            if (!t.links.empty()) transfers.push_back(std::move(t));
+            transfers.Begin(1.0 / static_cast<double>(n));
+            AppendRoute(from, to, std::nullopt, transfers);
+            transfers.End();
             continue;
           }
           const int64_t exit = NodeOf(topology_, from) * gpn + to % gpn;
           const std::vector<int64_t>& rails = owned[static_cast<size_t>(to % gpn)];
           const size_t stripes = std::max<size_t>(rails.size(), 1);
           for (size_t r = 0; r < stripes; ++r) {
-            Transfer t;
-            t.share = 1.0 / static_cast<double>(n * static_cast<int64_t>(stripes));
-            AppendRoute(from, exit, std::nullopt, t);
+            transfers.Begin(1.0 / static_cast<double>(n * static_cast<int64_t>(stripes)));
+            AppendRoute(from, exit, std::nullopt, transfers);
             AppendRoute(exit, to, rails.empty() ? std::nullopt : std::optional<int64_t>(rails[r]),
-                        t);
-            if (!t.links.empty()) transfers.push_back(std::move(t));
+                        transfers);
+            transfers.End();
           }
           if (copy.front() == members.front().front() && from == copy.front()) ++across;
         }

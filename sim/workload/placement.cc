@@ -18,10 +18,17 @@ Placement::Placement(const Scenario& s) : order_(s.parallel.rank_order) {
 }
 
 CommGroup Placement::Make(int64_t size, int64_t stride) const {
-  std::set<int64_t> nodes;
-  for (int64_t i = 0; i < size; ++i) nodes.insert(i * stride / gpus_per_node_);
+  // The nodes the members span: member i's node, i·stride / gpus_per_node, never falls as i
+  // grows, so each new node is a change from the last (no set: a data-parallel group of 262,144
+  // GPUs was counted into one at every call).
+  int64_t nodes = 0, last = -1;
+  for (int64_t i = 0; i < size; ++i) {
+    const int64_t node = i * stride / gpus_per_node_;
+    nodes += node != last ? 1 : 0;
+    last = node;
+  }
   // Every group of the block below `stride` runs at once: copies at offsets 0 .. stride - 1.
-  return CommGroup{size, static_cast<int64_t>(nodes.size()), stride, stride, 1};
+  return CommGroup{size, nodes, stride, stride, 1};
 }
 
 CommGroup Placement::Group(ParallelDim d) const { return Make(Size(d), Stride(d)); }
