@@ -385,14 +385,18 @@ absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const Fi
   fit.fitted = calibration(x);
   fit.mape = best;
   for (const CalibrationParam* p : free) fit.params.emplace_back(p->name);
-  if (o.library) {
-    LibraryEntry(fit.fitted, *o.library).fit_sources = fit.sources;
-    LibraryEntry(fit.fitted, *o.library).fit_params = fit.params;
+  RecordFitBasis(fit);
+  return fit;
+}
+
+void RecordFitBasis(FitResult& fit) {
+  if (fit.library) {
+    LibraryEntry(fit.fitted, *fit.library).fit_sources = fit.sources;
+    LibraryEntry(fit.fitted, *fit.library).fit_params = fit.params;
   } else {
     fit.fitted.fit_sources = fit.sources;
     fit.fitted.fit_params = fit.params;
   }
-  return fit;
 }
 
 std::string FitText(const FitResult& fit) {

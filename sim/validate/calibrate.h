@@ -95,6 +95,10 @@ std::optional<double> StepTimeError(const CaseResult& r);
 // naming the first that does not) and include at least one case with a measured time.
 absl::StatusOr<FitResult> Fit(const std::vector<ValidationCase>& cases, const FitOptions& options);
 
+// Writes into the fitted calibration (its library's entry for a library fit) the sources and
+// terms it rests on (fit.sources, fit.params), which `stepsim list gpus` shows.
+void RecordFitBasis(FitResult& fit);
+
 // `cases` with their GPU's calibration replaced where it is options.gpu's.
 std::vector<ValidationCase> WithCalibration(std::vector<ValidationCase> cases,
                                             const std::string& gpu, const GpuCalibration& c);

@@ -270,13 +270,7 @@ absl::StatusOr<TraceFit> FitToTrace(const Scenario& s, const TraceKernels& trace
   out.after = times();
   fit.mape = error_pct(out.after);
   fit.cases = static_cast<int>(out.terms.size());
-  if (options.library) {
-    LibraryEntry(fit.fitted, *options.library).fit_sources = fit.sources;
-    LibraryEntry(fit.fitted, *options.library).fit_params = fit.params;
-  } else {
-    fit.fitted.fit_sources = fit.sources;
-    fit.fitted.fit_params = fit.params;
-  }
+  RecordFitBasis(fit);
   return out;
 }
 

@@ -50,6 +50,18 @@ nlohmann::ordered_json FitJson(const sim::validate::FitResult& fit) {
           {"evaluations", fit.evaluations}};
 }
 
+// --library NAME: the kernel library whose terms are fitted (none: the GPU's own).
+absl::StatusOr<std::optional<sim::KernelLibrary>> LibraryFlag(const FlagSet& flags) {
+  const auto l = flags.Get("library");
+  if (!l) return std::nullopt;
+  const auto library = sim::EnumFromName<sim::KernelLibrary>(*l);
+  if (!library) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--library expects transformer_engine or pytorch, got '", *l, "'"));
+  }
+  return library;
+}
+
 // stepsim calibrate SCENARIO --trace TRACE.json --out FILE: the compute terms fitted to one
 // profiled step (sim/validate/trace_fit.h).
 int CalibrateToTrace(const FlagSet& flags, const std::vector<std::string>& args) {
@@ -81,14 +93,9 @@ int CalibrateToTrace(const FlagSet& flags, const std::vector<std::string>& args)
   }
   sim::validate::TraceFitOptions options;
   options.trace_name = std::filesystem::path(trace_path).filename().string();
-  if (auto l = flags.Get("library")) {
-    options.library = sim::EnumFromName<sim::KernelLibrary>(*l);
-    if (!options.library) {
-      return Fail("calibrate",
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "--library expects transformer_engine or pytorch, got '", *l, "'")));
-    }
-  }
+  auto library = LibraryFlag(flags);
+  if (!library.ok()) return Fail("calibrate", library.status());
+  options.library = *library;
   if (auto st = flags.Get("stage");
       st && (!absl::SimpleAtoi(*st, &options.stage) || options.stage < 0)) {
     return Fail("calibrate", absl::InvalidArgumentError("--stage expects a stage number from 0"));
@@ -191,14 +198,9 @@ int CalibrateCommand(const std::vector<std::string>& args) {
   sim::validate::FitOptions options;
   options.gpu = spec->name;
   options.start_from_defaults = flags.Has("from-defaults");
-  if (auto l = flags.Get("library")) {
-    options.library = sim::EnumFromName<sim::KernelLibrary>(*l);
-    if (!options.library) {
-      return Fail("calibrate",
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "--library expects transformer_engine or pytorch, got '", *l, "'")));
-    }
-  }
+  auto library = LibraryFlag(flags);
+  if (!library.ok()) return Fail("calibrate", library.status());
+  options.library = *library;
   options.jobs = sim::explore::DefaultJobs();
   if (auto j = flags.Get("jobs"); j && (!absl::SimpleAtoi(*j, &options.jobs) || options.jobs < 1)) {
     return Fail("calibrate", absl::InvalidArgumentError("--jobs expects a positive integer"));
