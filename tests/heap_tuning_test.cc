@@ -16,7 +16,7 @@
 namespace sim {
 namespace {
 
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__GLIBC__) && !defined(SIM_ADDRESS_SANITIZER)
 // The VmFlags of the mapping of this process that holds `address` (/proc/self/smaps), or ""
 // when none does.
 std::string VmFlagsAt(uintptr_t address) {
@@ -39,7 +39,7 @@ std::string VmFlagsAt(uintptr_t address) {
 #endif
 
 TEST_CASE("a worker thread's heap is advised for huge pages as the main heap is", "[heap]") {
-#if !defined(__GLIBC__) || defined(__SANITIZE_ADDRESS__)
+#if !defined(__GLIBC__) || defined(SIM_ADDRESS_SANITIZER)
   WARN("not glibc's allocator (AddressSanitizer's, or no glibc): the heap is not tuned");
 #else
   if (access("/sys/kernel/mm/transparent_hugepage/enabled", F_OK) != 0) {

@@ -250,7 +250,8 @@ TEST_CASE("AdamW's step holds what its implementation allocates beside the state
   const auto opt_peak = [](const report::RunSummary& r) {
     return r.category_peaks[static_cast<int>(MemCategory::kOptimizer)];
   };
-  for (const auto& [framework, moment] : {std::pair{"ddp", 4}, std::pair{"torchtune", 2}}) {
+  for (const auto& [framework_name, moment] : {std::pair{"ddp", 4}, std::pair{"torchtune", 2}}) {
+    const char* framework = framework_name;  // Clang before 16 captures no structured binding
     const auto with = [&](const char* impl) {
       return Run(Load({{"parallel.framework", framework},
                        {"parallel.zero", "0"},

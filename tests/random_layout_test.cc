@@ -107,19 +107,25 @@ Replayed Replay(const Scenario& s, bool fold) {
   return {absl::OkStatus(), std::move(summary), std::move(text)};
 }
 
-TEST_CASE("random valid layouts replay, and fold to the unfolded report byte for byte",
-          "[property][fold]") {
-  constexpr int kLayouts = 2000;
+// The draws split into kShards interleaved shards, one test case each, so that CTest runs them
+// side by side: sanitized, the 2,000 layouts take about 215 s in one case.
+constexpr int kLayouts = 2000, kShards = 4;
+
+// Replays the accepted layouts whose index is `shard` modulo kShards (all shards draw the same
+// seeded sequence) and checks each one folds to its unfolded report.
+void ReplayShard(int shard) {
+  constexpr int kShardLayouts = kLayouts / kShards;
   LayoutGenerator generator(20261206);
   auto loader = config::ScenarioLoader::Open(config::DataRoot{STEPSIM_SOURCE_DIR},
                                              STEPSIM_SOURCE_DIR "/tests/golden/zero3.yaml");
   REQUIRE(loader.ok());
-  int accepted = 0, replayed = 0, moe = 0, past_capacity = 0;
+  int accepted = 0, mine = 0, replayed = 0, moe = 0, past_capacity = 0;
   for (int draw = 0; accepted < kLayouts && draw < 200 * kLayouts; ++draw) {
     const std::vector<config::Override> o = generator.Next();
     auto scenario = loader->Load(o);
     if (!scenario.ok()) continue;
-    ++accepted;
+    if (accepted++ % kShards != shard) continue;
+    ++mine;
     std::string label;
     for (const auto& kv : o) absl::StrAppend(&label, " --set ", kv.key, "=", kv.value);
     INFO("stepsim run tests/golden/zero3.yaml" << label);
@@ -148,10 +154,28 @@ TEST_CASE("random valid layouts replay, and fold to the unfolded report byte for
     ++past_capacity;
   }
   // Past capacity the difference is rare: a handful in a thousand.
-  CHECK(past_capacity <= kLayouts / 200);
+  CHECK(past_capacity <= kShardLayouts / 200);
   CHECK(accepted == kLayouts);
-  CHECK(replayed >= kLayouts * 4 / 5);
-  CHECK(moe >= kLayouts / 5);
+  CHECK(mine == kShardLayouts);
+  CHECK(replayed >= kShardLayouts * 4 / 5);
+  CHECK(moe >= kShardLayouts / 5);
+}
+
+TEST_CASE("random valid layouts replay, and fold to the unfolded report byte for byte (1 of 4)",
+          "[property][fold]") {
+  ReplayShard(0);
+}
+TEST_CASE("random valid layouts replay, and fold to the unfolded report byte for byte (2 of 4)",
+          "[property][fold]") {
+  ReplayShard(1);
+}
+TEST_CASE("random valid layouts replay, and fold to the unfolded report byte for byte (3 of 4)",
+          "[property][fold]") {
+  ReplayShard(2);
+}
+TEST_CASE("random valid layouts replay, and fold to the unfolded report byte for byte (4 of 4)",
+          "[property][fold]") {
+  ReplayShard(3);
 }
 
 }  // namespace

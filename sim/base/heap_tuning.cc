@@ -47,7 +47,7 @@ void KeepHeapForReplays() {
 }
 
 void KeepThreadHeapForReplays() {
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)  // ASan's allocator is not glibc's
+#if defined(__GLIBC__) && !defined(SIM_ADDRESS_SANITIZER)  // ASan's allocator is not glibc's
   if (!kept) return;
   // Below the mmap threshold, so from the thread's arena, whose heaps glibc maps 64 MiB at a
   // time (HEAP_MAX_SIZE): the block grows the heap, and freed it stays there as its top (the

@@ -8,6 +8,16 @@
 // scenario's folded replay 48.7 ms, a third of it in the kernel's page-fault path, and 16.4 ms
 // with the heap kept; `stepsim calibrate` of the A100 fit about 26 s -> 15 s (docs/benchmarks.md).
 
+// Defined when AddressSanitizer instruments this build, whose allocator replaces glibc's: GCC
+// says so with __SANITIZE_ADDRESS__, Clang with __has_feature(address_sanitizer).
+#if defined(__SANITIZE_ADDRESS__)
+#define SIM_ADDRESS_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIM_ADDRESS_SANITIZER 1
+#endif
+#endif
+
 namespace sim {
 
 // Keeps freed memory in the process for the next replay: large blocks from the heap instead of

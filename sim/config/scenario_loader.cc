@@ -65,8 +65,6 @@ absl::StatusOr<Override> ParseOverride(absl::string_view key_equals_value) {
 
 namespace {
 
-constexpr int64_t kMaxCount = int64_t{1} << 40;
-
 // An integer key read within the range the key registry documents for it (IntegerRangeOf), so
 // that `stepsim run --list-keys` and the reference state the bounds the loader enforces.
 std::optional<int64_t> ReadRegisteredInt(const Key& key, YamlErrors& errors) {
