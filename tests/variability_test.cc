@@ -3,14 +3,17 @@
 // and in a pipeline stage.
 #include "sim/replay/variability.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "sim/config/catalog.h"
+#include "sim/cost/collective_cost.h"
 #include "sim/replay/replay.h"
 #include "sim/workload/layer_ops.h"
+#include "sim/workload/lowering.h"
 
 namespace sim {
 namespace {
@@ -264,6 +267,140 @@ TEST_CASE("the pipelines the estimate ranks slowest hold the slowest one", "[var
     REQUIRE(every.ok());
     CHECK(ranked->step == every->step);
   }
+}
+
+}  // namespace
+}  // namespace sim
+
+namespace sim {
+namespace {
+
+TEST_CASE("draws: slow links are a share of the NICs, each GPU at its rail's slowest",
+          "[variability]") {
+  VariabilitySpec v;
+  v.gemm_cv = 0.05;
+  v.slow_gpu_share = 0.1;
+  v.slow_gpu_speed = 0.5;
+  const int64_t gpus = 80000;
+  const replay::GpuSpeeds healthy = replay::DrawSpeeds(v, gpus, 8, 3, 8);
+  CHECK(std::all_of(healthy.link.begin(), healthy.link.end(), [](double l) { return l == 1; }));
+  v.slow_link_share = 0.2;
+  v.slow_link_speed = 0.25;
+  // The links are drawn after the GPUs: every GPU's speeds are the ones drawn without them.
+  const replay::GpuSpeeds one = replay::DrawSpeeds(v, gpus, 8, 3, 8);
+  CHECK(one.gemm == healthy.gemm);
+  CHECK(one.memory == healthy.memory);
+  CHECK(one.cause == healthy.cause);
+  // One NIC per GPU: a fifth of the GPUs behind a slow one (80,000 draws: σ = 0.0014).
+  const auto slow_share = [](const replay::GpuSpeeds& d) {
+    return static_cast<double>(std::count(d.link.begin(), d.link.end(), 0.25)) /
+           static_cast<double>(d.link.size());
+  };
+  CHECK(slow_share(one) == Approx(0.2).margin(0.007));
+  // Four NICs per node: pairs of GPUs share a NIC, and are slow together.
+  const replay::GpuSpeeds four = replay::DrawSpeeds(v, gpus, 8, 3, 4);
+  for (int64_t g = 0; g < gpus; g += 2) CHECK(four.link[g] == four.link[g + 1]);
+  CHECK(slow_share(four) == Approx(0.2).margin(0.01));
+  // Four NICs per GPU (32 per node): a GPU is slow when any of its four is, 1 − 0.8⁴ = 0.59.
+  CHECK(slow_share(replay::DrawSpeeds(v, gpus, 8, 3, 32)) == Approx(0.5904).margin(0.01));
+  // No NICs: no link.
+  const replay::GpuSpeeds none = replay::DrawSpeeds(v, gpus, 8, 3, 0);
+  CHECK(std::all_of(none.link.begin(), none.link.end(), [](double l) { return l == 1; }));
+}
+
+TEST_CASE("a slow link stretches a collective across nodes by its share of bandwidth",
+          "[variability]") {
+  // By hand: time' = latency + (time − latency) / speed across nodes, inside a node unchanged.
+  Scenario s = Make(8, 1, 1, 2);
+  s.cluster.nodes = 2;
+  auto base = cost::MakeCollectiveCostModel(s);
+  REQUIRE(base.ok());
+  const cost::SlowLinkCostModel slow(**base, {0.4, 0.5});
+  const Bytes tensor = Bytes::Count(int64_t{1} << 30);
+  const CommGroup across{.size = 16, .nodes = 2}, inside{.size = 8, .nodes = 1};
+  for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kAllGather}) {
+    const cost::PricedCollective& b = (*base)->Price(kind, tensor, across, 1);
+    const Duration b_time = b.time, b_latency = b.latency;
+    const cost::PricedCollective& p = slow.Price(kind, tensor, across, 1);
+    CHECK(p.latency == b_latency);
+    CHECK((p.time - p.latency).seconds() == Approx((b_time - b_latency).seconds() / 0.4));
+    CHECK(slow.Price(kind, tensor, inside, 1).time == (*base)->Price(kind, tensor, inside, 1).time);
+  }
+  const CommGroup send{.size = 2, .nodes = 2};
+  const cost::PricedCollective& b = (*base)->Price(CollectiveKind::kSendRecv, tensor, send, 1);
+  const double bandwidth_part = (b.time - b.latency).seconds();
+  CHECK((slow.Price(CollectiveKind::kSendRecv, tensor, send, 1).time - b.latency).seconds() ==
+        Approx(bandwidth_part / 0.5));
+}
+
+TEST_CASE("slow links slow the step through its collectives across nodes, and only those",
+          "[variability]") {
+  // DP 16 over two nodes: every link slow (share 1) at half its bandwidth. Each trial is the
+  // replay with every stage's collectives across nodes at half the bandwidth, paced by a link.
+  Scenario s = Make(8, 1, 1, 2);
+  s.cluster.nodes = 2;
+  s.training.global_batch = 32;
+  s.cluster.variability.slow_link_share = 1;
+  s.cluster.variability.slow_link_speed = 0.5;
+  const replay::ReplayResult ideal = Ideal(s);
+  auto d = replay::SimulateTrials(s, ideal, 3);
+  REQUIRE(d.ok());
+  auto halved = replay::Simulate(s, {.stage_link = {{0.5, 0.5}}});
+  REQUIRE(halved.ok());
+  CHECK(halved->step > ideal.step);
+  for (Duration t : d->steps) CHECK(t == halved->step);
+  CHECK(d->paced_by[static_cast<int>(replay::SlowCause::kSlowLink)] == 3);
+  // The collectives' busy time grows by what their bandwidth part takes at half the rate:
+  // each collective across nodes, priced alone, once more its time less its latency.
+  auto comm = cost::MakeCollectiveCostModel(s);
+  REQUIRE(comm.ok());
+  auto program = Lower(s);
+  REQUIRE(program.ok());
+  double extra = 0;
+  for (const Op& op : program->ops) {
+    if (op.kind != OpKind::kCollective) continue;
+    const CollectiveSpec& c = program->CollectiveOf(op);
+    REQUIRE(c.group.nodes == 2);  // DP only: every collective crosses the nodes
+    const cost::PricedCollective& p = (*comm)->Price(c.kind, c.tensor, c.group, c.buckets);
+    extra += (p.time - p.latency).seconds();
+  }
+  REQUIRE(extra > 0);
+  CHECK(halved->times.comm.seconds() - ideal.times.comm.seconds() == Approx(extra).epsilon(1e-6));
+  // On one node no collective crosses a link: the same links change nothing.
+  Scenario one = Make(8, 1, 1, 2);
+  one.cluster.variability = s.cluster.variability;
+  const replay::ReplayResult one_ideal = Ideal(one);
+  auto same = replay::SimulateTrials(one, one_ideal, 3);
+  REQUIRE(same.ok());
+  CHECK(same->p99 == one_ideal.step);
+  CHECK(same->slowdown == 0);
+}
+
+TEST_CASE("a slow link on one stage's node slows that pipeline's sends", "[variability]") {
+  // PP 2 over two nodes (stage 0 on node 0, stage 1 on node 1), DP 8 inside each node: one
+  // slow NIC on node 1 (GPU 8 + 3's) slows pipeline 3's sends alone, both ways.
+  Scenario s = Make(8, 1, 2, 4);
+  s.cluster.nodes = 2;
+  s.training.global_batch = 32;
+  s.cluster.variability.slow_link_share = 0.01;
+  s.cluster.variability.slow_link_speed = 0.25;
+  const replay::ReplayResult ideal = Ideal(s);
+  const replay::TrialReplayer trials(s, ideal);
+  REQUIRE(trials.pipelines() == 8);
+  replay::GpuSpeeds v = replay::DrawSpeeds(VariabilitySpec{}, 16, 8, 0);
+  v.link[8 + 3] = 0.25;
+  cost::CostModelCache models;
+  auto ranked = trials.Step(v, models);
+  auto every = trials.Step(v, models, trials.pipelines());
+  REQUIRE(ranked.ok());
+  REQUIRE(every.ok());
+  CHECK(ranked->step == every->step);
+  CHECK(ranked->cause == replay::SlowCause::kSlowLink);
+  CHECK(ranked->pacing_gpu == 8 + 3);
+  auto slowed = replay::Simulate(s, {.stage_link = {{1, 0.25}, {0.25, 0.25}}});
+  REQUIRE(slowed.ok());
+  CHECK(ranked->step == slowed->step);
+  CHECK(ranked->step > ideal.step);
 }
 
 }  // namespace

@@ -264,6 +264,8 @@ void ReadVariability(const YAML::Node& node, VariabilitySpec& v, YamlErrors& err
   if (auto x = ReadDouble(k("slow_node_speed"), errors, 0.05, 1.0)) v.slow_node_speed = *x;
   if (auto x = ReadDouble(k("slow_gpus"), errors, 0.0, 1.0)) v.slow_gpu_share = *x;
   if (auto x = ReadDouble(k("slow_gpu_speed"), errors, 0.05, 1.0)) v.slow_gpu_speed = *x;
+  if (auto x = ReadDouble(k("slow_links"), errors, 0.0, 1.0)) v.slow_link_share = *x;
+  if (auto x = ReadDouble(k("slow_link_speed"), errors, 0.05, 1.0)) v.slow_link_speed = *x;
   if (auto x = ReadRegisteredInt(k("seed"), errors)) v.seed = *x;
 }
 

@@ -2,8 +2,10 @@
 // Time of a collective (docs/model.md "Time"). The replay asks a CollectiveCostModel; the one
 // stepsim builds prices every collective on the cluster graph (graph_collective.h).
 
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +43,36 @@ class CollectiveCostModel {
   Duration Cost(CollectiveKind kind, Bytes tensor, CommGroup group, int32_t buckets) const {
     return Price(kind, tensor, group, buckets).time;
   }
+};
+
+// What share of their bandwidth a pipeline stage's network links reach (sim/replay/
+// variability.h: a trial's degraded links, the slowest of those each kind of transfer crosses):
+// `collective` for the stage's collectives that span nodes, `send` for its pipeline sends
+// across nodes. 1: healthy.
+struct LinkSlowdown {
+  double collective = 1, send = 1;
+  auto operator<=>(const LinkSlowdown&) const = default;
+};
+
+// `base`'s prices with the collectives across nodes moving their bytes at `speed` of base's
+// bandwidth: time = latency + (base time − latency) / speed, the latency (NCCL's floor) kept.
+// A ring or tree runs at the pace of its slowest link, and NCCL splits a call evenly over its
+// channels, so one slow NIC in a group paces the whole call. Collectives inside a node
+// (NVLink) keep base's price.
+class SlowLinkCostModel final : public CollectiveCostModel {
+ public:
+  SlowLinkCostModel(const CollectiveCostModel& base, LinkSlowdown speed)
+      : base_(base), speed_(speed) {}
+  // Valid as long as the model: each slowed price is kept where it was first put.
+  const PricedCollective& Price(CollectiveKind kind, Bytes tensor, CommGroup group,
+                                int32_t buckets) const override;
+
+ private:
+  using Key =
+      std::tuple<CollectiveKind, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int32_t>;
+  const CollectiveCostModel& base_;
+  LinkSlowdown speed_;
+  mutable std::map<Key, PricedCollective> slowed_;
 };
 
 // The scenario's cluster graph and its collective algorithm (parallel.collective).

@@ -612,6 +612,18 @@ absl::StatusOr<ReplayResult> SimulateOnce(const Scenario& s, ReplayOptions optio
       options.stage_comm.push_back(group_comm[g].get());
     }
   }
+  // Degraded links: each stage's collectives priced through its own slowed view of its model.
+  std::vector<std::unique_ptr<cost::SlowLinkCostModel>> slow_links;
+  if (!options.stage_link.empty() && comm.ok()) {
+    for (size_t st = 0; st < options.stage_link.size(); ++st) {
+      const cost::CollectiveCostModel& of_stage =
+          st < options.stage_comm.size() ? *options.stage_comm[st] : **comm;
+      slow_links.push_back(
+          std::make_unique<cost::SlowLinkCostModel>(of_stage, options.stage_link[st]));
+    }
+    options.stage_comm.clear();
+    for (const auto& m : slow_links) options.stage_comm.push_back(m.get());
+  }
   std::optional<cost::SlowedCostModel> slowed;
   if (!options.stage_slowdown.empty()) slowed.emplace(*base, options.stage_slowdown);
   const cost::ComputeCostModel& compute =

@@ -39,6 +39,9 @@ struct ReplayOptions {
   // Simulate: per pipeline stage, how much longer its kernels take than at the calibrated
   // speed (a trial of sim/replay/variability.h); empty = the calibrated speed everywhere.
   std::vector<cost::StageSlowdown> stage_slowdown = {};
+  // Simulate: per pipeline stage, the share of their bandwidth its network links reach (a
+  // trial's degraded links); empty = every link healthy.
+  std::vector<cost::LinkSlowdown> stage_link = {};
   // Replay: per pipeline stage, its GPUs' usable memory (a mixed cluster's types); empty = the
   // capacity Replay is given, for every stage. Simulate sets it from the scenario.
   std::vector<Bytes> stage_capacity = {};

@@ -54,11 +54,13 @@ double SpreadSpeed(const VariabilitySpec& v, double cv, Stream& rng) {
 
 }  // namespace
 
-GpuSpeeds DrawSpeeds(const VariabilitySpec& v, int64_t gpus, int64_t gpus_per_node, int64_t trial) {
+GpuSpeeds DrawSpeeds(const VariabilitySpec& v, int64_t gpus, int64_t gpus_per_node, int64_t trial,
+                     int64_t nics_per_node) {
   GpuSpeeds out;
   out.gemm.assign(gpus, 1.0);
   out.memory.assign(gpus, 1.0);
   out.cause.assign(gpus, SlowCause::kSpread);
+  out.link.assign(gpus, 1.0);
   if (!v.Any()) return out;
   Stream rng(v.seed, trial);
   const int64_t per_node = std::max<int64_t>(gpus_per_node, 1);
@@ -85,6 +87,23 @@ GpuSpeeds DrawSpeeds(const VariabilitySpec& v, int64_t gpus, int64_t gpus_per_no
     }
     out.gemm[g] = gemm * table * fixed;
     out.memory[g] = memory * table * fixed;
+  }
+  // The links after every GPU's draws, so that the GPUs' speeds do not depend on them: each
+  // NIC of each node in turn, then each GPU at the slowest NIC of its rail.
+  if (v.SlowLinks() && nics_per_node > 0) {
+    const int64_t nodes = (gpus + per_node - 1) / per_node;
+    std::vector<double> nic(static_cast<size_t>(nodes * nics_per_node), 1.0);
+    for (double& speed : nic) {
+      if (rng.Uniform() <= v.slow_link_share) speed = v.slow_link_speed;
+    }
+    for (int64_t g = 0; g < gpus; ++g) {
+      const int64_t node = g / per_node, local = g % per_node;
+      const int64_t first = local * nics_per_node / per_node;
+      const int64_t last = std::max(first + 1, (local + 1) * nics_per_node / per_node);
+      for (int64_t n = first; n < last; ++n) {
+        out.link[g] = std::min(out.link[g], nic[node * nics_per_node + n]);
+      }
+    }
   }
   return out;
 }
@@ -134,6 +153,30 @@ TrialReplayer::TrialReplayer(const Scenario& s, const ReplayResult& ideal)
       memory_s_[st] *= busy / priced;
     }
   }
+  // Where links can be slow, each stage's communication busy time across nodes, collectives
+  // and sends apart: the share of its collectives' stand-alone prices that crosses nodes, of
+  // the stage's communication busy time over the whole step.
+  if (!s.cluster.variability.SlowLinks()) return;
+  net_collective_s_.assign(stages_, 0);
+  net_send_s_.assign(stages_, 0);
+  cost::CostModelCache models;
+  auto comm = models.For(s);
+  if (!comm.ok()) return;  // the trials' replays report it
+  std::vector<double> all(stages_, 0);
+  for (const Op& op : ideal.program.ops) {
+    if (op.kind != OpKind::kCollective || op.stage < 0 || op.stage >= stages_) continue;
+    const CollectiveSpec& c = ideal.program.CollectiveOf(op);
+    const double t = (*comm)->Cost(c.kind, c.tensor, c.group, c.buckets).seconds();
+    all[op.stage] += t;
+    if (c.group.nodes <= 1) continue;
+    (c.kind == CollectiveKind::kSendRecv ? net_send_s_ : net_collective_s_)[op.stage] += t;
+  }
+  for (int32_t st = 0; st < stages_ && st < static_cast<int32_t>(ideal.stages.size()); ++st) {
+    if (all[st] <= 0) continue;
+    const double scale = ideal.stages[st].comm.seconds() / all[st];
+    net_collective_s_[st] *= scale;
+    net_send_s_[st] *= scale;
+  }
 }
 
 absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds, cost::CostModelCache& models,
@@ -157,6 +200,52 @@ absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds, cost::Cos
       worst_gpu[i] = g;
     }
   }
+  // Degraded links: a stage's collectives across nodes at the slowest link of all its GPUs
+  // (its DP groups span every replica), each pipeline's sends at the slowest of its own GPUs'
+  // links in the sending stage and its neighbours (a send goes either way).
+  std::vector<cost::LinkSlowdown> link(groups);
+  std::vector<int64_t> collective_gpu(stages_, -1), send_gpu(groups, -1);
+  if (s_.cluster.variability.SlowLinks() && !speeds.link.empty()) {
+    std::vector<double> stage_min(stages_, 1.0), own(groups, 1.0);
+    std::vector<int64_t> own_gpu(groups, -1);
+    for (int64_t g = 0; g < gpus(); ++g) {
+      const int32_t st = stage_of_[g];
+      const size_t i = static_cast<size_t>(pipeline_of_[g]) * stages_ + st;
+      const double l = speeds.link[g];
+      if (l < stage_min[st]) {
+        stage_min[st] = l;
+        collective_gpu[st] = g;
+      }
+      if (l < own[i]) {
+        own[i] = l;
+        own_gpu[i] = g;
+      }
+    }
+    for (size_t i = 0; i < groups; ++i) {
+      const int32_t st = static_cast<int32_t>(i % stages_);
+      link[i].collective = stage_min[st];
+      link[i].send = own[i];
+      send_gpu[i] = own_gpu[i];
+      for (const int32_t step : {-1, 1}) {
+        if (st + step < 0 || st + step >= stages_) continue;
+        const size_t n = i + step;
+        if (own[n] >= link[i].send) continue;
+        link[i].send = own[n];
+        send_gpu[i] = own_gpu[n];
+      }
+    }
+  }
+  // The extra busy seconds of stage group i: its compute at its GPUs' speeds, its transfers
+  // across nodes at its links'.
+  auto compute_extra = [&](size_t i) {
+    const int32_t st = static_cast<int32_t>(i % stages_);
+    return gemm_s_[st] * (slow[i].gemm - 1) + memory_s_[st] * (slow[i].memory - 1);
+  };
+  auto link_extra = [&](size_t i) {
+    const int32_t st = static_cast<int32_t>(i % stages_);
+    return net_collective_s_[st] * (1 / link[i].collective - 1) +
+           net_send_s_[st] * (1 / link[i].send - 1);
+  };
   // Each pipeline's estimated step: fill and drain through every stage, then the steady state
   // at the slowest stage's pace, over the step's micro-batches.
   const double m = static_cast<double>(std::max<int64_t>(s_.micro_batches(), 1));
@@ -164,8 +253,10 @@ absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds, cost::Cos
   for (int64_t q = 0; q < pipelines_; ++q) {
     double sum = 0, most = 0;
     for (int32_t st = 0; st < stages_; ++st) {
-      const cost::StageSlowdown& d = slow[static_cast<size_t>(q) * stages_ + st];
-      const double t = gemm_s_[st] * d.gemm + memory_s_[st] * d.memory;
+      const size_t i = static_cast<size_t>(q) * stages_ + st;
+      const cost::StageSlowdown& d = slow[i];
+      double t = gemm_s_[st] * d.gemm + memory_s_[st] * d.memory;
+      if (!net_collective_s_.empty()) t += link_extra(i);
       sum += t;
       most = std::max(most, t);
     }
@@ -179,20 +270,27 @@ absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds, cost::Cos
     return estimate[a] != estimate[b] ? estimate[a] > estimate[b] : a < b;
   });
   TrialStep out;
-  std::map<std::vector<cost::StageSlowdown>, Duration> known;  // this trial's replays
+  using Slowdowns = std::pair<std::vector<cost::StageSlowdown>, std::vector<cost::LinkSlowdown>>;
+  std::map<Slowdowns, Duration> known;  // this trial's replays
   int64_t slowest = -1;
   for (int64_t j = 0; j < k; ++j) {
     const int64_t q = order[j];
-    std::vector<cost::StageSlowdown> stage(slow.begin() + q * stages_,
-                                           slow.begin() + (q + 1) * stages_);
+    Slowdowns stage{{slow.begin() + q * stages_, slow.begin() + (q + 1) * stages_},
+                    {link.begin() + q * stages_, link.begin() + (q + 1) * stages_}};
+    const bool compute_slowed =
+        std::any_of(stage.first.begin(), stage.first.end(),
+                    [](const cost::StageSlowdown& d) { return d.gemm != 1 || d.memory != 1; });
+    const bool links_slowed =
+        std::any_of(stage.second.begin(), stage.second.end(),
+                    [](const cost::LinkSlowdown& l) { return l.collective != 1 || l.send != 1; });
     Duration step = ideal_.step;
-    if (std::any_of(stage.begin(), stage.end(),
-                    [](const cost::StageSlowdown& d) { return d.gemm != 1 || d.memory != 1; })) {
+    if (compute_slowed || links_slowed) {
       if (auto it = known.find(stage); it != known.end()) {
         step = it->second;
       } else {
         ReplayOptions options;
-        options.stage_slowdown = stage;
+        if (compute_slowed) options.stage_slowdown = stage.first;
+        if (links_slowed) options.stage_link = stage.second;
         auto r = Simulate(s_, options, models);
         if (!r.ok()) return r.status();
         step = r->step;
@@ -216,6 +314,29 @@ absl::StatusOr<TrialStep> TrialReplayer::Step(const GpuSpeeds& speeds, cost::Cos
     }
   }
   out.cause = speeds.cause[out.pacing_gpu];
+  // Slow links pace the trial where they add more busy time to the slowest pipeline than its
+  // GPUs' speeds do: then the GPU behind the slowest link of the stage they slow most.
+  double compute_sum = 0, link_sum = 0, link_most = 0;
+  int64_t link_gpu = -1;
+  int32_t link_stage = 0;
+  for (int32_t st = 0; st < stages_ && !net_collective_s_.empty(); ++st) {
+    const size_t i = static_cast<size_t>(slowest) * stages_ + st;
+    compute_sum += compute_extra(i);
+    const double extra = link_extra(i);
+    link_sum += extra;
+    if (extra > link_most) {
+      link_most = extra;
+      const bool by_collectives = net_collective_s_[st] * (1 / link[i].collective - 1) >=
+                                  net_send_s_[st] * (1 / link[i].send - 1);
+      link_gpu = by_collectives ? collective_gpu[st] : send_gpu[i];
+      link_stage = st;
+    }
+  }
+  if (link_sum > compute_sum && link_gpu >= 0) {
+    out.pacing_gpu = link_gpu;
+    out.pacing_stage = link_stage;
+    out.cause = SlowCause::kSlowLink;
+  }
   return out;
 }
 
@@ -230,7 +351,8 @@ absl::StatusOr<StepDistribution> SimulateTrials(const Scenario& s, const ReplayR
   ParallelFor(static_cast<size_t>(jobs), jobs, [&](size_t w) {
     cost::CostModelCache models;
     for (int64_t t = static_cast<int64_t>(w); t < trials; t += jobs) {
-      const GpuSpeeds speeds = DrawSpeeds(v, replayer.gpus(), s.cluster.node.gpus_per_node, t);
+      const GpuSpeeds speeds = DrawSpeeds(v, replayer.gpus(), s.cluster.node.gpus_per_node, t,
+                                          s.cluster.node.nics_per_node);
       steps[t] = replayer.Step(speeds, models);
     }
   });

@@ -12,6 +12,12 @@
 //     (ReplayOptions::stage_slowdown).
 //   - DP replicas meet only at the gradient reduction, which waits for the slowest: the step is
 //     the slowest pipeline's.
+//   - A degraded network link (a NIC of one rail of one node at a share of its bandwidth)
+//     paces every collective across nodes that one of its GPUs takes part in: NCCL splits a
+//     call evenly over its channels, each a ring or tree as slow as its slowest link. A
+//     stage's DP collectives span every replica, so one slow link among all the stage's GPUs
+//     slows them in every pipeline; a pipeline's sends across nodes run at the slowest link of
+//     the stage and its neighbours in that pipeline (ReplayOptions::stage_link).
 //
 // Replaying every pipeline of a 16,384-GPU cluster for every trial would cost thousands of
 // replays; instead each pipeline's step is estimated from the ideal replay's per-stage GEMM and
@@ -35,17 +41,23 @@
 namespace sim::replay {
 
 // Why a GPU runs below its calibrated speed.
-enum class SlowCause : uint8_t { kSpread, kSlowGpu, kSlowNode };
-inline constexpr int kNumSlowCauses = 3;
+enum class SlowCause : uint8_t { kSpread, kSlowGpu, kSlowNode, kSlowLink };
+inline constexpr int kNumSlowCauses = 4;
 
 // Every GPU's relative speeds (1 = calibrated) in one trial, indexed by global rank.
 struct GpuSpeeds {
   std::vector<double> gemm, memory;
-  std::vector<SlowCause> cause;  // the largest of its slowdowns' source
+  std::vector<SlowCause> cause;  // the largest of its compute slowdowns' source
+  // The share of their bandwidth its network links reach: the slowest of the NICs its rail
+  // uses (GPU l of a node of n GPUs and c NICs uses NICs l·c/n up to (l + 1)·c/n, at least
+  // one). 1 without NICs.
+  std::vector<double> link;
 };
 
-// The draws of trial `trial` for a cluster of `gpus` GPUs, `gpus_per_node` to a node.
-GpuSpeeds DrawSpeeds(const VariabilitySpec& v, int64_t gpus, int64_t gpus_per_node, int64_t trial);
+// The draws of trial `trial` for a cluster of `gpus` GPUs, `gpus_per_node` to a node with
+// `nics_per_node` network links (0: no link drawn, every one healthy).
+GpuSpeeds DrawSpeeds(const VariabilitySpec& v, int64_t gpus, int64_t gpus_per_node, int64_t trial,
+                     int64_t nics_per_node = 0);
 
 // One trial's step and the GPU that paced it (the slowest of the slowest pipeline).
 struct TrialStep {
@@ -78,6 +90,9 @@ class TrialReplayer {
   std::vector<int32_t> stage_of_;          // per GPU
   std::vector<int64_t> pipeline_of_;       // per GPU
   std::vector<double> gemm_s_, memory_s_;  // per stage: busy seconds of each kind in the step
+  // Per stage, where links can be slow: busy seconds of its collectives and of its sends that
+  // cross nodes (empty otherwise).
+  std::vector<double> net_collective_s_, net_send_s_;
 };
 
 struct StepDistribution {

@@ -368,6 +368,13 @@ std::string StepHistogram(const RunSummary& r) {
     table += html::TableRow({name, absl::StrFormat("%.4f", t.seconds())});
   }
   table += html::TableRow({"slowdown of the mean", absl::StrFormat("%+.2f %%", 100 * d.slowdown)});
+  // The slower trials by what paced them (replay::SlowCause's order).
+  constexpr std::array<const char*, replay::kNumSlowCauses> kPacedBy = {
+      "trials paced by the spread", "trials paced by a slow GPU", "trials paced by a slow node",
+      "trials paced by a slow link"};
+  for (int c = 0; c < replay::kNumSlowCauses; ++c) {
+    if (d.paced_by[c] > 0) table += html::TableRow({kPacedBy[c], absl::StrCat(d.paced_by[c])});
+  }
   return svg + table + "</table>";
 }
 

@@ -1,6 +1,7 @@
 #include "sim/report/run_report.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -76,11 +77,14 @@ nlohmann::ordered_json VariabilityJson(const RunSummary& r) {
           {"slow_node_speed", v.slow_node_speed},
           {"slow_gpus", v.slow_gpu_share},
           {"slow_gpu_speed", v.slow_gpu_speed},
+          {"slow_links", v.slow_link_share},
+          {"slow_link_speed", v.slow_link_speed},
           {"ideal_step_s", d.ideal.seconds()},
           {"paced_by",
            {{"spread", d.paced_by[static_cast<int>(replay::SlowCause::kSpread)]},
             {"slow_gpu", d.paced_by[static_cast<int>(replay::SlowCause::kSlowGpu)]},
-            {"slow_node", d.paced_by[static_cast<int>(replay::SlowCause::kSlowNode)]}}},
+            {"slow_node", d.paced_by[static_cast<int>(replay::SlowCause::kSlowNode)]},
+            {"slow_link", d.paced_by[static_cast<int>(replay::SlowCause::kSlowLink)]}}},
           {"paced_by_stage", d.paced_by_stage},
           {"replays", d.replays},
           {"step_s", steps}};
@@ -490,6 +494,10 @@ void AppendDistribution(const RunSummary& r, std::string& out) {
     drawn.push_back(
         absl::StrFormat("%g %% of GPUs at %g", 100 * v.slow_gpu_share, v.slow_gpu_speed));
   }
+  if (v.SlowLinks()) {
+    drawn.push_back(absl::StrFormat("%g %% of network links at %g of their bandwidth",
+                                    100 * v.slow_link_share, v.slow_link_speed));
+  }
   absl::StrAppendFormat(&out, "Step over %d trials (%s; seed %d):\n", d.trials,
                         drawn.empty() ? "no variability described: every GPU at its calibrated "
                                         "speed"
@@ -500,7 +508,7 @@ void AppendDistribution(const RunSummary& r, std::string& out) {
                         "ideal %.4f s\n",
                         d.p50.seconds(), d.p90.seconds(), d.p99.seconds(), d.mean.seconds(),
                         100 * d.slowdown, d.ideal.seconds());
-  const int64_t slower = d.paced_by[0] + d.paced_by[1] + d.paced_by[2];
+  const int64_t slower = std::accumulate(d.paced_by.begin(), d.paced_by.end(), int64_t{0});
   if (slower > 0) {
     std::vector<std::string> stages;
     for (size_t st = 0; st < d.paced_by_stage.size(); ++st) {
@@ -510,10 +518,14 @@ void AppendDistribution(const RunSummary& r, std::string& out) {
     }
     absl::StrAppendFormat(
         &out,
-        "  %d trials slower than ideal, paced by: the spread %d, a slow GPU %d, a slow node %d%s\n",
+        "  %d trials slower than ideal, paced by: the spread %d, a slow GPU %d, a slow node "
+        "%d%s%s\n",
         slower, d.paced_by[static_cast<int>(replay::SlowCause::kSpread)],
         d.paced_by[static_cast<int>(replay::SlowCause::kSlowGpu)],
         d.paced_by[static_cast<int>(replay::SlowCause::kSlowNode)],
+        v.SlowLinks() ? absl::StrCat(", a slow link ",
+                                     d.paced_by[static_cast<int>(replay::SlowCause::kSlowLink)])
+                      : "",
         stages.empty() ? "" : absl::StrCat("; at ", absl::StrJoin(stages, ", ")));
   }
   absl::StrAppendFormat(&out, "  (%d exact replays of the slowest-ranked pipelines)\n\n",

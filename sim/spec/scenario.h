@@ -190,20 +190,24 @@ inline constexpr int64_t kMaxClusterGpus = int64_t{1} << 20;
 // calibrated speed (mean 1) with coefficients of variation `gemm_cv` and `memory_cv`, times a
 // speed drawn uniformly from the empirical table `speeds` when one is given; a share of nodes
 // (power or thermal throttling of a whole node) and a share of single GPUs run at a fixed
-// reduced speed. `seed` makes the draws, and so every percentile, reproducible.
+// reduced speed. A share of the network links (each NIC of each node, the port of one rail) runs
+// at a fraction of its bandwidth. `seed` makes the draws, and so every percentile, reproducible.
 struct VariabilitySpec {
   SpeedDistribution distribution = SpeedDistribution::kLognormal;
   double gemm_cv = 0, memory_cv = 0;
   std::vector<double> speeds;
   double slow_node_share = 0, slow_node_speed = 1;
   double slow_gpu_share = 0, slow_gpu_speed = 1;
+  double slow_link_share = 0, slow_link_speed = 1;
   int64_t seed = 1;
   // Whether any GPU can run at other than its calibrated speed.
   bool Any() const {
     return gemm_cv > 0 || memory_cv > 0 || !speeds.empty() ||
            (slow_node_share > 0 && slow_node_speed != 1) ||
-           (slow_gpu_share > 0 && slow_gpu_speed != 1);
+           (slow_gpu_share > 0 && slow_gpu_speed != 1) || SlowLinks();
   }
+  // Whether any network link can run below its bandwidth.
+  bool SlowLinks() const { return slow_link_share > 0 && slow_link_speed != 1; }
   bool operator==(const VariabilitySpec&) const = default;
 };
 
