@@ -1148,3 +1148,32 @@ TEST_CASE("plan refuses a mixed cluster's scenario, saying what to run instead",
   CHECK_THAT(r.out, Catch::Contains("cluster.nodes lists several node types; plan searches "
                                     "clusters of one type"));
 }
+
+namespace {
+
+TEST_CASE("run on a shared fabric reports the step on an idle one", "[cli]") {
+  // The default job on 64 nodes (two leaves per rail): its DP collectives cross the spine.
+  const std::string base =
+      "run scenarios/default.yaml --set cluster.nodes=64 --set training.global_batch=512 --json -";
+  Result idle = Stepsim(base);
+  Result shared = Stepsim(base + " --set cluster.background_load=0.6");
+  REQUIRE(idle.status == 0);
+  REQUIRE(shared.status == 0);
+  const auto i = nlohmann::json::parse(idle.out), s = nlohmann::json::parse(shared.out);
+  CHECK(i["time"]["idle_fabric_step_s"].is_null());
+  CHECK(s["cluster"]["background_load"] == 0.6);
+  CHECK(s["time"]["idle_fabric_step_s"] == i["time"]["step_s"]);
+  CHECK(s["time"]["step_s"].get<double>() > i["time"]["step_s"].get<double>());
+  Result text = Stepsim(
+      "run scenarios/default.yaml --set cluster.nodes=64 --set training.global_batch=512 "
+      "--set cluster.background_load=0.6");
+  CHECK(absl::StrContains(text.out, "holds 60 % of every switch-to-switch link"));
+  CHECK(absl::StrContains(text.out, "on an idle fabric"));
+  // Four nodes sit under one leaf per rail: nothing of theirs crosses a loaded link.
+  Result small = Stepsim("run scenarios/default.yaml --set cluster.background_load=0.6 --json -");
+  REQUIRE(small.status == 0);
+  const auto j = nlohmann::json::parse(small.out);
+  CHECK(j["time"]["idle_fabric_step_s"] == j["time"]["step_s"]);
+}
+
+}  // namespace

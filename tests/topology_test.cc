@@ -173,6 +173,48 @@ TEST_CASE("oversubscription slows what crosses the spine, not what stays under a
         m1.Cost(CollectiveKind::kAllReduce, big, across, 1));
 }
 
+TEST_CASE("other jobs' traffic on the switch links slows what crosses them by its share",
+          "[topology]") {
+  // 8 DGX H100, 4 per leaf per rail, one spine link of 4 × 50 / 8 = 25 GB/s per leaf (8:1): a
+  // ring over the eight nodes crosses each rail's two leaves once each way, and that link is
+  // its bottleneck. Other jobs holding half of every switch-to-switch link leave it 12.5 GB/s:
+  // the ring's bandwidth part doubles, its latency stays.
+  ClusterSpec idle = Cluster("dgx-h100", 8, Fabric(8, 4));
+  ClusterSpec shared = idle;
+  shared.background_load = 0.5;
+  auto ti = cluster::Topology::Build(idle);
+  auto ts = cluster::Topology::Build(shared);
+  REQUIRE(ti.ok());
+  REQUIRE(ts.ok());
+  REQUIRE(ti->num_links() == ts->num_links());
+  int spine_links = 0;
+  for (int32_t id = 0; id < ti->num_links(); ++id) {
+    const std::string name = ti->LinkName(id);
+    INFO(name);
+    const bool switch_to_switch =
+        name.find("leaf") != std::string::npos && name.find("spine") != std::string::npos;
+    spine_links += switch_to_switch;
+    CHECK(ts->link(id).bandwidth.bytes_per_s() ==
+          Approx(ti->link(id).bandwidth.bytes_per_s() * (switch_to_switch ? 0.5 : 1.0)));
+  }
+  CHECK(spine_links == 2 * 16);  // 16 leaves (2 per rail), one spine link each, both ways
+  cost::GraphCostModel mi(*ti, idle, CollectiveAlgorithm::kRing);
+  cost::GraphCostModel ms(*ts, shared, CollectiveAlgorithm::kRing);
+  const Bytes big = Bytes::GiB(4);
+  const CommGroup across{64, 8, 1, 1, 0};
+  const cost::PricedCollective i = mi.Price(CollectiveKind::kAllGather, big, across, 1);
+  const Duration i_time = i.time, i_latency = i.latency;
+  CHECK(i.busiest_link.find("spine") != std::string::npos);
+  const cost::PricedCollective& p = ms.Price(CollectiveKind::kAllGather, big, across, 1);
+  CHECK(p.busiest_link.find("spine") != std::string::npos);
+  CHECK(p.latency == i_latency);
+  CHECK((p.time - p.latency).seconds() == Approx(2 * (i_time - i_latency).seconds()));
+  // Under one leaf nothing of it is shared.
+  const CommGroup under_leaf{32, 4, 1, 1, 0};
+  CHECK(ms.Cost(CollectiveKind::kAllGather, big, under_leaf, 1) ==
+        mi.Cost(CollectiveKind::kAllGather, big, under_leaf, 1));
+}
+
 TEST_CASE("shipped cluster topology files build", "[topology]") {
   for (const char* f :
        {"dgx-a100-superpod", "dgx-h100-superpod", "dgx-h100-4to1", "commodity-2x100gbe"}) {

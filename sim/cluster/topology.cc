@@ -171,6 +171,9 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
   }
   const Bandwidth nic_bw = c.node.nic_bandwidth;
   const Duration hop = t.fabric.switch_latency;
+  // Other jobs' traffic holds `background_load` of every switch-to-switch link: this job's
+  // flows share the rest (ClusterSpec::background_load).
+  const double own_share = 1 - c.background_load;
   for (int64_t n = 0; n < t.nodes; ++n) {
     t.nvs.push_back(t.AddVertex(Kind::kNvSwitch, n));
     for (int64_t i = 0; i < t.gpn; ++i) {
@@ -214,7 +217,9 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
                                                        " -- ", l.b, " names no vertex of a ",
                                                        t.nodes, "-node cluster"));
       }
-      t.Connect(*a, *b, l.bandwidth, l.latency);
+      const bool between_switches =
+          t.vertices[*a].kind == Kind::kSwitch && t.vertices[*b].kind == Kind::kSwitch;
+      t.Connect(*a, *b, between_switches ? l.bandwidth * own_share : l.bandwidth, l.latency);
     }
   } else if (t.nodes > 1) {
     const FabricSpec& f = t.fabric;
@@ -238,7 +243,7 @@ absl::StatusOr<Topology> Topology::Build(const ClusterSpec& c) {
       t.spines_per_pod = std::max<int64_t>(
           1, static_cast<int64_t>(std::ceil(up / f.link_bandwidth.bytes_per_s() - 1e-9)));
       const Bandwidth per_spine =
-          Bandwidth::BytesPerSecond(up / static_cast<double>(t.spines_per_pod));
+          Bandwidth::BytesPerSecond(up / static_cast<double>(t.spines_per_pod) * own_share);
       t.pods = f.levels == 3 ? (t.leaves + f.pod_leaves - 1) / f.pod_leaves : 1;
       for (int64_t s = 0; s < t.pods * t.spines_per_pod; ++s) {
         t.spine.push_back(t.AddVertex(Kind::kSpine, s));

@@ -101,6 +101,9 @@ std::vector<ScenarioKey> Build() {
        "tree caps)"},
       {"cluster.fabric", "name | path | mapping", "non-blocking rail-optimised fat tree",
        "a fabric in `topologies/fabrics/`, a path, or an inline mapping"},
+      {"cluster.background_load", "0..0.9", "0",
+       "share of every switch-to-switch link's bandwidth that other jobs' traffic holds (a "
+       "shared fabric); `run` then also reports the step on an idle fabric"},
       {"cluster.variability", "mapping", "none (every GPU at its calibrated speed)",
        "per-GPU speed spread, slow nodes, GPUs and links: step percentiles with `run --trials N`"},
       {"cluster.variability.distribution", "normal | lognormal", "lognormal",

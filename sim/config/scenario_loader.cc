@@ -355,6 +355,7 @@ void ReadCluster(const DataRoot& data, const YAML::Node& node, const std::vector
       }
     }
   }
+  if (auto v = ReadDouble(k("background_load"), errors, 0.0, 0.9)) c.background_load = *v;
   if (const YAML::Node v = Child(node, "variability"); v.IsDefined()) {
     ReadVariability(v, c.variability, errors);
   }

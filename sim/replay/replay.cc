@@ -658,7 +658,20 @@ absl::StatusOr<ReplayResult> Simulate(const Scenario& s, ReplayOptions options,
         " micro-batches runs past what stepsim counts (2^62 picoseconds, about 53 days): a "
         "bandwidth, rate or latency far below any real cluster's, or fewer micro-batches"));
   }
-  if (!r.ok() || !s.model.moe) return r;
+  if (!r.ok()) return r;
+  // A shared fabric: the same step with this job alone on it (not for a trial's replays, which
+  // compare with the plain step instead).
+  if (s.cluster.background_load > 0 && options.stage_slowdown.empty() &&
+      options.stage_link.empty()) {
+    Scenario idle = s;
+    idle.cluster.background_load = 0;
+    ReplayOptions plain = options;
+    plain.record_ops = plain.record_memory = false;
+    auto i = SimulateOnce(idle, plain, models);
+    if (!i.ok()) return i.status();
+    r->idle_fabric_step = i->step;
+  }
+  if (!s.model.moe) return r;
   r->expert_load = ScenarioShape(s).expert_load;
   // The same step with balanced routing (the same capacity rule), when that loads the replayed
   // rank differently.

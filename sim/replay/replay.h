@@ -128,6 +128,9 @@ struct ReplayResult {
   // to the imbalance.
   double expert_load = 1.0;
   std::optional<Duration> balanced_step;
+  // A shared fabric (cluster.background_load > 0): Simulate also replays the step on the idle
+  // fabric, so that the report can say what the other jobs' traffic costs.
+  std::optional<Duration> idle_fabric_step;
   // The balanced step's work per GPU: the step's useful FLOPs (the busiest rank computes more
   // than its share; the others less).
   Flops balanced_model_flops, balanced_hardware_flops, balanced_recompute_flops;

@@ -182,7 +182,8 @@ nlohmann::ordered_json RunJson(const RunSummary& r, bool monte_carlo) {
                   {"gpus", r.gpus},
                   {"nodes", r.nodes},
                   {"node", r.node},
-                  {"gpus_per_node", r.gpus_per_node}};
+                  {"gpus_per_node", r.gpus_per_node},
+                  {"background_load", r.background_load}};
   j["parallel"] = {{"dp", r.dp},
                    {"tp", r.tp},
                    {"pp", r.pp},
@@ -228,6 +229,8 @@ nlohmann::ordered_json RunJson(const RunSummary& r, bool monte_carlo) {
   nlohmann::ordered_json time = {{"step_s", r.step.seconds()}};
   replay::ForEachTime(r.times, [&](const char* key, Duration d) { time[key] = d.seconds(); });
   time["stage"] = r.time_stage;
+  time["idle_fabric_step_s"] =
+      r.idle_fabric_step ? nlohmann::ordered_json(r.idle_fabric_step->seconds()) : nullptr;
   if (r.distribution) {
     const replay::StepDistribution& d = *r.distribution;
     time["step_s_p50"] = d.p50.seconds();
@@ -467,6 +470,20 @@ void AppendTime(const RunSummary& r, std::string& out) {
                         r.times.comm.seconds(),
                         std::max(0.0, r.times.comm.seconds() - r.times.exposed_comm.seconds()),
                         r.times.overlap_stretch.seconds());
+  if (r.idle_fabric_step) {
+    out.pop_back();
+    const double idle = r.idle_fabric_step->seconds(), extra = step_s - idle;
+    absl::StrAppendFormat(&out,
+                          "  shared fabric: other jobs' traffic holds %g %% of every "
+                          "switch-to-switch link;\n  %s\n\n",
+                          100 * r.background_load,
+                          extra > 0 ? absl::StrFormat("the step is %.4f s (%+.2f %%) over the "
+                                                      "%.4f s it takes on an idle fabric",
+                                                      extra, 100 * extra / idle, idle)
+                                    : std::string("this job's traffic crosses no loaded link "
+                                                  "(or hides it): the step is the idle "
+                                                  "fabric's"));
+  }
   if (r.times.pcie > Duration::Zero()) {
     // Drop the blank line the communication line ended with, to keep the two together.
     out.pop_back();

@@ -136,6 +136,8 @@ RunSummary Summarize(const Scenario& s, const replay::ReplayResult& r) {
   o.model_flops_total = r.model_flops.count() * gpus;
   o.hardware_flops_total = r.hardware_flops.count() * gpus;
   o.recompute_flops_total = r.recompute_flops.count() * gpus;
+  o.background_load = s.cluster.background_load;
+  o.idle_fabric_step = r.idle_fabric_step;
   if (s.model.moe) {
     o.moe = true;
     o.experts = s.model.moe->experts;

@@ -124,6 +124,11 @@ struct RunSummary {
   replay::StageTimes times;  // of the pacing stage, time_stage (ReplayResult::times)
   int32_t time_stage = 0;
 
+  // A shared fabric (cluster.background_load): the share of every switch-to-switch link other
+  // traffic holds, and the step with this job alone on the fabric.
+  double background_load = 0;
+  std::optional<Duration> idle_fabric_step;
+
   // ---- the step over per-GPU speed draws (run --trials N; sim/replay/variability.h) ----------
   VariabilitySpec variability;
   std::optional<replay::StepDistribution> distribution;

@@ -231,6 +231,10 @@ struct ClusterSpec {
   // node's NICs (the DGX SuperPOD reference design).
   std::optional<FabricSpec> fabric;
   NcclRelease nccl = NcclRelease::k2_28;
+  // The share of every switch-to-switch link's bandwidth (leaf to spine, spine to core, or an
+  // explicit fabric's cables between switches) that other jobs' traffic holds: a shared
+  // cluster. This job's flows get the rest; its NICs and their leaf ports stay its own.
+  double background_load = 0;
   VariabilitySpec variability;
   int64_t gpus() const { return nodes * node.gpus_per_node; }
   bool operator==(const ClusterSpec&) const = default;
