@@ -187,9 +187,11 @@ bool LabelMoves(const OpProgram& p, std::optional<int32_t> op) {
 // False when that takes more than kMaxPeriods periods, when the allocator drifts (below), or
 // when it could move a first overflow (none by the later state, and one after it in `after` or
 // in the periods replayed): its moment and excess depend on the allocator's state.
+// `records` (optional): receives per GPU the reserved bytes after each change so replayed
+// (FoldedRecords::reserved).
 bool ReservedPeaks(const ReplaySnapshot& f1, const ReplaySnapshot& f2, const ReplayResult& after,
                    const std::vector<LedgerCall>& calls, int64_t n, std::vector<Bytes>& reserved,
-                   int& periods) {
+                   int& periods, std::vector<FoldedRecords::Reserved>* records) {
   // A cost bound, measured on the sweep grid (callgrind, one thread): its allocators that
   // settle do within 4 periods (24 at once, 9 after one more, 20 after two, 4 after three);
   // those that have not by then did not within 14 or 30 either, and replaying them alone costs
@@ -199,15 +201,18 @@ bool ReservedPeaks(const ReplaySnapshot& f1, const ReplaySnapshot& f2, const Rep
   const size_t from = f1.listener.calls, to = f2.listener.calls;
   if (from > to || to > calls.size()) return false;
   reserved.clear();
+  if (records) records->assign(f2.listener.ledgers.size(), {});
   for (size_t g = 0; g < f2.listener.ledgers.size(); ++g) {
     memory::MemoryLedger l = f2.listener.ledgers[g];
     const bool overflowed = l.first_overflow().has_value();
     if (!overflowed && after.ledgers[g].first_overflow()) return false;
+    std::vector<Bytes>* out = nullptr;  // where the reserved bytes after each change go
     const auto replay = [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) {
         const LedgerCall& c = calls[i];
         if (c.gpu != static_cast<int32_t>(g)) continue;
         l.Apply(c.category, c.bytes, Duration::Zero(), memory::MemoryLedger::kNoOp, c.stream);
+        if (out && c.bytes != Bytes()) out->push_back(l.reserved());  // a change (Apply)
       }
     };
     // An allocator whose reserved bytes change by the same amount in two periods running, each
@@ -220,6 +225,7 @@ bool ReservedPeaks(const ReplaySnapshot& f1, const ReplaySnapshot& f2, const Rep
     for (int64_t done = 0; done < n; ++done) {
       if (done == kMaxPeriods) return false;
       const memory::MemoryLedger before = l;
+      if (records) out = &(*records)[g].copies.emplace_back();
       replay(from, to);
       periods = std::max(periods, static_cast<int>(done) + 1);
       if (l.SameFuture(before)) break;
@@ -227,6 +233,7 @@ bool ReservedPeaks(const ReplaySnapshot& f1, const ReplaySnapshot& f2, const Rep
       if (now != Bytes() && change == now) return false;
       change = now;
     }
+    if (records) out = &(*records)[g].after;
     replay(to, calls.size());
     if (!overflowed && l.first_overflow()) return false;
     reserved.push_back(l.reserved_peak());
@@ -246,10 +253,17 @@ bool ReservedPeaks(const ReplaySnapshot& f1, const ReplaySnapshot& f2, const Rep
 // names its micro-batch, which refuses. With the ledger changes the replay recorded (`calls`),
 // states whose allocators alone differ fold too, their reserved peaks worked out by
 // ReservedPeaks (`reserved`, per GPU; empty otherwise; `periods`, what it replayed).
+// `period` receives the first op not finished at the earlier state, the ops and the time a
+// period adds.
+struct Period {
+  int32_t from = 0, ops = 0;
+  Duration dt;
+};
 bool StateFold(const OpProgram& before, const ReplayResult& after,
                const std::shared_ptr<const ReplaySnapshot>& snapshot,
                const std::vector<LedgerCall>* calls, int64_t n, std::vector<int64_t>& increment,
-               std::vector<int64_t>& late, std::vector<Bytes>& reserved, int& periods) {
+               std::vector<int64_t>& late, std::vector<Bytes>& reserved, int& periods,
+               Period& period, std::vector<FoldedRecords::Reserved>* records) {
   reserved.clear();
   if (!snapshot || !snapshot->earlier) return false;
   const ReplaySnapshot &f1 = *snapshot->earlier, &f2 = *snapshot;
@@ -263,8 +277,10 @@ bool StateFold(const OpProgram& before, const ReplayResult& after,
   if (!ProgramRepeats(before, p, from, ops)) return false;
   bool allocators = false;
   const std::optional<Duration> dt = StateRepeats(p, f1, f2, ops, calls ? &allocators : nullptr);
-  if (!dt || (allocators && !ReservedPeaks(f1, f2, after, *calls, n, reserved, periods)))
+  if (!dt || (allocators && !ReservedPeaks(f1, f2, after, *calls, n, reserved, periods, records))) {
     return false;
+  }
+  period = {from, ops, *dt};
   late.clear();
   const std::vector<memory::MemoryLedger>& at = f2.listener.ledgers;
   for (size_t g = 0; g < after.ledgers.size(); ++g) {
@@ -283,6 +299,34 @@ bool StateFold(const OpProgram& before, const ReplayResult& after,
   increment.resize(x.size());
   for (size_t i = 0; i < x.size(); ++i) increment[i] = y[i] - x[i];
   return true;
+}
+
+// How the records of `after` — the replay that repeats itself from `f1` to `f2` (StateFold's
+// `period`), n periods short of the step — give the step's (FoldedRecords). `next`: the
+// program a period longer than after's, which must run after's ops from the period's first on
+// a period later (ProgramRepeats) for the micro-batch labels to follow: each op names the
+// micro-batch its copy in `next` names a period on. None when it does not.
+std::optional<FoldedRecords> Records(const OpProgram& next, const ReplayResult& after,
+                                     const ReplaySnapshot& f1, const ReplaySnapshot& f2,
+                                     const Period& period, int64_t n) {
+  const OpProgram& p = after.program;
+  if (!ProgramRepeats(p, next, period.from, period.ops)) return std::nullopt;
+  FoldedRecords f;
+  f.windows = n + 1;
+  f.ops = period.ops;
+  f.period = period.dt;
+  f.timings_begin = f1.listener.timings;
+  f.timings_end = f2.listener.timings;
+  for (size_t g = 0; g < after.ledgers.size(); ++g) {
+    f.changes.push_back(
+        {f1.listener.ledgers[g].changes().size(), f2.listener.ledgers[g].changes().size()});
+  }
+  f.label_step.assign(p.ops.size(), 0);
+  for (size_t v = static_cast<size_t>(period.from); v < p.ops.size(); ++v) {
+    f.label_step[v] =
+        next.ops[v + static_cast<size_t>(period.ops)].micro_batch - p.ops[v].micro_batch;
+  }
+  return f;
 }
 
 // K and d whatever the step's length (PlanFold without its condition on M); none for GPipe.
@@ -353,7 +397,10 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   FoldTrace local;
   FoldTrace& t = trace ? *trace : local;
   t = {};
-  if (options.record_ops || options.record_memory) return std::nullopt;  // traces expand
+  // Recording (--trace, --timeline, --html, --memory-snapshot): only the first pair's longer
+  // replay runs from the start and holds every record. The step folds on that pair's states,
+  // its records expanded to the step's (Records); otherwise it is replayed in full.
+  const bool recording = options.record_ops || options.record_memory;
   const int64_t m = s.micro_batches();
   auto plan = PlanFold(s);
   // A step too short for the three short replays but longer than the first pair (GPT-3 175B's
@@ -445,6 +492,8 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   int64_t w = 0;  // slides past the first window of three
   std::vector<int64_t> increment, late;
   std::vector<Bytes> reserved;
+  Period period;
+  std::vector<FoldedRecords::Reserved> settling;  // recording: ReservedPeaks' records
   while (true) {
     t.last = last;
     const int64_t n = (m - last) / plan->d;
@@ -452,11 +501,23 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
     // differ (ReservedPeaks).
     if (StateFold(runs[runs.size() - 2].program, runs.back(), snapshot,
                   runs.size() == 2 ? &calls : nullptr, n, increment, late, reserved,
-                  t.allocator_periods)) {
+                  t.allocator_periods, period, recording ? &settling : nullptr)) {
       t.by_state = true;
       t.allocator_alone = !reserved.empty();
-      return Extend(s, std::move(runs.back()), increment, n, late, reserved);
+      std::optional<FoldedRecords> records;
+      if (recording) {
+        auto next = lowering->Lower(last + plan->d);
+        if (!next.ok()) return std::nullopt;
+        records = Records(*next, runs.back(), *snapshot->earlier, *snapshot, period, n);
+        if (!records) return std::nullopt;
+        // Where the allocators alone repeat, their reserved bytes as replayed alone.
+        if (!reserved.empty()) records->reserved = std::move(settling);
+      }
+      auto r = Extend(s, std::move(runs.back()), increment, n, late, reserved);
+      if (r.ok() && *r) (*r)->folded_records = std::move(records);
+      return r;
     }
+    if (recording) return std::nullopt;
     if (pair_only && (runs.size() == 3 || last + plan->d >= m || !lowering->incremental())) {
       const int32_t shared = lowering->shared();  // of runs.back()'s program with the step's
       auto program = lowering->Lower(m);

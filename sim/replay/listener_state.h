@@ -101,6 +101,10 @@ struct ListenerState {
   std::vector<memory::MemoryLedger> ledgers;
   // The ledger changes recorded by then (ReplayListener::Record; 0 when none are).
   size_t calls = 0;
+  // The op timings this replay recorded by then (ReplayOptions::record_ops; a replay gone on
+  // from a state records only its own), which a fold's expansion cuts the step's at
+  // (sim/replay/step_records.h).
+  size_t timings = 0;
 };
 
 // A stage's times once its step ends at `step`, its last op having ended at `last_end`: the

@@ -357,8 +357,14 @@ struct ProgramView {
   }
 };
 
-bool Forkable(const ReplayOptions& options) {
-  return options.replicas == 1 && !options.record_ops && !options.record_memory;
+// Whether a replay's state may be handed to another program: states hold one replica's. A
+// replay that records (ReplayOptions::record_ops, record_memory) and runs from the start keeps
+// every record, as ReplayFamily's longest does (a fold's expansion reads them:
+// sim/replay/step_records.h); one gone on from a state keeps only what it recorded itself, so
+// ReplayAfter, whose result is the whole answer, does not go on from one when recording.
+bool Forkable(const ReplayOptions& options) { return options.replicas == 1; }
+bool Resumable(const ReplayOptions& options) {
+  return Forkable(options) && !options.record_ops && !options.record_memory;
 }
 
 }  // namespace
@@ -479,7 +485,7 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
   if (resumed_at) *resumed_at = 0;
   const std::shared_ptr<const ReplaySnapshot> from = std::move(snapshot);
   snapshot.reset();
-  const int32_t shared = from && Forkable(options) ? CommonPrefix(program, previous, known) : 0;
+  const int32_t shared = from && Resumable(options) ? CommonPrefix(program, previous, known) : 0;
   // The state to keep: where the next program will part from this one, guessed a period on
   // (as in ReplayFamily), with the state gone on from kept behind it; else where this program
   // parts from `previous`, which the next program shares.

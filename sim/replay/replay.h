@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -54,6 +55,32 @@ struct OpTiming {
   int32_t op;
   int32_t rank;
   Duration start, end;
+};
+
+// How a folded replay's records (ReplayOptions::record_ops, record_memory) give the whole
+// step's without replaying it (sim/replay/step_records.h). The records are those of the fold's
+// last short replay, whose program the result holds. Between its two states one period apart
+// (sim/replay/state_period.h) it recorded a window that the whole step runs `windows` times,
+// each `ops` ops and `period` later than the one before; what it recorded after the window,
+// the step records `windows - 1` periods later. An op of the window or after it names the
+// micro-batch `label_step[op]` further on per period (0 for step-wide ops).
+struct FoldedRecords {
+  int64_t windows = 1;
+  int32_t ops = 0;
+  Duration period;
+  size_t timings_begin = 0, timings_end = 0;  // the window, in ReplayResult::timings
+  // Per simulated GPU, the window in its ledger's changes().
+  std::vector<std::pair<size_t, size_t>> changes;
+  std::vector<int32_t> label_step;  // per op of ReplayResult::program
+  // Where the caching allocators alone did not repeat (sim/replay/fold.cc, ReservedPeaks), per
+  // simulated GPU the reserved bytes after each change of window copies 1, 2, ... until its
+  // allocator settled (later copies repeat the last), and after each change past the window;
+  // empty where the window's records repeat whole.
+  struct Reserved {
+    std::vector<std::vector<Bytes>> copies;
+    std::vector<Bytes> after;
+  };
+  std::vector<Reserved> reserved;
 };
 
 // Where one stage's GPU spent the step. step = compute + recompute + optimizer + exposed_comm
@@ -135,6 +162,9 @@ struct ReplayResult {
   // than its share; the others less).
   Flops balanced_model_flops, balanced_hardware_flops, balanced_recompute_flops;
   std::vector<OpTiming> timings;  // rank = simulated GPU
+  // A folded replay that recorded: how its records expand to the whole step's. Read the
+  // records through sim/replay/step_records.h, which applies it.
+  std::optional<FoldedRecords> folded_records;
 
   int32_t StageOf(int32_t rank) const { return rank % program.stages; }
   // The cluster GPU a simulated GPU stands for.

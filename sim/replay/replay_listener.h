@@ -249,7 +249,8 @@ class ReplayListener {
         r_.stages,
         r_.host_activation_peak,
         r_.ledgers,
-        calls_ ? calls_->size() : 0};
+        calls_ ? calls_->size() : 0,
+        r_.timings.size()};
     if (base_ > 0) {
       for (RunningCompute& c : st.running) {
         if (c.task >= 0) c.task += base_;

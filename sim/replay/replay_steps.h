@@ -36,6 +36,8 @@ struct ReplaySnapshot;
 // it). A fold that compares the kept states may not need that replay at all
 // (sim/replay/state_period.h). `calls` (optional): receives every ledger change of the
 // longest program's replay, in order (the kept states say how many came before them).
+// Recording (ReplayOptions::record_ops, record_memory), the longest's result holds every
+// record and the forks' only those made after their fork.
 struct LedgerCall;
 std::vector<ReplayResult> ReplayFamily(std::vector<OpProgram> programs,
                                        const cost::ComputeCostModel& compute,

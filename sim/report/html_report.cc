@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "sim/replay/step_records.h"
 #include "sim/report/html_page.h"
 #include "sim/report/table.h"
 
@@ -139,9 +140,9 @@ std::string Axes(double x_max_s, double y_max, absl::string_view y_unit, double 
 // The peak GPU's memory over the step, stacked by category, sampled in kBuckets columns at
 // each column's highest moment (so no peak falls between samples).
 std::string MemoryChart(const replay::ReplayResult& r, const RunSummary& sum) {
-  const memory::MemoryLedger& ledger = r.ledgers[r.peak_rank];
-  const auto& changes = ledger.changes();
-  if (changes.empty() || r.step <= Duration::Zero()) return "<p>No memory timeline.</p>";
+  const replay::StepRecords records(r);
+  const int64_t changes = records.changes(r.peak_rank);
+  if (changes == 0 || r.step <= Duration::Zero()) return "<p>No memory timeline.</p>";
   constexpr int kBuckets = 480;
   const double step_ps = static_cast<double>(r.step.picoseconds());
   std::vector<memory::Breakdown> columns(kBuckets);
@@ -149,7 +150,8 @@ std::string MemoryChart(const replay::ReplayResult& r, const RunSummary& sum) {
   memory::Breakdown now{};
   int64_t total = 0;
   int last = 0;  // the column of the previous change
-  for (const memory::MemoryChange& c : changes) {
+  for (int64_t i = 0; i < changes; ++i) {
+    const memory::MemoryChange c = records.change(r.peak_rank, i).change;
     const int b =
         std::clamp(static_cast<int>(static_cast<double>(c.time.picoseconds()) / step_ps * kBuckets),
                    last, kBuckets - 1);
@@ -237,8 +239,10 @@ std::string StreamChart(const Scenario& s, const replay::ReplayResult& r) {
   const int32_t rank = r.peak_rank;
   const int32_t target = static_cast<int32_t>(s.micro_batches() / 2);
   Duration lo = r.step, hi = Duration::Zero();
-  for (const replay::OpTiming& t : r.timings) {
-    const Op& op = r.program.ops[t.op];
+  const replay::StepRecords records(r);
+  const int64_t timings = records.timings();
+  for (int64_t i = 0; i < timings; ++i) {
+    const auto [t, op] = records.timing(i);
     if (t.rank != rank || op.micro_batch != target || op.stream != StreamKind::kCompute ||
         op.pass == OpPass::kStep) {
       continue;
@@ -268,9 +272,9 @@ std::string StreamChart(const Scenario& s, const replay::ReplayResult& r) {
   out += Axes((hi - lo).seconds(), 0, "", plot_h);
   int drawn = 0;
   std::array<bool, kNumWork> used{};
-  for (const replay::OpTiming& t : r.timings) {
-    if (t.rank != rank || t.end <= lo || t.start >= hi || drawn >= 20000) continue;
-    const Op& op = r.program.ops[t.op];
+  for (int64_t i = 0; i < timings && drawn < 20000; ++i) {
+    const auto [t, op] = records.timing(i);
+    if (t.rank != rank || t.end <= lo || t.start >= hi) continue;
     const Work w = WorkOf(op);
     used[static_cast<int>(w)] = true;
     const double x0 = static_cast<double>((std::max(t.start, lo) - lo).picoseconds()) / span;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/base/pickle_reader.h"
 #include "sim/base/pickle_writer.h"
+#include "sim/replay/step_records.h"
 #include "sim/workload/program.h"
 
 namespace sim::report {
@@ -73,7 +74,10 @@ std::string MemorySnapshotPickle(const replay::ReplayResult& r, int32_t rank) {
   // segment_free events of its changes, at addresses of their own.
   int64_t reserved = 0, next_segment = int64_t{1} << 50;
   std::vector<Live> segments;
-  for (const memory::MemoryChange& c : r.ledgers[rank].changes()) {
+  const replay::StepRecords records(r);
+  for (int64_t i = 0, n = records.changes(rank); i < n; ++i) {
+    const replay::StepRecords::Change change = records.change(rank, i);
+    const memory::MemoryChange& c = change.change;
     const int64_t time_us = std::llround(c.time.seconds() * 1e6);
     if (const int64_t grow = c.reserved.count() - reserved; grow > 0) {
       Live seg{next_segment, grow, "segment"};
@@ -97,8 +101,8 @@ std::string MemorySnapshotPickle(const replay::ReplayResult& r, int32_t rank) {
       std::string name =
           c.category == MemCategory::kReserved
               ? "runtime reserve (CUDA context, NCCL buffers: outside PyTorch's allocator)"
-              : absl::StrCat(c.op ? OpLabel(r.program.ops[*c.op], r.program.layers)
-                                  : std::string("persistent states"),
+              : absl::StrCat(change.op ? OpLabel(*change.op, r.program.layers)
+                                       : std::string("persistent states"),
                              " [", Name(c.category), "]");
       Live b{next, c.delta.count(), std::move(name)};
       next += (b.size + kAlign - 1) / kAlign * kAlign;

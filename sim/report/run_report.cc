@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "sim/base/text_escape.h"
 #include "sim/replay/fold.h"
+#include "sim/replay/step_records.h"
 #include "sim/report/json_text.h"
 #include "sim/report/table.h"
 #include "sim/spec/enum_names.h"
@@ -674,8 +675,9 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
     }
     return -1;
   };
-  auto op_kept = [&](const replay::OpTiming& t) {
-    return rank_kept(t.rank) && range_of(r.program.ops[t.op]) >= 0;
+  const replay::StepRecords records(r);
+  auto op_kept = [&](const replay::StepRecords::Timing& t) {
+    return rank_kept(t.timing.rank) && range_of(t.op) >= 0;
   };
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
     if (!rank_kept(rank)) continue;
@@ -716,16 +718,21 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
   };
   std::vector<Span> spans(all_micro_batches ? 1 : kept_ranges.size());
   if (all_micro_batches) spans[0] = {Duration::Zero(), r.step, true};
-  for (const replay::OpTiming& t : r.timings) {
-    if (all_micro_batches || !op_kept(t)) continue;
-    Span& sp = spans[range_of(r.program.ops[t.op])];
+  const int64_t timings = records.timings();
+  for (int64_t i = 0; i < timings && !all_micro_batches; ++i) {
+    const replay::StepRecords::Timing kept = records.timing(i);
+    if (!op_kept(kept)) continue;
+    const replay::OpTiming& t = kept.timing;
+    Span& sp = spans[range_of(kept.op)];
     sp.from = sp.any ? std::min(sp.from, t.start) : t.start;
     sp.to = sp.any ? std::max(sp.to, t.end) : t.end;
     sp.any = true;
   }
-  for (const replay::OpTiming& t : r.timings) {
-    if (!op_kept(t)) continue;
-    const Op& op = r.program.ops[t.op];
+  for (int64_t i = 0; i < timings; ++i) {
+    const replay::StepRecords::Timing kept = records.timing(i);
+    if (!op_kept(kept)) continue;
+    const replay::OpTiming& t = kept.timing;
+    const Op& op = kept.op;
     nlohmann::ordered_json args;
     if (op.kind == OpKind::kCollective) {
       const CollectiveSpec& c = r.program.CollectiveOf(op);
@@ -767,23 +774,27 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
   };
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
     if (!rank_kept(rank)) continue;
-    const auto& changes = r.ledgers[rank].changes();
+    const int64_t changes = records.changes(rank);
     for (const Span& span : spans) {
       if (!span.any) continue;
       memory::Breakdown cur{};
       bool kept_change = false;  // a change of the current time group is a kept op's
       bool level_shown = false;  // the sample at the span's start
-      for (size_t i = 0; i < changes.size(); ++i) {
-        cur[static_cast<int>(changes[i].category)] += changes[i].delta;
-        kept_change =
-            kept_change || (changes[i].op && range_of(r.program.ops[*changes[i].op]) >= 0);
-        if (i + 1 < changes.size() && changes[i + 1].time == changes[i].time) continue;
-        Duration at = changes[i].time;
+      std::optional<replay::StepRecords::Change> next;
+      if (changes > 0) next = records.change(rank, 0);
+      for (int64_t i = 0; i < changes; ++i) {
+        const replay::StepRecords::Change c = *std::move(next);
+        next.reset();
+        if (i + 1 < changes) next = records.change(rank, i + 1);
+        cur[static_cast<int>(c.change.category)] += c.change.delta;
+        kept_change = kept_change || (c.op && range_of(*c.op) >= 0);
+        if (next && next->change.time == c.change.time) continue;
+        Duration at = c.change.time;
         if (!all_micro_batches) {
           const bool kept = kept_change;
           kept_change = false;
           if (at > span.to) break;
-          const bool next_before = i + 1 < changes.size() && changes[i + 1].time < span.from;
+          const bool next_before = next && next->change.time < span.from;
           if (at < span.from) {
             if (next_before) continue;
             at = span.from;  // the level when the span starts
@@ -792,7 +803,7 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
           }
           level_shown = true;
         }
-        sample(rank, at, cur, changes[i].reserved);
+        sample(rank, at, cur, c.change.reserved);
       }
     }
   }
@@ -812,11 +823,14 @@ std::optional<std::string> TraceSizeWarning(const std::string& path, Bytes size)
 
 std::string TimelineCsv(const replay::ReplayResult& r) {
   std::string out = "time_s,gpu,event,category,delta_bytes,allocated_bytes,reserved_bytes\n";
+  const replay::StepRecords records(r);
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
-    for (const memory::MemoryChange& c : r.ledgers[rank].changes()) {
+    for (int64_t i = 0, n = records.changes(rank); i < n; ++i) {
+      const replay::StepRecords::Change change = records.change(rank, i);
+      const memory::MemoryChange& c = change.change;
       absl::StrAppendFormat(
           &out, "%.12f,%d,%s,%s,%d,%d,%d\n", c.time.seconds(), r.GpuOf(rank),
-          CsvCell(c.op ? OpLabel(r.program.ops[*c.op], r.program.layers) : "persistent"),
+          CsvCell(change.op ? OpLabel(*change.op, r.program.layers) : "persistent"),
           Name(c.category), c.delta.count(), c.allocated.count(), c.reserved.count());
     }
   }

@@ -1,0 +1,147 @@
+// The outputs of a folded step (sim/replay/step_records.h): --trace, --timeline, --html and
+// --memory-snapshot written from a folded replay's records, expanded, are the full replay's,
+// byte for byte, whichever way the step folds; and the folded replay holds only its short
+// replay's records.
+#include "sim/replay/step_records.h"
+
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/replay/fold.h"
+#include "sim/report/html_report.h"
+#include "sim/report/memory_snapshot.h"
+#include "sim/report/run_report.h"
+#include "sim/report/run_summary.h"
+#include "tests/test_scenarios.h"
+
+namespace sim {
+namespace {
+
+replay::ReplayResult Recorded(const Scenario& s, bool fold) {
+  replay::ReplayOptions o;
+  o.fold = fold;
+  o.record_ops = o.record_memory = true;
+  auto r = replay::Simulate(s, o);
+  REQUIRE(r.ok());
+  return *std::move(r);
+}
+
+// Every output `stepsim run` writes from the records, as it writes them.
+std::string Outputs(const Scenario& s, const replay::ReplayResult& r) {
+  const report::RunSummary summary = report::Summarize(s, r);
+  report::TraceOptions kept;
+  kept.micro_batches = report::DefaultTraceMicroBatches(s);
+  return report::TraceJson(s, r) + report::TraceJson(s, r, kept) + report::TimelineCsv(r) +
+         report::MemorySnapshotPickle(r, r.peak_rank) + report::RunHtml(s, r, summary);
+}
+
+// `s` at `windows` periods past the fold's first pair (K + d micro-batches, PlanFold).
+Scenario Longer(Scenario s, int64_t windows) {
+  const int64_t per_micro_batch = s.training.micro_batch * s.dp();
+  Scenario probe = s;
+  probe.training.global_batch = 4096 * s.parallel.pp * per_micro_batch;
+  const auto plan = replay::PlanFold(probe);
+  REQUIRE(plan.has_value());
+  s.training.global_batch = (plan->k + plan->d * (1 + windows)) * per_micro_batch;
+  return s;
+}
+
+TEST_CASE("a folded step's outputs are the full replay's, byte for byte", "[step_records]") {
+  int expanded = 0, checked = 0;
+  auto check = [&](const Scenario& s) {
+    INFO(s.micro_batches() << " micro-batches");
+    const replay::ReplayResult folded = Recorded(s, true);
+    const replay::ReplayResult full = Recorded(s, false);
+    CHECK_FALSE(full.folded_records.has_value());
+    CHECK(Outputs(s, folded) == Outputs(s, full));
+    if (folded.folded_records) {
+      ++expanded;
+      const replay::StepRecords records(folded);
+      CHECK(records.timings() == static_cast<int64_t>(full.timings.size()));
+      CHECK(records.windows() > 1);
+      // The short replay's records, not the step's.
+      CHECK(folded.timings.size() < full.timings.size());
+    }
+    ++checked;
+  };
+  SECTION("the shipped scenarios without an interleaved pipeline") {
+    for (const char* file : {"scenarios/default.yaml", "scenarios/gpt3-175b-korthikanti.yaml",
+                             "scenarios/llama2-70b-finetune.yaml"}) {
+      INFO(file);
+      const Scenario s = Load(std::string(STEPSIM_SOURCE_DIR "/") + file);
+      if (s.parallel.pp_schedule == PipelineSchedule::kInterleaved) continue;
+      check(Longer(s, 3));
+    }
+    // Each folds on its first pair's states: the records expand.
+    CHECK(expanded == checked);
+  }
+  SECTION("the golden layouts") {
+    // Interleaved pipelines (2 stages × 2 chunks) fold only after a slide, whose replay goes on
+    // from a state and does not hold the records before it: replayed in full. GPipe never
+    // folds. Every other layout expands.
+    int expected = 0;
+    for (const GoldenCase& g : GoldenCases()) {
+      INFO(g.line);
+      if (g.scenario.parallel.pp_schedule == PipelineSchedule::kGpipe) continue;
+      expected += g.scenario.parallel.pp_schedule == PipelineSchedule::kInterleaved ? 0 : 1;
+      check(Longer(g.scenario, 2));
+    }
+    CHECK(checked >= 14);
+    CHECK(expanded == expected);
+  }
+  SECTION("ZeRO 0-3 and each recompute at two micro-batch sizes") {
+    for (const char* zero : {"0", "1", "2", "3"}) {
+      for (const char* recompute : {"none", "full"}) {
+        for (const char* micro_batch : {"1", "2"}) {
+          INFO("ZeRO-" << zero << ", " << recompute << ", micro-batch " << micro_batch);
+          check(Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml",
+                     {{"training.seq_len", "1024"},
+                      {"training.global_batch", "256"},
+                      {"parallel.zero", zero},
+                      {"training.recompute", recompute},
+                      {"training.micro_batch", micro_batch}}));
+        }
+      }
+    }
+    // Those whose allocators alone repeat expand too, their reserved bytes as the fold
+    // replayed them alone; the 4 whose allocators, past capacity, drift fold on three replays
+    // and are replayed in full.
+    CHECK(expanded >= 12);
+  }
+}
+
+TEST_CASE("the records of a 4,096-micro-batch step are its short replay's, expanded",
+          "[step_records]") {
+  // The default scenario at 4,096 micro-batches: the full replay records about 3.4 M op
+  // timings; the folded one, those of 2 micro-batches, whose window the step runs 4,095 times
+  // (K = 1, d = 1: the first pair holds 1 and 2 micro-batches).
+  const Scenario s =
+      Load(STEPSIM_SOURCE_DIR "/scenarios/default.yaml", {{"training.global_batch", "131072"}});
+  REQUIRE(s.micro_batches() == 4096);
+  const replay::ReplayResult r = Recorded(s, true);
+  REQUIRE(r.folded_records.has_value());
+  const replay::FoldedRecords& f = *r.folded_records;
+  CHECK(f.windows == 4095);
+  const replay::StepRecords records(r);
+  const auto window = static_cast<int64_t>(f.timings_end - f.timings_begin);
+  CHECK(records.timings() == static_cast<int64_t>(r.timings.size()) + 4094 * window);
+  // The ops of the step as many times as the step lists them: every op finishes once.
+  CHECK(records.timings() == r.ops);
+  // The last op to finish is the optimizer's, at the end of the step.
+  const replay::StepRecords::Timing last = records.timing(records.timings() - 1);
+  CHECK(last.timing.end == r.step);
+  // The middle micro-batch's first op starts a whole number of periods after micro-batch 1's.
+  auto first_of = [&](int32_t micro_batch) {
+    for (int64_t i = 0; i < records.timings(); ++i) {
+      const replay::StepRecords::Timing t = records.timing(i);
+      if (t.op.micro_batch == micro_batch && t.op.pass == OpPass::kForward) return t.timing.start;
+    }
+    FAIL("no op of micro-batch " << micro_batch);
+    return Duration::Zero();
+  };
+  CHECK(first_of(2048) - first_of(1) == f.period * 2047);
+}
+
+}  // namespace
+}  // namespace sim
