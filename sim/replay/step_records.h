@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "sim/memory/ledger.h"
 #include "sim/replay/replay.h"
@@ -40,9 +42,49 @@ class StepRecords {
   // The changes of simulated GPU `gpu`'s ledger.
   int64_t changes(int32_t gpu) const;
   Change change(int32_t gpu, int64_t i) const;  // 0 <= i < changes(gpu)
+  // The same without its op, for readers of the memory alone.
+  memory::MemoryChange bare_change(int32_t gpu, int64_t i) const;
 
   // How many times the step runs the recorded window (1 for a step replayed in full).
   int64_t windows() const { return folded() ? r_.folded_records->windows : 1; }
+
+  // For readers that want part of the step (a micro-batch, a time span): the records in three
+  // runs, [0, first) before the window, its copy c at [first + c·size, first + (c + 1)·size)
+  // for c < copies, and the rest after. A step replayed in full has no copies. Copy c is copy
+  // 0 `c` periods later, with every allocated byte count the same (the state repeats).
+  struct Runs {
+    int64_t first = 0, size = 0, copies = 0;
+  };
+  Runs timing_runs() const;
+  Runs change_runs(int32_t gpu) const;
+  // Ascending, disjoint ranges [from, to] of window copies: those holding a timing whose op is
+  // labelled with a micro-batch in one of `micro_batches` ([lo, hi] each), and every copy when
+  // `step_wide` and the window holds an op of the whole step (OpPass::kStep, or no parameter
+  // group), which a reader files under the last micro-batch. None for a step replayed in full.
+  std::vector<std::pair<int64_t, int64_t>> CopiesLabelled(
+      const std::vector<std::pair<int64_t, int64_t>>& micro_batches, bool step_wide = false) const;
+  // The same for the copies holding a timing on simulated GPU `rank` that ends after `from`
+  // and starts before `to`.
+  std::vector<std::pair<int64_t, int64_t>> CopiesMeeting(int32_t rank, Duration from,
+                                                         Duration to) const;
+  // f(i) for every timing index i before the window, in `copies` (CopiesLabelled,
+  // CopiesMeeting) and after the window, in order, while f returns true.
+  template <class F>
+  void ForEachTimingIn(const std::vector<std::pair<int64_t, int64_t>>& copies, F&& f) const {
+    const Runs runs = timing_runs();
+    const int64_t after = runs.first + runs.copies * runs.size, n = timings();
+    for (int64_t i = 0; i < runs.first; ++i) {
+      if (!f(i)) return;
+    }
+    for (const auto& [from, to] : copies) {
+      for (int64_t i = runs.first + from * runs.size; i < runs.first + (to + 1) * runs.size; ++i) {
+        if (!f(i)) return;
+      }
+    }
+    for (int64_t i = after; i < n; ++i) {
+      if (!f(i)) return;
+    }
+  }
 
  private:
   // Where record i of a list of `size` records whose window is [begin, end) comes from: its

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -137,35 +138,157 @@ std::string Axes(double x_max_s, double y_max, absl::string_view y_unit, double 
   return out;
 }
 
+constexpr int kBuckets = 480;
+
+// A GPU's memory sampled in kBuckets columns over the step: each column holds the breakdown at
+// the first moment of its highest total, a column no change falls in what memory held before.
+class MemoryColumns {
+ public:
+  explicit MemoryColumns(Duration step)
+      : step_ps_(static_cast<double>(step.picoseconds())),
+        columns_(kBuckets),
+        best_(kBuckets, -1) {}
+
+  // The column of a change at `t` (changes come in time order).
+  int ColumnOf(Duration t) const {
+    return std::clamp(static_cast<int>(static_cast<double>(t.picoseconds()) / step_ps_ * kBuckets),
+                      last_, kBuckets - 1);
+  }
+  void Change(Duration t, MemCategory category, Bytes delta) {
+    const int b = ColumnOf(t);
+    Fill(b);
+    now_[static_cast<int>(category)] += delta;
+    total_ += delta.count();
+    if (total_ > best_[b]) {
+      best_[b] = total_;
+      columns_[b] = now_;
+    }
+  }
+  // A run of changes in column `b`, from the level now on: `high` above it at the first of
+  // its highest (`at`, the breakdown added by then), `end` added by its end.
+  void Run(int b, int64_t high, const memory::Breakdown& at, int64_t end_total,
+           const memory::Breakdown& end) {
+    Fill(b);
+    if (total_ + high > best_[b]) {
+      best_[b] = total_ + high;
+      columns_[b] = Plus(now_, at);
+    }
+    now_ = Plus(now_, end);
+    total_ += end_total;
+  }
+  const std::vector<memory::Breakdown>& Finish() {
+    Fill(kBuckets);
+    return columns_;
+  }
+
+ private:
+  static memory::Breakdown Plus(memory::Breakdown a, const memory::Breakdown& b) {
+    for (size_t c = 0; c < a.size(); ++c) a[c] += b[c];
+    return a;
+  }
+  // Columns between the last change's and `b` hold what memory held after it.
+  void Fill(int b) {
+    for (int gap = last_ + 1; gap < b; ++gap) columns_[gap] = now_;
+    last_ = std::min(b, kBuckets - 1);
+  }
+
+  double step_ps_;
+  std::vector<memory::Breakdown> columns_;
+  std::vector<int64_t> best_;  // the highest total seen in each column
+  memory::Breakdown now_{};
+  int64_t total_ = 0;
+  int last_ = 0;  // the column of the previous change
+};
+
+// The window of a folded step's changes on one GPU (StepRecords::change_runs), summed from
+// a copy's start: by each change, what it has added in all and by category, and the first of
+// its highest totals up to there and from there on. A copy that falls in one or two columns is
+// then sampled in one or two runs (MemoryColumns::Run), whatever its length.
+struct WindowSums {
+  std::vector<int64_t> total;
+  std::vector<memory::Breakdown> added;
+  std::vector<int64_t> best_to, best_from;  // indices of the first highest total
+
+  WindowSums(const replay::StepRecords& records, int32_t gpu,
+             const replay::StepRecords::Runs& runs) {
+    const auto n = static_cast<size_t>(runs.size);
+    total.resize(n);
+    added.resize(n);
+    best_to.resize(n);
+    best_from.resize(n);
+    int64_t t = 0;
+    memory::Breakdown b{};
+    for (size_t k = 0; k < n; ++k) {
+      const memory::MemoryChange c = records.bare_change(gpu, runs.first + static_cast<int64_t>(k));
+      t += c.delta.count();
+      b[static_cast<int>(c.category)] += c.delta;
+      total[k] = t;
+      added[k] = b;
+      best_to[k] = k > 0 && total[best_to[k - 1]] >= t ? best_to[k - 1] : static_cast<int64_t>(k);
+    }
+    for (size_t k = n; k-- > 0;) {
+      best_from[k] = k + 1 < n && total[best_from[k + 1]] > total[k] ? best_from[k + 1]
+                                                                     : static_cast<int64_t>(k);
+    }
+  }
+};
+
 // The peak GPU's memory over the step, stacked by category, sampled in kBuckets columns at
 // each column's highest moment (so no peak falls between samples).
 std::string MemoryChart(const replay::ReplayResult& r, const RunSummary& sum) {
   const replay::StepRecords records(r);
-  const int64_t changes = records.changes(r.peak_rank);
+  const int32_t gpu = r.peak_rank;
+  const int64_t changes = records.changes(gpu);
   if (changes == 0 || r.step <= Duration::Zero()) return "<p>No memory timeline.</p>";
-  constexpr int kBuckets = 480;
-  const double step_ps = static_cast<double>(r.step.picoseconds());
-  std::vector<memory::Breakdown> columns(kBuckets);
-  std::vector<int64_t> best(kBuckets, -1);  // the highest total seen in each column
-  memory::Breakdown now{};
-  int64_t total = 0;
-  int last = 0;  // the column of the previous change
+  MemoryColumns sampled(r.step);
+  const replay::StepRecords::Runs runs = records.change_runs(gpu);
+  std::optional<WindowSums> sums;
+  if (runs.size > 0) sums.emplace(records, gpu, runs);
+  const auto time_of = [&](int64_t i) { return records.bare_change(gpu, i).time; };
   for (int64_t i = 0; i < changes; ++i) {
-    const memory::MemoryChange c = records.change(r.peak_rank, i).change;
-    const int b =
-        std::clamp(static_cast<int>(static_cast<double>(c.time.picoseconds()) / step_ps * kBuckets),
-                   last, kBuckets - 1);
-    // Columns no change falls in hold what memory held after the previous change.
-    for (int gap = last + 1; gap < b; ++gap) columns[gap] = now;
-    now[static_cast<int>(c.category)] += c.delta;
-    total += c.delta.count();
-    if (total > best[b]) {
-      best[b] = total;
-      columns[b] = now;
+    // A folded step's window copy in one or two columns: sampled in one run per column.
+    if (sums && i >= runs.first && i < runs.first + runs.copies * runs.size &&
+        (i - runs.first) % runs.size == 0) {
+      const int64_t end = i + runs.size - 1;
+      const int first = sampled.ColumnOf(time_of(i));
+      const int last = sampled.ColumnOf(time_of(end));
+      const WindowSums& w = *sums;
+      if (first == last) {
+        const int64_t k = w.best_to.back(), e = runs.size - 1;
+        sampled.Run(first, w.total[k], w.added[k], w.total[e], w.added[e]);
+        i = end;
+        continue;
+      }
+      // The first change in a later column.
+      int64_t lo = i + 1, hi = end;
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (sampled.ColumnOf(time_of(mid)) > first) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      if (sampled.ColumnOf(time_of(lo)) == last) {
+        const int64_t p = lo - i, e = runs.size - 1;
+        const int64_t k = w.best_to[p - 1];
+        sampled.Run(first, w.total[k], w.added[k], w.total[p - 1], w.added[p - 1]);
+        // From the level at p on: what the copy adds past p − 1.
+        const int64_t m = w.best_from[p];
+        memory::Breakdown at = w.added[m], rest = w.added[e];
+        for (size_t c = 0; c < at.size(); ++c) {
+          at[c] -= w.added[p - 1][c];
+          rest[c] -= w.added[p - 1][c];
+        }
+        sampled.Run(last, w.total[m] - w.total[p - 1], at, w.total[e] - w.total[p - 1], rest);
+        i = end;
+        continue;
+      }
     }
-    last = b;
+    const memory::MemoryChange c = records.bare_change(gpu, i);
+    sampled.Change(c.time, c.category, c.delta);
   }
-  for (int gap = last + 1; gap < kBuckets; ++gap) columns[gap] = now;
+  const std::vector<memory::Breakdown>& columns = sampled.Finish();
   const double cap = static_cast<double>(sum.capacity.count());
   const double y_max_bytes = std::max(cap, static_cast<double>(sum.reserved_peak.count())) * 1.08;
   const double y_max = std::max(sum.capacity.gib(), sum.reserved_peak.gib()) * 1.08;
@@ -239,17 +362,17 @@ std::string StreamChart(const Scenario& s, const replay::ReplayResult& r) {
   const int32_t rank = r.peak_rank;
   const int32_t target = static_cast<int32_t>(s.micro_batches() / 2);
   Duration lo = r.step, hi = Duration::Zero();
+  // Of a folded step, only the window copies that hold the micro-batch, or meet its span.
   const replay::StepRecords records(r);
-  const int64_t timings = records.timings();
-  for (int64_t i = 0; i < timings; ++i) {
+  records.ForEachTimingIn(records.CopiesLabelled({{target, target}}), [&](int64_t i) {
     const auto [t, op] = records.timing(i);
-    if (t.rank != rank || op.micro_batch != target || op.stream != StreamKind::kCompute ||
-        op.pass == OpPass::kStep) {
-      continue;
+    if (t.rank == rank && op.micro_batch == target && op.stream == StreamKind::kCompute &&
+        op.pass != OpPass::kStep) {
+      lo = std::min(lo, t.start);
+      hi = std::max(hi, t.end);
     }
-    lo = std::min(lo, t.start);
-    hi = std::max(hi, t.end);
-  }
+    return true;
+  });
   if (hi <= lo) {
     lo = Duration::Zero();
     hi = r.step;
@@ -272,9 +395,9 @@ std::string StreamChart(const Scenario& s, const replay::ReplayResult& r) {
   out += Axes((hi - lo).seconds(), 0, "", plot_h);
   int drawn = 0;
   std::array<bool, kNumWork> used{};
-  for (int64_t i = 0; i < timings && drawn < 20000; ++i) {
+  records.ForEachTimingIn(records.CopiesMeeting(rank, lo, hi), [&](int64_t i) {
     const auto [t, op] = records.timing(i);
-    if (t.rank != rank || t.end <= lo || t.start >= hi) continue;
+    if (t.rank != rank || t.end <= lo || t.start >= hi) return true;
     const Work w = WorkOf(op);
     used[static_cast<int>(w)] = true;
     const double x0 = static_cast<double>((std::max(t.start, lo) - lo).picoseconds()) / span;
@@ -287,8 +410,8 @@ std::string StreamChart(const Scenario& s, const replay::ReplayResult& r) {
                           kLane - 8, kWorkFills[static_cast<int>(w)].id,
                           Escape(OpLabel(op, r.program.layers)),
                           Escape(FormatSeconds((t.end - t.start).seconds())));
-    ++drawn;
-  }
+    return ++drawn < 20000;
+  });
   out += "</svg>";
   std::vector<std::pair<const Fill*, std::string>> legend;
   for (int w = 0; w < kNumWork; ++w) {

@@ -718,19 +718,33 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
   };
   std::vector<Span> spans(all_micro_batches ? 1 : kept_ranges.size());
   if (all_micro_batches) spans[0] = {Duration::Zero(), r.step, true};
-  const int64_t timings = records.timings();
-  for (int64_t i = 0; i < timings && !all_micro_batches; ++i) {
-    const replay::StepRecords::Timing kept = records.timing(i);
-    if (!op_kept(kept)) continue;
-    const replay::OpTiming& t = kept.timing;
-    Span& sp = spans[range_of(kept.op)];
-    sp.from = sp.any ? std::min(sp.from, t.start) : t.start;
-    sp.to = sp.any ? std::max(sp.to, t.end) : t.end;
-    sp.any = true;
+  // Of a folded step, only the window copies that hold a kept micro-batch are read.
+  std::vector<std::pair<int64_t, int64_t>> copies;
+  if (all_micro_batches) {
+    if (records.windows() > 1) copies = {{0, records.windows() - 1}};
+  } else {
+    std::vector<std::pair<int64_t, int64_t>> kept_micro_batches;
+    for (const TraceRange& range : kept_ranges) {
+      kept_micro_batches.push_back({range.first, range.last});
+    }
+    copies =
+        records.CopiesLabelled(kept_micro_batches, kept_ranges.back().last >= micro_batches - 1);
   }
-  for (int64_t i = 0; i < timings; ++i) {
+  if (!all_micro_batches) {
+    records.ForEachTimingIn(copies, [&](int64_t i) {
+      const replay::StepRecords::Timing kept = records.timing(i);
+      if (!op_kept(kept)) return true;
+      const replay::OpTiming& t = kept.timing;
+      Span& sp = spans[range_of(kept.op)];
+      sp.from = sp.any ? std::min(sp.from, t.start) : t.start;
+      sp.to = sp.any ? std::max(sp.to, t.end) : t.end;
+      sp.any = true;
+      return true;
+    });
+  }
+  records.ForEachTimingIn(copies, [&](int64_t i) {
     const replay::StepRecords::Timing kept = records.timing(i);
-    if (!op_kept(kept)) continue;
+    if (!op_kept(kept)) return true;
     const replay::OpTiming& t = kept.timing;
     const Op& op = kept.op;
     nlohmann::ordered_json args;
@@ -752,7 +766,8 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
           {"ts", static_cast<double>(t.start.picoseconds()) / us},
           {"dur", static_cast<double>((t.end - t.start).picoseconds()) / us},
           {"args", args}});
-  }
+    return true;
+  });
   // One counter sample per GPU per distinct time: the state after all changes at that time.
   // With micro-batch ranges, per range only the times a kept op allocated or freed inside its
   // span, after one sample at the span's start with the level reached before it.
@@ -775,26 +790,53 @@ std::string TraceJson(const Scenario& s, const replay::ReplayResult& r,
   for (int32_t rank = 0; rank < r.simulated_ranks; ++rank) {
     if (!rank_kept(rank)) continue;
     const int64_t changes = records.changes(rank);
+    const replay::StepRecords::Runs runs = records.change_runs(rank);
+    auto time_of = [&](int64_t i) { return records.bare_change(rank, i).time; };
+    // Where the changes before `from` can be skipped from `i` on: past whole window copies,
+    // which end where they began (the state repeats), to the start of the last copy (or of
+    // what follows the window) that begins before `from` and does not begin inside a group of
+    // changes at one time — all samples the skipped changes would give are before the span.
+    auto skip_before = [&](int64_t i, Duration from) {
+      if (runs.size == 0 || i < runs.first || (i - runs.first) % runs.size != 0) return i;
+      const int64_t c = (i - runs.first) / runs.size;
+      if (c >= runs.copies) return i;
+      auto start = [&](int64_t k) { return runs.first + k * runs.size; };
+      int64_t lo = c, hi = start(runs.copies) < changes ? runs.copies : runs.copies - 1;
+      while (lo < hi) {  // the last k in [c, hi] whose start is before `from`
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (time_of(start(mid)) < from) {
+          lo = mid;
+        } else {
+          hi = mid - 1;
+        }
+      }
+      while (lo > c && time_of(start(lo)) == time_of(start(lo) - 1)) --lo;
+      return start(lo);
+    };
     for (const Span& span : spans) {
       if (!span.any) continue;
       memory::Breakdown cur{};
       bool kept_change = false;  // a change of the current time group is a kept op's
       bool level_shown = false;  // the sample at the span's start
-      std::optional<replay::StepRecords::Change> next;
-      if (changes > 0) next = records.change(rank, 0);
       for (int64_t i = 0; i < changes; ++i) {
-        const replay::StepRecords::Change c = *std::move(next);
-        next.reset();
-        if (i + 1 < changes) next = records.change(rank, i + 1);
+        if (!all_micro_batches) {
+          if (const int64_t to = skip_before(i, span.from); to != i) {
+            i = to;
+            kept_change = false;
+          }
+        }
+        const replay::StepRecords::Change c = records.change(rank, i);
+        std::optional<Duration> next;
+        if (i + 1 < changes) next = time_of(i + 1);
         cur[static_cast<int>(c.change.category)] += c.change.delta;
         kept_change = kept_change || (c.op && range_of(*c.op) >= 0);
-        if (next && next->change.time == c.change.time) continue;
+        if (next && *next == c.change.time) continue;
         Duration at = c.change.time;
         if (!all_micro_batches) {
           const bool kept = kept_change;
           kept_change = false;
           if (at > span.to) break;
-          const bool next_before = next && next->change.time < span.from;
+          const bool next_before = next && *next < span.from;
           if (at < span.from) {
             if (next_before) continue;
             at = span.from;  // the level when the span starts
