@@ -17,6 +17,9 @@
 #include "sim/explore/runner.h"
 #include "sim/replay/replay.h"
 #include "sim/replay/step_bound.h"
+#include "sim/report/html_report.h"
+#include "sim/report/run_report.h"
+#include "sim/report/run_summary.h"
 
 namespace {
 
@@ -107,6 +110,32 @@ void BM_ReplayDefault131072MicroBatches(benchmark::State& state) {
   ReplayLoop(state, DefaultScenario({{"training.global_batch", "4194304"}}));
 }
 BENCHMARK(BM_ReplayDefault131072MicroBatches)->Unit(benchmark::kMillisecond);
+
+// Outputs keep the fold (sim/replay/step_records.h): the default scenario at 4,096
+// micro-batches replayed (a), and replayed with its records then written as the HTML page (b)
+// or the trace of its first and last micro-batches (c). Each output should cost at most about
+// twice (a).
+sim::Scenario Default4096() { return DefaultScenario({{"training.global_batch", "131072"}}); }
+void BM_ReplayDefault4096MicroBatches(benchmark::State& state) { ReplayLoop(state, Default4096()); }
+BENCHMARK(BM_ReplayDefault4096MicroBatches)->Unit(benchmark::kMillisecond);
+void OutputLoop(benchmark::State& state, bool html) {
+  const sim::Scenario s = Default4096();
+  sim::replay::ReplayOptions options;
+  options.record_ops = options.record_memory = true;
+  sim::report::TraceOptions kept;
+  kept.micro_batches = sim::report::DefaultTraceMicroBatches(s);
+  for (auto _ : state) {
+    auto r = sim::replay::Simulate(s, options);
+    if (!r.ok()) std::abort();
+    const std::string out = html ? sim::report::RunHtml(s, *r, sim::report::Summarize(s, *r))
+                                 : sim::report::TraceJson(s, *r, kept);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+void BM_HtmlDefault4096MicroBatches(benchmark::State& state) { OutputLoop(state, true); }
+BENCHMARK(BM_HtmlDefault4096MicroBatches)->Unit(benchmark::kMillisecond);
+void BM_TraceDefault4096MicroBatches(benchmark::State& state) { OutputLoop(state, false); }
+BENCHMARK(BM_TraceDefault4096MicroBatches)->Unit(benchmark::kMillisecond);
 
 // Issue 7's target: scenarios/llama3-405b-8k.yaml, Llama-3-405B on 16,384 H100 as TP8 PP16
 // DP128, 126 layers, 16 micro-batches; one GPU per stage is simulated (TP and DP peers are
