@@ -197,6 +197,39 @@ TEST_CASE("run --trace-steps and --trace-stages keep a part of the step", "[cli]
 // schedule repeats (K + d = 3 for the default scenario's ZeRO-3 without a pipeline: K = 2,
 // d = 1, sim/replay/fold.cc) and the last K with the optimizer, and says so; `all` keeps all.
 // 10 micro-batches, the fewest that fold (more than 3 (K + d)).
+// Issue 71: outputs keep the fold. A step of 131,072 micro-batches, refused with an output
+// before (its program is past the limit one lowers whole), writes its page and trace from its
+// first short replays' records (sim/replay/step_records.h) in well under a second.
+TEST_CASE("run --html and --trace of a 131,072-micro-batch step write from the folded replay",
+          "[cli]") {
+  const std::string dir = "/tmp/stepsim-cli-long-outputs";
+  std::filesystem::create_directories(dir);
+  Result r = Stepsim(
+      absl::StrCat("run scenarios/default.yaml --set training.global_batch=4194304 --html ", dir,
+                   "/page.html --trace ", dir, "/trace.json --json ", dir, "/report.json"));
+  REQUIRE(r.status == 0);
+  const std::string page = Slurp(dir + "/page.html");
+  // The middle micro-batch drawn on the streams, the peak marked on the memory chart.
+  CHECK(absl::StrContains(page, "Micro-batch 65536 of 131072"));
+  CHECK(absl::StrContains(page, "id=\"peak-marker\""));
+  CHECK(absl::StrContains(r.out, "note: the trace keeps micro-batches 0..1, 131071 of 0..131071"));
+  std::ifstream in(dir + "/trace.json");
+  const auto trace = nlohmann::json::parse(in);
+  std::set<std::string> prefixes;
+  double last_end = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const std::string name = e["name"];
+    prefixes.insert(name.substr(0, name.find(' ')));
+    last_end = std::max(last_end, e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  CHECK(prefixes == std::set<std::string>{"mb0", "mb1", "mb131071", "optimizer"});
+  // The last op ends with the step the report gives (microseconds in the trace).
+  std::ifstream report(dir + "/report.json");
+  const double step_s = nlohmann::json::parse(report)["time"]["step_s"].get<double>();
+  CHECK(last_end / 1e6 == Approx(step_s).epsilon(1e-9));
+}
+
 TEST_CASE("run --trace of a long step keeps its first and last micro-batches, with a note",
           "[cli]") {
   const std::string dir = "/tmp/stepsim-cli-trace-default";
