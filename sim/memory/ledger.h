@@ -17,6 +17,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -77,6 +78,14 @@ class MemoryLedger {
   // the peak).
   const Breakdown& category_peaks() const { return category_peaks_; }
   const std::vector<MemoryChange>& changes() const { return changes_; }
+  // The recorded changes handed out and taken back (a replay's saved state copies its ledgers
+  // without them: sim/replay/replay_listener.h), and a state's changes put before those
+  // recorded since (a replay gone on from that state).
+  std::vector<MemoryChange> TakeChanges() { return std::exchange(changes_, {}); }
+  void PutChanges(std::vector<MemoryChange> changes) { changes_ = std::move(changes); }
+  void PrependChanges(const MemoryChange* begin, const MemoryChange* end) {
+    changes_.insert(changes_.begin(), begin, end);
+  }
   // Whether `o` answers every later change as this does (a fold's state one period on:
   // sim/replay/state_period.h): the same totals by category, the same live blocks by category
   // and size in the same order, the same allocator. Peaks, moments and the first overflow are

@@ -263,7 +263,7 @@ bool StateFold(const OpProgram& before, const ReplayResult& after,
                const std::shared_ptr<const ReplaySnapshot>& snapshot,
                const std::vector<LedgerCall>* calls, int64_t n, std::vector<int64_t>& increment,
                std::vector<int64_t>& late, std::vector<Bytes>& reserved, int& periods,
-               Period& period, std::vector<FoldedRecords::Reserved>* records) {
+               Period& period, std::vector<FoldedRecords::Reserved>* records = nullptr) {
   reserved.clear();
   if (!snapshot || !snapshot->earlier) return false;
   const ReplaySnapshot &f1 = *snapshot->earlier, &f2 = *snapshot;
@@ -318,8 +318,7 @@ std::optional<FoldedRecords> Records(const OpProgram& next, const ReplayResult& 
   f.timings_begin = f1.listener.timings;
   f.timings_end = f2.listener.timings;
   for (size_t g = 0; g < after.ledgers.size(); ++g) {
-    f.changes.push_back(
-        {f1.listener.ledgers[g].changes().size(), f2.listener.ledgers[g].changes().size()});
+    f.changes.push_back({f1.listener.changes[g], f2.listener.changes[g]});
   }
   f.label_step.assign(p.ops.size(), 0);
   for (size_t v = static_cast<size_t>(period.from); v < p.ops.size(); ++v) {
@@ -389,6 +388,106 @@ std::optional<FoldPlan> PlanFold(const Scenario& s) {
   return f;
 }
 
+namespace {
+
+// The step of `m` micro-batches folded on the states of the pair of short replays of `shorter`
+// and shorter + d micro-batches, recording: the longer runs from the step's start and holds
+// every record, which FoldedRecords expands (Records). When the pair's states do not repeat
+// (or its records do not expand): with `go_on`, the whole step gone on from the longer
+// replay's state, its records before that state prepended (ReplayAfter); else none.
+absl::StatusOr<std::optional<ReplayResult>> RecordedPair(const Scenario& s, const FoldPlan& plan,
+                                                         int64_t shorter, bool go_on,
+                                                         const cost::ComputeCostModel& compute,
+                                                         const cost::CollectiveCostModel& comm,
+                                                         const ReplayOptions& options,
+                                                         FoldTrace& t) {
+  const int64_t last = shorter + plan.d, m = s.micro_batches();
+  if (last > m || (m - last) % plan.d != 0) return std::nullopt;
+  auto lowering = StepLowering::Start(s);
+  if (!lowering.ok()) return std::nullopt;  // the full lowering reports it
+  std::vector<OpProgram> programs;
+  std::vector<int32_t> shared;
+  for (const int64_t count : {shorter, last}) {
+    auto program = lowering->Lower(count);
+    if (!program.ok()) return std::nullopt;
+    programs.push_back(*std::move(program));
+    shared.push_back(lowering->shared());
+  }
+  std::shared_ptr<const ReplaySnapshot> snapshot;
+  bool deferred = false;
+  std::vector<LedgerCall> calls;
+  std::vector<ReplayResult> runs =
+      ReplayFamily(std::move(programs), compute, comm, s.cluster.gpu.Usable(), options, nullptr,
+                   &snapshot, &shared, lowering->shared(), &deferred, &calls);
+  const int64_t n = (m - last) / plan.d;
+  std::vector<int64_t> increment, late;
+  std::vector<Bytes> reserved;
+  std::vector<FoldedRecords::Reserved> settling;
+  Period period;
+  int periods = 0;
+  const auto went_on = [&]() -> absl::StatusOr<std::optional<ReplayResult>> {
+    if (!go_on) return std::nullopt;
+    const int32_t shared = lowering->shared();  // of the longer's program with the step's
+    auto program = lowering->Lower(m);
+    if (!program.ok()) return std::nullopt;  // the full lowering reports it
+    ReplayResult r =
+        ReplayAfter(*std::move(program), runs[1].program, compute, comm, s.cluster.gpu.Usable(),
+                    options, snapshot, shared, 0, nullptr, &runs[1]);
+    Finalize(r, kAsLowered);  // as Replay does
+    t.went_on = true;
+    return std::optional<ReplayResult>(std::move(r));
+  };
+  if (!StateFold(runs[0].program, runs[1], snapshot, &calls, n, increment, late, reserved, periods,
+                 period, &settling)) {
+    return went_on();
+  }
+  auto next = lowering->Lower(last + plan.d);
+  if (!next.ok()) return std::nullopt;
+  std::optional<FoldedRecords> records =
+      Records(*next, runs[1], *snapshot->earlier, *snapshot, period, n);
+  if (!records) return std::nullopt;
+  // Where the allocators alone repeat, their reserved bytes as replayed alone.
+  if (!reserved.empty()) records->reserved = std::move(settling);
+  t.last = last;
+  t.by_state = true;
+  t.allocator_alone = !reserved.empty();
+  t.allocator_periods = std::max(t.allocator_periods, periods);
+  auto r = Extend(s, std::move(runs[1]), increment, n, late, reserved);
+  if (r.ok() && *r) (*r)->folded_records = std::move(records);
+  return r;
+}
+
+// Recording (--trace, --timeline, --html, --memory-snapshot): the step folded on the states of
+// its first pair of short replays (RecordedPair) or, when those do not repeat, of the pair
+// where it folds on states without records (a window that slid: an interleaved pipeline still
+// warming up), replayed again from the start with records. None (replay it in full) when it
+// does not fold on states.
+absl::StatusOr<std::optional<ReplayResult>> RecordedFold(const Scenario& s,
+                                                         const cost::ComputeCostModel& compute,
+                                                         const cost::CollectiveCostModel& comm,
+                                                         const ReplayOptions& options,
+                                                         FoldTrace& t) {
+  std::optional<FoldPlan> plan = FoldWindow(s);
+  if (!plan || plan->k + plan->d >= s.micro_batches()) return std::nullopt;
+  t.replays += 2;
+  // A step too short for three short replays does not slide (FoldedReplay): where its first
+  // pair does not repeat, it goes on from the pair's longer replay.
+  const bool short_step = !PlanFold(s);
+  auto first = RecordedPair(s, *plan, plan->k, short_step, compute, comm, options, t);
+  if (!first.ok() || *first || short_step) return first;
+  ReplayOptions plain = options;
+  plain.record_ops = plain.record_memory = false;
+  FoldTrace where;
+  auto folded = FoldedReplay(s, compute, comm, plain, &where);
+  if (!folded.ok() || !*folded || !where.by_state || where.last - plan->d <= plan->k) {
+    return std::optional<ReplayResult>();
+  }
+  t.replays += where.replays + 2;
+  return RecordedPair(s, *plan, where.last - plan->d, false, compute, comm, options, t);
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
                                                          const cost::ComputeCostModel& compute,
                                                          const cost::CollectiveCostModel& comm,
@@ -397,10 +496,8 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   FoldTrace local;
   FoldTrace& t = trace ? *trace : local;
   t = {};
-  // Recording (--trace, --timeline, --html, --memory-snapshot): only the first pair's longer
-  // replay runs from the start and holds every record. The step folds on that pair's states,
-  // its records expanded to the step's (Records); otherwise it is replayed in full.
-  const bool recording = options.record_ops || options.record_memory;
+  if (options.record_ops || options.record_memory)
+    return RecordedFold(s, compute, comm, options, t);
   const int64_t m = s.micro_batches();
   auto plan = PlanFold(s);
   // A step too short for the three short replays but longer than the first pair (GPT-3 175B's
@@ -493,7 +590,6 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   std::vector<int64_t> increment, late;
   std::vector<Bytes> reserved;
   Period period;
-  std::vector<FoldedRecords::Reserved> settling;  // recording: ReservedPeaks' records
   while (true) {
     t.last = last;
     const int64_t n = (m - last) / plan->d;
@@ -501,23 +597,11 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
     // differ (ReservedPeaks).
     if (StateFold(runs[runs.size() - 2].program, runs.back(), snapshot,
                   runs.size() == 2 ? &calls : nullptr, n, increment, late, reserved,
-                  t.allocator_periods, period, recording ? &settling : nullptr)) {
+                  t.allocator_periods, period)) {
       t.by_state = true;
       t.allocator_alone = !reserved.empty();
-      std::optional<FoldedRecords> records;
-      if (recording) {
-        auto next = lowering->Lower(last + plan->d);
-        if (!next.ok()) return std::nullopt;
-        records = Records(*next, runs.back(), *snapshot->earlier, *snapshot, period, n);
-        if (!records) return std::nullopt;
-        // Where the allocators alone repeat, their reserved bytes as replayed alone.
-        if (!reserved.empty()) records->reserved = std::move(settling);
-      }
-      auto r = Extend(s, std::move(runs.back()), increment, n, late, reserved);
-      if (r.ok() && *r) (*r)->folded_records = std::move(records);
-      return r;
+      return Extend(s, std::move(runs.back()), increment, n, late, reserved);
     }
-    if (recording) return std::nullopt;
     if (pair_only && (runs.size() == 3 || last + plan->d >= m || !lowering->incremental())) {
       const int32_t shared = lowering->shared();  // of runs.back()'s program with the step's
       auto program = lowering->Lower(m);

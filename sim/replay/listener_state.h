@@ -98,7 +98,10 @@ struct ListenerState {
   cost::LinkSharing sharing{0};
   std::vector<StageTimes> stages;
   std::vector<Bytes> host_activation_peak;
+  // Without their recorded changes (ReplayOptions::record_memory), which stay with the replay
+  // that made them: `changes` counts them per ledger.
   std::vector<memory::MemoryLedger> ledgers;
+  std::vector<size_t> changes;
   // The ledger changes recorded by then (ReplayListener::Record; 0 when none are).
   size_t calls = 0;
   // The op timings this replay recorded by then (ReplayOptions::record_ops; a replay gone on

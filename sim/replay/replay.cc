@@ -481,11 +481,13 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
                          const cost::CollectiveCostModel& comm, Bytes capacity,
                          const ReplayOptions& options,
                          std::shared_ptr<const ReplaySnapshot>& snapshot, int32_t known,
-                         int32_t next_shared, int32_t* resumed_at) {
+                         int32_t next_shared, int32_t* resumed_at,
+                         const ReplayResult* previous_records) {
   if (resumed_at) *resumed_at = 0;
   const std::shared_ptr<const ReplaySnapshot> from = std::move(snapshot);
   snapshot.reset();
-  const int32_t shared = from && Resumable(options) ? CommonPrefix(program, previous, known) : 0;
+  const bool resumable = Resumable(options) || (Forkable(options) && previous_records);
+  const int32_t shared = from && resumable ? CommonPrefix(program, previous, known) : 0;
   // The state to keep: where the next program will part from this one, guessed a period on
   // (as in ReplayFamily), with the state gone on from kept behind it; else where this program
   // parts from `previous`, which the next program shares.
@@ -505,6 +507,7 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
   // outlives the run).
   std::unique_ptr<ReplayRun> run;
   std::shared_ptr<const ReplaySnapshot> resumed;
+  std::shared_ptr<const ReplaySnapshot> resumed_state;  // kept for its record counts
   int32_t base = 0;
   std::vector<int32_t> done_before;
   for (std::shared_ptr<const ReplaySnapshot> s = from; s != nullptr; s = s->earlier) {
@@ -513,6 +516,7 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
                    done_before);
     if (run) {
       if (resumed_at) *resumed_at = s->executor.prefix;
+      resumed_state = s;
       resumed = std::move(s);
       break;
     }
@@ -533,7 +537,22 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
     }
   }
   run->executor->Advance(kToTheEnd);
-  return Complete(*run);
+  ReplayResult r = Complete(*run);
+  // Recording, the records made before the state gone on from (ListenerState::changes).
+  if (previous_records && resumed_state) {
+    const auto& timings = previous_records->timings;
+    const size_t before = std::min(resumed_state->listener.timings, timings.size());
+    r.timings.insert(r.timings.begin(), timings.begin(),
+                     timings.begin() + static_cast<std::ptrdiff_t>(before));
+    for (size_t g = 0; g < r.ledgers.size() && g < previous_records->ledgers.size(); ++g) {
+      const auto& changes = previous_records->ledgers[g].changes();
+      const size_t n = g < resumed_state->listener.changes.size()
+                           ? std::min(resumed_state->listener.changes[g], changes.size())
+                           : 0;
+      r.ledgers[g].PrependChanges(changes.data(), changes.data() + n);
+    }
+  }
+  return r;
 }
 
 ReplayResult ReplayFromState(OpProgram program, const ReplaySnapshot& state,

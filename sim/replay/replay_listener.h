@@ -207,7 +207,21 @@ class ReplayListener {
   // times, and what their collectives add to the result; the rest of the state is whole).
   // Numbered from op 0 whatever the base: the ops before it as the state this replay went on
   // from has them.
-  ListenerState Save(int32_t prefix) const {
+  ListenerState Save(int32_t prefix) {
+    // The ledgers are copied without their recorded changes (ListenerState::changes).
+    std::vector<std::vector<memory::MemoryChange>> records;
+    std::vector<size_t> counts;
+    for (memory::MemoryLedger& l : r_.ledgers) {
+      counts.push_back(l.changes().size());
+      records.push_back(l.TakeChanges());
+    }
+    ListenerState st = SaveUnrecorded(prefix);
+    st.changes = std::move(counts);
+    for (size_t g = 0; g < records.size(); ++g) r_.ledgers[g].PutChanges(std::move(records[g]));
+    return st;
+  }
+  // Save, the ledgers copied whole.
+  ListenerState SaveUnrecorded(int32_t prefix) const {
     SIM_CHECK(prefix >= base_, "a state is saved past the base");
     // On from the last Save (forks come in order of their prefixes), or the known prefix.
     if (prefix < saved_.upto) saved_ = {};
@@ -249,6 +263,7 @@ class ReplayListener {
         r_.stages,
         r_.host_activation_peak,
         r_.ledgers,
+        {},
         calls_ ? calls_->size() : 0,
         r_.timings.size()};
     if (base_ > 0) {

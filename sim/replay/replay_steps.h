@@ -63,13 +63,18 @@ ReplayResult ReplayFromState(OpProgram program, const ReplaySnapshot& state,
 // its state where it parts from `previous`. `known`: the leading ops `previous` is known to
 // share with it (CommonPrefix's). The latest state kept that `program` shares and that its
 // executor adopts is the one gone on from (each ReplaySnapshot::earlier in turn); `resumed_at`
-// (optional) receives its prefix, 0 when the program was replayed alone.
+// (optional) receives its prefix, 0 when the program was replayed alone. Recording
+// (ReplayOptions::record_ops, record_memory), it goes on from a state only given
+// `previous_records`, the result of previous's replay, recorded from its start: the result's
+// timings and ledger changes then begin with those made before the state; without, it is
+// replayed alone.
 ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
                          const cost::ComputeCostModel& compute,
                          const cost::CollectiveCostModel& comm, Bytes capacity,
                          const ReplayOptions& options,
                          std::shared_ptr<const ReplaySnapshot>& snapshot, int32_t known = 0,
-                         int32_t next_shared = 0, int32_t* resumed_at = nullptr);
+                         int32_t next_shared = 0, int32_t* resumed_at = nullptr,
+                         const ReplayResult* previous_records = nullptr);
 // The ops of the program a kept state covers (the leading ops a program must share to go on
 // from it).
 int32_t SnapshotPrefix(const ReplaySnapshot& snapshot);
