@@ -21,9 +21,9 @@
 // Either gives what the full replay gives, byte for byte (tests/fold_test.cc). FLOPs are one
 // micro-batch's times M either way (replay_steps.h). When anything fails to repeat (GPipe's
 // peak grows with M), the step is replayed in full. Recording (ReplayOptions::record_ops,
-// record_memory), a step folds only on its first pair's states, whose longer replay holds every
-// record, and says how they expand to the step's (FoldedRecords, sim/replay/step_records.h);
-// otherwise it is replayed in full. The
+// record_memory), a step folds only on states: those of a pair whose longer replay ran from the
+// step's start and holds every record, with how they expand to the step's (FoldedRecords,
+// sim/replay/step_records.h); or it goes on from its first pair, or is replayed in full. The
 // first two short replays share their first micro-batches and run as one, forked where they
 // part (ReplayFamily, sim/replay/prefix_watch.h).
 

@@ -18,8 +18,8 @@ absl::Status CheckLength(const Scenario& s, int64_t micro_batches) {
       " layer groups = ", passes, " to lower one by one, above the limit of ", kMaxGroupPasses,
       ": the step is replayed micro-batch by micro-batch when folding is off (--no-fold), when "
       "its micro-batches do not repeat (GPipe's memory grows with them), or when a trace, "
-      "timeline, page or memory snapshot is written and the step does not fold on its first "
-      "short replays (docs/folding.md); fewer micro-batches (raise training.micro_batch) or a "
+      "timeline, page or memory snapshot is written and the step does not fold on the states of "
+      "its short replays (docs/folding.md); fewer micro-batches (raise training.micro_batch) or a "
       "folded run answer it"));
 }
 
