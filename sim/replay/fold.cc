@@ -467,8 +467,12 @@ absl::StatusOr<std::optional<ReplayResult>> RecordedFold(const Scenario& s,
                                                          const cost::CollectiveCostModel& comm,
                                                          const ReplayOptions& options,
                                                          FoldTrace& t) {
+  // States are saved of one replica standing for all (ReplayFamily): with every replica
+  // simulated nothing folds on states.
   std::optional<FoldPlan> plan = FoldWindow(s);
-  if (!plan || plan->k + plan->d >= s.micro_batches()) return std::nullopt;
+  if (options.replicas != 1 || !plan || plan->k + plan->d >= s.micro_batches()) {
+    return std::nullopt;
+  }
   t.replays += 2;
   // A step too short for three short replays does not slide (FoldedReplay): where its first
   // pair does not repeat, it goes on from the pair's longer replay.
@@ -496,8 +500,9 @@ absl::StatusOr<std::optional<ReplayResult>> FoldedReplay(const Scenario& s,
   FoldTrace local;
   FoldTrace& t = trace ? *trace : local;
   t = {};
-  if (options.record_ops || options.record_memory)
+  if (options.record_ops || options.record_memory) {
     return RecordedFold(s, compute, comm, options, t);
+  }
   const int64_t m = s.micro_batches();
   auto plan = PlanFold(s);
   // A step too short for the three short replays but longer than the first pair (GPT-3 175B's

@@ -99,7 +99,7 @@ struct ListenerState {
   std::vector<StageTimes> stages;
   std::vector<Bytes> host_activation_peak;
   // Without their recorded changes (ReplayOptions::record_memory), which stay with the replay
-  // that made them: `changes` counts them per ledger.
+  // that made them: `changes` counts them per ledger (a replay gone on from a state, its own).
   std::vector<memory::MemoryLedger> ledgers;
   std::vector<size_t> changes;
   // The ledger changes recorded by then (ReplayListener::Record; 0 when none are).

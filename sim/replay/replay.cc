@@ -361,7 +361,8 @@ struct ProgramView {
 // replay that records (ReplayOptions::record_ops, record_memory) and runs from the start keeps
 // every record, as ReplayFamily's longest does (a fold's expansion reads them:
 // sim/replay/step_records.h); one gone on from a state keeps only what it recorded itself, so
-// ReplayAfter, whose result is the whole answer, does not go on from one when recording.
+// ReplayAfter, whose result is the whole answer, goes on from one when recording only given
+// the records made before it.
 bool Forkable(const ReplayOptions& options) { return options.replicas == 1; }
 bool Resumable(const ReplayOptions& options) {
   return Forkable(options) && !options.record_ops && !options.record_memory;
@@ -507,7 +508,7 @@ ReplayResult ReplayAfter(OpProgram program, const OpProgram& previous,
   // outlives the run).
   std::unique_ptr<ReplayRun> run;
   std::shared_ptr<const ReplaySnapshot> resumed;
-  std::shared_ptr<const ReplaySnapshot> resumed_state;  // kept for its record counts
+  std::shared_ptr<const ReplaySnapshot> resumed_state;  // the same, for its record counts
   int32_t base = 0;
   std::vector<int32_t> done_before;
   for (std::shared_ptr<const ReplaySnapshot> s = from; s != nullptr; s = s->earlier) {

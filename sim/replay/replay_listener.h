@@ -215,13 +215,13 @@ class ReplayListener {
       counts.push_back(l.changes().size());
       records.push_back(l.TakeChanges());
     }
-    ListenerState st = SaveUnrecorded(prefix);
+    ListenerState st = CopyState(prefix);
     st.changes = std::move(counts);
     for (size_t g = 0; g < records.size(); ++g) r_.ledgers[g].PutChanges(std::move(records[g]));
     return st;
   }
-  // Save, the ledgers copied whole.
-  ListenerState SaveUnrecorded(int32_t prefix) const {
+  // Save's copy of the state, the ledgers as they are (Save has taken their records out).
+  ListenerState CopyState(int32_t prefix) const {
     SIM_CHECK(prefix >= base_, "a state is saved past the base");
     // On from the last Save (forks come in order of their prefixes), or the known prefix.
     if (prefix < saved_.upto) saved_ = {};
