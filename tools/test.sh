@@ -30,15 +30,18 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=
       -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DSTEPSIM_SANITIZE=ON \
       -DSTEPSIM_BENCHMARKS=OFF >/dev/null
 cmake --build build-asan -j "$jobs"
-# The sanitized pass leaves out the seven tests that only repeat, at scale, code paths the other
+# The sanitized pass leaves out the eight tests that only repeat, at scale, code paths the other
 # tests already take (the whole public validation set twice, five plan searches over dozens of
 # replays; the plan code runs sanitized in the mixture-of-experts and fine-tuning plans): they
 # run in the optimised pass above. Two took 158 s and 124 s sanitized (the pass 353 s wall on
 # two cores, CI 20.0 min, with them); the owning-versus-renting plan 230 s of a 573 s pass
-# (CI 33 min on a slower hour of the 2-core machine, 2026-12-07).
+# (CI 33 min on a slower hour of the 2-core machine, 2026-12-07). The outputs of three shipped
+# scenarios' folded steps against their full replays (GPT-3 175B's included) take the paths the
+# golden layouts' and Llama-2-7B's take: 37 s sanitized.
 heavy="plan shards merge into the whole plan|public validation cases stay within their error levels"
 heavy="$heavy|validate reports cases, MAPE and skipped cases|plan: smallest Llama-2-70B cluster"
 heavy="$heavy|plan: Llama-3-405B on 256 H100 needs deep pipelines|compare and plan print their tables"
 heavy="$heavy|plan: owning instead of renting changes the choice"
+heavy="$heavy|a folded step's outputs are the full replay's on three shipped scenarios"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs" -E "$heavy"
